@@ -1,0 +1,1 @@
+//! Shared code for the examples (nothing yet; each example is self-contained).

@@ -1,0 +1,344 @@
+//! `bool` and the fixed-width integer serializers `u8`..`u64`, `i8`..`i64`.
+//!
+//! Encoding (the seed's `IntNetSerializers`), with `n` the configured bit count
+//! (`bits`, default: the type's width):
+//! - when `n >= 16`, a zero flag first: `[1]` for zero (1 bit in all), else `[0]`;
+//! - then the value in `n` bits, LSB-first (so a 64-bit value goes low word first).
+//!
+//! `int32 Health = 100` costs 33 bits; `int32 Health = 0` costs 1 bit; `u8 Ammo = 30`
+//! with 8 bits costs 8 bits. Quantizing clamps into the configured range; signed values
+//! travel as two's complement in `n` bits and are sign-extended on read.
+//!
+//! Deltas use the seed's table ([`super::write_int_delta`]), chosen by `n`.
+
+use super::{NetDefault, NetSerializer, NetSerializerConfig, Result, StableHasher};
+use crate::bits::{BitReader, BitWriter, sign_extend};
+
+/// Configuration of the integer serializers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntConfig {
+    /// Bits on the wire, `1..=width`; `0` (the default) means the type's full width.
+    pub bits: u32,
+}
+
+impl IntConfig {
+    /// The type's full width.
+    pub const DEFAULT: IntConfig = IntConfig { bits: 0 };
+
+    /// The effective bit count for a type `width` bits wide.
+    #[inline]
+    pub const fn effective_bits(&self, width: u32) -> u32 {
+        if self.bits == 0 || self.bits > width {
+            width
+        } else {
+            self.bits
+        }
+    }
+}
+
+impl Default for IntConfig {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl NetSerializerConfig for IntConfig {
+    const DEFAULT: Self = IntConfig::DEFAULT;
+    fn fingerprint(&self, hasher: &mut StableHasher) {
+        hasher.write_u32(self.bits);
+    }
+}
+
+/// The zero-flag threshold: integers of at least this many bits spend one bit to make
+/// zero cost one bit.
+pub const ZERO_VALUE_OPTIMIZATION_BITS: u32 = 16;
+
+#[inline]
+fn write_int(w: &mut BitWriter, value: u64, bits: u32) {
+    if bits >= ZERO_VALUE_OPTIMIZATION_BITS && w.write_bool(value == 0) {
+        return;
+    }
+    w.write_bits(value, bits);
+}
+
+#[inline]
+fn read_int(r: &mut BitReader, bits: u32) -> Result<u64> {
+    if bits >= ZERO_VALUE_OPTIMIZATION_BITS && r.read_bool() {
+        r.check()?;
+        return Ok(0);
+    }
+    let v = r.read_bits(bits);
+    r.check()?;
+    Ok(v)
+}
+
+fn check_bits(bits: u32, width: u32, ty: &str) -> std::result::Result<(), String> {
+    if bits > width {
+        Err(format!(
+            "`bits = {bits}` does not fit in `{ty}` (at most {width})"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+macro_rules! unsigned_serializer {
+    ($name:ident, $ty:ty, $width:expr, $label:literal) => {
+        #[doc = concat!("`", stringify!($ty), "`: ", $label, " See the [module docs](self) for the encoding.")]
+        ///
+        /// ```
+        /// use replicate::serialize::*;
+        #[doc = concat!("let (bits, v) = roundtrip::<", stringify!($name), ">(&IntConfig::DEFAULT, &0).unwrap();")]
+        #[doc = concat!("assert_eq!(v, 0);")]
+        /// ```
+        #[derive(Debug, Clone, Copy, Default)]
+        pub struct $name;
+
+        impl NetSerializer for $name {
+            type Source = $ty;
+            type Quantized = $ty;
+            type Config = IntConfig;
+            const NAME: &'static str = stringify!($ty);
+
+            #[inline]
+            fn quantize(config: &IntConfig, source: &$ty) -> $ty {
+                let bits = config.effective_bits($width);
+                let max = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+                (*source as u64).min(max) as $ty
+            }
+            #[inline]
+            fn dequantize(_: &IntConfig, q: &$ty) -> $ty {
+                *q
+            }
+            #[inline]
+            fn serialize(config: &IntConfig, q: &$ty, w: &mut BitWriter) {
+                write_int(w, *q as u64, config.effective_bits($width));
+            }
+            #[inline]
+            fn deserialize(config: &IntConfig, r: &mut BitReader) -> Result<$ty> {
+                Ok(read_int(r, config.effective_bits($width))? as $ty)
+            }
+            fn serialize_delta(config: &IntConfig, q: &$ty, prev: &$ty, w: &mut BitWriter) {
+                super::write_int_delta(w, *q as u64, *prev as u64, config.effective_bits($width));
+            }
+            fn deserialize_delta(config: &IntConfig, prev: &$ty, r: &mut BitReader) -> Result<$ty> {
+                let v = super::read_int_delta(r, *prev as u64, config.effective_bits($width));
+                r.check()?;
+                Ok(v as $ty)
+            }
+            fn max_bits(config: &IntConfig) -> Option<u32> {
+                let bits = config.effective_bits($width);
+                Some(bits + (bits >= ZERO_VALUE_OPTIMIZATION_BITS) as u32)
+            }
+            fn validate_config(config: &IntConfig) -> std::result::Result<(), String> {
+                check_bits(config.bits, $width, stringify!($ty))
+            }
+        }
+
+        impl NetDefault for $ty {
+            type Serializer = $name;
+        }
+    };
+}
+
+macro_rules! signed_serializer {
+    ($name:ident, $ty:ty, $uty:ty, $width:expr, $label:literal) => {
+        #[doc = concat!("`", stringify!($ty), "`: ", $label, " See the [module docs](self) for the encoding.")]
+        ///
+        /// ```
+        /// use replicate::serialize::*;
+        #[doc = concat!("let (_, v) = roundtrip::<", stringify!($name), ">(&IntConfig { bits: 6 }, &-100).unwrap();")]
+        /// assert_eq!(v, -32); // clamped to the 6-bit range -32..=31
+        /// ```
+        #[derive(Debug, Clone, Copy, Default)]
+        pub struct $name;
+
+        impl NetSerializer for $name {
+            type Source = $ty;
+            type Quantized = $uty;
+            type Config = IntConfig;
+            const NAME: &'static str = stringify!($ty);
+
+            #[inline]
+            fn quantize(config: &IntConfig, source: &$ty) -> $uty {
+                let bits = config.effective_bits($width);
+                let (lo, hi) = if bits >= 64 {
+                    (i64::MIN, i64::MAX)
+                } else {
+                    (-(1i64 << (bits - 1)), (1i64 << (bits - 1)) - 1)
+                };
+                let v = (*source as i64).clamp(lo, hi) as u64;
+                let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+                (v & mask) as $uty
+            }
+            #[inline]
+            fn dequantize(config: &IntConfig, q: &$uty) -> $ty {
+                sign_extend(*q as u64, config.effective_bits($width)) as $ty
+            }
+            #[inline]
+            fn serialize(config: &IntConfig, q: &$uty, w: &mut BitWriter) {
+                write_int(w, *q as u64, config.effective_bits($width));
+            }
+            #[inline]
+            fn deserialize(config: &IntConfig, r: &mut BitReader) -> Result<$uty> {
+                Ok(read_int(r, config.effective_bits($width))? as $uty)
+            }
+            fn serialize_delta(config: &IntConfig, q: &$uty, prev: &$uty, w: &mut BitWriter) {
+                super::write_int_delta(w, *q as u64, *prev as u64, config.effective_bits($width));
+            }
+            fn deserialize_delta(config: &IntConfig, prev: &$uty, r: &mut BitReader) -> Result<$uty> {
+                let v = super::read_int_delta(r, *prev as u64, config.effective_bits($width));
+                r.check()?;
+                Ok(v as $uty)
+            }
+            fn max_bits(config: &IntConfig) -> Option<u32> {
+                let bits = config.effective_bits($width);
+                Some(bits + (bits >= ZERO_VALUE_OPTIMIZATION_BITS) as u32)
+            }
+            fn validate_config(config: &IntConfig) -> std::result::Result<(), String> {
+                check_bits(config.bits, $width, stringify!($ty))
+            }
+        }
+
+        impl NetDefault for $ty {
+            type Serializer = $name;
+        }
+    };
+}
+
+unsigned_serializer!(U8Serializer, u8, 8, "8 bits by default.");
+unsigned_serializer!(U16Serializer, u16, 16, "zero flag plus 16 bits by default.");
+unsigned_serializer!(U32Serializer, u32, 32, "zero flag plus 32 bits by default.");
+unsigned_serializer!(
+    U64Serializer,
+    u64,
+    64,
+    "zero flag plus 64 bits (low word first) by default."
+);
+signed_serializer!(
+    I8Serializer,
+    i8,
+    u8,
+    8,
+    "8 bits two's complement by default."
+);
+signed_serializer!(
+    I16Serializer,
+    i16,
+    u16,
+    16,
+    "zero flag plus 16 bits by default."
+);
+signed_serializer!(
+    I32Serializer,
+    i32,
+    u32,
+    32,
+    "zero flag plus 32 bits by default."
+);
+signed_serializer!(
+    I64Serializer,
+    i64,
+    u64,
+    64,
+    "zero flag plus 64 bits by default."
+);
+
+/// `bool`: one bit. Its delta is the value itself (one bit), never more.
+///
+/// ```
+/// use replicate::serialize::*;
+/// assert_eq!(roundtrip::<BoolSerializer>(&NoConfig, &true).unwrap(), (1, true));
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BoolSerializer;
+
+impl NetSerializer for BoolSerializer {
+    type Source = bool;
+    type Quantized = bool;
+    type Config = super::NoConfig;
+    const NAME: &'static str = "bool";
+
+    fn quantize(_: &super::NoConfig, source: &bool) -> bool {
+        *source
+    }
+    fn dequantize(_: &super::NoConfig, q: &bool) -> bool {
+        *q
+    }
+    fn serialize(_: &super::NoConfig, q: &bool, w: &mut BitWriter) {
+        w.write_bool(*q);
+    }
+    fn deserialize(_: &super::NoConfig, r: &mut BitReader) -> Result<bool> {
+        let v = r.read_bool();
+        r.check()?;
+        Ok(v)
+    }
+    fn serialize_delta(c: &super::NoConfig, q: &bool, _prev: &bool, w: &mut BitWriter) {
+        Self::serialize(c, q, w)
+    }
+    fn deserialize_delta(c: &super::NoConfig, _prev: &bool, r: &mut BitReader) -> Result<bool> {
+        Self::deserialize(c, r)
+    }
+    fn max_bits(_: &super::NoConfig) -> Option<u32> {
+        Some(1)
+    }
+}
+
+impl NetDefault for bool {
+    type Serializer = BoolSerializer;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::roundtrip;
+    use super::*;
+
+    #[test]
+    fn seed_bit_counts() {
+        assert_eq!(
+            roundtrip::<I32Serializer>(&IntConfig::DEFAULT, &0).unwrap(),
+            (1, 0)
+        );
+        assert_eq!(
+            roundtrip::<I32Serializer>(&IntConfig::DEFAULT, &100).unwrap(),
+            (33, 100)
+        );
+        assert_eq!(
+            roundtrip::<U8Serializer>(&IntConfig { bits: 8 }, &30).unwrap(),
+            (8, 30)
+        );
+        assert_eq!(
+            roundtrip::<U8Serializer>(&IntConfig { bits: 7 }, &200).unwrap(),
+            (7, 127)
+        );
+        assert_eq!(
+            roundtrip::<U64Serializer>(&IntConfig::DEFAULT, &u64::MAX).unwrap(),
+            (65, u64::MAX)
+        );
+        assert_eq!(
+            roundtrip::<I64Serializer>(&IntConfig::DEFAULT, &i64::MIN).unwrap(),
+            (65, i64::MIN)
+        );
+        assert_eq!(
+            roundtrip::<I16Serializer>(&IntConfig { bits: 12 }, &-5).unwrap(),
+            (12, -5)
+        );
+    }
+
+    #[test]
+    fn sixty_four_bit_low_word_first() {
+        let mut w = BitWriter::with_capacity_bits(128);
+        U64Serializer::serialize(&IntConfig::DEFAULT, &0x1122_3344_5566_7788, &mut w);
+        let bytes = w.finish().unwrap();
+        let mut r = BitReader::new(&bytes);
+        assert!(!r.read_bool());
+        assert_eq!(r.read_bits(32), 0x5566_7788);
+        assert_eq!(r.read_bits(32), 0x1122_3344);
+    }
+
+    #[test]
+    fn config_validation() {
+        assert!(U32Serializer::validate_config(&IntConfig { bits: 33 }).is_err());
+        assert!(U32Serializer::validate_config(&IntConfig { bits: 32 }).is_ok());
+    }
+}

@@ -1,0 +1,619 @@
+//! Replication state: change masks, member conditions, state descriptors, and the two
+//! traits the derive implements ([`Replicated`] for the game type, [`ReplicatedState`]
+//! for its quantized twin).
+//!
+//! This layer describes *what* a type replicates and how its members map to change-mask
+//! bits. It uses [`crate::serialize`] and [`crate::bits`] and knows nothing about
+//! objects, connections or packets.
+
+use crate::NetRefHandle;
+use crate::bits::{BitReader, BitWriter};
+use crate::serialize::{Result, StableHasher};
+
+/// One bit per replicated member (more for arrays and nested structs), set when the
+/// member changed. Masks of up to 64 bits live inline without allocation.
+///
+/// ```
+/// use replicate::state::ChangeMask;
+/// let mut m = ChangeMask::new(3);
+/// m.set(0);
+/// m.set(2);
+/// assert_eq!(m.to_u64(), 0b101);
+/// assert!(m.any());
+/// assert_eq!(m.iter_ones().collect::<Vec<_>>(), vec![0, 2]);
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct ChangeMask {
+    bits: u32,
+    words: MaskWords,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum MaskWords {
+    Inline(u64),
+    Heap(Box<[u64]>),
+}
+
+impl std::fmt::Debug for ChangeMask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ChangeMask(")?;
+        for i in 0..self.bits {
+            write!(f, "{}", self.get(i) as u8)?;
+        }
+        write!(f, ")")
+    }
+}
+
+impl ChangeMask {
+    /// An all-clear mask of `bits` bits.
+    pub fn new(bits: u32) -> Self {
+        let words = if bits <= 64 {
+            MaskWords::Inline(0)
+        } else {
+            MaskWords::Heap(vec![0; bits.div_ceil(64) as usize].into_boxed_slice())
+        };
+        Self { bits, words }
+    }
+
+    /// An all-set mask of `bits` bits (what a creation sends).
+    pub fn all(bits: u32) -> Self {
+        let mut m = Self::new(bits);
+        m.set_all();
+        m
+    }
+
+    /// Number of bits.
+    #[inline]
+    pub fn len(&self) -> u32 {
+        self.bits
+    }
+
+    /// Whether the mask has zero bits.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.bits == 0
+    }
+
+    /// The backing words (bit `i` is bit `i % 64` of word `i / 64`).
+    #[inline]
+    pub fn words(&self) -> &[u64] {
+        match &self.words {
+            MaskWords::Inline(w) => std::slice::from_ref(w),
+            MaskWords::Heap(w) => w,
+        }
+    }
+
+    #[inline]
+    fn words_mut(&mut self) -> &mut [u64] {
+        match &mut self.words {
+            MaskWords::Inline(w) => std::slice::from_mut(w),
+            MaskWords::Heap(w) => w,
+        }
+    }
+
+    /// Reads bit `i` (false when out of range).
+    #[inline]
+    pub fn get(&self, i: u32) -> bool {
+        i < self.bits && self.words()[(i / 64) as usize] >> (i % 64) & 1 == 1
+    }
+
+    /// Sets bit `i` (ignored when out of range).
+    #[inline]
+    pub fn set(&mut self, i: u32) {
+        if i < self.bits {
+            self.words_mut()[(i / 64) as usize] |= 1 << (i % 64);
+        }
+    }
+
+    /// Clears bit `i`.
+    #[inline]
+    pub fn clear_bit(&mut self, i: u32) {
+        if i < self.bits {
+            self.words_mut()[(i / 64) as usize] &= !(1 << (i % 64));
+        }
+    }
+
+    /// Sets bits `offset..offset + count`.
+    pub fn set_range(&mut self, offset: u32, count: u32) {
+        for i in offset..offset.saturating_add(count).min(self.bits) {
+            self.set(i);
+        }
+    }
+
+    /// Whether any bit in `offset..offset + count` is set.
+    pub fn any_in(&self, offset: u32, count: u32) -> bool {
+        (offset..offset.saturating_add(count).min(self.bits)).any(|i| self.get(i))
+    }
+
+    /// Sets every bit.
+    pub fn set_all(&mut self) {
+        let bits = self.bits;
+        for (i, w) in self.words_mut().iter_mut().enumerate() {
+            let start = i as u32 * 64;
+            let n = bits.saturating_sub(start).min(64);
+            *w = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        }
+    }
+
+    /// Clears every bit.
+    pub fn clear(&mut self) {
+        self.words_mut().fill(0);
+    }
+
+    /// Whether any bit is set.
+    #[inline]
+    pub fn any(&self) -> bool {
+        self.words().iter().any(|&w| w != 0)
+    }
+
+    /// Number of set bits.
+    pub fn count_ones(&self) -> u32 {
+        self.words().iter().map(|w| w.count_ones()).sum()
+    }
+
+    /// `self |= other` (masks of different lengths: the common prefix).
+    pub fn or_with(&mut self, other: &ChangeMask) {
+        for (a, b) in self.words_mut().iter_mut().zip(other.words()) {
+            *a |= *b;
+        }
+        self.trim();
+    }
+
+    /// `self &= other`.
+    pub fn and_with(&mut self, other: &ChangeMask) {
+        let n = other.words().len();
+        for (i, a) in self.words_mut().iter_mut().enumerate() {
+            *a &= if i < n { other.words()[i] } else { 0 };
+        }
+    }
+
+    /// `self &= !other`.
+    pub fn and_not(&mut self, other: &ChangeMask) {
+        for (a, b) in self.words_mut().iter_mut().zip(other.words()) {
+            *a &= !*b;
+        }
+    }
+
+    fn trim(&mut self) {
+        let bits = self.bits;
+        if let Some(last) = self.words_mut().last_mut() {
+            let rem = bits % 64;
+            if rem != 0 {
+                *last &= (1u64 << rem) - 1;
+            } else if bits == 0 {
+                *last = 0;
+            }
+        }
+    }
+
+    /// The first 64 bits as an integer.
+    pub fn to_u64(&self) -> u64 {
+        self.words()[0]
+    }
+
+    /// A mask of `bits` bits whose first 64 bits are `value`.
+    pub fn from_u64(bits: u32, value: u64) -> Self {
+        let mut m = Self::new(bits);
+        m.words_mut()[0] = value;
+        m.trim();
+        m
+    }
+
+    /// Indices of the set bits, ascending.
+    pub fn iter_ones(&self) -> impl Iterator<Item = u32> + '_ {
+        self.words().iter().enumerate().flat_map(|(i, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let b = w.trailing_zeros();
+                w &= w - 1;
+                Some(i as u32 * 64 + b)
+            })
+        })
+    }
+
+    /// Writes the mask: raw when at most 8 bits, otherwise a one-bit form selector then
+    /// either the raw bits or, for sparse masks, the set bits' indices.
+    ///
+    /// Sparse form: `[1][count - 1: n][index: n]...` where `n` is the bits needed for an
+    /// index. It is chosen only when shorter than the raw form.
+    pub fn write(&self, w: &mut BitWriter) {
+        let bits = self.bits;
+        if bits <= 8 {
+            w.write_bits(self.to_u64(), bits);
+            return;
+        }
+        let ones = self.count_ones();
+        let index_bits = crate::bits::bits_for_count(bits as u64);
+        let sparse_cost = if ones == 0 {
+            u64::MAX
+        } else {
+            (index_bits as u64) * (ones as u64 + 1)
+        };
+        if sparse_cost < bits as u64 {
+            w.write_bool(true);
+            w.write_bits(ones as u64 - 1, index_bits);
+            for i in self.iter_ones() {
+                w.write_bits(i as u64, index_bits);
+            }
+        } else {
+            w.write_bool(false);
+            let mut left = bits;
+            for &word in self.words() {
+                let n = left.min(64);
+                w.write_bits(word, n);
+                left -= n;
+            }
+        }
+    }
+
+    /// Reads a mask of `bits` bits written by [`write`](Self::write).
+    pub fn read(bits: u32, r: &mut BitReader) -> Result<Self> {
+        let mut m = Self::new(bits);
+        if bits <= 8 {
+            m.words_mut()[0] = r.read_bits(bits);
+            r.check()?;
+            return Ok(m);
+        }
+        if r.read_bool() {
+            let index_bits = crate::bits::bits_for_count(bits as u64);
+            let count = r.read_bits(index_bits) + 1;
+            if count > bits as u64 {
+                return Err(crate::serialize::SerializeError::TooLong {
+                    what: "change mask set-bit count",
+                    len: count,
+                    max: bits as u64,
+                });
+            }
+            for _ in 0..count {
+                let i = r.read_bits(index_bits) as u32;
+                r.check()?;
+                if i >= bits {
+                    return Err(crate::serialize::SerializeError::invalid(
+                        "ChangeMask",
+                        "set-bit index past the mask length",
+                    ));
+                }
+                m.set(i);
+            }
+        } else {
+            let mut left = bits;
+            for word in m.words_mut() {
+                let n = left.min(64);
+                *word = r.read_bits(n);
+                left -= n;
+            }
+        }
+        r.check()?;
+        Ok(m)
+    }
+}
+
+/// Who receives a member: evaluated per connection from its role towards the object.
+///
+/// | condition | sent to |
+/// |---|---|
+/// | `None` | everyone with the object in scope |
+/// | `InitialOnly` | everyone, in the creation batch only |
+/// | `OwnerOnly` | the owning connection |
+/// | `SkipOwner` | everyone but the owner |
+/// | `SimulatedOnly` | connections for which the object is simulated (not the owner's controlled object) |
+/// | `AutonomousOnly` | the connection controlling the object (its owner) |
+/// | `InitialOrOwner` | the owner always, everyone else in the creation batch only |
+/// | `Custom` | where a runtime switch for this object and member is on |
+/// | `Never` | nobody (server-only state that still has a descriptor entry) |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Condition {
+    /// Always sent.
+    #[default]
+    None,
+    /// Sent only with the creation.
+    InitialOnly,
+    /// Sent only to the owner.
+    OwnerOnly,
+    /// Sent to everyone but the owner.
+    SkipOwner,
+    /// Sent where the object is simulated.
+    SimulatedOnly,
+    /// Sent where the object is autonomous (its owner).
+    AutonomousOnly,
+    /// Sent to the owner always, to others only with the creation.
+    InitialOrOwner,
+    /// Sent where a runtime switch allows it.
+    Custom,
+    /// Never sent.
+    Never,
+}
+
+impl Condition {
+    /// Stable name (part of the protocol identifier).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Condition::None => "None",
+            Condition::InitialOnly => "InitialOnly",
+            Condition::OwnerOnly => "OwnerOnly",
+            Condition::SkipOwner => "SkipOwner",
+            Condition::SimulatedOnly => "SimulatedOnly",
+            Condition::AutonomousOnly => "AutonomousOnly",
+            Condition::InitialOrOwner => "InitialOrOwner",
+            Condition::Custom => "Custom",
+            Condition::Never => "Never",
+        }
+    }
+}
+
+/// Static facts about one replicated member.
+#[derive(Debug, Clone)]
+pub struct MemberDescriptor {
+    /// The field name (or tuple index) as written in the source.
+    pub name: &'static str,
+    /// The serializer's [`NAME`](crate::serialize::NetSerializer::NAME).
+    pub serializer: &'static str,
+    /// First change-mask bit.
+    pub change_mask_offset: u32,
+    /// Change-mask bits (1, or more for arrays and nested structs).
+    pub change_mask_bits: u32,
+    /// Who receives it.
+    pub condition: Condition,
+    /// Sent only with the creation (`#[net(init)]`).
+    pub init_only: bool,
+    /// Has a `notify` hook.
+    pub has_notify: bool,
+    /// The `group = "..."` name, if the member shares a change bit with others.
+    pub group: Option<&'static str>,
+    /// Can contain object references.
+    pub has_object_references: bool,
+    /// The quantized value owns heap memory.
+    pub has_dynamic_state: bool,
+    /// Most bits a full value can take, if bounded.
+    pub max_bits: Option<u32>,
+    /// The serializer's identity and config (stable hash).
+    pub fingerprint: u64,
+}
+
+/// Everything the runtime needs to know about a replicated type, built once per type.
+#[derive(Debug, Clone)]
+pub struct StateDescriptor {
+    /// The stable wire name (`#[net(name = "...")]` or the type's path).
+    pub name: &'static str,
+    /// Members in declaration order (skipped fields excluded).
+    pub members: Vec<MemberDescriptor>,
+    /// Total change-mask bits.
+    pub change_mask_bits: u32,
+    /// Delta compression allowed for this type (`#[net(delta = false)]` turns it off).
+    pub delta_compression: bool,
+    /// The stable 64-bit protocol identifier.
+    pub protocol_id: u64,
+    /// The change-mask bits of members with `init`/`InitialOnly` (sent only at creation).
+    pub init_mask: ChangeMask,
+    /// For each [`Condition`], the bits of members with that condition
+    /// (indexed by `Condition as usize`).
+    pub condition_masks: Vec<(Condition, ChangeMask)>,
+}
+
+impl StateDescriptor {
+    /// Builds a descriptor, computing the protocol identifier, the init mask and the
+    /// condition masks from `members`.
+    pub fn new(
+        name: &'static str,
+        members: Vec<MemberDescriptor>,
+        delta_compression: bool,
+    ) -> Self {
+        let change_mask_bits = members
+            .iter()
+            .map(|m| m.change_mask_offset + m.change_mask_bits)
+            .max()
+            .unwrap_or(0);
+        let mut h = StableHasher::new();
+        h.write_str("replicate/protocol/v1");
+        h.write_str(name);
+        h.write_u32(members.len() as u32);
+        for m in &members {
+            h.write_str(m.name);
+            h.write_u64(m.fingerprint);
+            h.write_u32(m.change_mask_offset);
+            h.write_u32(m.change_mask_bits);
+            h.write_str(m.condition.name());
+            h.write_bool(m.init_only);
+        }
+        let mut init_mask = ChangeMask::new(change_mask_bits);
+        let mut condition_masks: Vec<(Condition, ChangeMask)> = Vec::new();
+        for m in &members {
+            if m.init_only || m.condition == Condition::InitialOnly {
+                init_mask.set_range(m.change_mask_offset, m.change_mask_bits);
+            }
+            if m.condition != Condition::None {
+                match condition_masks.iter_mut().find(|(c, _)| *c == m.condition) {
+                    Some((_, mask)) => mask.set_range(m.change_mask_offset, m.change_mask_bits),
+                    None => {
+                        let mut mask = ChangeMask::new(change_mask_bits);
+                        mask.set_range(m.change_mask_offset, m.change_mask_bits);
+                        condition_masks.push((m.condition, mask));
+                    }
+                }
+            }
+        }
+        Self {
+            name,
+            members,
+            change_mask_bits,
+            delta_compression,
+            protocol_id: h.finish(),
+            init_mask,
+            condition_masks,
+        }
+    }
+
+    /// The member that owns change-mask bit `bit`.
+    pub fn member_for_bit(&self, bit: u32) -> Option<&MemberDescriptor> {
+        self.members.iter().find(|m| {
+            bit >= m.change_mask_offset && bit < m.change_mask_offset + m.change_mask_bits
+        })
+    }
+
+    /// Bits of all members with condition `c` (empty mask when none).
+    pub fn condition_mask(&self, c: Condition) -> ChangeMask {
+        self.condition_masks
+            .iter()
+            .find(|(cond, _)| *cond == c)
+            .map(|(_, m)| m.clone())
+            .unwrap_or_else(|| ChangeMask::new(self.change_mask_bits))
+    }
+
+    /// Whether any member has a non-`None` condition or is init-only.
+    pub fn has_conditions(&self) -> bool {
+        !self.condition_masks.is_empty() || self.init_mask.any()
+    }
+}
+
+/// The quantized twin of a replicated type: what is compared, stored and sent.
+///
+/// Generated by `#[derive(Replicated)]`; every method is statically dispatched per
+/// member. Offsets let a state nest inside another one's change mask.
+pub trait ReplicatedState:
+    Clone + PartialEq + Default + std::fmt::Debug + Send + Sync + 'static
+{
+    /// The type's descriptor.
+    fn descriptor() -> &'static StateDescriptor;
+
+    /// Sets the bits (from `offset`) of members where `self` differs from `previous`.
+    /// Returns whether anything differed.
+    fn diff(&self, previous: &Self, mask: &mut ChangeMask, offset: u32) -> bool;
+
+    /// Writes the members selected by `mask` (from `offset`), in declaration order.
+    fn serialize(&self, mask: &ChangeMask, offset: u32, writer: &mut BitWriter);
+
+    /// Reads the members selected by `mask` into `self`.
+    fn deserialize(&mut self, mask: &ChangeMask, offset: u32, reader: &mut BitReader)
+    -> Result<()>;
+
+    /// Writes the members selected by `mask`, each relative to the same member of
+    /// `baseline`.
+    fn serialize_delta(
+        &self,
+        baseline: &Self,
+        mask: &ChangeMask,
+        offset: u32,
+        writer: &mut BitWriter,
+    );
+
+    /// Reads what [`serialize_delta`](Self::serialize_delta) wrote against the same
+    /// `baseline`.
+    fn deserialize_delta(
+        &mut self,
+        baseline: &Self,
+        mask: &ChangeMask,
+        offset: u32,
+        reader: &mut BitReader,
+    ) -> Result<()>;
+
+    /// Checks received members selected by `mask`.
+    fn validate(&self, mask: &ChangeMask, offset: u32) -> Result<()>;
+
+    /// Appends every object reference in the state.
+    fn collect_references(&self, out: &mut Vec<NetRefHandle>);
+}
+
+/// A game type replicated by the system (`#[derive(Replicated)]`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a replicated type",
+    note = "add `#[derive(Replicated)]` to `{Self}`"
+)]
+pub trait Replicated: Send + 'static {
+    /// The quantized twin.
+    type State: ReplicatedState;
+
+    /// The type's descriptor.
+    fn descriptor() -> &'static StateDescriptor {
+        <Self::State as ReplicatedState>::descriptor()
+    }
+
+    /// Quantizes every member into `out`.
+    fn quantize(&self, out: &mut Self::State);
+
+    /// Quantizes into a fresh state.
+    fn to_state(&self) -> Self::State {
+        let mut s = Self::State::default();
+        self.quantize(&mut s);
+        s
+    }
+
+    /// Dequantizes the members selected by `mask` into `self`, then calls the `notify`
+    /// hooks of members whose value changed, with their previous value.
+    fn apply(&mut self, state: &Self::State, mask: &ChangeMask);
+
+    /// Builds an instance from a complete state (on the receiving side, at creation).
+    /// Skipped fields take their `Default`. No `notify` hook runs.
+    fn from_state(state: &Self::State) -> Self
+    where
+        Self: Sized;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mask_roundtrip_small_and_large() {
+        for bits in [0u32, 3, 8, 9, 64, 65, 200] {
+            for pattern in 0..4u32 {
+                let mut m = ChangeMask::new(bits);
+                for i in 0..bits {
+                    let on = match pattern {
+                        0 => false,
+                        1 => true,
+                        2 => i % 37 == 5,
+                        _ => i % 2 == 0,
+                    };
+                    if on {
+                        m.set(i);
+                    }
+                }
+                let mut w = BitWriter::with_capacity_bits(4096);
+                m.write(&mut w);
+                let bytes = w.finish().unwrap();
+                let mut r = BitReader::new(&bytes);
+                let back = ChangeMask::read(bits, &mut r).unwrap();
+                assert_eq!(back, m, "bits {bits} pattern {pattern}");
+                assert_eq!(r.position(), w.position());
+                if bits > 8 {
+                    assert!(w.position() <= bits as usize + 1);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sparse_mask_is_short() {
+        let mut m = ChangeMask::new(200);
+        m.set(150);
+        let mut w = BitWriter::with_capacity_bits(4096);
+        m.write(&mut w);
+        assert_eq!(w.position(), 1 + 8 + 8);
+    }
+
+    #[test]
+    fn bad_sparse_index_is_an_error() {
+        let mut w = BitWriter::with_capacity_bits(64);
+        w.write_bool(true);
+        w.write_bits(0, 4); // one set bit
+        w.write_bits(15, 4); // index 15 >= 10
+        let bytes = w.finish().unwrap();
+        assert!(ChangeMask::read(10, &mut BitReader::new(&bytes)).is_err());
+    }
+
+    #[test]
+    fn set_all_and_ops() {
+        let mut a = ChangeMask::all(70);
+        assert_eq!(a.count_ones(), 70);
+        let b = ChangeMask::from_u64(70, 0b1010);
+        a.and_not(&b);
+        assert_eq!(a.count_ones(), 68);
+        a.and_with(&b);
+        assert!(!a.any());
+        a.or_with(&b);
+        assert_eq!(a.iter_ones().collect::<Vec<_>>(), vec![1, 3]);
+    }
+}

@@ -1,0 +1,1 @@
+//! The cases live in `ui/`; the runner is `tests/ui.rs`.
