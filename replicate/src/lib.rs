@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod bits;
+pub mod connection;
 pub mod handle;
 pub mod protocol;
 pub mod serialize;
