@@ -17,15 +17,21 @@
 //! | [`state`] | change masks, conditions, descriptors, the [`Replicated`] traits |
 //! | [`protocol`] | type registration, wire ids, the registry hash |
 //! | [`handle`] | [`NetRefHandle`], the network identity of an object |
+//! | [`object`] | the handle manager and the server's object table (poll and push modes) |
+//! | [`replication`] | the per-connection writer and reader, scheduling, the server and client drivers |
+//! | [`stream`] | data streams multiplexed into packets, net token exports |
 
 #![warn(missing_docs)]
 
 pub mod bits;
 pub mod connection;
 pub mod handle;
+pub mod object;
 pub mod protocol;
+pub mod replication;
 pub mod serialize;
 pub mod state;
+pub mod stream;
 
 pub use handle::NetRefHandle;
 pub use protocol::{ProtocolRegistry, Registration};

@@ -1,0 +1,925 @@
+//! Objects: the handle manager ([`NetRefHandleManager`], handles to dense internal
+//! indices) and the server's object table ([`ObjectTable`]): objects of any registered
+//! type, their shared quantized state, owning connection, subobjects and dependent
+//! objects, and the two change-tracking modes.
+//!
+//! - **Poll**: game code keeps its own storage (an ECS, say) and hands each object to
+//!   [`ObjectTable::poll`] once per tick; the table quantizes it and compares quantized
+//!   members with the stored state to derive the change mask.
+//! - **Push**: the table owns the object ([`ObjectTable::spawn`]); a mutable accessor
+//!   ([`ObjectTable::get_mut`]) marks it dirty, and [`ObjectTable::begin_tick`]
+//!   quantizes each such object once, whatever the number of connections.
+//!
+//! Either way the result of a tick is a list of objects with a change mask
+//! ([`ObjectTable::tick_dirty`]) that each connection's writer ORs into its own state:
+//! per-connection cost follows dirty data.
+//!
+//! This module knows nothing about connections beyond an owner id, nor about packets.
+//!
+//! ```
+//! # use replicate::object::ObjectTable;
+//! # use replicate::protocol::ProtocolRegistry;
+//! # use std::sync::Arc;
+//! let mut table = ObjectTable::new(Arc::new(ProtocolRegistry::default()), 0);
+//! assert_eq!(table.len(), 0);
+//! ```
+
+use crate::NetRefHandle;
+use crate::protocol::{ErasedObject, ErasedState, ProtocolIndex, ProtocolRegistry};
+use crate::replication::BitArray;
+use crate::state::{ChangeMask, Replicated, StateDescriptor};
+use std::collections::HashMap;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// A dense index for fast per-object arrays (Iris's `FInternalNetRefIndex`).
+pub type InternalIndex = u32;
+
+/// Identifies a connection of the replication system.
+pub type ConnectionId = u32;
+
+/// Allocates handles and maps them to dense internal indices and back.
+///
+/// ```
+/// use replicate::object::NetRefHandleManager;
+/// let mut m = NetRefHandleManager::new(0);
+/// let h = m.allocate_handle(false);
+/// assert_eq!(h.id(), 2); // first dynamic handle
+/// let i = m.create_object(h).unwrap();
+/// assert_eq!(m.internal_index(h), Some(i));
+/// assert_eq!(m.handle_of(i), Some(h));
+/// ```
+#[derive(Debug, Clone)]
+pub struct NetRefHandleManager {
+    next_static: u64,
+    next_dynamic: u64,
+    replication_system_id: u32,
+    map: HashMap<NetRefHandle, InternalIndex>,
+    handles: Vec<NetRefHandle>,
+    free: Vec<InternalIndex>,
+}
+
+impl NetRefHandleManager {
+    /// A manager for replication system `replication_system_id` (`0..=14`).
+    pub fn new(replication_system_id: u32) -> Self {
+        Self {
+            next_static: 1,
+            next_dynamic: 1,
+            replication_system_id,
+            map: HashMap::new(),
+            handles: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
+    /// Allocates the next static or dynamic handle. Returns the invalid handle (and
+    /// does not advance the counter) when that handle is already in use.
+    pub fn allocate_handle(&mut self, is_static: bool) -> NetRefHandle {
+        let counter = if is_static {
+            self.next_static
+        } else {
+            self.next_dynamic
+        };
+        let h = NetRefHandle::new(counter, is_static, self.replication_system_id);
+        if self.map.contains_key(&h) {
+            tracing::error!("NetRefHandleManager: handle {h} already exists");
+            return NetRefHandle::INVALID;
+        }
+        let next = NetRefHandle::next_counter(counter);
+        if is_static {
+            self.next_static = next;
+        } else {
+            self.next_dynamic = next;
+        }
+        h
+    }
+
+    /// The static handle for a stable counter both sides agree on (level objects):
+    /// equal on server and client without a message.
+    pub fn static_handle(&self, counter: u64) -> NetRefHandle {
+        NetRefHandle::new(counter, true, self.replication_system_id)
+    }
+
+    /// Maps `handle` to a fresh internal index (the remote side uses the server's
+    /// handle verbatim). `None` when the handle is invalid or already mapped.
+    pub fn create_object(&mut self, handle: NetRefHandle) -> Option<InternalIndex> {
+        if !handle.is_valid() || self.map.contains_key(&handle) {
+            return None;
+        }
+        let index = match self.free.pop() {
+            Some(i) => {
+                self.handles[i as usize] = handle;
+                i
+            }
+            None => {
+                self.handles.push(handle);
+                (self.handles.len() - 1) as InternalIndex
+            }
+        };
+        self.map.insert(handle, index);
+        Some(index)
+    }
+
+    /// Removes the handle's mapping but keeps its internal index reserved (until
+    /// [`free_index`](Self::free_index)); returns the index.
+    pub fn unmap(&mut self, handle: NetRefHandle) -> Option<InternalIndex> {
+        self.map.remove(&handle)
+    }
+
+    /// Returns an unmapped internal index to the free list.
+    pub fn free_index(&mut self, index: InternalIndex) {
+        if let Some(h) = self.handles.get_mut(index as usize) {
+            *h = NetRefHandle::INVALID;
+            self.free.push(index);
+        }
+    }
+
+    /// Unmaps and frees in one step.
+    pub fn destroy_object(&mut self, handle: NetRefHandle) -> Option<InternalIndex> {
+        let i = self.unmap(handle)?;
+        self.free_index(i);
+        Some(i)
+    }
+
+    /// Whether `handle` is mapped.
+    pub fn is_valid_handle(&self, handle: NetRefHandle) -> bool {
+        self.map.contains_key(&handle)
+    }
+
+    /// The internal index of a mapped handle.
+    pub fn internal_index(&self, handle: NetRefHandle) -> Option<InternalIndex> {
+        self.map.get(&handle).copied()
+    }
+
+    /// The handle at an internal index (also while unmapped but not yet freed).
+    pub fn handle_of(&self, index: InternalIndex) -> Option<NetRefHandle> {
+        self.handles
+            .get(index as usize)
+            .copied()
+            .filter(|h| h.is_valid())
+    }
+
+    /// One past the largest internal index ever used.
+    pub fn index_capacity(&self) -> usize {
+        self.handles.len()
+    }
+
+    /// Number of mapped handles.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether no handle is mapped.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+/// When a dependent object is written relative to its parent (Iris's
+/// `EDependentObjectSchedulingHint`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SchedulingHint {
+    /// No ordering constraint beyond being considered with the parent.
+    #[default]
+    Default,
+    /// Always written before the parent when both are dirty.
+    ScheduleBeforeParent,
+    /// Written before the parent while the dependent's creation is pending.
+    ScheduleBeforeParentIfInitialState,
+}
+
+/// A dependent of an object, with its hint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DependentObjectInfo {
+    /// The dependent's internal index.
+    pub index: InternalIndex,
+    /// The ordering hint.
+    pub hint: SchedulingHint,
+}
+
+/// An object-table error (a misuse by game code, never caused by the network).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ObjectError {
+    /// The type is not in the protocol registry.
+    #[error("type `{0}` is not registered in the protocol registry")]
+    UnregisteredType(&'static str),
+    /// The handle does not name a live object.
+    #[error("no live object with handle {0}")]
+    UnknownHandle(NetRefHandle),
+    /// The handle is already in use.
+    #[error("handle {0} is already in use")]
+    HandleInUse(NetRefHandle),
+    /// The object is not of the requested type.
+    #[error("object {0} is not of the requested type")]
+    WrongType(NetRefHandle),
+    /// The operation needs a root object, not a subobject (or the reverse).
+    #[error("object {0}: {1}")]
+    Invalid(NetRefHandle, &'static str),
+}
+
+/// One object of the server's table.
+pub struct ObjectEntry {
+    handle: NetRefHandle,
+    protocol: ProtocolIndex,
+    descriptor: &'static StateDescriptor,
+    state: Box<dyn ErasedState>,
+    storage: Option<Box<dyn ErasedObject>>,
+    owner_connection: Option<ConnectionId>,
+    root: Option<InternalIndex>,
+    subobjects: Vec<InternalIndex>,
+    dependents: Vec<DependentObjectInfo>,
+    parents: Vec<InternalIndex>,
+    tick_mask: ChangeMask,
+    priority: f32,
+    alive: bool,
+    torn_off: bool,
+    push_dirty: bool,
+    writer_refs: u32,
+}
+
+impl std::fmt::Debug for ObjectEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectEntry")
+            .field("handle", &self.handle)
+            .field("type", &self.descriptor.name)
+            .field("alive", &self.alive)
+            .finish()
+    }
+}
+
+impl ObjectEntry {
+    /// The object's handle.
+    pub fn handle(&self) -> NetRefHandle {
+        self.handle
+    }
+    /// The wire index of its type.
+    pub fn protocol(&self) -> ProtocolIndex {
+        self.protocol
+    }
+    /// Its type's descriptor.
+    pub fn descriptor(&self) -> &'static StateDescriptor {
+        self.descriptor
+    }
+    /// The shared quantized state (the last quantized values).
+    pub fn state(&self) -> &dyn ErasedState {
+        self.state.as_ref()
+    }
+    /// The owning connection, if any.
+    pub fn owner_connection(&self) -> Option<ConnectionId> {
+        self.owner_connection
+    }
+    /// The root owner, for a subobject.
+    pub fn root(&self) -> Option<InternalIndex> {
+        self.root
+    }
+    /// The subobjects, for a root.
+    pub fn subobjects(&self) -> &[InternalIndex] {
+        &self.subobjects
+    }
+    /// The dependent objects.
+    pub fn dependents(&self) -> &[DependentObjectInfo] {
+        &self.dependents
+    }
+    /// The static priority added to the scheduling priority each tick it is dirty.
+    pub fn priority(&self) -> f32 {
+        self.priority
+    }
+    /// Whether the object is replicated (not destroyed nor torn off).
+    pub fn is_alive(&self) -> bool {
+        self.alive
+    }
+    /// Whether it was torn off.
+    pub fn is_torn_off(&self) -> bool {
+        self.torn_off
+    }
+    /// The change mask accumulated this tick.
+    pub fn tick_mask(&self) -> &ChangeMask {
+        &self.tick_mask
+    }
+}
+
+/// The server's table of replicated objects.
+///
+/// ```
+/// # use replicate::object::ObjectTable;
+/// # use replicate::protocol::ProtocolRegistry;
+/// # use std::sync::Arc;
+/// // With a registry holding a `Door` type:
+/// // let h = table.spawn(Door::default())?;            // push mode: the table owns it
+/// // table.get_mut::<Door>(h).unwrap().open = true;    // marks it dirty
+/// // let h2 = table.spawn_polled(&door)?;              // poll mode: game keeps it
+/// // table.poll(h2, &door);                            // once per tick
+/// let table = ObjectTable::new(Arc::new(ProtocolRegistry::default()), 0);
+/// assert!(table.is_empty());
+/// ```
+pub struct ObjectTable {
+    registry: Arc<ProtocolRegistry>,
+    handles: NetRefHandleManager,
+    entries: Vec<Option<ObjectEntry>>,
+    subobject_set: BitArray,
+    created: Vec<InternalIndex>,
+    destroyed: Vec<InternalIndex>,
+    torn_off: Vec<InternalIndex>,
+    dirty: Vec<InternalIndex>,
+    dirty_set: BitArray,
+    push_dirty: Vec<InternalIndex>,
+    pending_free: Vec<InternalIndex>,
+    alive_count: usize,
+}
+
+impl std::fmt::Debug for ObjectTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectTable")
+            .field("objects", &self.alive_count)
+            .finish()
+    }
+}
+
+impl ObjectTable {
+    /// An empty table for objects of the types in `registry`.
+    pub fn new(registry: Arc<ProtocolRegistry>, replication_system_id: u32) -> Self {
+        Self {
+            registry,
+            handles: NetRefHandleManager::new(replication_system_id),
+            entries: Vec::new(),
+            subobject_set: BitArray::default(),
+            created: Vec::new(),
+            destroyed: Vec::new(),
+            torn_off: Vec::new(),
+            dirty: Vec::new(),
+            dirty_set: BitArray::default(),
+            push_dirty: Vec::new(),
+            pending_free: Vec::new(),
+            alive_count: 0,
+        }
+    }
+
+    /// The protocol registry.
+    pub fn registry(&self) -> &Arc<ProtocolRegistry> {
+        &self.registry
+    }
+
+    /// The handle manager.
+    pub fn handles(&self) -> &NetRefHandleManager {
+        &self.handles
+    }
+
+    /// Number of live objects.
+    pub fn len(&self) -> usize {
+        self.alive_count
+    }
+
+    /// Whether there is no live object.
+    pub fn is_empty(&self) -> bool {
+        self.alive_count == 0
+    }
+
+    /// One past the largest internal index in use (size of per-object arrays).
+    pub fn index_capacity(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn insert<T: Replicated>(
+        &mut self,
+        handle: NetRefHandle,
+        state: Box<dyn ErasedState>,
+        storage: Option<Box<dyn ErasedObject>>,
+        root: Option<InternalIndex>,
+    ) -> Result<NetRefHandle, ObjectError> {
+        let protocol = self
+            .registry
+            .index_of::<T>()
+            .ok_or(ObjectError::UnregisteredType(std::any::type_name::<T>()))?;
+        if !handle.is_valid() {
+            return Err(ObjectError::HandleInUse(handle));
+        }
+        let index = self
+            .handles
+            .create_object(handle)
+            .ok_or(ObjectError::HandleInUse(handle))?;
+        let descriptor = T::descriptor();
+        let entry = ObjectEntry {
+            handle,
+            protocol,
+            descriptor,
+            state,
+            storage,
+            owner_connection: None,
+            root,
+            subobjects: Vec::new(),
+            dependents: Vec::new(),
+            parents: Vec::new(),
+            tick_mask: ChangeMask::new(descriptor.change_mask_bits),
+            priority: 1.0,
+            alive: true,
+            torn_off: false,
+            push_dirty: false,
+            writer_refs: 0,
+        };
+        let i = index as usize;
+        if self.entries.len() <= i {
+            self.entries.resize_with(i + 1, || None);
+        }
+        self.entries[i] = Some(entry);
+        if let Some(r) = root {
+            self.subobject_set.set(index);
+            if let Some(Some(owner)) = self.entries.get_mut(r as usize) {
+                owner.subobjects.push(index);
+            }
+            let oc = self.entry_at(r).and_then(|e| e.owner_connection);
+            if let Some(Some(e)) = self.entries.get_mut(i) {
+                e.owner_connection = oc;
+            }
+        }
+        self.created.push(index);
+        self.alive_count += 1;
+        Ok(handle)
+    }
+
+    /// Spawns an object in push mode: the table owns it; change it through
+    /// [`get_mut`](Self::get_mut).
+    pub fn spawn<T: Replicated>(&mut self, object: T) -> Result<NetRefHandle, ObjectError> {
+        let h = self.handles.allocate_handle(false);
+        let state = Box::new(object.to_state());
+        self.insert::<T>(h, state, Some(Box::new(object)), None)
+    }
+
+    /// Spawns an object in poll mode: game code keeps `object` and calls
+    /// [`poll`](Self::poll) with it each tick.
+    pub fn spawn_polled<T: Replicated>(&mut self, object: &T) -> Result<NetRefHandle, ObjectError> {
+        let h = self.handles.allocate_handle(false);
+        self.insert::<T>(h, Box::new(object.to_state()), None, None)
+    }
+
+    /// Spawns a static (level) object in push mode under the static handle of
+    /// `counter`, which the client registers under the same handle without a message.
+    pub fn spawn_static<T: Replicated>(
+        &mut self,
+        counter: u64,
+        object: T,
+    ) -> Result<NetRefHandle, ObjectError> {
+        let h = self.handles.static_handle(counter);
+        let state = Box::new(object.to_state());
+        self.insert::<T>(h, state, Some(Box::new(object)), None)
+    }
+
+    fn live_root(&self, owner: NetRefHandle) -> Result<InternalIndex, ObjectError> {
+        let oi = self
+            .live_index(owner)
+            .ok_or(ObjectError::UnknownHandle(owner))?;
+        if self.subobject_set.get(oi) {
+            return Err(ObjectError::Invalid(
+                owner,
+                "a subobject cannot own subobjects",
+            ));
+        }
+        Ok(oi)
+    }
+
+    /// Spawns a push-mode subobject of `owner`: written with its owner, destroyed with it.
+    pub fn spawn_subobject<T: Replicated>(
+        &mut self,
+        owner: NetRefHandle,
+        object: T,
+    ) -> Result<NetRefHandle, ObjectError> {
+        let root = self.live_root(owner)?;
+        let h = self.handles.allocate_handle(false);
+        let state = Box::new(object.to_state());
+        self.insert::<T>(h, state, Some(Box::new(object)), Some(root))
+    }
+
+    /// Spawns a poll-mode subobject of `owner`.
+    pub fn spawn_subobject_polled<T: Replicated>(
+        &mut self,
+        owner: NetRefHandle,
+        object: &T,
+    ) -> Result<NetRefHandle, ObjectError> {
+        let root = self.live_root(owner)?;
+        let h = self.handles.allocate_handle(false);
+        self.insert::<T>(h, Box::new(object.to_state()), None, Some(root))
+    }
+
+    fn live_index(&self, handle: NetRefHandle) -> Option<InternalIndex> {
+        let i = self.handles.internal_index(handle)?;
+        self.entry_at(i).filter(|e| e.alive).map(|_| i)
+    }
+
+    /// The entry at an internal index (live, or destroyed but still referenced by a
+    /// connection).
+    pub fn entry_at(&self, index: InternalIndex) -> Option<&ObjectEntry> {
+        self.entries.get(index as usize).and_then(|e| e.as_ref())
+    }
+
+    /// The internal index of a live object.
+    pub fn index_of(&self, handle: NetRefHandle) -> Option<InternalIndex> {
+        self.live_index(handle)
+    }
+
+    /// Whether `index` is a subobject.
+    pub fn is_subobject(&self, index: InternalIndex) -> bool {
+        self.subobject_set.get(index)
+    }
+
+    /// The set of subobject indices.
+    pub fn subobject_set(&self) -> &BitArray {
+        &self.subobject_set
+    }
+
+    /// Whether `handle` names a live object.
+    pub fn contains(&self, handle: NetRefHandle) -> bool {
+        self.live_index(handle).is_some()
+    }
+
+    /// Handles of all live objects.
+    pub fn handles_iter(&self) -> impl Iterator<Item = NetRefHandle> + '_ {
+        self.entries
+            .iter()
+            .flatten()
+            .filter(|e| e.alive)
+            .map(|e| e.handle)
+    }
+
+    /// The shared quantized state of a live object.
+    pub fn state(&self, handle: NetRefHandle) -> Option<&dyn ErasedState> {
+        let i = self.live_index(handle)?;
+        self.entry_at(i).map(|e| e.state.as_ref())
+    }
+
+    /// A push-mode object, read-only (does not mark it dirty).
+    pub fn get<T: Replicated>(&self, handle: NetRefHandle) -> Option<&T> {
+        let i = self.live_index(handle)?;
+        self.entry_at(i)?
+            .storage
+            .as_ref()?
+            .as_any()
+            .downcast_ref::<T>()
+    }
+
+    /// A push-mode object, mutable: marks it dirty, so it is quantized (once) at the
+    /// next [`begin_tick`](Self::begin_tick).
+    pub fn get_mut<T: Replicated>(&mut self, handle: NetRefHandle) -> Option<&mut T> {
+        let i = self.live_index(handle)?;
+        let e = self.entries.get_mut(i as usize)?.as_mut()?;
+        let obj = e.storage.as_mut()?.as_any_mut().downcast_mut::<T>()?;
+        if !e.push_dirty {
+            e.push_dirty = true;
+            self.push_dirty.push(i);
+        }
+        Some(obj)
+    }
+
+    /// Marks a push-mode object dirty without touching it.
+    pub fn mark_dirty(&mut self, handle: NetRefHandle) -> bool {
+        let Some(i) = self.live_index(handle) else {
+            return false;
+        };
+        let Some(Some(e)) = self.entries.get_mut(i as usize) else {
+            return false;
+        };
+        if e.storage.is_none() {
+            return false;
+        }
+        if !e.push_dirty {
+            e.push_dirty = true;
+            self.push_dirty.push(i);
+        }
+        true
+    }
+
+    fn note_dirty(&mut self, i: InternalIndex) {
+        if !self.dirty_set.get(i) {
+            self.dirty_set.set(i);
+            self.dirty.push(i);
+        }
+    }
+
+    /// Poll mode: quantizes `object` and compares it with the stored state; changed
+    /// members are recorded for this tick. Returns whether anything changed.
+    pub fn poll<T: Replicated>(&mut self, handle: NetRefHandle, object: &T) -> bool {
+        let Some(i) = self.live_index(handle) else {
+            return false;
+        };
+        let Some(Some(e)) = self.entries.get_mut(i as usize) else {
+            return false;
+        };
+        let Some(stored) = e.state.as_any_mut().downcast_mut::<T::State>() else {
+            tracing::error!(
+                "poll: object {handle} is not a {}",
+                std::any::type_name::<T>()
+            );
+            return false;
+        };
+        let fresh = object.to_state();
+        let changed = crate::state::ReplicatedState::diff(&fresh, stored, &mut e.tick_mask, 0);
+        if changed {
+            *stored = fresh;
+            self.note_dirty(i);
+        }
+        changed
+    }
+
+    /// Poll mode for a type-erased object.
+    pub fn poll_erased(&mut self, handle: NetRefHandle, object: &dyn ErasedObject) -> bool {
+        let Some(i) = self.live_index(handle) else {
+            return false;
+        };
+        let Some(Some(e)) = self.entries.get_mut(i as usize) else {
+            return false;
+        };
+        let fresh = object.to_state();
+        let changed = fresh.diff(e.state.as_ref(), &mut e.tick_mask);
+        if changed && e.state.copy_from(fresh.as_ref()) {
+            self.note_dirty(i);
+        }
+        changed
+    }
+
+    /// Sets the owning connection (conditions such as `OwnerOnly` evaluate against
+    /// it); subobjects follow their owner.
+    pub fn set_owner_connection(
+        &mut self,
+        handle: NetRefHandle,
+        owner: Option<ConnectionId>,
+    ) -> Result<(), ObjectError> {
+        let i = self
+            .live_index(handle)
+            .ok_or(ObjectError::UnknownHandle(handle))?;
+        let subs = self
+            .entry_at(i)
+            .map(|e| e.subobjects.clone())
+            .unwrap_or_default();
+        for j in std::iter::once(i).chain(subs) {
+            if let Some(Some(e)) = self.entries.get_mut(j as usize) {
+                e.owner_connection = owner;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets the static priority added each tick the object is dirty (default 1.0).
+    pub fn set_priority(&mut self, handle: NetRefHandle, priority: f32) -> Result<(), ObjectError> {
+        let i = self
+            .live_index(handle)
+            .ok_or(ObjectError::UnknownHandle(handle))?;
+        if let Some(Some(e)) = self.entries.get_mut(i as usize) {
+            e.priority = if priority.is_finite() {
+                priority.max(0.0)
+            } else {
+                0.0
+            };
+        }
+        Ok(())
+    }
+
+    /// Makes `dependent` a dependent of `parent`: it is considered whenever the parent
+    /// is scheduled, and written before it according to `hint`.
+    pub fn add_dependent(
+        &mut self,
+        parent: NetRefHandle,
+        dependent: NetRefHandle,
+        hint: SchedulingHint,
+    ) -> Result<(), ObjectError> {
+        let p = self
+            .live_index(parent)
+            .ok_or(ObjectError::UnknownHandle(parent))?;
+        let d = self
+            .live_index(dependent)
+            .ok_or(ObjectError::UnknownHandle(dependent))?;
+        if p == d || self.subobject_set.get(d) || self.subobject_set.get(p) {
+            return Err(ObjectError::Invalid(
+                dependent,
+                "dependents link two different root objects",
+            ));
+        }
+        if let Some(Some(e)) = self.entries.get_mut(p as usize) {
+            match e.dependents.iter_mut().find(|x| x.index == d) {
+                Some(x) => x.hint = hint,
+                None => e.dependents.push(DependentObjectInfo { index: d, hint }),
+            }
+        }
+        if let Some(Some(e)) = self.entries.get_mut(d as usize)
+            && !e.parents.contains(&p)
+        {
+            e.parents.push(p);
+        }
+        Ok(())
+    }
+
+    /// Removes a dependent link.
+    pub fn remove_dependent(&mut self, parent: NetRefHandle, dependent: NetRefHandle) {
+        let (Some(p), Some(d)) = (self.live_index(parent), self.live_index(dependent)) else {
+            return;
+        };
+        if let Some(Some(e)) = self.entries.get_mut(p as usize) {
+            e.dependents.retain(|x| x.index != d);
+        }
+        if let Some(Some(e)) = self.entries.get_mut(d as usize) {
+            e.parents.retain(|x| *x != p);
+        }
+    }
+
+    fn end_object(&mut self, i: InternalIndex, tear_off: bool) {
+        let Some(Some(e)) = self.entries.get_mut(i as usize) else {
+            return;
+        };
+        if !e.alive {
+            return;
+        }
+        e.alive = false;
+        e.torn_off = tear_off;
+        e.storage = None;
+        let handle = e.handle;
+        let parents = std::mem::take(&mut e.parents);
+        let dependents = std::mem::take(&mut e.dependents);
+        let root = e.root;
+        self.handles.unmap(handle);
+        self.alive_count = self.alive_count.saturating_sub(1);
+        for p in parents {
+            if let Some(Some(pe)) = self.entries.get_mut(p as usize) {
+                pe.dependents.retain(|x| x.index != i);
+            }
+        }
+        for d in dependents {
+            if let Some(Some(de)) = self.entries.get_mut(d.index as usize) {
+                de.parents.retain(|x| *x != i);
+            }
+        }
+        if let Some(r) = root
+            && let Some(Some(re)) = self.entries.get_mut(r as usize)
+        {
+            re.subobjects.retain(|x| *x != i);
+        }
+        if tear_off {
+            self.torn_off.push(i);
+        } else {
+            self.destroyed.push(i);
+        }
+        self.pending_free.push(i);
+    }
+
+    /// Destroys an object (and its subobjects). Connections send the destroy.
+    pub fn destroy(&mut self, handle: NetRefHandle) -> Result<(), ObjectError> {
+        let i = self
+            .live_index(handle)
+            .ok_or(ObjectError::UnknownHandle(handle))?;
+        let subs = self
+            .entry_at(i)
+            .map(|e| e.subobjects.clone())
+            .unwrap_or_default();
+        for s in subs {
+            self.end_object(s, false);
+        }
+        self.end_object(i, false);
+        Ok(())
+    }
+
+    /// Tears an object off: the server stops replicating it; clients keep it with its
+    /// last state. Its subobjects are torn off with it.
+    pub fn tear_off(&mut self, handle: NetRefHandle) -> Result<(), ObjectError> {
+        let i = self
+            .live_index(handle)
+            .ok_or(ObjectError::UnknownHandle(handle))?;
+        if self.subobject_set.get(i) {
+            return Err(ObjectError::Invalid(
+                handle,
+                "tear off the owner, not a subobject",
+            ));
+        }
+        // Final state first: push objects are quantized now so the tear-off carries it.
+        self.quantize_one(i);
+        let subs = self
+            .entry_at(i)
+            .map(|e| e.subobjects.clone())
+            .unwrap_or_default();
+        for s in subs {
+            self.quantize_one(s);
+            self.end_object(s, true);
+        }
+        self.end_object(i, true);
+        Ok(())
+    }
+
+    fn quantize_one(&mut self, i: InternalIndex) {
+        let Some(Some(e)) = self.entries.get_mut(i as usize) else {
+            return;
+        };
+        e.push_dirty = false;
+        let Some(obj) = e.storage.as_ref() else {
+            return;
+        };
+        let fresh = obj.to_state();
+        if fresh.diff(e.state.as_ref(), &mut e.tick_mask) && e.state.copy_from(fresh.as_ref()) {
+            self.note_dirty(i);
+        }
+    }
+
+    /// Start of a server tick: quantizes every push-mode object marked dirty since the
+    /// last tick, once each, into the shared state.
+    pub fn begin_tick(&mut self) {
+        let list = std::mem::take(&mut self.push_dirty);
+        for &i in &list {
+            self.quantize_one(i);
+        }
+        self.push_dirty = list;
+        self.push_dirty.clear();
+    }
+
+    /// Objects created since the last [`end_tick`](Self::end_tick).
+    pub fn tick_created(&self) -> &[InternalIndex] {
+        &self.created
+    }
+
+    /// Objects destroyed since the last `end_tick`.
+    pub fn tick_destroyed(&self) -> &[InternalIndex] {
+        &self.destroyed
+    }
+
+    /// Objects torn off since the last `end_tick`.
+    pub fn tick_torn_off(&self) -> &[InternalIndex] {
+        &self.torn_off
+    }
+
+    /// Objects with a non-empty [`ObjectEntry::tick_mask`] this tick.
+    pub fn tick_dirty(&self) -> &[InternalIndex] {
+        &self.dirty
+    }
+
+    /// End of a server tick (after every connection took the tick's changes): clears
+    /// the per-tick masks and frees destroyed objects no connection references.
+    pub fn end_tick(&mut self) {
+        for i in std::mem::take(&mut self.dirty) {
+            self.dirty_set.clear(i);
+            if let Some(Some(e)) = self.entries.get_mut(i as usize) {
+                e.tick_mask.clear();
+            }
+        }
+        self.created.clear();
+        self.destroyed.clear();
+        self.torn_off.clear();
+        let pending = std::mem::take(&mut self.pending_free);
+        for i in pending {
+            self.try_free(i);
+        }
+    }
+
+    /// A connection started tracking the object (it must stay addressable).
+    pub fn add_ref(&mut self, index: InternalIndex) {
+        if let Some(Some(e)) = self.entries.get_mut(index as usize) {
+            e.writer_refs += 1;
+        }
+    }
+
+    /// A connection stopped tracking the object; a destroyed object nobody tracks
+    /// any more is freed (its internal index may be reused).
+    pub fn release_ref(&mut self, index: InternalIndex) {
+        if let Some(Some(e)) = self.entries.get_mut(index as usize) {
+            e.writer_refs = e.writer_refs.saturating_sub(1);
+            if !e.alive && e.writer_refs == 0 && !self.pending_free.contains(&index) {
+                self.try_free(index);
+            }
+        }
+    }
+
+    fn try_free(&mut self, i: InternalIndex) {
+        let free =
+            matches!(self.entries.get(i as usize), Some(Some(e)) if !e.alive && e.writer_refs == 0);
+        if free {
+            self.entries[i as usize] = None;
+            self.subobject_set.clear(i);
+            self.handles.free_index(i);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handle_manager_allocation_and_reuse() {
+        let mut m = NetRefHandleManager::new(0);
+        let a = m.allocate_handle(false);
+        let s = m.allocate_handle(true);
+        assert_eq!((a.id(), s.id()), (2, 3));
+        let ia = m.create_object(a).unwrap();
+        let is = m.create_object(s).unwrap();
+        assert_ne!(ia, is);
+        assert!(m.create_object(a).is_none(), "double mapping refused");
+        assert_eq!(m.destroy_object(a), Some(ia));
+        assert!(!m.is_valid_handle(a));
+        let b = m.allocate_handle(false);
+        assert_eq!(b.id(), 4);
+        assert_eq!(m.create_object(b), Some(ia), "dense index reused");
+        assert_eq!(m.handle_of(ia), Some(b));
+        assert_eq!(m.static_handle(1), s);
+    }
+
+    #[test]
+    fn allocate_refuses_existing_handle_without_advancing() {
+        let mut m = NetRefHandleManager::new(0);
+        let taken = NetRefHandle::new(1, false, 0);
+        m.create_object(taken).unwrap();
+        assert!(!m.allocate_handle(false).is_valid());
+        assert!(!m.allocate_handle(false).is_valid(), "counter not advanced");
+    }
+}

@@ -1,0 +1,475 @@
+//! The replication core: the per-connection [`ReplicationWriter`] (server) and
+//! [`ReplicationReader`] (client), their scheduling and records, and two sans-IO
+//! drivers that tie them to the object table and the stream manager:
+//! [`ReplicationServer`] and [`ReplicationClient`].
+//!
+//! The drivers never touch a socket or a clock. A server tick is
+//!
+//! ```text
+//! server.tick(now)                       // quantize dirty objects once, hand changes to every connection
+//! for each connection, for each packet:  // the transport writes its header, then
+//!     server.write_packet(conn, seq, &mut writer)
+//! on each delivery notification:         // in send order
+//!     server.process_delivery(conn, seq, status)
+//! ```
+//!
+//! and the client feeds each received packet (after the connection header) to
+//! [`ReplicationClient::read_packet`], then drains [`ReplicationEvent`]s.
+//!
+//! ```
+//! use replicate::bits::{BitReader, BitWriter};
+//! use replicate::connection::{DeliveryStatus, PacketSequence};
+//! use replicate::protocol::ProtocolRegistry;
+//! use replicate::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! let registry = Arc::new(ProtocolRegistry::default());
+//! let mut server = ReplicationServer::new(registry.clone(), ReplicationConfig::default());
+//! let mut client = ReplicationClient::new(registry, ReplicationConfig::default());
+//! let conn = server.add_connection();
+//! // let door = server.objects_mut().spawn(Door::default())?;
+//! server.tick(Duration::ZERO);
+//! let mut w = BitWriter::with_capacity_bytes(1200);
+//! server.write_packet(conn, PacketSequence(0), &mut w);
+//! let bytes = w.finish().unwrap();
+//! client.read_packet(Duration::ZERO, &mut BitReader::new(&bytes)).unwrap();
+//! server.process_delivery(conn, PacketSequence(0), DeliveryStatus::Delivered);
+//! assert!(client.drain_events().is_empty());
+//! ```
+
+mod reader;
+mod record;
+mod scheduler;
+mod writer;
+
+pub use reader::{
+    ClientObject, ClientWorld, ObjectReadError, ReaderStats, ReferenceResolver, ReplicationReader,
+};
+pub use record::{
+    BitArray, INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
+    ReplicatedObjectState, ReplicationInfo,
+};
+pub use scheduler::{ScheduledObject, schedule_objects, sort_scheduled_objects};
+pub use writer::{BATCH_SIZE_BITS, ReplicationWriter, WriterStats, apply_conditions};
+
+use crate::NetRefHandle;
+use crate::bits::{BitReader, BitWriter};
+use crate::connection::{DeliveryStatus, PacketSequence};
+use crate::object::{ConnectionId, ObjectTable};
+use crate::protocol::{ErasedObject, ErasedState, ProtocolIndex, ProtocolRegistry};
+use crate::state::{ChangeMask, Replicated};
+use crate::stream::tokens::TokenStream;
+use crate::stream::{DataStreamManager, SendStatus, StreamError, WriteResult};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Settings of the replication core (the seed's CVars, with their defaults).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplicationConfig {
+    /// Dirty objects with a lower accumulated priority wait (default 1.0).
+    pub scheduling_threshold: f32,
+    /// How many objects each partial-sort chunk orders (default 64).
+    pub partial_sort_count: usize,
+    /// Added to an object's priority when a packet carrying it is lost (default 1.0).
+    pub lost_priority_bump: f32,
+    /// Consecutive objects that may fail to fit before a packet is closed (default 8).
+    pub max_fit_failures: u32,
+    /// Below this many free bits no further batch is attempted (default 24).
+    pub min_batch_bits: usize,
+    /// End of replication (destroy, tear-off) runs after the packet's state is applied
+    /// (default true).
+    pub defer_end_replication: bool,
+    /// Parked references use the hot/cold caches (default true); otherwise every
+    /// reference is retried on every pass.
+    pub use_resolving_cache: bool,
+    /// How long a parked reference stays hot (default 1000 ms).
+    pub hot_resolving_lifetime: Duration,
+    /// How often cold references are retried (default 200 ms).
+    pub cold_resolving_retry: Duration,
+    /// Most objects a client accepts (default 2^20).
+    pub max_client_objects: usize,
+}
+
+impl Default for ReplicationConfig {
+    fn default() -> Self {
+        Self {
+            scheduling_threshold: 1.0,
+            partial_sort_count: 64,
+            lost_priority_bump: 1.0,
+            max_fit_failures: 8,
+            min_batch_bits: 24,
+            defer_end_replication: true,
+            use_resolving_cache: true,
+            hot_resolving_lifetime: Duration::from_millis(1000),
+            cold_resolving_retry: Duration::from_millis(200),
+            max_client_objects: 1 << 20,
+        }
+    }
+}
+
+/// What happened to replicated objects on the receiving side, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReplicationEvent {
+    /// A new object was created from the network.
+    Spawned {
+        /// Its handle.
+        handle: NetRefHandle,
+        /// Its type's wire index.
+        protocol: ProtocolIndex,
+    },
+    /// Members of an object were updated (notify hooks already ran).
+    MembersChanged {
+        /// The object.
+        handle: NetRefHandle,
+        /// The members applied.
+        mask: ChangeMask,
+    },
+    /// Reference members withheld until their targets arrived were applied.
+    ReferencesResolved {
+        /// The object holding the references.
+        handle: NetRefHandle,
+        /// The members applied.
+        mask: ChangeMask,
+    },
+    /// An object was destroyed.
+    Destroyed {
+        /// Its handle.
+        handle: NetRefHandle,
+    },
+    /// The server stopped replicating an object; the game keeps it with its last state
+    /// ([`ReplicationClient::take_torn_off`]).
+    TornOff {
+        /// Its handle.
+        handle: NetRefHandle,
+    },
+    /// An object's batch could not be used; a broken object's later batches are skipped.
+    ObjectError {
+        /// The object.
+        handle: NetRefHandle,
+        /// What went wrong.
+        error: ObjectReadError,
+    },
+}
+
+/// One connection on the server.
+struct ServerConnection {
+    streams: DataStreamManager<ObjectTable>,
+}
+
+/// The server-side driver: the object table plus, per connection, a stream manager with
+/// the replication writer and the token stream.
+pub struct ReplicationServer {
+    objects: ObjectTable,
+    connections: Vec<Option<ServerConnection>>,
+    config: ReplicationConfig,
+    now: Duration,
+}
+
+impl std::fmt::Debug for ReplicationServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicationServer")
+            .field("objects", &self.objects)
+            .field("connections", &self.connections.iter().flatten().count())
+            .finish()
+    }
+}
+
+impl ReplicationServer {
+    /// A server replicating the types in `registry`.
+    pub fn new(registry: Arc<ProtocolRegistry>, config: ReplicationConfig) -> Self {
+        Self {
+            objects: ObjectTable::new(registry, 0),
+            connections: Vec::new(),
+            config,
+            now: Duration::ZERO,
+        }
+    }
+
+    /// The object table.
+    pub fn objects(&self) -> &ObjectTable {
+        &self.objects
+    }
+
+    /// The object table, to spawn, change, poll and destroy objects.
+    pub fn objects_mut(&mut self) -> &mut ObjectTable {
+        &mut self.objects
+    }
+
+    /// The time of the last tick.
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    /// Adds a connection; every live object starts replicating to it.
+    pub fn add_connection(&mut self) -> ConnectionId {
+        let id = self
+            .connections
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(self.connections.len()) as ConnectionId;
+        let mut writer = ReplicationWriter::new(id, self.config.clone());
+        writer.start_all(&mut self.objects);
+        let mut streams = DataStreamManager::new();
+        // Two streams: cannot exceed the limit.
+        let _ = streams.add_stream(Box::new(writer));
+        let _ = streams.add_stream(Box::new(TokenStream::default()));
+        let conn = ServerConnection { streams };
+        if (id as usize) < self.connections.len() {
+            self.connections[id as usize] = Some(conn);
+        } else {
+            self.connections.push(Some(conn));
+        }
+        id
+    }
+
+    /// Removes a connection, discarding its in-flight records.
+    pub fn remove_connection(&mut self, id: ConnectionId) {
+        let Some(mut conn) = self.connections.get_mut(id as usize).and_then(Option::take) else {
+            return;
+        };
+        conn.streams.discard_all(&mut self.objects);
+        if let Some(w) = conn
+            .streams
+            .stream_mut::<ReplicationWriter>(ReplicationWriter::NAME)
+        {
+            w.release_all(&mut self.objects);
+        }
+    }
+
+    fn conn(&self, id: ConnectionId) -> Option<&ServerConnection> {
+        self.connections.get(id as usize).and_then(Option::as_ref)
+    }
+
+    fn conn_mut(&mut self, id: ConnectionId) -> Option<&mut ServerConnection> {
+        self.connections
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+    }
+
+    /// The replication writer of a connection.
+    pub fn writer(&self, id: ConnectionId) -> Option<&ReplicationWriter> {
+        self.conn(id)?
+            .streams
+            .stream::<ReplicationWriter>(ReplicationWriter::NAME)
+    }
+
+    /// The token stream of a connection (export strings to it).
+    pub fn tokens_mut(&mut self, id: ConnectionId) -> Option<&mut TokenStream> {
+        self.conn_mut(id)?
+            .streams
+            .stream_mut::<TokenStream>(TokenStream::NAME)
+    }
+
+    /// Pauses or resumes a stream of a connection by name.
+    pub fn set_stream_status(&mut self, id: ConnectionId, name: &str, status: SendStatus) -> bool {
+        self.conn_mut(id)
+            .is_some_and(|c| c.streams.set_send_status(name, status))
+    }
+
+    /// Puts a root object in or out of a connection's scope (all objects are in scope
+    /// by default).
+    pub fn set_in_scope(&mut self, id: ConnectionId, handle: NetRefHandle, in_scope: bool) {
+        let Some(index) = self.objects.index_of(handle) else {
+            return;
+        };
+        let Some(conn) = self
+            .connections
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+        else {
+            return;
+        };
+        if let Some(w) = conn
+            .streams
+            .stream_mut::<ReplicationWriter>(ReplicationWriter::NAME)
+        {
+            w.set_in_scope(&mut self.objects, index, in_scope);
+        }
+    }
+
+    /// One server tick: quantizes every dirty push-mode object once, hands the tick's
+    /// changes (creations, destroys, change masks) to every connection, then clears
+    /// them. Poll-mode objects must have been polled before.
+    pub fn tick(&mut self, now: Duration) {
+        self.now = now;
+        self.objects.begin_tick();
+        for conn in self.connections.iter_mut().flatten() {
+            if let Some(w) = conn
+                .streams
+                .stream_mut::<ReplicationWriter>(ReplicationWriter::NAME)
+            {
+                w.update(&mut self.objects);
+            }
+        }
+        self.objects.end_tick();
+    }
+
+    /// Writes connection `id`'s streams for packet `sequence` into `writer` (after the
+    /// transport's header). Call [`process_delivery`](Self::process_delivery) for every
+    /// sequence written, in send order.
+    pub fn write_packet(
+        &mut self,
+        id: ConnectionId,
+        sequence: PacketSequence,
+        writer: &mut BitWriter,
+    ) -> WriteResult {
+        let Some(conn) = self
+            .connections
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+        else {
+            return WriteResult::NoData;
+        };
+        conn.streams
+            .write_packet(&mut self.objects, sequence, writer)
+    }
+
+    /// The fate of packet `sequence` of connection `id`.
+    pub fn process_delivery(
+        &mut self,
+        id: ConnectionId,
+        sequence: PacketSequence,
+        status: DeliveryStatus,
+    ) {
+        let Some(conn) = self
+            .connections
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+        else {
+            return;
+        };
+        conn.streams
+            .process_delivery(&mut self.objects, sequence, status);
+    }
+
+    /// Reads a packet received from connection `id` (after the transport's header).
+    pub fn read_packet(
+        &mut self,
+        id: ConnectionId,
+        reader: &mut BitReader,
+    ) -> Result<(), StreamError> {
+        let Some(conn) = self
+            .connections
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+        else {
+            return Ok(());
+        };
+        conn.streams.read_packet(&mut self.objects, reader)
+    }
+}
+
+/// The client-side driver: the client's world plus a stream manager with the
+/// replication reader and the token stream.
+pub struct ReplicationClient {
+    world: ClientWorld,
+    streams: DataStreamManager<ClientWorld>,
+}
+
+impl std::fmt::Debug for ReplicationClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicationClient")
+            .field("world", &self.world)
+            .finish()
+    }
+}
+
+impl ReplicationClient {
+    /// A client for the types in `registry` (must equal the server's).
+    pub fn new(registry: Arc<ProtocolRegistry>, config: ReplicationConfig) -> Self {
+        let mut streams = DataStreamManager::new();
+        let _ = streams.add_stream(Box::new(ReplicationReader::default()));
+        let _ = streams.add_stream(Box::new(TokenStream::default()));
+        Self {
+            world: ClientWorld::new(registry, config),
+            streams,
+        }
+    }
+
+    /// The client's world (objects, events, stats).
+    pub fn world(&self) -> &ClientWorld {
+        &self.world
+    }
+
+    /// The client's world, mutably.
+    pub fn world_mut(&mut self) -> &mut ClientWorld {
+        &mut self.world
+    }
+
+    /// Reads a received packet (after the transport's header) at time `now`.
+    pub fn read_packet(
+        &mut self,
+        now: Duration,
+        reader: &mut BitReader,
+    ) -> Result<(), StreamError> {
+        self.world.set_now(now);
+        self.streams.read_packet(&mut self.world, reader)
+    }
+
+    /// Writes the client's streams for packet `sequence` (usually nothing).
+    pub fn write_packet(
+        &mut self,
+        sequence: PacketSequence,
+        writer: &mut BitWriter,
+    ) -> WriteResult {
+        self.streams.write_packet(&mut self.world, sequence, writer)
+    }
+
+    /// The fate of a packet the client sent.
+    pub fn process_delivery(&mut self, sequence: PacketSequence, status: DeliveryStatus) {
+        self.streams
+            .process_delivery(&mut self.world, sequence, status);
+    }
+
+    /// Advances time without a packet: retries cold parked references when due.
+    pub fn update(&mut self, now: Duration) {
+        self.world.set_now(now);
+        self.world.resolve_references();
+    }
+
+    /// Drains the queued events.
+    pub fn drain_events(&mut self) -> Vec<ReplicationEvent> {
+        self.world.drain_events()
+    }
+
+    /// A replicated object as its concrete type.
+    pub fn get<T: Replicated>(&self, handle: NetRefHandle) -> Option<&T> {
+        self.world.get(handle)
+    }
+
+    /// The last received quantized state of an object.
+    pub fn state(&self, handle: NetRefHandle) -> Option<&dyn ErasedState> {
+        self.world.object(handle).map(|o| o.state())
+    }
+
+    /// Whether an object is replicated here.
+    pub fn contains(&self, handle: NetRefHandle) -> bool {
+        self.world.object(handle).is_some()
+    }
+
+    /// Number of replicated objects.
+    pub fn len(&self) -> usize {
+        self.world.len()
+    }
+
+    /// Whether no object is replicated here.
+    pub fn is_empty(&self) -> bool {
+        self.world.is_empty()
+    }
+
+    /// Registers a static object (see [`ClientWorld::register_static`]).
+    pub fn register_static<T: Replicated>(&mut self, handle: NetRefHandle, object: T) -> bool {
+        self.world.register_static(handle, object)
+    }
+
+    /// Takes a torn-off object.
+    pub fn take_torn_off(&mut self, handle: NetRefHandle) -> Option<Box<dyn ErasedObject>> {
+        self.world.take_torn_off(handle)
+    }
+
+    /// The token stream (strings exported by the server).
+    pub fn tokens(&self) -> Option<&TokenStream> {
+        self.streams.stream::<TokenStream>(TokenStream::NAME)
+    }
+}

@@ -1,0 +1,745 @@
+//! [`ReplicationReader`]: the receiving half of the replication stream (Iris's
+//! `FReplicationReader`), and the client's object store ([`ClientWorld`]).
+//!
+//! Per packet: destroys are read first (and, by default, executed last), then the
+//! size-prefixed batches. A batch for a new handle creates the object through the
+//! registry's factory; a batch for a known handle updates its quantized state. After
+//! all batches the state is dispatched to the game objects (`apply`, which calls the
+//! notify hooks with old values) and events are queued; then end of replication
+//! (destroy, tear-off) is dispatched (the seed's `DeferEndReplication`); then parked
+//! object references are retried.
+//!
+//! A batch that fails to decode marks its handle broken: its later batches are skipped
+//! by their size prefix and the rest of the packet, and the connection, go on. Only a
+//! framing error (a batch size past the end, a truncated destroy list) stops reading the
+//! packet, and even then the batches read so far are dispatched.
+//!
+//! References (`NetRefHandle` members) to objects this side does not have are parked:
+//! the members holding references are withheld from the game object until every target
+//! exists, then applied (event [`ReplicationEvent::ReferencesResolved`]). Parked targets
+//! sit in a hot cache retried on every packet for `hot_resolving_lifetime`, then in a
+//! cold cache retried every `cold_resolving_retry`.
+
+use super::writer::BATCH_SIZE_BITS;
+use super::{ReplicationConfig, ReplicationEvent};
+use crate::NetRefHandle;
+use crate::bits::{BitReader, BitWriter};
+use crate::connection::DeliveryStatus;
+use crate::protocol::{ErasedObject, ErasedState, ProtocolIndex, ProtocolRegistry};
+use crate::serialize::SerializeError;
+use crate::state::{ChangeMask, Replicated};
+use crate::stream::tokens::TokenImports;
+use crate::stream::{DataStream, StreamError, WriteResult};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+use thiserror::Error;
+
+/// Why one object's batch could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ObjectReadError {
+    /// The creation names a protocol index this side does not know.
+    #[error("unknown protocol index {0}")]
+    UnknownProtocol(u64),
+    /// A state update for an object this side does not have.
+    #[error("update for an unknown object")]
+    UnknownHandle,
+    /// A creation for a known object with another type.
+    #[error("creation with protocol {got} for an object of protocol {expected}")]
+    ProtocolMismatch {
+        /// The local protocol.
+        expected: ProtocolIndex,
+        /// The received one.
+        got: u64,
+    },
+    /// A static object the game did not register on this side.
+    #[error("static object not registered on this side")]
+    StaticNotRegistered,
+    /// The batch uses delta compression, which this reader does not support yet.
+    #[error("delta-compressed batch not supported")]
+    DeltaUnsupported,
+    /// The members did not decode or validate.
+    #[error(transparent)]
+    Decode(#[from] SerializeError),
+    /// The batch had bits left over after its members (corrupt or mismatched types).
+    #[error("{0} bits left over after the object's members")]
+    TrailingBits(usize),
+    /// Too many objects.
+    #[error("object limit of {0} reached")]
+    TooManyObjects(usize),
+}
+
+impl ObjectReadError {
+    fn breaks_object(&self) -> bool {
+        !matches!(self, ObjectReadError::UnknownHandle)
+    }
+}
+
+/// A replicated object on the receiving side.
+pub struct ClientObject {
+    handle: NetRefHandle,
+    protocol: ProtocolIndex,
+    state: Box<dyn ErasedState>,
+    instance: Option<Box<dyn ErasedObject>>,
+    owner: Option<NetRefHandle>,
+    pending_refs: Option<ChangeMask>,
+}
+
+impl std::fmt::Debug for ClientObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientObject")
+            .field("handle", &self.handle)
+            .field("protocol", &self.protocol)
+            .field("state", &self.state)
+            .finish()
+    }
+}
+
+impl ClientObject {
+    /// Its handle.
+    pub fn handle(&self) -> NetRefHandle {
+        self.handle
+    }
+    /// Its type's wire index.
+    pub fn protocol(&self) -> ProtocolIndex {
+        self.protocol
+    }
+    /// The last received quantized state.
+    pub fn state(&self) -> &dyn ErasedState {
+        self.state.as_ref()
+    }
+    /// The game object.
+    pub fn instance(&self) -> Option<&dyn ErasedObject> {
+        self.instance.as_deref()
+    }
+    /// The owner, for a subobject.
+    pub fn owner(&self) -> Option<NetRefHandle> {
+        self.owner
+    }
+    /// Change-mask bits withheld until their references resolve.
+    pub fn pending_reference_mask(&self) -> Option<&ChangeMask> {
+        self.pending_refs.as_ref().filter(|m| m.any())
+    }
+}
+
+/// Counters of the receiving side.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReaderStats {
+    /// Packets read.
+    pub packets: u64,
+    /// Batches read (including skipped ones).
+    pub batches: u64,
+    /// Batches skipped because their object is broken.
+    pub skipped_broken: u64,
+    /// Objects marked broken.
+    pub broken_objects: u64,
+    /// Destroys for objects this side did not have.
+    pub unknown_destroys: u64,
+    /// Resolve attempts on hot-cache entries.
+    pub hot_resolve_attempts: u64,
+    /// Resolve attempts on cold-cache entries.
+    pub cold_resolve_attempts: u64,
+    /// Framing errors (rest of the packet dropped).
+    pub framing_errors: u64,
+}
+
+#[derive(Debug)]
+struct Unresolved {
+    waiters: Vec<NetRefHandle>,
+    since: Duration,
+    cold: bool,
+}
+
+/// The parked references: hot and cold caches keyed by the missing target.
+#[derive(Debug, Default)]
+pub struct ReferenceResolver {
+    entries: HashMap<NetRefHandle, Unresolved>,
+    last_cold_pass: Option<Duration>,
+}
+
+impl ReferenceResolver {
+    /// (hot, cold) entry counts.
+    pub fn counts(&self) -> (usize, usize) {
+        let cold = self.entries.values().filter(|e| e.cold).count();
+        (self.entries.len() - cold, cold)
+    }
+
+    fn add(&mut self, target: NetRefHandle, waiter: NetRefHandle, now: Duration) {
+        let e = self.entries.entry(target).or_insert_with(|| Unresolved {
+            waiters: Vec::new(),
+            since: now,
+            cold: false,
+        });
+        if !e.waiters.contains(&waiter) {
+            e.waiters.push(waiter);
+        }
+    }
+}
+
+/// The receiving side's objects and everything the reader updates: the client's world.
+pub struct ClientWorld {
+    registry: Arc<ProtocolRegistry>,
+    config: ReplicationConfig,
+    objects: HashMap<NetRefHandle, ClientObject>,
+    children: HashMap<NetRefHandle, Vec<NetRefHandle>>,
+    torn_off: HashMap<NetRefHandle, ClientObject>,
+    broken: HashSet<NetRefHandle>,
+    events: Vec<ReplicationEvent>,
+    resolver: ReferenceResolver,
+    imports: TokenImports,
+    ref_masks: HashMap<ProtocolIndex, Option<ChangeMask>>,
+    now: Duration,
+    stats: ReaderStats,
+}
+
+impl std::fmt::Debug for ClientWorld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientWorld")
+            .field("objects", &self.objects.len())
+            .field("events", &self.events.len())
+            .finish()
+    }
+}
+
+impl ClientWorld {
+    /// An empty world for the types in `registry`.
+    pub fn new(registry: Arc<ProtocolRegistry>, config: ReplicationConfig) -> Self {
+        Self {
+            registry,
+            config,
+            objects: HashMap::new(),
+            children: HashMap::new(),
+            torn_off: HashMap::new(),
+            broken: HashSet::new(),
+            events: Vec::new(),
+            resolver: ReferenceResolver::default(),
+            imports: TokenImports::default(),
+            ref_masks: HashMap::new(),
+            now: Duration::ZERO,
+            stats: ReaderStats::default(),
+        }
+    }
+
+    /// The current time (as passed to the last read or update).
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    /// Sets the current time.
+    pub fn set_now(&mut self, now: Duration) {
+        self.now = now;
+    }
+
+    /// The replicated object with this handle.
+    pub fn object(&self, handle: NetRefHandle) -> Option<&ClientObject> {
+        self.objects.get(&handle)
+    }
+
+    /// All replicated objects.
+    pub fn objects(&self) -> impl Iterator<Item = &ClientObject> {
+        self.objects.values()
+    }
+
+    /// Number of replicated objects.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Whether there is no replicated object.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// A replicated game object as its concrete type.
+    pub fn get<T: Replicated>(&self, handle: NetRefHandle) -> Option<&T> {
+        self.objects
+            .get(&handle)?
+            .instance
+            .as_ref()?
+            .as_any()
+            .downcast_ref::<T>()
+    }
+
+    /// A replicated game object as its concrete type, mutably (local changes are
+    /// overwritten by the next update of the same members).
+    pub fn get_mut<T: Replicated>(&mut self, handle: NetRefHandle) -> Option<&mut T> {
+        self.objects
+            .get_mut(&handle)?
+            .instance
+            .as_mut()?
+            .as_any_mut()
+            .downcast_mut::<T>()
+    }
+
+    /// Registers a static (level) object under the handle the server uses for it, so
+    /// its replicated state applies to this instance without a spawn.
+    pub fn register_static<T: Replicated>(&mut self, handle: NetRefHandle, object: T) -> bool {
+        let Some(protocol) = self.registry.index_of::<T>() else {
+            tracing::error!(
+                "register_static: {} is not registered",
+                std::any::type_name::<T>()
+            );
+            return false;
+        };
+        if !handle.is_static() || self.objects.contains_key(&handle) {
+            return false;
+        }
+        let state = Box::new(object.to_state());
+        self.objects.insert(
+            handle,
+            ClientObject {
+                handle,
+                protocol,
+                state,
+                instance: Some(Box::new(object)),
+                owner: None,
+                pending_refs: None,
+            },
+        );
+        true
+    }
+
+    /// Takes a torn-off object (no longer replicated; the game keeps it).
+    pub fn take_torn_off(&mut self, handle: NetRefHandle) -> Option<Box<dyn ErasedObject>> {
+        self.torn_off.remove(&handle)?.instance
+    }
+
+    /// A torn-off object still held by the world.
+    pub fn torn_off(&self, handle: NetRefHandle) -> Option<&ClientObject> {
+        self.torn_off.get(&handle)
+    }
+
+    /// Whether the handle was marked broken.
+    pub fn is_broken(&self, handle: NetRefHandle) -> bool {
+        self.broken.contains(&handle)
+    }
+
+    /// Drains the queued events.
+    pub fn drain_events(&mut self) -> Vec<ReplicationEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &ReaderStats {
+        &self.stats
+    }
+
+    /// The parked references.
+    pub fn resolver(&self) -> &ReferenceResolver {
+        &self.resolver
+    }
+
+    /// Tokens received in batch exports.
+    pub fn imports(&self) -> &TokenImports {
+        &self.imports
+    }
+
+    fn ref_mask(&mut self, protocol: ProtocolIndex) -> Option<ChangeMask> {
+        if let Some(m) = self.ref_masks.get(&protocol) {
+            return m.clone();
+        }
+        let m = self.registry.get(protocol).and_then(|r| {
+            let d = (r.descriptor)();
+            let mut m = ChangeMask::new(d.change_mask_bits);
+            for member in d.members.iter().filter(|m| m.has_object_references) {
+                m.set_range(member.change_mask_offset, member.change_mask_bits);
+            }
+            m.any().then_some(m)
+        });
+        self.ref_masks.insert(protocol, m.clone());
+        m
+    }
+
+    fn unresolved_targets(&self, state: &dyn ErasedState) -> Vec<NetRefHandle> {
+        let mut refs = Vec::new();
+        state.collect_references(&mut refs);
+        refs.retain(|h| h.is_valid() && !self.objects.contains_key(h));
+        refs.sort_unstable();
+        refs.dedup();
+        refs
+    }
+
+    /// Applies the received state of `handle` to its game object (creating it when
+    /// `created`), withholding reference members whose targets are missing.
+    fn dispatch_state(&mut self, handle: NetRefHandle, mask: &ChangeMask, created: bool) {
+        let Some(obj) = self.objects.get(&handle) else {
+            return;
+        };
+        let protocol = obj.protocol;
+        let unresolved = self.unresolved_targets(obj.state.as_ref());
+        let ref_mask = if unresolved.is_empty() {
+            None
+        } else {
+            self.ref_mask(protocol)
+        };
+        let Some(reg) = self.registry.get(protocol).copied() else {
+            return;
+        };
+        let now = self.now;
+        let Some(obj) = self.objects.get_mut(&handle) else {
+            return;
+        };
+        if created && obj.instance.is_none() {
+            match &ref_mask {
+                None => obj.instance = (reg.create)(obj.state.as_ref()),
+                Some(rm) => {
+                    let default = (reg.new_state)();
+                    let mut inst = (reg.create)(default.as_ref());
+                    let mut m = ChangeMask::all(obj.state.type_descriptor().change_mask_bits);
+                    m.and_not(rm);
+                    if let Some(i) = inst.as_mut() {
+                        i.apply(obj.state.as_ref(), &m);
+                    }
+                    obj.instance = inst;
+                    obj.pending_refs = Some(rm.clone());
+                }
+            }
+            if obj.instance.is_none() {
+                tracing::error!("replication reader: factory failed for {handle}");
+            }
+            self.events
+                .push(ReplicationEvent::Spawned { handle, protocol });
+        } else {
+            let mut applied = mask.clone();
+            match &ref_mask {
+                Some(rm) => {
+                    let mut withheld = mask.clone();
+                    withheld.and_with(rm);
+                    applied.and_not(rm);
+                    match &mut obj.pending_refs {
+                        Some(p) => p.or_with(&withheld),
+                        None => obj.pending_refs = Some(withheld),
+                    }
+                }
+                None => {
+                    if let Some(p) = obj.pending_refs.take() {
+                        applied.or_with(&p);
+                    }
+                }
+            }
+            if applied.any() {
+                if let Some(inst) = obj.instance.as_mut() {
+                    inst.apply(obj.state.as_ref(), &applied);
+                }
+                self.events.push(ReplicationEvent::MembersChanged {
+                    handle,
+                    mask: applied,
+                });
+            }
+        }
+        for t in unresolved {
+            self.resolver.add(t, handle, now);
+        }
+    }
+
+    fn end_replication(&mut self, handle: NetRefHandle, tear_off: bool) {
+        let Some(obj) = self.objects.remove(&handle) else {
+            if !tear_off {
+                self.stats.unknown_destroys += 1;
+            }
+            return;
+        };
+        self.broken.remove(&handle);
+        if let Some(owner) = obj.owner
+            && let Some(list) = self.children.get_mut(&owner)
+        {
+            list.retain(|h| *h != handle);
+        }
+        let children = self.children.remove(&handle).unwrap_or_default();
+        if tear_off {
+            self.torn_off.insert(handle, obj);
+            self.events.push(ReplicationEvent::TornOff { handle });
+        } else {
+            self.events.push(ReplicationEvent::Destroyed { handle });
+        }
+        for c in children {
+            self.end_replication(c, tear_off);
+        }
+    }
+
+    /// Retries parked references: hot entries every call, cold entries every
+    /// `cold_resolving_retry`; hot entries older than `hot_resolving_lifetime` turn cold.
+    pub fn resolve_references(&mut self) {
+        if self.resolver.entries.is_empty() {
+            return;
+        }
+        let now = self.now;
+        let use_cache = self.config.use_resolving_cache;
+        let cold_due = !use_cache
+            || self
+                .resolver
+                .last_cold_pass
+                .is_none_or(|t| now.saturating_sub(t) >= self.config.cold_resolving_retry);
+        if cold_due {
+            self.resolver.last_cold_pass = Some(now);
+        }
+        let mut ready = Vec::new();
+        let objects = &self.objects;
+        let stats = &mut self.stats;
+        let hot_lifetime = self.config.hot_resolving_lifetime;
+        self.resolver.entries.retain(|target, e| {
+            if e.cold && !cold_due {
+                return true;
+            }
+            if e.cold {
+                stats.cold_resolve_attempts += 1;
+            } else {
+                stats.hot_resolve_attempts += 1;
+            }
+            if objects.contains_key(target) {
+                ready.append(&mut e.waiters);
+                return false;
+            }
+            if use_cache && !e.cold && now.saturating_sub(e.since) >= hot_lifetime {
+                e.cold = true;
+            }
+            true
+        });
+        ready.sort_unstable();
+        ready.dedup();
+        for waiter in ready {
+            let Some(obj) = self.objects.get(&waiter) else {
+                continue;
+            };
+            if !self.unresolved_targets(obj.state.as_ref()).is_empty() {
+                continue;
+            }
+            let Some(obj) = self.objects.get_mut(&waiter) else {
+                continue;
+            };
+            let Some(mask) = obj.pending_refs.take().filter(|m| m.any()) else {
+                continue;
+            };
+            if let Some(inst) = obj.instance.as_mut() {
+                inst.apply(obj.state.as_ref(), &mask);
+            }
+            self.events.push(ReplicationEvent::ReferencesResolved {
+                handle: waiter,
+                mask,
+            });
+        }
+    }
+}
+
+struct Dispatch {
+    handle: NetRefHandle,
+    mask: ChangeMask,
+    created: bool,
+    tear_off: bool,
+}
+
+/// The receiving half of the replication stream.
+#[derive(Default)]
+pub struct ReplicationReader {
+    dispatch: Vec<Dispatch>,
+    ends: Vec<(NetRefHandle, bool)>,
+}
+
+impl std::fmt::Debug for ReplicationReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicationReader").finish()
+    }
+}
+
+fn framing(reason: impl std::fmt::Display) -> StreamError {
+    StreamError::malformed(ReplicationReader::NAME, reason)
+}
+
+impl ReplicationReader {
+    /// The stream's name (same as the writer's).
+    pub const NAME: &'static str = super::writer::ReplicationWriter::NAME;
+
+    /// Reads one packet's replication section into `world`.
+    pub fn read(&mut self, world: &mut ClientWorld, r: &mut BitReader) -> Result<(), StreamError> {
+        self.dispatch.clear();
+        self.ends.clear();
+        world.stats.packets += 1;
+        let result = self.read_sections(world, r);
+        if result.is_err() {
+            world.stats.framing_errors += 1;
+        }
+        // Whatever was read completely is dispatched, even after a framing error.
+        for d in std::mem::take(&mut self.dispatch) {
+            world.dispatch_state(d.handle, &d.mask, d.created);
+            if d.tear_off {
+                self.ends.push((d.handle, true));
+            }
+        }
+        for (h, tear_off) in std::mem::take(&mut self.ends) {
+            world.end_replication(h, tear_off);
+        }
+        world.resolve_references();
+        result
+    }
+
+    fn read_sections(
+        &mut self,
+        world: &mut ClientWorld,
+        r: &mut BitReader,
+    ) -> Result<(), StreamError> {
+        while r.read_bool() {
+            let h = NetRefHandle::read(r).map_err(framing)?;
+            if world.config.defer_end_replication {
+                self.ends.push((h, false));
+            } else {
+                world.end_replication(h, false);
+            }
+        }
+        r.check().map_err(framing)?;
+        while r.read_bool() {
+            self.read_batch(world, r)?;
+        }
+        r.check().map_err(framing)
+    }
+
+    fn read_batch(
+        &mut self,
+        world: &mut ClientWorld,
+        r: &mut BitReader,
+    ) -> Result<(), StreamError> {
+        let handle = NetRefHandle::read(r).map_err(framing)?;
+        let size = r.read_bits(BATCH_SIZE_BITS) as usize;
+        r.check().map_err(framing)?;
+        if size > r.bits_left() {
+            return Err(framing(format!(
+                "batch of {handle} claims {size} bits, {} left",
+                r.bits_left()
+            )));
+        }
+        world.stats.batches += 1;
+        let mut body = r.substream(size);
+        let has_exports = body.read_bool();
+        if has_exports {
+            world.imports.read_exports(r)?;
+        }
+        if world.broken.contains(&handle) {
+            world.stats.skipped_broken += 1;
+            return Ok(());
+        }
+        if let Err(e) = self.decode_batch(world, handle, &mut body) {
+            tracing::warn!("replication reader: object {handle}: {e}");
+            if e.breaks_object() {
+                world.broken.insert(handle);
+                world.stats.broken_objects += 1;
+            }
+            world
+                .events
+                .push(ReplicationEvent::ObjectError { handle, error: e });
+        }
+        Ok(())
+    }
+
+    fn decode_batch(
+        &mut self,
+        world: &mut ClientWorld,
+        handle: NetRefHandle,
+        b: &mut BitReader,
+    ) -> Result<(), ObjectReadError> {
+        let creating = b.read_bool();
+        let mut protocol = None;
+        let mut owner = None;
+        if creating {
+            protocol = Some(b.read_bits(world.registry.index_bits()));
+            if b.read_bool() {
+                owner = Some(NetRefHandle::read(b)?);
+            }
+        }
+        let tear_off = b.read_bool();
+        let delta = b.read_bool();
+        b.check().map_err(SerializeError::from)?;
+        if delta {
+            return Err(ObjectReadError::DeltaUnsupported);
+        }
+        if let Some(obj) = world.objects.get_mut(&handle) {
+            if let Some(p) = protocol
+                && p != obj.protocol as u64
+            {
+                return Err(ObjectReadError::ProtocolMismatch {
+                    expected: obj.protocol,
+                    got: p,
+                });
+            }
+            let bits = obj.state.type_descriptor().change_mask_bits;
+            let mask = ChangeMask::read(bits, b)?;
+            let mut scratch = obj.state.clone_box();
+            scratch.deserialize(&mask, b)?;
+            scratch.validate(&mask)?;
+            if b.bits_left() != 0 {
+                return Err(ObjectReadError::TrailingBits(b.bits_left()));
+            }
+            obj.state = scratch;
+            self.dispatch.push(Dispatch {
+                handle,
+                mask,
+                created: false,
+                tear_off,
+            });
+            return Ok(());
+        }
+        let Some(p) = protocol else {
+            return Err(ObjectReadError::UnknownHandle);
+        };
+        if handle.is_static() {
+            return Err(ObjectReadError::StaticNotRegistered);
+        }
+        let reg = *world
+            .registry
+            .get(p as ProtocolIndex)
+            .filter(|_| p <= ProtocolIndex::MAX as u64)
+            .ok_or(ObjectReadError::UnknownProtocol(p))?;
+        if world.objects.len() >= world.config.max_client_objects {
+            return Err(ObjectReadError::TooManyObjects(
+                world.config.max_client_objects,
+            ));
+        }
+        let mut state = (reg.new_state)();
+        let bits = (reg.descriptor)().change_mask_bits;
+        let mask = ChangeMask::read(bits, b)?;
+        state.deserialize(&mask, b)?;
+        state.validate(&mask)?;
+        if b.bits_left() != 0 {
+            return Err(ObjectReadError::TrailingBits(b.bits_left()));
+        }
+        world.objects.insert(
+            handle,
+            ClientObject {
+                handle,
+                protocol: p as ProtocolIndex,
+                state,
+                instance: None,
+                owner,
+                pending_refs: None,
+            },
+        );
+        if let Some(o) = owner {
+            world.children.entry(o).or_default().push(handle);
+        }
+        self.dispatch.push(Dispatch {
+            handle,
+            mask,
+            created: true,
+            tear_off,
+        });
+        Ok(())
+    }
+}
+
+impl DataStream<ClientWorld> for ReplicationReader {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn write_data(&mut self, _ctx: &mut ClientWorld, _writer: &mut BitWriter) -> WriteResult {
+        WriteResult::NoData
+    }
+
+    fn read_data(
+        &mut self,
+        ctx: &mut ClientWorld,
+        reader: &mut BitReader,
+    ) -> Result<(), StreamError> {
+        self.read(ctx, reader)
+    }
+
+    fn process_delivery(&mut self, _ctx: &mut ClientWorld, _status: DeliveryStatus) {}
+}

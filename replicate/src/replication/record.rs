@@ -1,0 +1,608 @@
+//! Per-connection bookkeeping of the replication writer: the 16-byte per-object send
+//! state ([`ReplicationInfo`]) with its lifecycle state machine
+//! ([`ReplicatedObjectState`]), the per-packet records of what was sent
+//! ([`PacketRecord`]), and a growable bit array ([`BitArray`]) for the dirty, scope and
+//! subobject sets.
+//!
+//! This module owns data layout and state validation only; the decisions (what to send,
+//! what a loss means) live in [`super::writer`].
+
+use crate::state::ChangeMask;
+
+/// The lifecycle of one object as seen by one connection's writer (Iris's
+/// `EReplicatedObjectState`, the same 14 values in the same order).
+///
+/// Allowed transitions are the seed's union of edges plus the few this implementation
+/// needs and documents in [`ReplicatedObjectState::can_transition_to`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ReplicatedObjectState {
+    /// Not replicated to this connection.
+    Invalid = 0,
+    /// Reserved: an attachment targets an object that is not in scope.
+    AttachmentToObjectNotInScope,
+    /// The creation does not fit in an empty packet; waiting for the huge-object path.
+    HugeObject,
+    /// The creation must be written.
+    PendingCreate,
+    /// The creation was written; waiting for its packet's ack.
+    WaitOnCreateConfirmation,
+    /// Created on the remote; normal replication.
+    Created,
+    /// About to leave (destroy or scope loss); outstanding state is being flushed.
+    WaitOnFlush,
+    /// A tear-off (final state + end of replication, client keeps the object) must be
+    /// written.
+    PendingTearOff,
+    /// A subobject destroyed on its own while its owner lives.
+    SubObjectPendingDestroy,
+    /// The object came back into scope while its destroy was in flight.
+    CancelPendingDestroy,
+    /// A destroy must be written.
+    PendingDestroy,
+    /// A destroy (or tear-off) was written; waiting for its packet's ack.
+    WaitOnDestroyConfirmation,
+    /// The remote confirmed the destroy.
+    Destroyed,
+    /// Terminal: never replicated again.
+    PermanentlyDestroyed,
+}
+
+impl ReplicatedObjectState {
+    /// All states in declaration order.
+    pub const ALL: [ReplicatedObjectState; 14] = [
+        Self::Invalid,
+        Self::AttachmentToObjectNotInScope,
+        Self::HugeObject,
+        Self::PendingCreate,
+        Self::WaitOnCreateConfirmation,
+        Self::Created,
+        Self::WaitOnFlush,
+        Self::PendingTearOff,
+        Self::SubObjectPendingDestroy,
+        Self::CancelPendingDestroy,
+        Self::PendingDestroy,
+        Self::WaitOnDestroyConfirmation,
+        Self::Destroyed,
+        Self::PermanentlyDestroyed,
+    ];
+
+    fn from_bits(bits: u64) -> Self {
+        Self::ALL
+            .get(bits as usize)
+            .copied()
+            .unwrap_or(Self::Invalid)
+    }
+
+    /// Whether the object is in a creation state (the seed's `IsInitialState`).
+    pub const fn is_initial(self) -> bool {
+        matches!(self, Self::PendingCreate | Self::WaitOnCreateConfirmation)
+    }
+
+    /// Whether `self -> to` is a legal transition.
+    ///
+    /// The seed's union of edges:
+    /// `Invalid→PendingCreate`, `WaitOnCreateConfirmation→PendingCreate`,
+    /// `PendingCreate→WaitOnCreateConfirmation`, `CancelPendingDestroy→WaitOnCreateConfirmation`,
+    /// `PendingCreate→Created`, `WaitOnCreateConfirmation→Created`,
+    /// `CancelPendingDestroy→Created`, `WaitOnFlush→Created`, `Created→WaitOnFlush`,
+    /// `Created→PendingTearOff`, `Created→SubObjectPendingDestroy`,
+    /// `WaitOnFlush→PendingDestroy`, `PendingTearOff→PendingDestroy`,
+    /// `SubObjectPendingDestroy→PendingDestroy`, `WaitOnFlush→PendingTearOff`,
+    /// `PendingDestroy→WaitOnDestroyConfirmation`, `WaitOnDestroyConfirmation→Destroyed`,
+    /// `PendingTearOff→Destroyed`, `WaitOnDestroyConfirmation→CancelPendingDestroy`,
+    /// `Destroyed→PermanentlyDestroyed`, `Destroyed→Invalid`.
+    ///
+    /// Added here (each with the situation that needs it):
+    /// - `PendingCreate→Invalid`: destroyed or out of scope before any creation was sent;
+    /// - `PendingCreate→PendingDestroy|PendingTearOff`: destroyed or torn off after a
+    ///   creation was sent (and lost: another may still be in flight);
+    /// - `PendingCreate|WaitOnCreateConfirmation→HugeObject`, `HugeObject→PendingCreate|Invalid|PendingDestroy`:
+    ///   a creation too large for a packet;
+    /// - `WaitOnCreateConfirmation→PendingDestroy|PendingTearOff`: destroyed or torn off
+    ///   while the creation is in flight;
+    /// - `PendingTearOff→WaitOnDestroyConfirmation`: the tear-off batch was written;
+    /// - `WaitOnDestroyConfirmation→PendingDestroy|PendingTearOff`: the destroy (tear-off)
+    ///   packet was lost, write it again;
+    /// - `PendingDestroy→CancelPendingDestroy`: back in scope before the destroy was sent;
+    /// - `CancelPendingDestroy→PendingCreate`: the destroy's fate is known, re-create;
+    /// - `CancelPendingDestroy→PendingDestroy|WaitOnDestroyConfirmation`: destroyed on the
+    ///   server while the cancelled destroy was in flight.
+    pub fn can_transition_to(self, to: Self) -> bool {
+        use ReplicatedObjectState::*;
+        matches!(
+            (self, to),
+            (Invalid, PendingCreate)
+                | (WaitOnCreateConfirmation, PendingCreate)
+                | (PendingCreate, WaitOnCreateConfirmation)
+                | (CancelPendingDestroy, WaitOnCreateConfirmation)
+                | (PendingCreate, Created)
+                | (WaitOnCreateConfirmation, Created)
+                | (CancelPendingDestroy, Created)
+                | (WaitOnFlush, Created)
+                | (Created, WaitOnFlush)
+                | (Created, PendingTearOff)
+                | (Created, SubObjectPendingDestroy)
+                | (WaitOnFlush, PendingDestroy)
+                | (PendingTearOff, PendingDestroy)
+                | (SubObjectPendingDestroy, PendingDestroy)
+                | (WaitOnFlush, PendingTearOff)
+                | (PendingDestroy, WaitOnDestroyConfirmation)
+                | (WaitOnDestroyConfirmation, Destroyed)
+                | (PendingTearOff, Destroyed)
+                | (WaitOnDestroyConfirmation, CancelPendingDestroy)
+                | (Destroyed, PermanentlyDestroyed)
+                | (Destroyed, Invalid)
+                // additions, see above
+                | (PendingCreate, Invalid)
+                | (PendingCreate, PendingDestroy)
+                | (PendingCreate, PendingTearOff)
+                | (HugeObject, PendingDestroy)
+                | (PendingCreate, HugeObject)
+                | (WaitOnCreateConfirmation, HugeObject)
+                | (HugeObject, PendingCreate)
+                | (HugeObject, Invalid)
+                | (WaitOnCreateConfirmation, PendingDestroy)
+                | (WaitOnCreateConfirmation, PendingTearOff)
+                | (PendingTearOff, WaitOnDestroyConfirmation)
+                | (WaitOnDestroyConfirmation, PendingDestroy)
+                | (WaitOnDestroyConfirmation, PendingTearOff)
+                | (PendingDestroy, CancelPendingDestroy)
+                | (CancelPendingDestroy, PendingCreate)
+                | (CancelPendingDestroy, PendingDestroy)
+                | (CancelPendingDestroy, WaitOnDestroyConfirmation)
+        )
+    }
+}
+
+/// Where a change mask of more than 64 bits lives: a slot in a per-writer pool.
+#[derive(Debug, Default)]
+pub struct MaskPool {
+    slots: Vec<Box<[u64]>>,
+    free: Vec<u32>,
+}
+
+impl MaskPool {
+    fn alloc(&mut self, words: usize) -> u64 {
+        if let Some(slot) = self.free.pop() {
+            let s = &mut self.slots[slot as usize];
+            if s.len() != words {
+                *s = vec![0; words].into_boxed_slice();
+            } else {
+                s.fill(0);
+            }
+            return slot as u64;
+        }
+        self.slots.push(vec![0; words].into_boxed_slice());
+        (self.slots.len() - 1) as u64
+    }
+
+    fn release(&mut self, slot: u64) {
+        self.free.push(slot as u32);
+    }
+
+    fn get(&self, slot: u64) -> &[u64] {
+        self.slots.get(slot as usize).map_or(&[], |s| s)
+    }
+
+    fn get_mut(&mut self, slot: u64) -> &mut [u64] {
+        self.slots.get_mut(slot as usize).map_or(&mut [], |s| s)
+    }
+
+    /// Number of heap masks in use.
+    pub fn in_use(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+}
+
+// Bit layout of `ReplicationInfo::flags`.
+const BITS_SHIFT: u32 = 0; // 16 bits: change-mask bit count
+const STATE_SHIFT: u32 = 16; // 5 bits
+const IS_SUBOBJECT: u64 = 1 << 21;
+const HAS_DIRTY_MASK: u64 = 1 << 22;
+const CREATION_CONFIRMED: u64 = 1 << 23;
+const TEAR_OFF: u64 = 1 << 24;
+const DELTA_ENABLED: u64 = 1 << 25;
+const LAST_ACKED_SHIFT: u32 = 26; // 2 bits
+const PENDING_BASELINE_SHIFT: u32 = 28; // 2 bits
+const HAS_DIRTY_SUBOBJECTS: u64 = 1 << 30;
+const CREATION_SENT: u64 = 1 << 31;
+const MASK_ALLOCATED: u64 = 1 << 32;
+
+/// "No baseline" in the 2-bit baseline index fields.
+pub const INVALID_BASELINE_INDEX: u8 = 3;
+
+/// One object's send state for one connection: exactly 16 bytes (Iris's
+/// `FReplicationInfo`): a change mask stored inline (up to 64 bits) or as a slot in a
+/// [`MaskPool`], and a 64-bit word of bit fields (mask bit count, lifecycle state, flags,
+/// baseline indices for delta compression).
+///
+/// ```
+/// use replicate::replication::ReplicationInfo;
+/// assert_eq!(std::mem::size_of::<ReplicationInfo>(), 16);
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C)]
+pub struct ReplicationInfo {
+    mask_or_slot: u64,
+    flags: u64,
+}
+
+impl ReplicationInfo {
+    /// The lifecycle state.
+    #[inline]
+    pub fn state(&self) -> ReplicatedObjectState {
+        ReplicatedObjectState::from_bits((self.flags >> STATE_SHIFT) & 0x1F)
+    }
+
+    /// Sets the state, validating the transition: an illegal one is a debug assertion
+    /// and an error log (the state is stored regardless, like Iris).
+    pub fn set_state(&mut self, to: ReplicatedObjectState) {
+        let from = self.state();
+        if from != to && !from.can_transition_to(to) {
+            tracing::error!("replication writer: illegal state transition {from:?} -> {to:?}");
+            debug_assert!(false, "illegal state transition {from:?} -> {to:?}");
+        }
+        self.force_state(to);
+    }
+
+    pub(crate) fn force_invalid(&mut self) {
+        self.force_state(ReplicatedObjectState::Invalid);
+    }
+
+    fn force_state(&mut self, to: ReplicatedObjectState) {
+        self.flags = (self.flags & !(0x1F << STATE_SHIFT)) | ((to as u64) << STATE_SHIFT);
+    }
+
+    /// Change-mask bits of the object's type.
+    #[inline]
+    pub fn mask_bits(&self) -> u32 {
+        ((self.flags >> BITS_SHIFT) & 0xFFFF) as u32
+    }
+
+    fn flag(&self, f: u64) -> bool {
+        self.flags & f != 0
+    }
+
+    fn set_flag(&mut self, f: u64, on: bool) {
+        if on {
+            self.flags |= f;
+        } else {
+            self.flags &= !f;
+        }
+    }
+
+    /// Whether the object is a subobject (written with its owner).
+    pub fn is_subobject(&self) -> bool {
+        self.flag(IS_SUBOBJECT)
+    }
+    /// Whether the change mask has any bit set.
+    pub fn has_dirty_mask(&self) -> bool {
+        self.flag(HAS_DIRTY_MASK)
+    }
+    /// Whether the remote confirmed the creation.
+    pub fn is_creation_confirmed(&self) -> bool {
+        self.flag(CREATION_CONFIRMED)
+    }
+    /// Whether the object is being torn off.
+    pub fn is_tear_off(&self) -> bool {
+        self.flag(TEAR_OFF)
+    }
+    /// Whether delta compression is on for the object (reserved for the delta layer).
+    pub fn is_delta_enabled(&self) -> bool {
+        self.flag(DELTA_ENABLED)
+    }
+    /// Whether one of the object's subobjects has something to send.
+    pub fn has_dirty_subobjects(&self) -> bool {
+        self.flag(HAS_DIRTY_SUBOBJECTS)
+    }
+    /// Whether a creation was ever written (it may be in flight or delivered).
+    pub fn is_creation_sent(&self) -> bool {
+        self.flag(CREATION_SENT)
+    }
+    /// The last acknowledged delta baseline index ([`INVALID_BASELINE_INDEX`] = none).
+    pub fn last_acked_baseline(&self) -> u8 {
+        ((self.flags >> LAST_ACKED_SHIFT) & 3) as u8
+    }
+    /// The baseline index in flight ([`INVALID_BASELINE_INDEX`] = none).
+    pub fn pending_baseline(&self) -> u8 {
+        ((self.flags >> PENDING_BASELINE_SHIFT) & 3) as u8
+    }
+
+    pub(crate) fn set_subobject(&mut self, on: bool) {
+        self.set_flag(IS_SUBOBJECT, on)
+    }
+    pub(crate) fn set_creation_confirmed(&mut self, on: bool) {
+        self.set_flag(CREATION_CONFIRMED, on)
+    }
+    pub(crate) fn set_tear_off(&mut self, on: bool) {
+        self.set_flag(TEAR_OFF, on)
+    }
+    pub(crate) fn set_dirty_subobjects(&mut self, on: bool) {
+        self.set_flag(HAS_DIRTY_SUBOBJECTS, on)
+    }
+    pub(crate) fn set_creation_sent(&mut self, on: bool) {
+        self.set_flag(CREATION_SENT, on)
+    }
+    pub(crate) fn set_baselines(&mut self, last_acked: u8, pending: u8) {
+        self.flags &= !((3 << LAST_ACKED_SHIFT) | (3 << PENDING_BASELINE_SHIFT));
+        self.flags |= ((last_acked as u64 & 3) << LAST_ACKED_SHIFT)
+            | ((pending as u64 & 3) << PENDING_BASELINE_SHIFT);
+    }
+
+    /// Starts tracking an object whose type has `mask_bits` change-mask bits; the state
+    /// is `Invalid` and the mask clear.
+    pub(crate) fn init(&mut self, mask_bits: u32, pool: &mut MaskPool) {
+        self.release(pool);
+        self.flags = (mask_bits.min(0xFFFF) as u64) << BITS_SHIFT;
+        self.set_baselines(INVALID_BASELINE_INDEX, INVALID_BASELINE_INDEX);
+        self.mask_or_slot = 0;
+        if mask_bits > 64 {
+            self.mask_or_slot = pool.alloc(mask_bits.div_ceil(64) as usize);
+            self.flags |= MASK_ALLOCATED;
+        }
+    }
+
+    /// Forgets the object (state `Invalid`, heap mask returned to the pool).
+    pub(crate) fn release(&mut self, pool: &mut MaskPool) {
+        if self.flag(MASK_ALLOCATED) {
+            pool.release(self.mask_or_slot);
+        }
+        *self = Self::default();
+    }
+
+    fn words<'a>(&'a self, pool: &'a MaskPool) -> &'a [u64] {
+        if self.flag(MASK_ALLOCATED) {
+            pool.get(self.mask_or_slot)
+        } else {
+            std::slice::from_ref(&self.mask_or_slot)
+        }
+    }
+
+    fn words_mut<'a>(&'a mut self, pool: &'a mut MaskPool) -> &'a mut [u64] {
+        if self.flag(MASK_ALLOCATED) {
+            pool.get_mut(self.mask_or_slot)
+        } else {
+            std::slice::from_mut(&mut self.mask_or_slot)
+        }
+    }
+
+    /// The accumulated change mask as a [`ChangeMask`].
+    pub fn change_mask(&self, pool: &MaskPool) -> ChangeMask {
+        let bits = self.mask_bits();
+        let mut m = ChangeMask::new(bits);
+        for (i, w) in self.words(pool).iter().enumerate() {
+            let mut b = *w;
+            while b != 0 {
+                let t = b.trailing_zeros();
+                b &= b - 1;
+                m.set(i as u32 * 64 + t);
+            }
+        }
+        m
+    }
+
+    /// ORs `mask` into the accumulated change mask.
+    pub(crate) fn or_mask(&mut self, mask: &ChangeMask, pool: &mut MaskPool) {
+        let mut any = false;
+        for (a, b) in self.words_mut(pool).iter_mut().zip(mask.words()) {
+            *a |= *b;
+            any |= *a != 0;
+        }
+        if !any {
+            any = self.words(pool).iter().any(|w| *w != 0);
+        }
+        self.set_flag(HAS_DIRTY_MASK, any);
+    }
+
+    /// Sets every bit of the change mask.
+    pub(crate) fn set_all(&mut self, pool: &mut MaskPool) {
+        let bits = self.mask_bits();
+        self.or_mask(&ChangeMask::all(bits), pool);
+        // A type without members still has "something to send" when asked.
+        self.set_flag(HAS_DIRTY_MASK, true);
+    }
+
+    /// Clears the change mask.
+    pub(crate) fn clear_mask(&mut self, pool: &mut MaskPool) {
+        self.words_mut(pool).fill(0);
+        self.set_flag(HAS_DIRTY_MASK, false);
+    }
+}
+
+/// What one record entry says was written for an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordKind {
+    /// A state batch (change mask in the record).
+    State,
+    /// A state batch that also carried the creation.
+    Creation,
+    /// A destroy.
+    Destroy,
+    /// A tear-off batch (final state + end of replication).
+    TearOff,
+}
+
+/// One object's part of a packet.
+#[derive(Debug, Clone)]
+pub struct RecordInfo {
+    /// The object's internal index.
+    pub index: u32,
+    /// The object's handle (a record about a since-reused index is ignored).
+    pub handle: crate::NetRefHandle,
+    /// What was written.
+    pub kind: RecordKind,
+    /// The change mask that was written (empty for destroys).
+    pub mask: ChangeMask,
+    /// The delta baseline the batch was written against ([`INVALID_BASELINE_INDEX`] = none).
+    pub baseline: u8,
+}
+
+/// What one packet carried for the replication stream, kept until its delivery status
+/// is known.
+#[derive(Debug, Clone, Default)]
+pub struct PacketRecord {
+    /// Per-object entries, in write order.
+    pub infos: Vec<RecordInfo>,
+}
+
+/// A growable bit array over internal indices.
+#[derive(Debug, Clone, Default)]
+pub struct BitArray {
+    words: Vec<u64>,
+}
+
+impl BitArray {
+    /// Whether bit `i` is set.
+    #[inline]
+    pub fn get(&self, i: u32) -> bool {
+        self.words
+            .get((i / 64) as usize)
+            .is_some_and(|w| w >> (i % 64) & 1 == 1)
+    }
+
+    /// Sets bit `i`, growing as needed.
+    #[inline]
+    pub fn set(&mut self, i: u32) {
+        let w = (i / 64) as usize;
+        if w >= self.words.len() {
+            self.words.resize(w + 1, 0);
+        }
+        self.words[w] |= 1 << (i % 64);
+    }
+
+    /// Clears bit `i`.
+    #[inline]
+    pub fn clear(&mut self, i: u32) {
+        if let Some(w) = self.words.get_mut((i / 64) as usize) {
+            *w &= !(1 << (i % 64));
+        }
+    }
+
+    /// Sets or clears bit `i`.
+    pub fn assign(&mut self, i: u32, on: bool) {
+        if on { self.set(i) } else { self.clear(i) }
+    }
+
+    /// Number of set bits.
+    pub fn count(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Clears every bit.
+    pub fn clear_all(&mut self) {
+        self.words.fill(0);
+    }
+
+    /// Indices of set bits, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.iter_and_not(None)
+    }
+
+    /// Indices set in `self` and not in `other` (or all of `self` when `None`).
+    pub fn iter_and_not<'a>(
+        &'a self,
+        other: Option<&'a BitArray>,
+    ) -> impl Iterator<Item = u32> + 'a {
+        self.words.iter().enumerate().flat_map(move |(i, &w)| {
+            let not = other.and_then(|o| o.words.get(i)).copied().unwrap_or(0);
+            let mut w = w & !not;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let b = w.trailing_zeros();
+                w &= w - 1;
+                Some(i as u32 * 64 + b)
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ReplicatedObjectState::*;
+
+    #[test]
+    fn info_is_16_bytes_and_packs_fields() {
+        assert_eq!(std::mem::size_of::<ReplicationInfo>(), 16);
+        let mut pool = MaskPool::default();
+        let mut info = ReplicationInfo::default();
+        info.init(3, &mut pool);
+        assert_eq!(info.state(), Invalid);
+        assert_eq!(info.mask_bits(), 3);
+        info.set_state(PendingCreate);
+        info.set_all(&mut pool);
+        assert_eq!(info.change_mask(&pool).to_u64(), 0b111);
+        info.set_subobject(true);
+        info.set_creation_confirmed(true);
+        info.set_baselines(1, 2);
+        assert_eq!(info.state(), PendingCreate);
+        assert!(info.is_subobject() && info.is_creation_confirmed() && info.has_dirty_mask());
+        assert_eq!(
+            (info.last_acked_baseline(), info.pending_baseline()),
+            (1, 2)
+        );
+        info.clear_mask(&mut pool);
+        assert!(!info.has_dirty_mask());
+        assert_eq!(info.change_mask(&pool).to_u64(), 0);
+    }
+
+    #[test]
+    fn wide_masks_live_in_the_pool() {
+        let mut pool = MaskPool::default();
+        let mut info = ReplicationInfo::default();
+        info.init(130, &mut pool);
+        assert_eq!(pool.in_use(), 1);
+        let mut m = ChangeMask::new(130);
+        m.set(129);
+        m.set(5);
+        info.or_mask(&m, &mut pool);
+        assert_eq!(info.change_mask(&pool), m);
+        info.release(&mut pool);
+        assert_eq!(pool.in_use(), 0);
+    }
+
+    #[test]
+    fn seed_transitions_are_validated() {
+        assert!(Invalid.can_transition_to(PendingCreate));
+        assert!(WaitOnCreateConfirmation.can_transition_to(PendingCreate));
+        assert!(!Created.can_transition_to(PendingCreate));
+        assert!(PendingCreate.can_transition_to(WaitOnCreateConfirmation));
+        assert!(CancelPendingDestroy.can_transition_to(WaitOnCreateConfirmation));
+        assert!(!Created.can_transition_to(WaitOnCreateConfirmation));
+        assert!(!Invalid.can_transition_to(Created));
+        assert!(!Destroyed.can_transition_to(Created));
+        assert_eq!(ReplicatedObjectState::ALL.len(), 14);
+        for (i, s) in ReplicatedObjectState::ALL.iter().enumerate() {
+            assert_eq!(*s as usize, i);
+            assert!((*s as u8) < 32, "fits in 5 bits");
+        }
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "illegal state transition")]
+    fn illegal_transition_asserts_in_debug() {
+        let mut info = ReplicationInfo::default();
+        info.set_state(Created);
+    }
+
+    #[test]
+    fn bit_array_and_not() {
+        let mut a = BitArray::default();
+        let mut b = BitArray::default();
+        for i in [1, 64, 65, 200] {
+            a.set(i);
+        }
+        b.set(65);
+        assert_eq!(
+            a.iter_and_not(Some(&b)).collect::<Vec<_>>(),
+            vec![1, 64, 200]
+        );
+        assert_eq!(a.count(), 4);
+        a.clear(1);
+        assert!(!a.get(1) && a.get(64));
+    }
+}

@@ -1,0 +1,924 @@
+//! [`ReplicationWriter`]: the sending half of the replication stream, one per
+//! connection (Iris's `FReplicationWriter`).
+//!
+//! Per object it keeps a 16-byte [`ReplicationInfo`] (lifecycle state + accumulated
+//! change mask) and a scheduling priority. Each tick it takes the object table's changes
+//! (only the objects that changed: cost follows dirty data); each packet it writes
+//! pending destroys first, then the scheduled objects in priority order, each as a
+//! size-prefixed batch, and keeps a [`PacketRecord`] of what went out. When the packet's
+//! fate is known it confirms creations and destroys (delivered), ORs the recorded change
+//! masks back and bumps the priority (lost: the *current* values are sent again), or
+//! just drops the record (discarded).
+//!
+//! Wire format of the stream section:
+//!
+//! ```text
+//! destroys: ([1][handle])* [0]
+//! batches:  ([1][handle][size: 16][body: size bits][exports if has_exports])* [0]
+//! body:     [has_exports:1][is_creation:1]
+//!           (creation: [protocol index: registry.index_bits()][has_owner:1][owner handle]?)
+//!           [tear_off:1][is_delta:1 (reserved, 0)][change mask][members selected by the mask]
+//! ```
+//!
+//! Until its creation is confirmed an object's batches carry the creation and the full
+//! state, so whichever arrives first creates a complete object. Conditions (`init`,
+//! `OwnerOnly`, ...) are applied per connection when a batch is written.
+
+use super::ReplicationConfig;
+use super::record::{
+    BitArray, INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
+    ReplicatedObjectState as S, ReplicationInfo,
+};
+use super::scheduler::{ScheduledObject, schedule_objects, sort_scheduled_objects};
+use crate::NetRefHandle;
+use crate::bits::BitWriter;
+use crate::connection::DeliveryStatus;
+use crate::object::{ConnectionId, InternalIndex, ObjectTable};
+use crate::state::{ChangeMask, Condition, StateDescriptor};
+use crate::stream::{DataStream, StreamError, WriteResult};
+use std::collections::VecDeque;
+
+/// Bits of a batch's size prefix: a batch holds at most `2^16 - 1` bits; a creation
+/// larger than that (or than an empty packet) is a huge object.
+pub const BATCH_SIZE_BITS: u32 = 16;
+
+/// Counters of one writer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Packets the writer wrote into.
+    pub packets: u64,
+    /// Object batches written.
+    pub batches: u64,
+    /// Batches that carried a creation.
+    pub creations: u64,
+    /// Destroys written.
+    pub destroys: u64,
+    /// Tear-offs written.
+    pub tear_offs: u64,
+    /// Records of lost packets processed.
+    pub lost_records: u64,
+    /// Objects set aside because their creation does not fit in a packet.
+    pub huge_objects: u64,
+    /// Bits written (stream sections).
+    pub bits: u64,
+}
+
+enum Fit {
+    Wrote,
+    Nothing,
+    NoRoom,
+}
+
+enum BatchError {
+    DidNotFit,
+    TooLarge,
+}
+
+/// The sending half of the replication stream for one connection.
+///
+/// Driven by [`ReplicationServer`](super::ReplicationServer); usable alone with an
+/// [`ObjectTable`]:
+///
+/// ```
+/// use replicate::object::ObjectTable;
+/// use replicate::protocol::ProtocolRegistry;
+/// use replicate::replication::{ReplicationConfig, ReplicationWriter};
+/// use replicate::bits::BitWriter;
+/// use replicate::stream::WriteResult;
+/// use std::sync::Arc;
+///
+/// let mut table = ObjectTable::new(Arc::new(ProtocolRegistry::default()), 0);
+/// let mut writer = ReplicationWriter::new(0, ReplicationConfig::default());
+/// writer.update(&mut table);
+/// let mut w = BitWriter::with_capacity_bytes(1200);
+/// assert_eq!(writer.write(&table, &mut w), WriteResult::NoData);
+/// ```
+#[derive(Debug)]
+pub struct ReplicationWriter {
+    connection: ConnectionId,
+    config: ReplicationConfig,
+    infos: Vec<ReplicationInfo>,
+    priorities: Vec<f32>,
+    dirty: BitArray,
+    excluded: BitArray,
+    pending_destroys: Vec<InternalIndex>,
+    records: VecDeque<PacketRecord>,
+    pool: MaskPool,
+    scheduled: Vec<ScheduledObject>,
+    tracked: usize,
+    stats: WriterStats,
+}
+
+impl ReplicationWriter {
+    /// The stream's name.
+    pub const NAME: &'static str = "replication";
+
+    /// A writer for connection `connection` (conditions such as `OwnerOnly` compare it
+    /// with objects' owning connection).
+    pub fn new(connection: ConnectionId, config: ReplicationConfig) -> Self {
+        Self {
+            connection,
+            config,
+            infos: Vec::new(),
+            priorities: Vec::new(),
+            dirty: BitArray::default(),
+            excluded: BitArray::default(),
+            pending_destroys: Vec::new(),
+            records: VecDeque::new(),
+            pool: MaskPool::default(),
+            scheduled: Vec::new(),
+            tracked: 0,
+            stats: WriterStats::default(),
+        }
+    }
+
+    /// The connection id.
+    pub fn connection(&self) -> ConnectionId {
+        self.connection
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &WriterStats {
+        &self.stats
+    }
+
+    /// Objects this connection currently tracks (in any state but `Invalid`).
+    pub fn tracked_objects(&self) -> usize {
+        self.tracked
+    }
+
+    /// Packets written whose fate is unknown.
+    pub fn packets_in_flight(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Objects with something to write.
+    pub fn dirty_objects(&self) -> usize {
+        self.dirty.count()
+    }
+
+    /// Whether nothing is left to write or confirm: every tracked object is `Created`
+    /// with a clean mask (or gone) and no packet is in flight.
+    pub fn is_idle(&self) -> bool {
+        self.records.is_empty()
+            && self.dirty.count() == 0
+            && self.pending_destroys.is_empty()
+            && self
+                .infos
+                .iter()
+                .all(|i| matches!(i.state(), S::Invalid | S::Created | S::HugeObject))
+    }
+
+    /// The send state of an object.
+    pub fn info(&self, index: InternalIndex) -> Option<&ReplicationInfo> {
+        self.infos.get(index as usize)
+    }
+
+    /// The lifecycle state of an object (`Invalid` when untracked).
+    pub fn object_state(&self, index: InternalIndex) -> S {
+        self.infos
+            .get(index as usize)
+            .map_or(S::Invalid, |i| i.state())
+    }
+
+    /// The accumulated scheduling priority of an object.
+    pub fn priority(&self, index: InternalIndex) -> f32 {
+        self.priorities.get(index as usize).copied().unwrap_or(0.0)
+    }
+
+    /// The accumulated (unsent) change mask of an object.
+    pub fn change_mask(&self, index: InternalIndex) -> Option<ChangeMask> {
+        self.infos
+            .get(index as usize)
+            .map(|i| i.change_mask(&self.pool))
+    }
+
+    fn ensure(&mut self, index: InternalIndex) {
+        let n = index as usize + 1;
+        if self.infos.len() < n {
+            self.infos.resize(n, ReplicationInfo::default());
+            self.priorities.resize(n, 0.0);
+        }
+    }
+
+    fn in_scope(&self, table: &ObjectTable, index: InternalIndex) -> bool {
+        let root = table
+            .entry_at(index)
+            .and_then(|e| e.root())
+            .unwrap_or(index);
+        !self.excluded.get(root)
+    }
+
+    /// Starts replicating every live object in scope (a new connection).
+    pub fn start_all(&mut self, table: &mut ObjectTable) {
+        let n = table.index_capacity() as InternalIndex;
+        for i in 0..n {
+            if table.entry_at(i).is_some_and(|e| e.is_alive()) && self.in_scope(table, i) {
+                self.start_replication(table, i);
+            }
+        }
+    }
+
+    /// Takes the table's changes of this tick: creations, tear-offs, destroys, and the
+    /// change masks of the objects that changed; then accumulates the priority of every
+    /// object with something to send.
+    pub fn update(&mut self, table: &mut ObjectTable) {
+        let created = table.tick_created().to_vec();
+        for i in created {
+            if self.in_scope(table, i) {
+                self.start_replication(table, i);
+            }
+        }
+        let torn = table.tick_torn_off().to_vec();
+        for i in torn {
+            self.tear_off(table, i);
+        }
+        let destroyed = table.tick_destroyed().to_vec();
+        for i in destroyed {
+            let alone = table
+                .entry_at(i)
+                .and_then(|e| e.root())
+                .and_then(|r| table.entry_at(r))
+                .is_some_and(|r| r.is_alive());
+            self.stop_replication(table, i, alone);
+        }
+        for &i in table.tick_dirty() {
+            let Some(info) = self.infos.get_mut(i as usize) else {
+                continue;
+            };
+            if !matches!(
+                info.state(),
+                S::PendingCreate | S::WaitOnCreateConfirmation | S::Created
+            ) {
+                continue;
+            }
+            let Some(entry) = table.entry_at(i) else {
+                continue;
+            };
+            info.or_mask(entry.tick_mask(), &mut self.pool);
+            if info.has_dirty_mask() {
+                self.mark_dirty(table, i);
+            }
+        }
+        for i in self.dirty.iter_and_not(Some(table.subobject_set())) {
+            let p = table.entry_at(i).map_or(0.0, |e| e.priority());
+            if let Some(slot) = self.priorities.get_mut(i as usize) {
+                *slot += p;
+            }
+        }
+    }
+
+    fn mark_dirty(&mut self, table: &ObjectTable, index: InternalIndex) {
+        self.dirty.set(index);
+        if let Some(root) = table.entry_at(index).and_then(|e| e.root()) {
+            self.ensure(root);
+            self.dirty.set(root);
+            self.infos[root as usize].set_dirty_subobjects(true);
+        }
+    }
+
+    fn start_replication(&mut self, table: &mut ObjectTable, index: InternalIndex) {
+        let Some(entry) = table.entry_at(index) else {
+            return;
+        };
+        if !entry.is_alive() {
+            return;
+        }
+        self.ensure(index);
+        let bits = entry.descriptor().change_mask_bits;
+        let is_sub = entry.root().is_some();
+        let info = &mut self.infos[index as usize];
+        if info.state() != S::Invalid {
+            return;
+        }
+        info.init(bits, &mut self.pool);
+        info.set_subobject(is_sub);
+        info.set_state(S::PendingCreate);
+        info.set_all(&mut self.pool);
+        self.priorities[index as usize] = 0.0;
+        table.add_ref(index);
+        self.tracked += 1;
+        self.mark_dirty(table, index);
+    }
+
+    fn release(&mut self, table: &mut ObjectTable, index: InternalIndex) {
+        let Some(info) = self.infos.get_mut(index as usize) else {
+            return;
+        };
+        info.release(&mut self.pool);
+        self.priorities[index as usize] = 0.0;
+        self.dirty.clear(index);
+        self.tracked = self.tracked.saturating_sub(1);
+        table.release_ref(index);
+    }
+
+    fn push_destroy(&mut self, index: InternalIndex) {
+        self.dirty.clear(index);
+        if !self.pending_destroys.contains(&index) {
+            self.pending_destroys.push(index);
+        }
+    }
+
+    /// Stops replicating an object to this connection (destroyed on the server, or out
+    /// of scope); `subobject_alone` when a subobject goes while its owner stays.
+    fn stop_replication(
+        &mut self,
+        table: &mut ObjectTable,
+        index: InternalIndex,
+        subobject_alone: bool,
+    ) {
+        let Some(info) = self.infos.get_mut(index as usize) else {
+            return;
+        };
+        match info.state() {
+            S::PendingCreate | S::HugeObject => {
+                if info.is_creation_sent() {
+                    info.set_state(S::PendingDestroy);
+                    info.clear_mask(&mut self.pool);
+                    self.push_destroy(index);
+                } else {
+                    info.set_state(S::Invalid);
+                    self.release(table, index);
+                }
+            }
+            S::WaitOnCreateConfirmation | S::PendingTearOff => {
+                info.set_state(S::PendingDestroy);
+                info.clear_mask(&mut self.pool);
+                self.push_destroy(index);
+            }
+            S::Created => {
+                if subobject_alone {
+                    info.set_state(S::SubObjectPendingDestroy);
+                } else {
+                    info.set_state(S::WaitOnFlush);
+                }
+                info.set_state(S::PendingDestroy);
+                info.clear_mask(&mut self.pool);
+                self.push_destroy(index);
+            }
+            S::WaitOnFlush | S::SubObjectPendingDestroy => {
+                info.set_state(S::PendingDestroy);
+                self.push_destroy(index);
+            }
+            S::CancelPendingDestroy => {
+                // The destroy in flight stands.
+                info.set_state(S::WaitOnDestroyConfirmation);
+                info.clear_mask(&mut self.pool);
+                self.dirty.clear(index);
+            }
+            S::AttachmentToObjectNotInScope => {
+                info.force_invalid();
+                self.release(table, index);
+            }
+            S::Invalid
+            | S::PendingDestroy
+            | S::WaitOnDestroyConfirmation
+            | S::Destroyed
+            | S::PermanentlyDestroyed => {}
+        }
+    }
+
+    fn tear_off(&mut self, table: &mut ObjectTable, index: InternalIndex) {
+        let Some(info) = self.infos.get_mut(index as usize) else {
+            return;
+        };
+        match info.state() {
+            S::PendingCreate | S::WaitOnCreateConfirmation | S::Created => {
+                info.set_state(S::PendingTearOff);
+                info.set_tear_off(true);
+                self.mark_dirty(table, index);
+            }
+            S::HugeObject => {
+                // Never created on the remote: nothing to tear off.
+                self.stop_replication(table, index, false);
+            }
+            _ => {}
+        }
+    }
+
+    /// Puts a root object (and its subobjects) in or out of this connection's scope.
+    /// Leaving scope destroys it on the remote; coming back before the destroy is
+    /// confirmed cancels it (Iris's `CancelPendingDestroy`).
+    pub fn set_in_scope(&mut self, table: &mut ObjectTable, index: InternalIndex, in_scope: bool) {
+        let Some(entry) = table.entry_at(index) else {
+            return;
+        };
+        if entry.root().is_some() {
+            tracing::warn!(
+                "scope is set on root objects; {} is a subobject",
+                entry.handle()
+            );
+            return;
+        }
+        self.excluded.assign(index, !in_scope);
+        if !entry.is_alive() {
+            return;
+        }
+        let subs = entry.subobjects().to_vec();
+        for j in std::iter::once(index).chain(subs) {
+            if in_scope {
+                self.enter_scope(table, j);
+            } else {
+                self.stop_replication(table, j, false);
+            }
+        }
+    }
+
+    fn enter_scope(&mut self, table: &mut ObjectTable, index: InternalIndex) {
+        self.ensure(index);
+        let info = &mut self.infos[index as usize];
+        match info.state() {
+            S::Invalid => self.start_replication(table, index),
+            S::PendingDestroy => {
+                info.set_state(S::CancelPendingDestroy);
+                if info.is_creation_confirmed() {
+                    info.set_state(S::Created);
+                } else {
+                    info.set_state(S::PendingCreate);
+                }
+                info.set_all(&mut self.pool);
+                self.pending_destroys.retain(|&i| i != index);
+                self.mark_dirty(table, index);
+            }
+            S::WaitOnDestroyConfirmation if !info.is_tear_off() => {
+                info.set_state(S::CancelPendingDestroy);
+            }
+            _ => {}
+        }
+    }
+
+    fn recreate(&mut self, table: &ObjectTable, index: InternalIndex) {
+        let info = &mut self.infos[index as usize];
+        info.set_state(S::PendingCreate);
+        info.set_creation_confirmed(false);
+        info.set_all(&mut self.pool);
+        self.mark_dirty(table, index);
+    }
+
+    /// Writes destroys, then scheduled objects, into `w` (up to its capacity). Returns
+    /// `NoData` (and writes nothing) when there was nothing to send or nothing fit.
+    pub fn write(&mut self, table: &ObjectTable, w: &mut BitWriter) -> WriteResult {
+        let start = w.mark();
+        let mut record = PacketRecord::default();
+        let mut more = false;
+
+        // 1. Destroys, first, so the remote cleans up promptly.
+        let outer = w.begin_substream(w.bits_left().saturating_sub(2));
+        let list = std::mem::take(&mut self.pending_destroys);
+        let mut left = Vec::new();
+        let mut full = false;
+        for index in list {
+            let Some(info) = self.infos.get(index as usize) else {
+                continue;
+            };
+            if info.state() != S::PendingDestroy {
+                continue;
+            }
+            let Some(handle) = table.entry_at(index).map(|e| e.handle()) else {
+                continue;
+            };
+            if full {
+                left.push(index);
+                continue;
+            }
+            let m = w.mark();
+            w.write_bool(true);
+            handle.write(w);
+            if w.is_overflown() {
+                w.rollback(m);
+                left.push(index);
+                full = true;
+                continue;
+            }
+            self.infos[index as usize].set_state(S::WaitOnDestroyConfirmation);
+            record.infos.push(RecordInfo {
+                index,
+                handle,
+                kind: RecordKind::Destroy,
+                mask: ChangeMask::new(0),
+                baseline: INVALID_BASELINE_INDEX,
+            });
+            self.stats.destroys += 1;
+        }
+        self.pending_destroys = left;
+        let _ = w.commit_substream(outer);
+        w.write_bool(false);
+
+        // 2. Objects in priority order.
+        let outer = w.begin_substream(w.bits_left().saturating_sub(1));
+        let mut scheduled = std::mem::take(&mut self.scheduled);
+        schedule_objects(
+            table,
+            &self.infos,
+            &self.dirty,
+            &mut self.priorities,
+            self.config.scheduling_threshold,
+            &mut scheduled,
+        );
+        let mut start_index = 0;
+        let mut failures = 0;
+        'chunks: loop {
+            let n = sort_scheduled_objects(
+                &mut scheduled,
+                start_index,
+                self.config.partial_sort_count.max(1),
+            );
+            if n == 0 {
+                break;
+            }
+            for entry in &scheduled[start_index..start_index + n] {
+                let root = entry.index;
+                if w.bits_left() < self.config.min_batch_bits {
+                    more = true;
+                    break 'chunks;
+                }
+                match self.write_root(table, root, w, &mut record) {
+                    Fit::Wrote => failures = 0,
+                    Fit::Nothing => {}
+                    Fit::NoRoom => {
+                        more = true;
+                        failures += 1;
+                        if failures >= self.config.max_fit_failures {
+                            break 'chunks;
+                        }
+                    }
+                }
+            }
+            start_index += n;
+        }
+        self.scheduled = scheduled;
+        let _ = w.commit_substream(outer);
+        w.write_bool(false);
+
+        if record.infos.is_empty() || w.is_overflown() {
+            w.rollback(start);
+            return WriteResult::NoData;
+        }
+        self.stats.packets += 1;
+        self.stats.bits += (w.position() - start.position()) as u64;
+        self.records.push_back(record);
+        if more || !self.pending_destroys.is_empty() {
+            WriteResult::HasMoreData
+        } else {
+            WriteResult::Ok
+        }
+    }
+
+    fn needs_batch(info: &ReplicationInfo) -> bool {
+        match info.state() {
+            S::PendingCreate | S::PendingTearOff => true,
+            S::WaitOnCreateConfirmation | S::Created => info.has_dirty_mask(),
+            _ => false,
+        }
+    }
+
+    fn write_root(
+        &mut self,
+        table: &ObjectTable,
+        root: InternalIndex,
+        w: &mut BitWriter,
+        record: &mut PacketRecord,
+    ) -> Fit {
+        let Some(info) = self.infos.get(root as usize).copied() else {
+            self.dirty.clear(root);
+            return Fit::Nothing;
+        };
+        let mut wrote = false;
+        if Self::needs_batch(&info) {
+            match self.write_batch(table, root, w, record) {
+                Ok(true) => wrote = true,
+                Ok(false) => {}
+                Err(e) => {
+                    self.handle_batch_error(root, e, record.infos.is_empty());
+                    return Fit::NoRoom;
+                }
+            }
+        }
+        let mut subs_left = false;
+        if self.infos[root as usize].has_dirty_subobjects() {
+            let root_state = self.infos[root as usize].state();
+            let root_on_remote = matches!(
+                root_state,
+                S::WaitOnCreateConfirmation | S::Created | S::WaitOnDestroyConfirmation
+            );
+            if let Some(entry) = table.entry_at(root) {
+                for &s in entry.subobjects() {
+                    if !self.dirty.get(s) {
+                        continue;
+                    }
+                    if !root_on_remote || subs_left {
+                        subs_left = true;
+                        continue;
+                    }
+                    let needs = self.infos.get(s as usize).is_some_and(Self::needs_batch);
+                    if !needs {
+                        self.dirty.clear(s);
+                        continue;
+                    }
+                    match self.write_batch(table, s, w, record) {
+                        Ok(true) => wrote = true,
+                        Ok(false) => {}
+                        Err(e) => {
+                            self.handle_batch_error(s, e, record.infos.is_empty());
+                            subs_left = self.dirty.get(s);
+                        }
+                    }
+                }
+            }
+            self.infos[root as usize].set_dirty_subobjects(subs_left);
+        }
+        let root_info = self.infos[root as usize];
+        if !Self::needs_batch(&root_info) && !subs_left {
+            self.dirty.clear(root);
+        }
+        if subs_left {
+            // Keep the priority so the rest goes out soon.
+            if wrote { Fit::Wrote } else { Fit::NoRoom }
+        } else if wrote {
+            self.priorities[root as usize] = 0.0;
+            Fit::Wrote
+        } else {
+            Fit::Nothing
+        }
+    }
+
+    fn handle_batch_error(&mut self, index: InternalIndex, e: BatchError, packet_empty: bool) {
+        let huge = matches!(e, BatchError::TooLarge) || packet_empty;
+        if !huge {
+            return;
+        }
+        let info = &mut self.infos[index as usize];
+        match info.state() {
+            S::PendingCreate | S::WaitOnCreateConfirmation => {
+                tracing::error!(
+                    "replication writer (connection {}): object at index {index} does not fit in a packet; \
+                     it waits for huge-object support and is not replicated",
+                    self.connection
+                );
+                info.set_state(S::HugeObject);
+                info.clear_mask(&mut self.pool);
+                self.dirty.clear(index);
+                self.stats.huge_objects += 1;
+            }
+            _ => {
+                tracing::error!(
+                    "replication writer (connection {}): an update of object at index {index} does not fit in a packet",
+                    self.connection
+                );
+                self.priorities[index as usize] = 0.0;
+            }
+        }
+    }
+
+    fn write_batch(
+        &mut self,
+        table: &ObjectTable,
+        index: InternalIndex,
+        w: &mut BitWriter,
+        record: &mut PacketRecord,
+    ) -> Result<bool, BatchError> {
+        let Some(entry) = table.entry_at(index) else {
+            self.dirty.clear(index);
+            return Ok(false);
+        };
+        let info = self.infos[index as usize];
+        let state = info.state();
+        let tear_off = state == S::PendingTearOff;
+        let creating = !info.is_creation_confirmed();
+        let desc = entry.descriptor();
+        let full = creating || tear_off;
+        let mut mask = if full {
+            ChangeMask::all(desc.change_mask_bits)
+        } else {
+            info.change_mask(&self.pool)
+        };
+        let is_owner = entry.owner_connection() == Some(self.connection);
+        apply_conditions(&mut mask, desc, creating, is_owner);
+        if !full && !mask.any() {
+            let info = &mut self.infos[index as usize];
+            info.clear_mask(&mut self.pool);
+            self.dirty.clear(index);
+            return Ok(false);
+        }
+        let handle = entry.handle();
+        let m = w.mark();
+        w.write_bool(true);
+        handle.write(w);
+        let size_pos = w.position();
+        w.write_bits(0, BATCH_SIZE_BITS);
+        let body = w.position();
+        w.write_bool(false); // has_exports
+        w.write_bool(creating);
+        if creating {
+            w.write_bits(entry.protocol() as u64, table.registry().index_bits());
+            let owner = entry
+                .root()
+                .and_then(|r| table.entry_at(r))
+                .map(|r| r.handle());
+            if w.write_bool(owner.is_some()) {
+                owner.unwrap_or(NetRefHandle::INVALID).write(w);
+            }
+        }
+        w.write_bool(tear_off);
+        w.write_bool(false); // is_delta: reserved for delta compression
+        mask.write(w);
+        entry.state().serialize(&mask, w);
+        let size = w.position().saturating_sub(body);
+        if size >= 1 << BATCH_SIZE_BITS {
+            w.rollback(m);
+            return Err(BatchError::TooLarge);
+        }
+        if w.is_overflown() {
+            w.rollback(m);
+            return Err(BatchError::DidNotFit);
+        }
+        w.patch_bits(size_pos, size as u64, BATCH_SIZE_BITS);
+
+        let kind = if tear_off {
+            RecordKind::TearOff
+        } else if creating {
+            RecordKind::Creation
+        } else {
+            RecordKind::State
+        };
+        record.infos.push(RecordInfo {
+            index,
+            handle,
+            kind,
+            mask,
+            baseline: INVALID_BASELINE_INDEX,
+        });
+        let info = &mut self.infos[index as usize];
+        info.clear_mask(&mut self.pool);
+        if creating {
+            info.set_creation_sent(true);
+        }
+        match state {
+            S::PendingCreate => info.set_state(S::WaitOnCreateConfirmation),
+            S::PendingTearOff => info.set_state(S::WaitOnDestroyConfirmation),
+            _ => {}
+        }
+        self.dirty.clear(index);
+        self.priorities[index as usize] = 0.0;
+        self.stats.batches += 1;
+        if creating {
+            self.stats.creations += 1;
+        }
+        if tear_off {
+            self.stats.tear_offs += 1;
+        }
+        Ok(true)
+    }
+
+    /// The fate of the oldest packet this writer wrote into.
+    pub fn process_delivery(&mut self, table: &mut ObjectTable, status: DeliveryStatus) {
+        let Some(record) = self.records.pop_front() else {
+            return;
+        };
+        if status == DeliveryStatus::Lost {
+            self.stats.lost_records += 1;
+        }
+        if status == DeliveryStatus::Discard {
+            return;
+        }
+        for ri in record.infos {
+            let i = ri.index;
+            // A record about an object whose index was since reused is stale.
+            if table.entry_at(i).map(|e| e.handle()) != Some(ri.handle) {
+                continue;
+            }
+            let Some(info) = self.infos.get_mut(i as usize) else {
+                continue;
+            };
+            let state = info.state();
+            match (status, ri.kind) {
+                (DeliveryStatus::Delivered, RecordKind::Creation) => match state {
+                    S::WaitOnCreateConfirmation | S::PendingCreate => {
+                        info.set_creation_confirmed(true);
+                        info.set_state(S::Created);
+                    }
+                    S::PendingDestroy | S::PendingTearOff => info.set_creation_confirmed(true),
+                    _ => {}
+                },
+                (DeliveryStatus::Delivered, RecordKind::State) => {}
+                (DeliveryStatus::Delivered, RecordKind::Destroy | RecordKind::TearOff) => {
+                    match state {
+                        S::WaitOnDestroyConfirmation => {
+                            info.set_state(S::Destroyed);
+                            info.set_state(S::Invalid);
+                            self.release(table, i);
+                        }
+                        S::CancelPendingDestroy => self.recreate(table, i),
+                        _ => {}
+                    }
+                }
+                (DeliveryStatus::Lost, RecordKind::Creation | RecordKind::State) => {
+                    match state {
+                        S::WaitOnCreateConfirmation if ri.kind == RecordKind::Creation => {
+                            info.set_state(S::PendingCreate);
+                            info.set_all(&mut self.pool);
+                        }
+                        S::PendingCreate | S::WaitOnCreateConfirmation => {
+                            info.set_all(&mut self.pool);
+                        }
+                        S::Created => info.or_mask(&ri.mask, &mut self.pool),
+                        _ => continue,
+                    }
+                    self.priorities[i as usize] += self.config.lost_priority_bump;
+                    self.mark_dirty(table, i);
+                }
+                (DeliveryStatus::Lost, RecordKind::Destroy) => match state {
+                    S::WaitOnDestroyConfirmation => {
+                        info.set_state(S::PendingDestroy);
+                        self.push_destroy(i);
+                    }
+                    S::CancelPendingDestroy => self.recreate(table, i),
+                    _ => {}
+                },
+                (DeliveryStatus::Lost, RecordKind::TearOff) => {
+                    if state == S::WaitOnDestroyConfirmation {
+                        info.set_state(S::PendingTearOff);
+                        self.priorities[i as usize] += self.config.lost_priority_bump;
+                        self.mark_dirty(table, i);
+                    }
+                }
+                (DeliveryStatus::Discard, _) => {}
+            }
+        }
+    }
+
+    /// Releases everything (the connection is going away): records are discarded and
+    /// every tracked object is released in the table.
+    pub fn release_all(&mut self, table: &mut ObjectTable) {
+        self.records.clear();
+        self.pending_destroys.clear();
+        for i in 0..self.infos.len() {
+            if self.infos[i].state() != S::Invalid {
+                self.infos[i].release(&mut self.pool);
+                self.priorities[i] = 0.0;
+                table.release_ref(i as InternalIndex);
+            }
+        }
+        self.tracked = 0;
+        self.dirty.clear_all();
+    }
+}
+
+/// Removes from `mask` the members this connection must not receive in this batch.
+/// The hook where per-connection conditions plug in (the interest layer can extend it
+/// with `Custom` switches).
+pub fn apply_conditions(
+    mask: &mut ChangeMask,
+    desc: &StateDescriptor,
+    creating: bool,
+    is_owner: bool,
+) {
+    if !desc.has_conditions() {
+        return;
+    }
+    if !creating {
+        mask.and_not(&desc.init_mask);
+    }
+    for (cond, bits) in &desc.condition_masks {
+        let allowed = match cond {
+            Condition::None | Condition::Custom => true,
+            Condition::InitialOnly => creating,
+            Condition::OwnerOnly | Condition::AutonomousOnly => is_owner,
+            Condition::SkipOwner | Condition::SimulatedOnly => !is_owner,
+            Condition::InitialOrOwner => is_owner || creating,
+            Condition::Never => false,
+        };
+        if !allowed {
+            mask.and_not(bits);
+        }
+    }
+}
+
+impl DataStream<ObjectTable> for ReplicationWriter {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn write_data(&mut self, ctx: &mut ObjectTable, writer: &mut BitWriter) -> WriteResult {
+        self.write(ctx, writer)
+    }
+
+    fn read_data(
+        &mut self,
+        _ctx: &mut ObjectTable,
+        _reader: &mut crate::bits::BitReader,
+    ) -> Result<(), StreamError> {
+        Err(StreamError::malformed(
+            Self::NAME,
+            "the server's replication stream receives no data",
+        ))
+    }
+
+    fn process_delivery(&mut self, ctx: &mut ObjectTable, status: DeliveryStatus) {
+        ReplicationWriter::process_delivery(self, ctx, status)
+    }
+
+    fn has_acknowledged_all_reliable_data(&self) -> bool {
+        self.is_idle()
+    }
+}

@@ -1,0 +1,581 @@
+//! Data streams: the [`DataStream`] trait and the [`DataStreamManager`] that multiplexes
+//! up to 32 streams into one packet (Iris's `UDataStream` / `UDataStreamManager`).
+//!
+//! Wire format of the manager's part of a packet:
+//!
+//! ```text
+//! [stream count - 1 : 5 bits][mask : stream count bits][data of stream i, for each set bit i, in order]
+//! ```
+//!
+//! Each stream's data must be self-delimiting. A stream that has nothing to send costs
+//! only its mask bit. The manager keeps, per packet, which streams wrote into it, and
+//! routes the packet's delivery status to each of them (in send order), so each stream
+//! keeps its own per-packet records in a FIFO.
+//!
+//! Streams are generic over a context `C` the owner passes in: the server's streams get
+//! the [`ObjectTable`](crate::object::ObjectTable), the client's the
+//! [`ClientWorld`](crate::replication::ClientWorld).
+//!
+//! This module owns the multiplexing only; it knows nothing of objects.
+
+use crate::bits::{BitReader, BitWriter};
+use crate::connection::{DeliveryStatus, PacketSequence};
+use std::any::Any;
+use std::collections::VecDeque;
+use thiserror::Error;
+
+pub mod tokens;
+
+/// What a stream's [`write_data`](DataStream::write_data) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteResult {
+    /// Nothing written; the stream keeps no record for this packet.
+    NoData,
+    /// Data written; everything pending was sent.
+    Ok,
+    /// Data written, and more is waiting (another packet could be sent now).
+    HasMoreData,
+}
+
+impl WriteResult {
+    fn combine(self, other: WriteResult) -> WriteResult {
+        match (self, other) {
+            (WriteResult::HasMoreData, _) | (_, WriteResult::HasMoreData) => {
+                WriteResult::HasMoreData
+            }
+            (WriteResult::Ok, _) | (_, WriteResult::Ok) => WriteResult::Ok,
+            _ => WriteResult::NoData,
+        }
+    }
+}
+
+/// Whether a stream may write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SendStatus {
+    /// Writes normally.
+    #[default]
+    Send,
+    /// Skipped (mask bit 0) until resumed.
+    Pause,
+}
+
+/// An error reading a packet's stream data.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum StreamError {
+    /// The bit stream ended early or a value was malformed.
+    #[error("stream `{stream}`: malformed data: {reason}")]
+    Malformed {
+        /// Which stream.
+        stream: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The peer has a different set of streams.
+    #[error("the peer sent {got} streams, this side has {expected}")]
+    StreamCountMismatch {
+        /// The count in the packet.
+        got: u32,
+        /// The local count.
+        expected: u32,
+    },
+}
+
+impl StreamError {
+    /// Shorthand for [`StreamError::Malformed`].
+    pub fn malformed(stream: &str, reason: impl std::fmt::Display) -> Self {
+        Self::Malformed {
+            stream: stream.to_string(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
+/// One logical channel inside packets.
+///
+/// Contract: `write_data` returning [`WriteResult::Ok`] or
+/// [`WriteResult::HasMoreData`] records what it wrote (one record per such packet);
+/// `process_delivery` is then called exactly once per such packet, in send order, and
+/// consumes the oldest record. `NoData` must leave no record and no bits.
+pub trait DataStream<C: ?Sized>: Any {
+    /// The stream's name (used to pause and resume it).
+    fn name(&self) -> &str;
+
+    /// Writes what fits in `writer` (whose capacity is the stream's budget).
+    fn write_data(&mut self, ctx: &mut C, writer: &mut BitWriter) -> WriteResult;
+
+    /// Reads the stream's section of a received packet.
+    fn read_data(&mut self, ctx: &mut C, reader: &mut BitReader) -> Result<(), StreamError>;
+
+    /// The fate of the oldest packet this stream wrote into.
+    fn process_delivery(&mut self, ctx: &mut C, status: DeliveryStatus);
+
+    /// Whether everything reliable was acknowledged.
+    fn has_acknowledged_all_reliable_data(&self) -> bool {
+        true
+    }
+}
+
+/// Bits of the stream count field.
+pub const STREAM_COUNT_BITS: u32 = 5;
+
+#[derive(Debug, Clone, Copy)]
+struct ManagerRecord {
+    sequence: PacketSequence,
+    mask: u32,
+}
+
+/// Multiplexes up to [`MAX_STREAM_COUNT`](DataStreamManager::MAX_STREAM_COUNT) streams
+/// into each packet.
+///
+/// ```
+/// use replicate::bits::{BitReader, BitWriter};
+/// use replicate::connection::{DeliveryStatus, PacketSequence};
+/// use replicate::stream::{DataStream, DataStreamManager, StreamError, WriteResult};
+///
+/// /// Sends a counter when asked.
+/// struct Counter { next: u8, pending: Option<u8>, got: Vec<u8>, acked: u32 }
+/// impl DataStream<()> for Counter {
+///     fn name(&self) -> &str { "counter" }
+///     fn write_data(&mut self, _: &mut (), w: &mut BitWriter) -> WriteResult {
+///         let Some(v) = self.pending.take() else { return WriteResult::NoData };
+///         w.write_bits(v as u64, 8);
+///         WriteResult::Ok
+///     }
+///     fn read_data(&mut self, _: &mut (), r: &mut BitReader) -> Result<(), StreamError> {
+///         self.got.push(r.read_bits(8) as u8);
+///         r.check().map_err(|e| StreamError::malformed("counter", e))
+///     }
+///     fn process_delivery(&mut self, _: &mut (), s: DeliveryStatus) {
+///         if s == DeliveryStatus::Delivered { self.acked += 1 }
+///     }
+/// }
+///
+/// let mut tx = DataStreamManager::new();
+/// tx.add_stream(Box::new(Counter { next: 0, pending: Some(7), got: vec![], acked: 0 })).unwrap();
+/// let mut rx = DataStreamManager::new();
+/// rx.add_stream(Box::new(Counter { next: 0, pending: None, got: vec![], acked: 0 })).unwrap();
+///
+/// let mut w = BitWriter::with_capacity_bytes(64);
+/// tx.write_packet(&mut (), PacketSequence(1), &mut w);
+/// let bytes = w.finish().unwrap();
+/// rx.read_packet(&mut (), &mut BitReader::new(&bytes)).unwrap();
+/// assert_eq!(rx.stream::<Counter>("counter").unwrap().got, vec![7]);
+/// tx.process_delivery(&mut (), PacketSequence(1), DeliveryStatus::Delivered);
+/// assert_eq!(tx.stream::<Counter>("counter").unwrap().acked, 1);
+/// ```
+pub struct DataStreamManager<C: ?Sized + 'static> {
+    streams: Vec<Box<dyn DataStream<C>>>,
+    status: Vec<SendStatus>,
+    records: VecDeque<ManagerRecord>,
+}
+
+impl<C: ?Sized + 'static> std::fmt::Debug for DataStreamManager<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataStreamManager")
+            .field(
+                "streams",
+                &self
+                    .streams
+                    .iter()
+                    .map(|s| s.name().to_string())
+                    .collect::<Vec<_>>(),
+            )
+            .field("status", &self.status)
+            .field("records", &self.records.len())
+            .finish()
+    }
+}
+
+impl<C: ?Sized + 'static> Default for DataStreamManager<C> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Registering more than [`DataStreamManager::MAX_STREAM_COUNT`] streams.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("a data stream manager holds at most 32 streams")]
+pub struct TooManyStreams;
+
+impl<C: ?Sized + 'static> DataStreamManager<C> {
+    /// Most streams per manager.
+    pub const MAX_STREAM_COUNT: usize = 32;
+
+    /// A manager without streams.
+    pub fn new() -> Self {
+        Self {
+            streams: Vec::new(),
+            status: Vec::new(),
+            records: VecDeque::new(),
+        }
+    }
+
+    /// Appends a stream (its index is its position). Both peers must register the same
+    /// streams in the same order.
+    pub fn add_stream(&mut self, stream: Box<dyn DataStream<C>>) -> Result<usize, TooManyStreams> {
+        if self.streams.len() >= Self::MAX_STREAM_COUNT {
+            return Err(TooManyStreams);
+        }
+        self.streams.push(stream);
+        self.status.push(SendStatus::Send);
+        Ok(self.streams.len() - 1)
+    }
+
+    /// Number of streams.
+    pub fn len(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Whether there is no stream.
+    pub fn is_empty(&self) -> bool {
+        self.streams.is_empty()
+    }
+
+    /// Pauses or resumes the stream named `name`. Returns whether it exists.
+    pub fn set_send_status(&mut self, name: &str, status: SendStatus) -> bool {
+        match self.streams.iter().position(|s| s.name() == name) {
+            Some(i) => {
+                self.status[i] = status;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The send status of the stream named `name`.
+    pub fn send_status(&self, name: &str) -> Option<SendStatus> {
+        let i = self.streams.iter().position(|s| s.name() == name)?;
+        Some(self.status[i])
+    }
+
+    /// The stream named `name`, as its concrete type.
+    pub fn stream<T: DataStream<C>>(&self, name: &str) -> Option<&T> {
+        let s = self.streams.iter().find(|s| s.name() == name)?;
+        let any: &dyn Any = s.as_ref();
+        any.downcast_ref::<T>()
+    }
+
+    /// The stream named `name`, as its concrete type, mutably.
+    pub fn stream_mut<T: DataStream<C>>(&mut self, name: &str) -> Option<&mut T> {
+        let s = self.streams.iter_mut().find(|s| s.name() == name)?;
+        let any: &mut dyn Any = s.as_mut();
+        any.downcast_mut::<T>()
+    }
+
+    /// Packets written whose delivery status is still unknown.
+    pub fn packets_in_flight(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether every stream had all its reliable data acknowledged.
+    pub fn has_acknowledged_all_reliable_data(&self) -> bool {
+        self.streams
+            .iter()
+            .all(|s| s.has_acknowledged_all_reliable_data())
+    }
+
+    /// Writes the streams' data for packet `sequence` into `writer` (up to its
+    /// capacity). A record is kept for every packet, even an empty one, so call
+    /// [`process_delivery`](Self::process_delivery) for every sequence written.
+    pub fn write_packet(
+        &mut self,
+        ctx: &mut C,
+        sequence: PacketSequence,
+        writer: &mut BitWriter,
+    ) -> WriteResult {
+        let count = self.streams.len() as u32;
+        let mut mask = 0u32;
+        let mut result = WriteResult::NoData;
+        if count > 0 {
+            let header = writer.mark();
+            writer.write_bits((count - 1) as u64, STREAM_COUNT_BITS);
+            let mask_pos = writer.position();
+            writer.write_bits(0, count);
+            if writer.is_overflown() {
+                writer.rollback(header);
+                tracing::error!("data stream manager: no room for the stream header");
+            } else {
+                for (i, stream) in self.streams.iter_mut().enumerate() {
+                    if self.status[i] == SendStatus::Pause {
+                        continue;
+                    }
+                    let sub = writer.begin_substream(writer.bits_left());
+                    let r = stream.write_data(ctx, writer);
+                    match (r, writer.commit_substream(sub)) {
+                        (WriteResult::NoData, _) => writer.rollback(sub),
+                        (r, Ok(())) => {
+                            mask |= 1 << i;
+                            result = result.combine(r);
+                        }
+                        (_, Err(e)) => {
+                            tracing::error!(
+                                "data stream `{}` overflowed its budget ({e}); its data is dropped",
+                                stream.name()
+                            );
+                            stream.process_delivery(ctx, DeliveryStatus::Lost);
+                        }
+                    }
+                }
+                writer.patch_bits(mask_pos, mask as u64, count);
+            }
+        }
+        self.records.push_back(ManagerRecord { sequence, mask });
+        result
+    }
+
+    /// Reads a received packet's stream data, dispatching each section to its stream.
+    pub fn read_packet(&mut self, ctx: &mut C, reader: &mut BitReader) -> Result<(), StreamError> {
+        let count = self.streams.len() as u32;
+        if count == 0 {
+            return Ok(());
+        }
+        let got = reader.read_bits(STREAM_COUNT_BITS) as u32 + 1;
+        if reader.is_overflown() {
+            return Err(StreamError::malformed("manager", "truncated header"));
+        }
+        if got != count {
+            return Err(StreamError::StreamCountMismatch {
+                got,
+                expected: count,
+            });
+        }
+        let mask = reader.read_bits(count) as u32;
+        if reader.is_overflown() {
+            return Err(StreamError::malformed("manager", "truncated stream mask"));
+        }
+        for (i, stream) in self.streams.iter_mut().enumerate() {
+            if mask & (1 << i) != 0 {
+                stream.read_data(ctx, reader)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Routes the delivery status of packet `sequence` to every stream that wrote into
+    /// it. Statuses must come in send order; records older than `sequence` that were
+    /// never reported are treated as lost.
+    pub fn process_delivery(
+        &mut self,
+        ctx: &mut C,
+        sequence: PacketSequence,
+        status: DeliveryStatus,
+    ) {
+        loop {
+            let Some(front) = self.records.front().copied() else {
+                tracing::warn!(
+                    "data stream manager: delivery status for unknown packet {sequence:?}"
+                );
+                return;
+            };
+            if front.sequence != sequence && !front.sequence.is_newer_than(sequence) {
+                // An older packet was never reported: count it as lost.
+                tracing::warn!(
+                    "data stream manager: packet {:?} had no delivery status, treating it as lost",
+                    front.sequence
+                );
+                self.records.pop_front();
+                self.dispatch(ctx, front.mask, DeliveryStatus::Lost);
+                continue;
+            }
+            if front.sequence != sequence {
+                tracing::warn!(
+                    "data stream manager: delivery status for unknown packet {sequence:?}"
+                );
+                return;
+            }
+            self.records.pop_front();
+            self.dispatch(ctx, front.mask, status);
+            return;
+        }
+    }
+
+    fn dispatch(&mut self, ctx: &mut C, mask: u32, status: DeliveryStatus) {
+        for (i, stream) in self.streams.iter_mut().enumerate() {
+            if mask & (1 << i) != 0 {
+                stream.process_delivery(ctx, status);
+            }
+        }
+    }
+
+    /// Discards every in-flight record (connection closing).
+    pub fn discard_all(&mut self, ctx: &mut C) {
+        while let Some(front) = self.records.pop_front() {
+            self.dispatch(ctx, front.mask, DeliveryStatus::Discard);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Probe {
+        name: String,
+        to_send: VecDeque<u8>,
+        in_flight: VecDeque<u8>,
+        received: Vec<u8>,
+        delivered: Vec<u8>,
+        lost: Vec<u8>,
+    }
+
+    impl DataStream<()> for Probe {
+        fn name(&self) -> &str {
+            &self.name
+        }
+        fn write_data(&mut self, _: &mut (), w: &mut BitWriter) -> WriteResult {
+            let Some(v) = self.to_send.pop_front() else {
+                return WriteResult::NoData;
+            };
+            w.write_bits(v as u64, 8);
+            self.in_flight.push_back(v);
+            if self.to_send.is_empty() {
+                WriteResult::Ok
+            } else {
+                WriteResult::HasMoreData
+            }
+        }
+        fn read_data(&mut self, _: &mut (), r: &mut BitReader) -> Result<(), StreamError> {
+            let v = r.read_bits(8) as u8;
+            r.check()
+                .map_err(|e| StreamError::malformed(&self.name, e))?;
+            self.received.push(v);
+            Ok(())
+        }
+        fn process_delivery(&mut self, _: &mut (), s: DeliveryStatus) {
+            let Some(v) = self.in_flight.pop_front() else {
+                return;
+            };
+            match s {
+                DeliveryStatus::Delivered => self.delivered.push(v),
+                DeliveryStatus::Lost => {
+                    self.lost.push(v);
+                    self.to_send.push_back(v);
+                }
+                DeliveryStatus::Discard => {}
+            }
+        }
+    }
+
+    fn probe(name: &str, data: &[u8]) -> Box<Probe> {
+        Box::new(Probe {
+            name: name.into(),
+            to_send: data.iter().copied().collect(),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn header_is_5_bits_plus_mask_and_sections_follow_in_order() {
+        let mut tx = DataStreamManager::<()>::new();
+        tx.add_stream(probe("a", &[1])).unwrap();
+        tx.add_stream(probe("b", &[])).unwrap();
+        tx.add_stream(probe("c", &[3])).unwrap();
+        let mut w = BitWriter::with_capacity_bytes(64);
+        assert_eq!(
+            tx.write_packet(&mut (), PacketSequence(0), &mut w),
+            WriteResult::Ok
+        );
+        assert_eq!(w.position(), 5 + 3 + 8 + 8);
+        let bytes = w.finish().unwrap();
+        let mut r = BitReader::new(&bytes);
+        assert_eq!(r.read_bits(5), 2);
+        assert_eq!(r.read_bits(3), 0b101);
+
+        let mut rx = DataStreamManager::<()>::new();
+        rx.add_stream(probe("a", &[])).unwrap();
+        rx.add_stream(probe("b", &[])).unwrap();
+        rx.add_stream(probe("c", &[])).unwrap();
+        rx.read_packet(&mut (), &mut BitReader::new(&bytes))
+            .unwrap();
+        assert_eq!(rx.stream::<Probe>("a").unwrap().received, vec![1]);
+        assert!(rx.stream::<Probe>("b").unwrap().received.is_empty());
+        assert_eq!(rx.stream::<Probe>("c").unwrap().received, vec![3]);
+    }
+
+    #[test]
+    fn paused_stream_is_skipped_and_resumes() {
+        let mut tx = DataStreamManager::<()>::new();
+        tx.add_stream(probe("replication", &[1])).unwrap();
+        tx.add_stream(probe("tokens", &[2])).unwrap();
+        assert!(tx.set_send_status("replication", SendStatus::Pause));
+        assert!(!tx.set_send_status("nope", SendStatus::Pause));
+        let mut w = BitWriter::with_capacity_bytes(64);
+        tx.write_packet(&mut (), PacketSequence(0), &mut w);
+        assert_eq!(w.position(), 5 + 2 + 8, "only the token stream wrote");
+        tx.set_send_status("replication", SendStatus::Send);
+        let mut w = BitWriter::with_capacity_bytes(64);
+        tx.write_packet(&mut (), PacketSequence(1), &mut w);
+        assert_eq!(w.position(), 5 + 2 + 8);
+        assert_eq!(tx.send_status("replication"), Some(SendStatus::Send));
+    }
+
+    #[test]
+    fn delivery_is_routed_to_streams_that_wrote() {
+        let mut tx = DataStreamManager::<()>::new();
+        tx.add_stream(probe("a", &[1, 2])).unwrap();
+        tx.add_stream(probe("b", &[9])).unwrap();
+        for s in 0..3u16 {
+            let mut w = BitWriter::with_capacity_bytes(64);
+            tx.write_packet(&mut (), PacketSequence(s), &mut w);
+        }
+        assert_eq!(tx.packets_in_flight(), 3);
+        tx.process_delivery(&mut (), PacketSequence(0), DeliveryStatus::Delivered);
+        tx.process_delivery(&mut (), PacketSequence(1), DeliveryStatus::Lost);
+        tx.process_delivery(&mut (), PacketSequence(2), DeliveryStatus::Delivered);
+        let a = tx.stream::<Probe>("a").unwrap();
+        assert_eq!((a.delivered.clone(), a.lost.clone()), (vec![1], vec![2]));
+        let b = tx.stream::<Probe>("b").unwrap();
+        assert_eq!(b.delivered, vec![9]);
+        assert_eq!(tx.packets_in_flight(), 0);
+    }
+
+    #[test]
+    fn skipped_sequence_counts_as_lost() {
+        let mut tx = DataStreamManager::<()>::new();
+        tx.add_stream(probe("a", &[1, 2])).unwrap();
+        for s in 0..2u16 {
+            let mut w = BitWriter::with_capacity_bytes(64);
+            tx.write_packet(&mut (), PacketSequence(s), &mut w);
+        }
+        tx.process_delivery(&mut (), PacketSequence(1), DeliveryStatus::Delivered);
+        let a = tx.stream::<Probe>("a").unwrap();
+        assert_eq!((a.lost.clone(), a.delivered.clone()), (vec![1], vec![2]));
+    }
+
+    #[test]
+    fn at_most_32_streams_and_count_mismatch_is_an_error() {
+        let mut m = DataStreamManager::<()>::new();
+        for i in 0..32 {
+            m.add_stream(probe(&format!("s{i}"), &[])).unwrap();
+        }
+        assert_eq!(m.add_stream(probe("x", &[])), Err(TooManyStreams));
+        let mut w = BitWriter::with_capacity_bytes(64);
+        m.write_packet(&mut (), PacketSequence(0), &mut w);
+        assert_eq!(w.position(), 5 + 32);
+        let mut one = DataStreamManager::<()>::new();
+        one.add_stream(probe("a", &[])).unwrap();
+        let bytes = w.finish().unwrap();
+        assert!(matches!(
+            one.read_packet(&mut (), &mut BitReader::new(&bytes)),
+            Err(StreamError::StreamCountMismatch {
+                got: 32,
+                expected: 1
+            })
+        ));
+    }
+
+    #[test]
+    fn overflowing_stream_is_rolled_back_and_told_lost() {
+        let mut tx = DataStreamManager::<()>::new();
+        tx.add_stream(probe("a", &[5])).unwrap();
+        let mut w = BitWriter::with_capacity_bits(5 + 1 + 4);
+        assert_eq!(
+            tx.write_packet(&mut (), PacketSequence(0), &mut w),
+            WriteResult::NoData
+        );
+        assert_eq!(w.position(), 6);
+        assert!(!w.is_overflown());
+        assert_eq!(tx.stream::<Probe>("a").unwrap().lost, vec![5]);
+    }
+}
