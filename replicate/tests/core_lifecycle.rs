@@ -1,0 +1,599 @@
+//! Object lifecycle through the replication writer and reader, packet by packet: create,
+//! destroy, lost creation, cancelled destroy, subobjects, tear-off, the seed's
+//! lost-packet timeline, dependents, static objects, poll and push modes.
+
+mod core_common;
+
+use core_common::*;
+use replicate::NetRefHandle;
+use replicate::connection::DeliveryStatus::{Delivered, Lost};
+use replicate::object::SchedulingHint;
+use replicate::replication::{ReplicatedObjectState as S, ReplicationEvent, ReplicationInfo};
+
+fn state_of(m: &Manual, h: NetRefHandle) -> S {
+    let i = m.server.objects().index_of(h).expect("live object");
+    m.server.writer(m.conn).unwrap().object_state(i)
+}
+
+fn spawned(events: &[ReplicationEvent]) -> Vec<NetRefHandle> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ReplicationEvent::Spawned { handle, .. } => Some(*handle),
+            _ => None,
+        })
+        .collect()
+}
+
+fn destroyed(events: &[ReplicationEvent]) -> Vec<NetRefHandle> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ReplicationEvent::Destroyed { handle } => Some(*handle),
+            _ => None,
+        })
+        .collect()
+}
+
+fn pawn(x: i32, hp: u8) -> Pawn {
+    Pawn {
+        x,
+        y: -x,
+        hp,
+        alive: true,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn send_state_is_16_bytes() {
+    assert_eq!(std::mem::size_of::<ReplicationInfo>(), 16);
+}
+
+#[test]
+fn create_then_confirm() {
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(pawn(7, 100)).unwrap();
+    let (seq, bytes) = m.tick_and_write();
+    assert_eq!(state_of(&m, h), S::WaitOnCreateConfirmation);
+    m.deliver_to_client(&bytes);
+    let ev = m.client.drain_events();
+    assert_eq!(spawned(&ev), vec![h]);
+    let c = m.client.get::<Pawn>(h).expect("created on the client");
+    assert_eq!((c.x, c.y, c.hp, c.alive), (7, -7, 100, true));
+    assert!(c.notifications.is_empty(), "no notify at creation");
+    m.ack(seq, Delivered);
+    assert_eq!(state_of(&m, h), S::Created);
+    // Nothing changed: nothing more to send.
+    let (_, bytes) = m.tick_and_write();
+    assert!(bytes.len() <= 1, "an empty packet: {bytes:?}");
+}
+
+#[test]
+fn destroy_is_written_first_and_frees_the_index_after_ack() {
+    let mut m = Manual::new();
+    let a = m.server.objects_mut().spawn(pawn(1, 1)).unwrap();
+    let b = m.server.objects_mut().spawn(pawn(2, 2)).unwrap();
+    m.round_trip();
+    let ia = m.server.objects().index_of(a).unwrap();
+    m.server.objects_mut().destroy(a).unwrap();
+    m.server.objects_mut().get_mut::<Pawn>(b).unwrap().hp = 50;
+    let (seq, bytes) = m.tick_and_write();
+    let w = m.server.writer(m.conn).unwrap();
+    assert_eq!(w.object_state(ia), S::WaitOnDestroyConfirmation);
+    assert!(
+        m.server.objects().entry_at(ia).is_some(),
+        "index kept until the destroy is acked"
+    );
+    m.deliver_to_client(&bytes);
+    let ev = m.client.drain_events();
+    assert_eq!(destroyed(&ev), vec![a]);
+    assert!(!m.client.contains(a));
+    assert_eq!(m.client.get::<Pawn>(b).unwrap().hp, 50);
+    m.ack(seq, Delivered);
+    assert_eq!(
+        m.server.writer(m.conn).unwrap().object_state(ia),
+        S::Invalid
+    );
+    assert!(m.server.objects().entry_at(ia).is_none(), "index freed");
+    // The freed index is reused by the next object.
+    let c = m.server.objects_mut().spawn(pawn(3, 3)).unwrap();
+    assert_eq!(m.server.objects().index_of(c), Some(ia));
+    m.round_trip();
+    assert_eq!(m.client.get::<Pawn>(c).unwrap().x, 3);
+}
+
+#[test]
+fn lost_destroy_is_sent_again() {
+    let mut m = Manual::new();
+    let a = m.server.objects_mut().spawn(pawn(1, 1)).unwrap();
+    m.round_trip();
+    m.server.objects_mut().destroy(a).unwrap();
+    let (seq, _lost) = m.tick_and_write();
+    m.ack(seq, Lost);
+    let (seq, bytes) = m.tick_and_write();
+    m.deliver_to_client(&bytes);
+    m.ack(seq, Delivered);
+    assert!(!m.client.contains(a));
+    assert_eq!(m.server.writer(m.conn).unwrap().tracked_objects(), 0);
+}
+
+#[test]
+fn lost_creation_is_sent_again_with_current_values() {
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(pawn(1, 10)).unwrap();
+    let (seq, _never_arrives) = m.tick_and_write();
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().hp = 11;
+    m.ack(seq, Lost);
+    assert_eq!(state_of(&m, h), S::PendingCreate);
+    let (seq, bytes) = m.tick_and_write();
+    m.deliver_to_client(&bytes);
+    assert_eq!(spawned(&m.client.drain_events()), vec![h]);
+    assert_eq!(m.client.get::<Pawn>(h).unwrap().hp, 11);
+    m.ack(seq, Delivered);
+    assert_eq!(state_of(&m, h), S::Created);
+    assert_eq!(m.server.writer(m.conn).unwrap().stats().creations, 2);
+}
+
+#[test]
+fn destroyed_after_a_lost_creation_sends_a_destroy() {
+    // Creation 1 is in flight, creation 2 too; 1 is lost, then the object is destroyed.
+    // Creation 2 may still arrive, so a destroy must follow it.
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(pawn(1, 10)).unwrap();
+    let (s1, _) = m.tick_and_write();
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().hp = 12;
+    let (s2, p2) = m.tick_and_write();
+    m.ack(s1, Lost);
+    m.server.objects_mut().destroy(h).unwrap();
+    let (s3, p3) = m.tick_and_write();
+    m.deliver_to_client(&p2);
+    assert!(m.client.contains(h));
+    m.deliver_to_client(&p3);
+    assert!(
+        !m.client.contains(h),
+        "the destroy followed the second creation"
+    );
+    m.ack(s2, Delivered);
+    m.ack(s3, Delivered);
+    assert_eq!(m.server.writer(m.conn).unwrap().tracked_objects(), 0);
+}
+
+#[test]
+fn seed_timeline_packet_101_lost_members_resent_later_with_current_values() {
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(pawn(0, 100)).unwrap();
+    let (s100, p100) = m.tick_and_write();
+    assert_eq!(s100.0, 100);
+    m.deliver_to_client(&p100);
+    m.ack(s100, Delivered);
+    m.client.drain_events();
+
+    // Packet 101 carries x = 5: lost.
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x = 5;
+    let (s101, _lost) = m.tick_and_write();
+    // Packet 102 carries hp = 90: delivered.
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().hp = 90;
+    let (s102, p102) = m.tick_and_write();
+    m.deliver_to_client(&p102);
+    // Meanwhile x moved on to 6.
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x = 6;
+    m.ack(s101, Lost);
+    m.ack(s102, Delivered);
+    let i = m.server.objects().index_of(h).unwrap();
+    let pending = m.server.writer(m.conn).unwrap().change_mask(i).unwrap();
+    assert!(pending.get(0), "the lost member is dirty again");
+
+    // Packet 103 ("packet 4") carries x with its *current* value.
+    let (_, p103) = m.tick_and_write();
+    m.deliver_to_client(&p103);
+    let c = m.client.get::<Pawn>(h).unwrap();
+    assert_eq!((c.x, c.hp), (6, 90));
+    let ev = m.client.drain_events();
+    let masks: Vec<u64> = ev
+        .iter()
+        .filter_map(|e| match e {
+            ReplicationEvent::MembersChanged { mask, .. } => Some(mask.to_u64()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(masks, vec![0b0100, 0b0001], "102 applied hp, 103 applied x");
+    // Notifications carried the old values.
+    let c = m.client.get::<Pawn>(h).unwrap();
+    assert!(c.notifications.contains(&("hp", "100".into())));
+    assert!(c.notifications.contains(&("x", "0".into())));
+}
+
+#[test]
+fn destroy_cancelled_by_reentering_scope_before_it_was_sent() {
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(pawn(1, 1)).unwrap();
+    m.round_trip();
+    m.server.set_in_scope(m.conn, h, false);
+    assert_eq!(state_of(&m, h), S::PendingDestroy);
+    m.server.set_in_scope(m.conn, h, true);
+    assert_eq!(state_of(&m, h), S::Created);
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().hp = 2;
+    m.round_trip();
+    let ev = m.client.drain_events();
+    assert!(destroyed(&ev).is_empty());
+    assert_eq!(m.client.get::<Pawn>(h).unwrap().hp, 2);
+}
+
+#[test]
+fn destroy_cancelled_while_in_flight_recreates_after_the_ack() {
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(pawn(1, 1)).unwrap();
+    m.round_trip();
+    m.client.drain_events();
+    m.server.set_in_scope(m.conn, h, false);
+    let (seq, destroy_packet) = m.tick_and_write();
+    assert_eq!(state_of(&m, h), S::WaitOnDestroyConfirmation);
+    m.server.set_in_scope(m.conn, h, true);
+    assert_eq!(state_of(&m, h), S::CancelPendingDestroy);
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().hp = 77;
+    m.deliver_to_client(&destroy_packet);
+    assert!(!m.client.contains(h));
+    m.ack(seq, Delivered);
+    assert_eq!(state_of(&m, h), S::PendingCreate);
+    m.round_trip();
+    assert_eq!(spawned(&m.client.drain_events()), vec![h]);
+    assert_eq!(m.client.get::<Pawn>(h).unwrap().hp, 77);
+    assert_eq!(state_of(&m, h), S::Created);
+}
+
+#[test]
+fn destroy_cancelled_and_destroy_lost_resends_a_full_creation() {
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(pawn(1, 1)).unwrap();
+    m.round_trip();
+    m.client.drain_events();
+    m.server.set_in_scope(m.conn, h, false);
+    let (seq, _lost) = m.tick_and_write();
+    m.server.set_in_scope(m.conn, h, true);
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x = 9;
+    m.ack(seq, Lost);
+    assert_eq!(state_of(&m, h), S::PendingCreate);
+    m.round_trip();
+    // The client never lost the object: the creation applies as a full update.
+    let ev = m.client.drain_events();
+    assert!(
+        spawned(&ev).is_empty() && destroyed(&ev).is_empty(),
+        "{ev:?}"
+    );
+    assert_eq!(m.client.get::<Pawn>(h).unwrap().x, 9);
+}
+
+#[test]
+fn subobjects_are_sent_with_and_destroyed_with_their_owner() {
+    let mut m = Manual::new();
+    let owner = m.server.objects_mut().spawn(pawn(1, 1)).unwrap();
+    let s1 = m
+        .server
+        .objects_mut()
+        .spawn_subobject(
+            owner,
+            Crate {
+                kind: 1,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let s2 = m
+        .server
+        .objects_mut()
+        .spawn_subobject(
+            owner,
+            Crate {
+                kind: 2,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    m.round_trip();
+    let ev = m.client.drain_events();
+    assert_eq!(
+        spawned(&ev),
+        vec![owner, s1, s2],
+        "owner first, subobjects in its batch"
+    );
+    assert_eq!(m.client.world().object(s1).unwrap().owner(), Some(owner));
+
+    // A dirty subobject is written through its owner.
+    m.server.objects_mut().get_mut::<Crate>(s2).unwrap().amount = 5;
+    m.round_trip();
+    assert_eq!(m.client.get::<Crate>(s2).unwrap().amount, 5);
+
+    // Destroying one subobject alone.
+    let i1 = m.server.objects().index_of(s1).unwrap();
+    m.server.objects_mut().destroy(s1).unwrap();
+    m.round_trip();
+    assert_eq!(destroyed(&m.client.drain_events()), vec![s1]);
+    assert!(m.client.contains(owner) && m.client.contains(s2));
+    assert!(m.server.objects().entry_at(i1).is_none());
+
+    // Destroying the owner takes the remaining subobject along.
+    m.server.objects_mut().destroy(owner).unwrap();
+    assert!(!m.server.objects().contains(s2));
+    m.round_trip();
+    let gone = destroyed(&m.client.drain_events());
+    assert!(gone.contains(&owner) && gone.contains(&s2));
+    assert!(m.client.is_empty());
+    assert_eq!(m.server.writer(m.conn).unwrap().tracked_objects(), 0);
+    assert!(m.server.objects().is_empty());
+}
+
+#[test]
+fn tear_off_keeps_the_last_state_on_the_client() {
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(pawn(1, 1)).unwrap();
+    m.round_trip();
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().hp = 42;
+    m.server.objects_mut().tear_off(h).unwrap();
+    let (seq, lost) = m.tick_and_write();
+    drop(lost);
+    m.ack(seq, Lost);
+    let (seq, bytes) = m.tick_and_write();
+    m.deliver_to_client(&bytes);
+    let ev = m.client.drain_events();
+    assert!(
+        ev.contains(&ReplicationEvent::TornOff { handle: h }),
+        "{ev:?}"
+    );
+    // State first, then end of replication (deferred).
+    let pos_change = ev
+        .iter()
+        .position(|e| matches!(e, ReplicationEvent::MembersChanged { .. }))
+        .unwrap();
+    let pos_tear = ev
+        .iter()
+        .position(|e| matches!(e, ReplicationEvent::TornOff { .. }))
+        .unwrap();
+    assert!(pos_change < pos_tear);
+    assert!(!m.client.contains(h));
+    let obj = m.client.take_torn_off(h).unwrap();
+    assert_eq!(obj.as_any().downcast_ref::<Pawn>().unwrap().hp, 42);
+    m.ack(seq, Delivered);
+    assert_eq!(m.server.writer(m.conn).unwrap().tracked_objects(), 0);
+    assert!(m.server.objects().is_empty());
+}
+
+#[test]
+fn dependent_is_written_before_its_parent() {
+    for hint in [
+        SchedulingHint::Default,
+        SchedulingHint::ScheduleBeforeParent,
+    ] {
+        let mut m = Manual::new();
+        let parent = m.server.objects_mut().spawn(pawn(1, 1)).unwrap();
+        let dep = m.server.objects_mut().spawn(Crate::default()).unwrap();
+        m.server
+            .objects_mut()
+            .add_dependent(parent, dep, hint)
+            .unwrap();
+        m.round_trip();
+        let order = spawned(&m.client.drain_events());
+        match hint {
+            SchedulingHint::ScheduleBeforeParent => assert_eq!(order, vec![dep, parent]),
+            _ => assert_eq!(order, vec![parent, dep]),
+        }
+    }
+}
+
+#[test]
+fn dependent_before_parent_only_in_initial_state() {
+    let mut m = Manual::new();
+    let parent = m.server.objects_mut().spawn(pawn(1, 1)).unwrap();
+    let dep = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    m.server
+        .objects_mut()
+        .add_dependent(
+            parent,
+            dep,
+            SchedulingHint::ScheduleBeforeParentIfInitialState,
+        )
+        .unwrap();
+    m.round_trip();
+    assert_eq!(spawned(&m.client.drain_events()), vec![dep, parent]);
+    // Both change later: no constraint any more, index order.
+    m.server.objects_mut().get_mut::<Pawn>(parent).unwrap().hp = 9;
+    m.server.objects_mut().get_mut::<Crate>(dep).unwrap().kind = 9;
+    m.round_trip();
+    let order: Vec<_> = m
+        .client
+        .drain_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            ReplicationEvent::MembersChanged { handle, .. } => Some(handle),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, vec![parent, dep]);
+}
+
+#[test]
+fn higher_priority_goes_first_and_priority_accumulates_until_sent() {
+    let mut m = Manual::new();
+    m.mtu = 8; // room for one small batch per packet
+    let low = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    let high = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    m.server.objects_mut().set_priority(high, 5.0).unwrap();
+    m.round_trip();
+    let first = spawned(&m.client.drain_events());
+    assert_eq!(first, vec![high]);
+    let il = m.server.objects().index_of(low).unwrap();
+    let p1 = m.server.writer(m.conn).unwrap().priority(il);
+    assert!(p1 >= 1.0, "the object that did not fit kept its priority");
+    m.round_trip();
+    assert_eq!(spawned(&m.client.drain_events()), vec![low]);
+    assert_eq!(m.server.writer(m.conn).unwrap().priority(il), 0.0);
+}
+
+#[test]
+fn below_threshold_waits_until_priority_accumulates() {
+    let config = replicate::replication::ReplicationConfig {
+        scheduling_threshold: 1.0,
+        ..Default::default()
+    };
+    let mut m = Manual::with_config(config);
+    let h = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    m.server.objects_mut().set_priority(h, 0.4).unwrap();
+    m.round_trip();
+    m.round_trip();
+    assert!(!m.client.contains(h), "0.8 < 1.0");
+    m.round_trip();
+    assert!(m.client.contains(h), "1.2 >= 1.0");
+}
+
+#[test]
+fn creation_too_large_for_a_packet_does_not_wedge_the_writer() {
+    let mut m = Manual::new();
+    m.mtu = 40;
+    let big = m
+        .server
+        .objects_mut()
+        .spawn(Big {
+            a: u64::MAX,
+            b: u64::MAX,
+            c: u64::MAX,
+            d: u64::MAX,
+            e: u64::MAX,
+            f: u64::MAX,
+            ..Default::default()
+        })
+        .unwrap();
+    let small = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    m.server.objects_mut().set_priority(big, 10.0).unwrap();
+    for _ in 0..3 {
+        m.round_trip();
+    }
+    assert!(m.client.contains(small));
+    assert!(!m.client.contains(big));
+    assert_eq!(state_of(&m, big), S::HugeObject);
+    assert_eq!(m.server.writer(m.conn).unwrap().stats().huge_objects, 1);
+    m.server
+        .objects_mut()
+        .get_mut::<Crate>(small)
+        .unwrap()
+        .amount = 3;
+    m.round_trip();
+    assert_eq!(m.client.get::<Crate>(small).unwrap().amount, 3);
+    m.server.objects_mut().destroy(big).unwrap();
+    m.round_trip();
+    assert_eq!(m.server.writer(m.conn).unwrap().tracked_objects(), 1);
+}
+
+#[test]
+fn static_objects_share_a_handle_without_a_spawn() {
+    let mut m = Manual::new();
+    let h = m
+        .server
+        .objects_mut()
+        .spawn_static(
+            3,
+            Crate {
+                kind: 7,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert!(h.is_static());
+    let client_handle = replicate::object::NetRefHandleManager::new(0).static_handle(3);
+    assert_eq!(client_handle, h);
+    assert!(m.client.register_static(client_handle, Crate::default()));
+    m.round_trip();
+    let ev = m.client.drain_events();
+    assert!(spawned(&ev).is_empty(), "{ev:?}");
+    assert_eq!(m.client.get::<Crate>(h).unwrap().kind, 7);
+}
+
+#[test]
+fn poll_mode_compares_quantized_members() {
+    let mut m = Manual::new();
+    let mut game_side = pawn(1, 1);
+    let h = m.server.objects_mut().spawn_polled(&game_side).unwrap();
+    m.round_trip();
+    assert!(!m.server.objects_mut().poll(h, &game_side), "unchanged");
+    game_side.y = 33;
+    assert!(m.server.objects_mut().poll(h, &game_side));
+    m.round_trip();
+    assert_eq!(m.client.get::<Pawn>(h).unwrap().y, 33);
+    let ev = m.client.drain_events();
+    assert!(ev.contains(&ReplicationEvent::MembersChanged {
+        handle: h,
+        mask: replicate::ChangeMask::from_u64(4, 0b0010)
+    }));
+}
+
+#[test]
+fn push_mode_quantizes_once_per_tick_whatever_the_connection_count() {
+    let mut m = Manual::new();
+    for _ in 0..4 {
+        m.server.add_connection();
+    }
+    let h = m
+        .server
+        .objects_mut()
+        .spawn(Counted {
+            n: 0,
+            ..Default::default()
+        })
+        .unwrap();
+    m.round_trip();
+    let before = Counted::quantize_counter().load(std::sync::atomic::Ordering::Relaxed);
+    for i in 1..=3 {
+        m.server.objects_mut().get_mut::<Counted>(h).unwrap().n = i;
+        m.server.objects_mut().get_mut::<Counted>(h).unwrap().n = i; // twice: still once
+        m.round_trip();
+    }
+    let after = Counted::quantize_counter().load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        after - before,
+        3,
+        "one quantization per dirty tick, 5 connections"
+    );
+    // Clean objects cost nothing.
+    m.round_trip();
+    let again = Counted::quantize_counter().load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(again, after);
+    assert_eq!(m.client.get::<Counted>(h).unwrap().n, 3);
+    for c in 0..5 {
+        assert!(m.server.writer(c).is_some());
+    }
+}
+
+#[test]
+fn paused_replication_stream_resumes_by_name() {
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(pawn(1, 1)).unwrap();
+    assert!(m.server.set_stream_status(
+        m.conn,
+        "replication",
+        replicate::stream::SendStatus::Pause
+    ));
+    m.round_trip();
+    assert!(!m.client.contains(h));
+    m.server
+        .set_stream_status(m.conn, "replication", replicate::stream::SendStatus::Send);
+    m.round_trip();
+    assert!(m.client.contains(h));
+}
+
+#[test]
+fn token_exports_reach_the_client() {
+    let mut m = Manual::new();
+    let t = m
+        .server
+        .tokens_mut(m.conn)
+        .unwrap()
+        .exports
+        .token_for("Player One")
+        .unwrap();
+    let seq = m.round_trip();
+    let _ = seq;
+    assert_eq!(
+        m.client.tokens().unwrap().imports.resolve(t),
+        Some("Player One")
+    );
+    assert!(m.server.tokens_mut(m.conn).unwrap().exports.is_acked(t));
+}
