@@ -1,0 +1,428 @@
+//! The reader: unresolved references (the seed's soldiers and captain, hot and cold
+//! caches), broken batches, framing errors, deferred end of replication.
+
+mod core_common;
+
+use core_common::*;
+use replicate::__private::ReplicatedState;
+use replicate::NetRefHandle;
+use replicate::bits::{BitReader, BitWriter};
+use replicate::replication::{ObjectReadError, ReplicationConfig, ReplicationEvent};
+use replicate::state::ChangeMask;
+use std::time::Duration;
+
+#[test]
+fn soldiers_reference_a_captain_that_arrives_later() {
+    let mut m = Manual::new();
+    let captain = m
+        .server
+        .objects_mut()
+        .spawn(Captain {
+            rank: 3,
+            ..Default::default()
+        })
+        .unwrap();
+    m.server.set_in_scope(m.conn, captain, false);
+    let s1 = m
+        .server
+        .objects_mut()
+        .spawn(Soldier {
+            hp: 10,
+            captain,
+            ..Default::default()
+        })
+        .unwrap();
+    let s2 = m
+        .server
+        .objects_mut()
+        .spawn(Soldier {
+            hp: 20,
+            captain,
+            ..Default::default()
+        })
+        .unwrap();
+    // Packets 1-2: soldiers, captain unknown to the client -> parked in the hot cache.
+    m.round_trip();
+    m.round_trip();
+    assert!(!m.client.contains(captain));
+    for (s, hp) in [(s1, 10), (s2, 20)] {
+        let soldier = m.client.get::<Soldier>(s).unwrap();
+        assert_eq!(soldier.hp, hp, "other members applied");
+        assert_eq!(soldier.captain, NetRefHandle::INVALID, "reference withheld");
+        assert!(
+            m.client
+                .world()
+                .object(s)
+                .unwrap()
+                .pending_reference_mask()
+                .is_some()
+        );
+    }
+    assert_eq!(m.client.world().resolver().counts(), (1, 0));
+    m.client.drain_events();
+
+    // Packet 3: the captain arrives; the soldiers' references are patched.
+    m.server.set_in_scope(m.conn, captain, true);
+    m.round_trip();
+    let ev = m.client.drain_events();
+    let resolved: Vec<_> = ev
+        .iter()
+        .filter_map(|e| match e {
+            ReplicationEvent::ReferencesResolved { handle, mask } => Some((*handle, mask.to_u64())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(resolved.len(), 2, "{ev:?}");
+    assert!(resolved.contains(&(s1, 0b10)) && resolved.contains(&(s2, 0b10)));
+    for s in [s1, s2] {
+        let soldier = m.client.get::<Soldier>(s).unwrap();
+        assert_eq!(soldier.captain, captain);
+        assert!(
+            soldier
+                .notifications
+                .contains(&("captain", format!("{:?}", NetRefHandle::INVALID)))
+        );
+    }
+    assert_eq!(m.client.world().resolver().counts(), (0, 0));
+
+    // Packet 4: soldiers 3-5 resolve directly.
+    let later: Vec<_> = (0..3)
+        .map(|i| {
+            m.server
+                .objects_mut()
+                .spawn(Soldier {
+                    hp: 30 + i,
+                    captain,
+                    ..Default::default()
+                })
+                .unwrap()
+        })
+        .collect();
+    m.round_trip();
+    for s in later {
+        assert_eq!(m.client.get::<Soldier>(s).unwrap().captain, captain);
+    }
+    assert!(
+        !m.client
+            .drain_events()
+            .iter()
+            .any(|e| matches!(e, ReplicationEvent::ReferencesResolved { .. }))
+    );
+}
+
+#[test]
+fn reference_in_the_same_packet_resolves_at_once() {
+    let mut m = Manual::new();
+    let captain = m
+        .server
+        .objects_mut()
+        .spawn(Captain {
+            rank: 1,
+            ..Default::default()
+        })
+        .unwrap();
+    let s = m
+        .server
+        .objects_mut()
+        .spawn(Soldier {
+            hp: 1,
+            captain,
+            ..Default::default()
+        })
+        .unwrap();
+    m.round_trip();
+    assert_eq!(m.client.get::<Soldier>(s).unwrap().captain, captain);
+    assert_eq!(m.client.world().resolver().counts(), (0, 0));
+}
+
+#[test]
+fn unresolved_reference_goes_cold_after_the_hot_lifetime() {
+    let mut m = Manual::new();
+    let captain = m.server.objects_mut().spawn(Captain::default()).unwrap();
+    m.server.set_in_scope(m.conn, captain, false);
+    let s = m
+        .server
+        .objects_mut()
+        .spawn(Soldier {
+            hp: 1,
+            captain,
+            ..Default::default()
+        })
+        .unwrap();
+    m.round_trip(); // now = 16 ms
+    assert_eq!(m.client.world().resolver().counts(), (1, 0));
+    let t0 = m.now;
+    // Hot: retried on every update for 1000 ms.
+    let mut t = t0;
+    while t < t0 + Duration::from_millis(990) {
+        t += Duration::from_millis(10);
+        m.client.update(t);
+    }
+    assert_eq!(m.client.world().resolver().counts(), (1, 0));
+    let hot_attempts = m.client.world().stats().hot_resolve_attempts;
+    assert!(hot_attempts >= 99, "{hot_attempts}");
+    m.client.update(t0 + Duration::from_millis(1001));
+    assert_eq!(
+        m.client.world().resolver().counts(),
+        (0, 1),
+        "moved to the cold cache"
+    );
+    // Cold: retried every 200 ms only.
+    let cold_before = m.client.world().stats().cold_resolve_attempts;
+    let start = t0 + Duration::from_millis(1001);
+    for step in 1..=100u64 {
+        m.client.update(start + Duration::from_millis(10 * step));
+    }
+    let cold = m.client.world().stats().cold_resolve_attempts - cold_before;
+    assert!(
+        (4..=6).contains(&cold),
+        "1000 ms of cold retries every 200 ms: {cold}"
+    );
+    assert_eq!(
+        m.client.world().stats().hot_resolve_attempts,
+        hot_attempts + 1,
+        "no more hot attempts"
+    );
+    // The captain arrives; resolved at the next cold pass, within 200 ms.
+    m.server.set_in_scope(m.conn, captain, true);
+    m.now = start + Duration::from_millis(1000);
+    m.round_trip();
+    let mut t = m.now;
+    let deadline = t + Duration::from_millis(200);
+    while m.client.get::<Soldier>(s).unwrap().captain != captain && t <= deadline {
+        t += Duration::from_millis(10);
+        m.client.update(t);
+    }
+    assert_eq!(m.client.get::<Soldier>(s).unwrap().captain, captain);
+}
+
+#[test]
+fn without_the_cache_every_reference_is_retried_each_pass() {
+    let config = ReplicationConfig {
+        use_resolving_cache: false,
+        ..Default::default()
+    };
+    let mut m = Manual::with_config(config);
+    let captain = m.server.objects_mut().spawn(Captain::default()).unwrap();
+    m.server.set_in_scope(m.conn, captain, false);
+    m.server
+        .objects_mut()
+        .spawn(Soldier {
+            hp: 1,
+            captain,
+            ..Default::default()
+        })
+        .unwrap();
+    m.round_trip();
+    for i in 0..300u64 {
+        m.client.update(Duration::from_millis(2000 + i * 10));
+    }
+    assert_eq!(m.client.world().resolver().counts(), (1, 0), "never cold");
+    assert!(m.client.world().stats().hot_resolve_attempts > 300);
+}
+
+// ---- hand-made packets ----
+
+/// `[streams - 1: 5 = 1][mask: 2 = replication only]`, then the destroy list.
+fn packet_start(w: &mut BitWriter, destroys: &[NetRefHandle]) {
+    w.write_bits(1, 5);
+    w.write_bits(0b01, 2);
+    for d in destroys {
+        w.write_bool(true);
+        d.write(w);
+    }
+    w.write_bool(false);
+}
+
+fn batch(w: &mut BitWriter, handle: NetRefHandle, body: impl FnOnce(&mut BitWriter)) {
+    w.write_bool(true);
+    handle.write(w);
+    let at = w.position();
+    w.write_bits(0, 16);
+    let start = w.position();
+    body(w);
+    let size = w.position() - start;
+    w.patch_bits(at, size as u64, 16);
+}
+
+fn pawn_creation(w: &mut BitWriter, protocol: u64, x: i32) {
+    let reg = registry();
+    w.write_bool(false); // exports
+    w.write_bool(true); // creating
+    w.write_bits(protocol, reg.index_bits());
+    w.write_bool(false); // owner
+    w.write_bool(false); // tear off
+    w.write_bool(false); // delta
+    let mask = ChangeMask::all(4);
+    mask.write(w);
+    let state = replicate::Replicated::to_state(&Pawn {
+        x,
+        y: 0,
+        hp: 1,
+        alive: true,
+        ..Default::default()
+    });
+    ReplicatedState::serialize(&state, &mask, 0, w);
+}
+
+fn read(m: &mut Manual, w: BitWriter) -> Result<(), replicate::stream::StreamError> {
+    let bytes = w.finish().unwrap();
+    m.client.read_packet(m.now, &mut BitReader::new(&bytes))
+}
+
+#[test]
+fn unknown_protocol_is_an_error_for_that_object_only() {
+    let mut m = Manual::new();
+    let pawn_proto = registry().index_of::<Pawn>().unwrap() as u64;
+    let bad = NetRefHandle::new(50, false, 0);
+    let good = NetRefHandle::new(51, false, 0);
+    let mut w = BitWriter::with_capacity_bytes(256);
+    packet_start(&mut w, &[]);
+    batch(&mut w, bad, |w| pawn_creation(w, 7, 1));
+    batch(&mut w, good, |w| pawn_creation(w, pawn_proto, 2));
+    w.write_bool(false);
+    read(&mut m, w).unwrap();
+    let ev = m.client.drain_events();
+    assert!(ev.contains(&ReplicationEvent::ObjectError {
+        handle: bad,
+        error: ObjectReadError::UnknownProtocol(7)
+    }));
+    assert_eq!(m.client.get::<Pawn>(good).unwrap().x, 2);
+    assert!(m.client.world().is_broken(bad));
+}
+
+#[test]
+fn broken_object_batches_are_skipped_and_the_rest_goes_on() {
+    let mut m = Manual::new();
+    let proto = registry().index_of::<Pawn>().unwrap() as u64;
+    let h = NetRefHandle::new(60, false, 0);
+    let other = NetRefHandle::new(61, false, 0);
+    // Extra bits after the members: the batch does not decode cleanly.
+    let mut w = BitWriter::with_capacity_bytes(256);
+    packet_start(&mut w, &[]);
+    batch(&mut w, h, |w| {
+        pawn_creation(w, proto, 1);
+        w.write_bits(0b101, 3);
+    });
+    w.write_bool(false);
+    read(&mut m, w).unwrap();
+    assert!(m.client.world().is_broken(h));
+    assert!(!m.client.contains(h));
+    assert!(matches!(
+        m.client.drain_events().as_slice(),
+        [ReplicationEvent::ObjectError {
+            error: ObjectReadError::TrailingBits(3),
+            ..
+        }]
+    ));
+    // Later valid batches for the broken handle are skipped; others are read.
+    let mut w = BitWriter::with_capacity_bytes(256);
+    packet_start(&mut w, &[]);
+    batch(&mut w, h, |w| pawn_creation(w, proto, 5));
+    batch(&mut w, other, |w| pawn_creation(w, proto, 6));
+    w.write_bool(false);
+    read(&mut m, w).unwrap();
+    assert!(!m.client.contains(h));
+    assert_eq!(m.client.get::<Pawn>(other).unwrap().x, 6);
+    assert_eq!(m.client.world().stats().skipped_broken, 1);
+}
+
+#[test]
+fn framing_error_keeps_what_was_read() {
+    let mut m = Manual::new();
+    let proto = registry().index_of::<Pawn>().unwrap() as u64;
+    let h = NetRefHandle::new(70, false, 0);
+    let mut w = BitWriter::with_capacity_bytes(256);
+    packet_start(&mut w, &[]);
+    batch(&mut w, h, |w| pawn_creation(w, proto, 4));
+    // A batch that claims more bits than the packet has.
+    w.write_bool(true);
+    NetRefHandle::new(71, false, 0).write(&mut w);
+    w.write_bits(60_000, 16);
+    assert!(read(&mut m, w).is_err());
+    assert_eq!(m.client.get::<Pawn>(h).unwrap().x, 4);
+    assert_eq!(m.client.world().stats().framing_errors, 1);
+}
+
+#[test]
+fn update_for_unknown_object_and_delta_flag_are_object_errors() {
+    let mut m = Manual::new();
+    let h = NetRefHandle::new(80, false, 0);
+    let mut w = BitWriter::with_capacity_bytes(256);
+    packet_start(&mut w, &[]);
+    batch(&mut w, h, |w| {
+        w.write_bool(false); // exports
+        w.write_bool(false); // not creating
+        w.write_bool(false);
+        w.write_bool(false);
+        w.write_bits(0, 4);
+    });
+    batch(&mut w, NetRefHandle::new(81, false, 0), |w| {
+        w.write_bool(false);
+        w.write_bool(true);
+        w.write_bits(0, registry().index_bits());
+        w.write_bool(false);
+        w.write_bool(false);
+        w.write_bool(true); // delta
+    });
+    w.write_bool(false);
+    read(&mut m, w).unwrap();
+    let ev = m.client.drain_events();
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        ReplicationEvent::ObjectError {
+            error: ObjectReadError::UnknownHandle,
+            ..
+        }
+    )));
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        ReplicationEvent::ObjectError {
+            error: ObjectReadError::DeltaUnsupported,
+            ..
+        }
+    )));
+    assert!(
+        !m.client.world().is_broken(h),
+        "an unknown handle is not broken"
+    );
+}
+
+#[test]
+fn end_of_replication_runs_after_state_is_applied() {
+    // A packet that destroys A and updates B (which references A's slot order): the
+    // destroy is read first but dispatched after B's state.
+    let mut m = Manual::new();
+    let a = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    let b = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    m.round_trip();
+    m.client.drain_events();
+    m.server.objects_mut().destroy(a).unwrap();
+    m.server.objects_mut().get_mut::<Crate>(b).unwrap().amount = 1;
+    m.round_trip();
+    let ev = m.client.drain_events();
+    assert!(
+        matches!(ev[0], ReplicationEvent::MembersChanged { handle, .. } if handle == b),
+        "{ev:?}"
+    );
+    assert_eq!(ev[1], ReplicationEvent::Destroyed { handle: a });
+
+    let config = ReplicationConfig {
+        defer_end_replication: false,
+        ..Default::default()
+    };
+    let mut m = Manual::with_config(config);
+    let a = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    let b = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    m.round_trip();
+    m.client.drain_events();
+    m.server.objects_mut().destroy(a).unwrap();
+    m.server.objects_mut().get_mut::<Crate>(b).unwrap().amount = 1;
+    m.round_trip();
+    let ev = m.client.drain_events();
+    assert_eq!(
+        ev[0],
+        ReplicationEvent::Destroyed { handle: a },
+        "immediate when not deferred"
+    );
+}
