@@ -231,10 +231,13 @@ impl ReplicationWriter {
         }
         let torn = table.tick_torn_off().to_vec();
         for i in torn {
+            self.excluded.clear(i);
             self.tear_off(table, i);
         }
         let destroyed = table.tick_destroyed().to_vec();
         for i in destroyed {
+            // The index may be reused by a new object, which starts in scope.
+            self.excluded.clear(i);
             let alone = table
                 .entry_at(i)
                 .and_then(|e| e.root())

@@ -1,0 +1,326 @@
+//! Convergence: 1000 objects of 3 types over 2000 ticks of a link with 20% loss, 5%
+//! duplication, reordering and 100 ms of jitter, with random mutations (push and poll
+//! mode), spawns, destroys, subobjects and scope changes. After the link quiets the
+//! client's state must equal the server's quantized state for every object in scope.
+
+mod core_common;
+
+use core_common::*;
+use replicate::NetRefHandle;
+use replicate::replication::ReplicationEvent;
+use std::collections::HashSet;
+use std::time::Duration;
+
+struct World {
+    sim: Sim,
+    rng: Rng,
+    roots: Vec<NetRefHandle>,
+    polled: Vec<(NetRefHandle, Crate)>,
+    out_of_scope: HashSet<NetRefHandle>,
+    object_errors: usize,
+}
+
+impl World {
+    fn spawn_one(&mut self) {
+        let objects = self.sim.server.objects_mut();
+        let kind = self.rng.below(3);
+        match kind {
+            0 => {
+                let x = self.rng.next_u64() as i32;
+                let h = objects
+                    .spawn(Pawn {
+                        x,
+                        y: x / 3,
+                        hp: 100,
+                        alive: true,
+                        ..Default::default()
+                    })
+                    .unwrap();
+                // Some pawns carry a subobject.
+                if self.rng.chance(0.2) {
+                    objects
+                        .spawn_subobject(
+                            h,
+                            Crate {
+                                kind: 9,
+                                ..Default::default()
+                            },
+                        )
+                        .unwrap();
+                }
+                self.roots.push(h);
+            }
+            1 => {
+                let c = Crate {
+                    kind: self.rng.below(1000) as u16,
+                    open: false,
+                    amount: self.rng.below(50) as u32,
+                    ..Default::default()
+                };
+                let h = objects.spawn_polled(&c).unwrap();
+                self.polled.push((h, c));
+                self.roots.push(h);
+            }
+            _ => {
+                let target = if self.roots.is_empty() {
+                    NetRefHandle::INVALID
+                } else {
+                    self.roots[self.rng.below(self.roots.len() as u64) as usize]
+                };
+                let h = objects
+                    .spawn(Tag {
+                        value: self.rng.next_u64(),
+                        target,
+                        ..Default::default()
+                    })
+                    .unwrap();
+                self.roots.push(h);
+            }
+        }
+    }
+
+    fn destroy_one(&mut self) {
+        if self.roots.is_empty() {
+            return;
+        }
+        let i = self.rng.below(self.roots.len() as u64) as usize;
+        let h = self.roots.swap_remove(i);
+        self.sim.server.objects_mut().destroy(h).unwrap();
+        self.polled.retain(|(p, _)| *p != h);
+        self.out_of_scope.remove(&h);
+    }
+
+    fn mutate_one(&mut self) {
+        if self.roots.is_empty() {
+            return;
+        }
+        let h = self.roots[self.rng.below(self.roots.len() as u64) as usize];
+        let r = self.rng.next_u64();
+        let objects = self.sim.server.objects_mut();
+        if let Some(p) = objects.get_mut::<Pawn>(h) {
+            match r % 4 {
+                0 => p.x = p.x.wrapping_add((r >> 8) as i32 % 100),
+                1 => p.y = (r >> 16) as i32,
+                2 => p.hp = (r >> 24) as u8,
+                _ => p.alive = !p.alive,
+            }
+            // and sometimes its subobject
+            if r % 7 == 0 {
+                let subs: Vec<_> = objects
+                    .index_of(h)
+                    .and_then(|i| objects.entry_at(i))
+                    .map(|e| e.subobjects().to_vec())
+                    .unwrap_or_default();
+                for s in subs {
+                    let sh = objects.entry_at(s).map(|e| e.handle()).unwrap();
+                    if let Some(c) = objects.get_mut::<Crate>(sh) {
+                        c.amount = c.amount.wrapping_add(1);
+                    }
+                }
+            }
+        } else if let Some(t) = objects.get_mut::<Tag>(h) {
+            if r % 3 == 0 {
+                t.target = NetRefHandle::INVALID;
+            } else {
+                t.value = r;
+            }
+        } else if let Some((_, c)) = self.polled.iter_mut().find(|(p, _)| *p == h) {
+            match r % 3 {
+                0 => c.open = !c.open,
+                1 => c.amount = (r >> 8) as u32,
+                _ => c.kind = (r >> 40) as u16,
+            }
+        }
+    }
+
+    fn toggle_scope(&mut self) {
+        if self.roots.is_empty() {
+            return;
+        }
+        let h = self.roots[self.rng.below(self.roots.len() as u64) as usize];
+        let now_in = self.out_of_scope.contains(&h);
+        if now_in {
+            self.out_of_scope.remove(&h);
+        } else {
+            self.out_of_scope.insert(h);
+        }
+        let conn = self.sim.conn;
+        self.sim.server.set_in_scope(conn, h, now_in);
+    }
+
+    fn poll_all(&mut self) {
+        for (h, c) in &self.polled {
+            self.sim.server.objects_mut().poll(*h, c);
+        }
+    }
+
+    fn step(&mut self) {
+        self.poll_all();
+        self.sim.step(Duration::from_millis(16));
+        for e in self.sim.client.drain_events() {
+            if let ReplicationEvent::ObjectError { handle, error } = e {
+                eprintln!("object error {handle}: {error}");
+                self.object_errors += 1;
+            }
+        }
+    }
+}
+
+fn hist(w: &World) -> std::collections::BTreeMap<String, usize> {
+    let wr = w.sim.server.writer(w.sim.conn).unwrap();
+    let mut m = std::collections::BTreeMap::new();
+    for i in 0..w.sim.server.objects().index_capacity() as u32 {
+        *m.entry(format!("{:?}", wr.object_state(i))).or_insert(0) += 1;
+    }
+    m
+}
+
+fn run(seed: u64, objects: usize, ticks: usize) {
+    let mut w = World {
+        sim: Sim::new(
+            seed,
+            0.20,
+            0.05,
+            Duration::from_millis(30),
+            Duration::from_millis(100),
+        ),
+        rng: Rng(seed.wrapping_mul(31)),
+        roots: Vec::new(),
+        polled: Vec::new(),
+        out_of_scope: HashSet::new(),
+        object_errors: 0,
+    };
+    for _ in 0..objects {
+        w.spawn_one();
+    }
+    for _ in 0..ticks {
+        for _ in 0..20 {
+            w.mutate_one();
+        }
+        for _ in 0..w.rng.below(3) {
+            w.destroy_one();
+        }
+        while w.roots.len() < objects && w.rng.chance(0.7) {
+            w.spawn_one();
+        }
+        if w.rng.chance(0.1) {
+            w.toggle_scope();
+        }
+        w.step();
+    }
+    // The link quiets.
+    w.sim.down.loss = 0.0;
+    w.sim.down.duplicate = 0.0;
+    w.sim.up.loss = 0.0;
+    w.sim.up.duplicate = 0.0;
+    // Idle for 30 ticks in a row (longer than latency + jitter): everything arrived.
+    let mut quiet_ticks = 0;
+    let mut idle_run = 0;
+    loop {
+        w.step();
+        quiet_ticks += 1;
+        if w.sim.server.writer(w.sim.conn).unwrap().is_idle() {
+            idle_run += 1;
+        } else {
+            idle_run = 0;
+        }
+        if idle_run >= 30 || quiet_ticks > 2000 {
+            break;
+        }
+    }
+    {
+        let wr = w.sim.server.writer(w.sim.conn).unwrap();
+        assert!(
+            quiet_ticks < 2000,
+            "the writer never went idle: {:?} stats {:?} in flight {} dirty {} tracked {} server conn in flight {} client objs {}",
+            hist(&w),
+            wr.stats(),
+            wr.packets_in_flight(),
+            wr.dirty_objects(),
+            wr.tracked_objects(),
+            w.sim.server_conn.in_flight(),
+            w.sim.client.len()
+        );
+        let _ = hist(&w);
+    }
+
+    // Compare.
+    let server = &w.sim.server;
+    let client = &w.sim.client;
+    let mut mismatches = Vec::new();
+    let mut expected = 0usize;
+    let mut scope_roots: HashSet<NetRefHandle> = HashSet::new();
+    for h in server.objects().handles_iter() {
+        let i = server.objects().index_of(h).unwrap();
+        let e = server.objects().entry_at(i).unwrap();
+        let root = e
+            .root()
+            .and_then(|r| server.objects().entry_at(r))
+            .map_or(h, |r| r.handle());
+        if w.out_of_scope.contains(&root) {
+            if client.contains(h) {
+                mismatches.push(format!("{h}: out of scope but on the client"));
+            }
+            continue;
+        }
+        scope_roots.insert(h);
+        expected += 1;
+        match client.world().object(h) {
+            None => mismatches.push(format!("{h}: missing on the client")),
+            Some(c) => {
+                if !c.state().eq_dyn(e.state()) {
+                    mismatches.push(format!(
+                        "{h}: state {:?} != server {:?}",
+                        c.state(),
+                        e.state()
+                    ));
+                }
+                if c.pending_reference_mask().is_none() {
+                    let inst = c.instance().expect("instance").to_state();
+                    if !inst.eq_dyn(e.state()) {
+                        mismatches.push(format!("{h}: game object differs from the state"));
+                    }
+                }
+                if c.owner().is_some() != e.root().is_some() {
+                    mismatches.push(format!("{h}: owner link differs"));
+                }
+            }
+        }
+    }
+    for c in client.world().objects() {
+        if !scope_roots.contains(&c.handle()) {
+            mismatches.push(format!("{}: on the client but not replicated", c.handle()));
+        }
+    }
+    assert!(expected > objects / 2, "{expected}");
+    assert!(
+        mismatches.is_empty(),
+        "{} mismatches, first: {:?}",
+        mismatches.len(),
+        &mismatches[..mismatches.len().min(10)]
+    );
+    assert_eq!(client.len(), expected);
+    assert_eq!(w.object_errors, 0);
+    assert_eq!(w.sim.stream_errors, 0);
+    let stats = server.writer(w.sim.conn).unwrap().stats().clone();
+    assert!(
+        stats.lost_records > 0,
+        "the link did lose packets: {stats:?}"
+    );
+    eprintln!(
+        "seed {seed}: {expected} objects compared, {quiet_ticks} quiet ticks, client stats {:?}, writer {stats:?}",
+        client.world().stats()
+    );
+}
+
+#[test]
+fn converges_1000_objects_2000_ticks_lossy_link() {
+    run(0x5EED, 1000, 2000);
+}
+
+#[test]
+fn converges_other_seeds_small() {
+    for seed in 1..=4 {
+        run(seed, 100, 400);
+    }
+}
