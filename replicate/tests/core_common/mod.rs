@@ -28,7 +28,6 @@ pub fn cfg<S: NetSerializer>() -> S::Config {
 /// Stamps out a replicated type whose members use their default serializer and config,
 /// one change-mask bit each, plus a skipped `notifications` field that records every
 /// applied change as `(member, old value)` (the notify hooks with old values).
-
 macro_rules! replicated_type {
     ($name:ident, $state:ident, $wire:literal { $($field:ident : $ty:ty),* $(,)? }) => {
         #[derive(Debug, Default, Clone, PartialEq)]
@@ -401,7 +400,8 @@ impl AckConnection {
         if let Some((ack, bits)) = ack {
             for entry in self.sent.iter_mut() {
                 let d = ack.wrapping_sub(entry.0);
-                if entry.2.is_none() && (d == 0 || (d >= 1 && d <= 32 && bits >> (d - 1) & 1 == 1))
+                if entry.2.is_none()
+                    && (d == 0 || ((1..=32).contains(&d) && bits >> (d - 1) & 1 == 1))
                 {
                     entry.2 = Some(DeliveryStatus::Delivered);
                 }
