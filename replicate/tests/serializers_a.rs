@@ -567,3 +567,19 @@ fn defaults_pick_these_serializers() {
     assert_eq!(name::<Rotator>(), "Rotator");
     assert_eq!(name::<Weapon>(), "enum");
 }
+
+/// `net_enum!` expands without the prelude (it names everything by absolute path).
+mod hygiene {
+    #![no_implicit_prelude]
+    ::replicate::net_enum! {
+        #[derive(::core::default::Default, ::core::fmt::Debug, ::core::cmp::PartialEq)]
+        pub enum Mode { #[default] Idle, Busy, Off }
+    }
+}
+
+#[test]
+fn net_enum_is_hygienic() {
+    assert_eq!(hygiene::Mode::VARIANT_COUNT, 3);
+    assert_eq!(hygiene::Mode::from_index(2), Some(hygiene::Mode::Off));
+    assert_eq!(hygiene::Mode::Busy.to_index(), 1);
+}

@@ -232,7 +232,7 @@ macro_rules! net_enum {
         }
 
         impl $crate::serialize::NetEnum for $name {
-            const VARIANT_COUNT: u32 = [$(stringify!($variant)),*].len() as u32;
+            const VARIANT_COUNT: u32 = [$(::core::stringify!($variant)),*].len() as u32;
 
             fn to_index(&self) -> u32 {
                 match self {
