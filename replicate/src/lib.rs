@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod bits;
+pub mod blob;
 pub mod connection;
 pub mod handle;
 pub mod protocol;
