@@ -27,6 +27,7 @@ pub mod handle;
 pub mod protocol;
 pub mod serialize;
 pub mod state;
+pub mod transport;
 
 pub use handle::NetRefHandle;
 pub use protocol::{ProtocolRegistry, Registration};
