@@ -24,6 +24,7 @@ pub mod bits;
 pub mod blob;
 pub mod connection;
 pub mod handle;
+pub mod interest;
 pub mod protocol;
 pub mod serialize;
 pub mod state;
