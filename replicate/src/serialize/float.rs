@@ -30,6 +30,12 @@
 //! (`min`). Wire: the index in `bits` bits, nothing else. Delta: the seed's integer delta
 //! table ([`super::write_int_delta`]) on the index.
 //!
+//! Only `min`, `max` and the points `min + k * step` are exact. In a symmetric range
+//! such as `-1..1` zero is **not** one of them (there are `2^bits` points, an even
+//! number, so the middle falls between two): a centred steering wheel arrives as
+//! `±step / 2`. If zero must be exact, make `-min` a whole number of steps, for example
+//! `min = -1.0, max = 1.0 + 2.0 / 1022.0, bits = 10` (step `2 / 1022`).
+//!
 //! ```
 //! use replicate::serialize::*;
 //! // The seed's steering wheel: -1..1 in 10 bits.
@@ -827,6 +833,17 @@ mod tests {
             let _ = RangedF64Serializer::dequantize(&c, &q);
             assert!((1..=32).contains(&c.effective_bits()));
         }
+    }
+
+    #[test]
+    fn zero_exact_recipe_from_the_docs() {
+        let symmetric = FloatRangeConfig::with_bits(-1.0, 1.0, 10);
+        assert_ne!(symmetric.dequantize(symmetric.quantize(0.0)), 0.0);
+        let shifted = FloatRangeConfig::with_bits(-1.0, 1.0 + 2.0 / 1022.0, 10);
+        assert!(RangedF32Serializer::validate_config(&shifted).is_ok());
+        let zero = RangedF32Serializer::quantize(&shifted, &0.0);
+        assert_eq!(zero, 511);
+        assert_eq!(RangedF32Serializer::dequantize(&shifted, &zero), 0.0);
     }
 
     #[test]

@@ -21,12 +21,12 @@ use crate::bits::{BitError, BitReader, BitWriter};
 use thiserror::Error;
 
 mod delta;
-mod enums;
-mod float;
-mod health;
+pub mod enums;
+pub mod float;
+pub mod health;
 mod ints;
-mod packed;
-mod rotator;
+pub mod packed;
+pub mod rotator;
 
 pub use delta::{DeltaTable, read_int_delta, write_int_delta};
 pub use enums::{EnumSerializer, NetEnum};
