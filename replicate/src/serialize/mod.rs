@@ -20,11 +20,11 @@
 use crate::bits::{BitError, BitReader, BitWriter};
 use thiserror::Error;
 
-mod delta;
+pub mod delta;
 pub mod enums;
 pub mod float;
 pub mod health;
-mod ints;
+pub mod ints;
 pub mod packed;
 pub mod rotator;
 
