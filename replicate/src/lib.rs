@@ -24,14 +24,17 @@
 #![warn(missing_docs)]
 
 pub mod bits;
+pub mod blob;
 pub mod connection;
 pub mod handle;
+pub mod interest;
 pub mod object;
 pub mod protocol;
 pub mod replication;
 pub mod serialize;
 pub mod state;
 pub mod stream;
+pub mod transport;
 
 pub use handle::NetRefHandle;
 pub use protocol::{ProtocolRegistry, Registration};
