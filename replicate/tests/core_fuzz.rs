@@ -119,11 +119,11 @@ fn mutated_packets_never_panic_and_valid_ones_still_work() {
             for _ in 0..3 {
                 let pick = rng.below(session.len() as u64) as usize;
                 let bad = mutate(&mut rng, &session[pick]);
-                let _ = client.read_packet(now, &mut BitReader::new(&bad));
+                let _ = read_manual_packet(&mut client, now, &bad);
                 client.update(now + Duration::from_millis(rng.below(5000)));
             }
             if k % 2 == round % 2 {
-                let _ = client.read_packet(now, &mut BitReader::new(p));
+                let _ = read_manual_packet(&mut client, now, p);
             }
             client.drain_events();
         }
@@ -131,9 +131,7 @@ fn mutated_packets_never_panic_and_valid_ones_still_work() {
     // A clean client reading the clean session ends with the server's objects.
     let mut client = ReplicationClient::new(reg, ReplicationConfig::default());
     for p in &session {
-        client
-            .read_packet(Duration::ZERO, &mut BitReader::new(p))
-            .unwrap();
+        read_manual_packet(&mut client, Duration::ZERO, p).unwrap();
     }
     assert!(!client.is_empty());
 }
@@ -161,8 +159,8 @@ proptest! {
     #[test]
     fn random_bytes_into_a_client(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
         let mut client = ReplicationClient::new(registry(), ReplicationConfig::default());
-        let _ = client.read_packet(Duration::ZERO, &mut BitReader::new(&bytes));
-        let _ = client.read_packet(Duration::from_secs(2), &mut BitReader::new(&bytes));
+        let _ = read_manual_packet(&mut client, Duration::ZERO, &bytes);
+        let _ = client.read_packet(Duration::from_secs(2), replicate::connection::PacketSequence(9), &mut BitReader::new(&bytes));
         client.update(Duration::from_secs(5));
     }
 }

@@ -267,7 +267,10 @@ fn pawn_creation(w: &mut BitWriter, protocol: u64, x: i32) {
 
 fn read(m: &mut Manual, w: BitWriter) -> Result<(), replicate::stream::StreamError> {
     let bytes = w.finish().unwrap();
-    m.client.read_packet(m.now, &mut BitReader::new(&bytes))
+    let seq = replicate::connection::PacketSequence(m.seq);
+    m.seq += 1;
+    m.client
+        .read_packet(m.now, seq, &mut BitReader::new(&bytes))
 }
 
 #[test]
@@ -425,4 +428,47 @@ fn end_of_replication_runs_after_state_is_applied() {
         ReplicationEvent::Destroyed { handle: a },
         "immediate when not deferred"
     );
+}
+
+#[test]
+fn reordered_packets_never_roll_a_member_back() {
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    m.round_trip();
+    m.server.objects_mut().get_mut::<Crate>(h).unwrap().amount = 1;
+    let (s1, p1) = m.tick_and_write();
+    m.server.objects_mut().get_mut::<Crate>(h).unwrap().amount = 2;
+    m.server.objects_mut().get_mut::<Crate>(h).unwrap().kind = 5;
+    let (s2, p2) = m.tick_and_write();
+    m.server.objects_mut().get_mut::<Crate>(h).unwrap().open = true;
+    let (s3, p3) = m.tick_and_write();
+    // Arrival order 2, 3, 1: packet 1's amount = 1 is older than packet 2's.
+    m.deliver_to_client(&p2);
+    m.deliver_to_client(&p3);
+    m.deliver_to_client(&p1);
+    for s in [s1, s2, s3] {
+        m.ack(s, replicate::connection::DeliveryStatus::Delivered);
+    }
+    let c = m.client.get::<Crate>(h).unwrap();
+    assert_eq!((c.amount, c.kind, c.open), (2, 5, true));
+    assert_eq!(m.client.world().stats().stale_members, 1);
+}
+
+#[test]
+fn a_creation_overtaken_by_its_destroy_leaves_no_ghost() {
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    let (s1, creation) = m.tick_and_write();
+    m.server.objects_mut().destroy(h).unwrap();
+    let (s2, destroy) = m.tick_and_write();
+    m.deliver_to_client(&destroy);
+    m.deliver_to_client(&creation);
+    assert!(
+        !m.client.contains(h),
+        "the late creation is older than the destroy"
+    );
+    assert_eq!(m.client.world().stats().stale_batches, 1);
+    m.ack(s1, replicate::connection::DeliveryStatus::Delivered);
+    m.ack(s2, replicate::connection::DeliveryStatus::Delivered);
+    assert_eq!(m.server.writer(m.conn).unwrap().tracked_objects(), 0);
 }

@@ -33,7 +33,7 @@
 //! let mut w = BitWriter::with_capacity_bytes(1200);
 //! server.write_packet(conn, PacketSequence(0), &mut w);
 //! let bytes = w.finish().unwrap();
-//! client.read_packet(Duration::ZERO, &mut BitReader::new(&bytes)).unwrap();
+//! client.read_packet(Duration::ZERO, PacketSequence(0), &mut BitReader::new(&bytes)).unwrap();
 //! server.process_delivery(conn, PacketSequence(0), DeliveryStatus::Delivered);
 //! assert!(client.drain_events().is_empty());
 //! ```
@@ -398,12 +398,17 @@ impl ReplicationClient {
     }
 
     /// Reads a received packet (after the transport's header) at time `now`.
+    ///
+    /// `sequence` is the packet's sequence from the connection header: packets may come
+    /// out of order, and a member never goes back to an older packet's value.
     pub fn read_packet(
         &mut self,
         now: Duration,
+        sequence: PacketSequence,
         reader: &mut BitReader,
     ) -> Result<(), StreamError> {
         self.world.set_now(now);
+        self.world.begin_packet(sequence);
         self.streams.read_packet(&mut self.world, reader)
     }
 

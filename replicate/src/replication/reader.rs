@@ -14,6 +14,13 @@
 //! framing error (a batch size past the end, a truncated destroy list) stops reading the
 //! packet, and even then the batches read so far are dispatched.
 //!
+//! Packets may arrive out of order (the connection accepts reordered packets inside its
+//! ack window), so every applied member remembers the (extended) sequence of the packet
+//! that set it, and a member from an older packet never overwrites a newer value; a
+//! destroyed or torn-off handle leaves a tombstone so an older creation or update that
+//! arrives late is ignored. With state-based resend this keeps the client equal to the
+//! server whatever the arrival order.
+//!
 //! References (`NetRefHandle` members) to objects this side does not have are parked:
 //! the members holding references are withheld from the game object until every target
 //! exists, then applied (event [`ReplicationEvent::ReferencesResolved`]). Parked targets
@@ -24,7 +31,7 @@ use super::writer::BATCH_SIZE_BITS;
 use super::{ReplicationConfig, ReplicationEvent};
 use crate::NetRefHandle;
 use crate::bits::{BitReader, BitWriter};
-use crate::connection::DeliveryStatus;
+use crate::connection::{DeliveryStatus, PacketSequence};
 use crate::protocol::{ErasedObject, ErasedState, ProtocolIndex, ProtocolRegistry};
 use crate::serialize::SerializeError;
 use crate::state::{ChangeMask, Replicated};
@@ -83,6 +90,8 @@ pub struct ClientObject {
     instance: Option<Box<dyn ErasedObject>>,
     owner: Option<NetRefHandle>,
     pending_refs: Option<ChangeMask>,
+    created_seq: u64,
+    member_seq: Vec<u64>,
 }
 
 impl std::fmt::Debug for ClientObject {
@@ -141,6 +150,11 @@ pub struct ReaderStats {
     pub cold_resolve_attempts: u64,
     /// Framing errors (rest of the packet dropped).
     pub framing_errors: u64,
+    /// Members of reordered (older) packets not applied because a newer packet had
+    /// already set them.
+    pub stale_members: u64,
+    /// Batches of reordered packets for objects destroyed by a newer packet.
+    pub stale_batches: u64,
 }
 
 #[derive(Debug)]
@@ -190,7 +204,14 @@ pub struct ClientWorld {
     ref_masks: HashMap<ProtocolIndex, Option<ChangeMask>>,
     now: Duration,
     stats: ReaderStats,
+    packet_seq: u64,
+    latest_seq: Option<u64>,
+    tombstones: HashMap<NetRefHandle, u64>,
 }
+
+/// How far behind the newest packet a tombstone is kept (the connection rejects packets
+/// more than 33 sequences old, so this is generous).
+const TOMBSTONE_WINDOW: u64 = 1024;
 
 impl std::fmt::Debug for ClientWorld {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -217,6 +238,33 @@ impl ClientWorld {
             ref_masks: HashMap::new(),
             now: Duration::ZERO,
             stats: ReaderStats::default(),
+            packet_seq: 0,
+            latest_seq: None,
+            tombstones: HashMap::new(),
+        }
+    }
+
+    /// Sets the sequence of the packet about to be read (from the connection header).
+    /// Sequences are extended to 64 bits relative to the newest seen, so a reordered
+    /// packet compares as older.
+    pub fn begin_packet(&mut self, sequence: PacketSequence) {
+        let ext = match self.latest_seq {
+            None => (1u64 << 32) + sequence.0 as u64,
+            Some(latest) => {
+                let d = sequence.0.wrapping_sub(latest as u16) as i16 as i64;
+                (latest as i64 + d).max(1) as u64
+            }
+        };
+        self.packet_seq = ext;
+        if self.latest_seq.is_none_or(|l| ext > l) {
+            self.latest_seq = Some(ext);
+        }
+        if self.tombstones.len() > 256 {
+            let horizon = self
+                .latest_seq
+                .unwrap_or(0)
+                .saturating_sub(TOMBSTONE_WINDOW);
+            self.tombstones.retain(|_, s| *s >= horizon);
         }
     }
 
@@ -294,6 +342,8 @@ impl ClientWorld {
                 instance: Some(Box::new(object)),
                 owner: None,
                 pending_refs: None,
+                created_seq: 0,
+                member_seq: vec![0; T::descriptor().change_mask_bits as usize],
             },
         );
         true
@@ -433,6 +483,17 @@ impl ClientWorld {
     }
 
     fn end_replication(&mut self, handle: NetRefHandle, tear_off: bool) {
+        let seq = self.packet_seq;
+        if self
+            .objects
+            .get(&handle)
+            .is_some_and(|o| o.created_seq > seq)
+        {
+            // A destroy older than the object's creation (reordered): ignore it.
+            return;
+        }
+        let t = self.tombstones.entry(handle).or_insert(seq);
+        *t = (*t).max(seq);
         let Some(obj) = self.objects.remove(&handle) else {
             if !tear_off {
                 self.stats.unknown_destroys += 1;
@@ -667,13 +728,46 @@ impl ReplicationReader {
             if b.bits_left() != 0 {
                 return Err(ObjectReadError::TrailingBits(b.bits_left()));
             }
+            // Members set by a newer packet keep their value.
+            let seq = world.packet_seq;
+            let mut fresh = mask.clone();
+            let mut stale = ChangeMask::new(bits);
+            for bit in mask.iter_ones() {
+                if obj.member_seq.get(bit as usize).is_some_and(|s| *s > seq) {
+                    fresh.clear_bit(bit);
+                    stale.set(bit);
+                }
+            }
+            if stale.any() {
+                let mut w = BitWriter::with_capacity_bits(1 << BATCH_SIZE_BITS);
+                obj.state.serialize(&stale, &mut w);
+                let bytes = w.to_bytes();
+                scratch.deserialize(&stale, &mut BitReader::with_bit_len(&bytes, w.position()))?;
+                world.stats.stale_members += stale.count_ones() as u64;
+            }
             obj.state = scratch;
-            self.dispatch.push(Dispatch {
-                handle,
-                mask,
-                created: false,
-                tear_off,
-            });
+            for bit in fresh.iter_ones() {
+                if let Some(s) = obj.member_seq.get_mut(bit as usize) {
+                    *s = seq;
+                }
+            }
+            if fresh.any() || tear_off {
+                self.dispatch.push(Dispatch {
+                    handle,
+                    mask: fresh,
+                    created: false,
+                    tear_off,
+                });
+            }
+            return Ok(());
+        }
+        if world
+            .tombstones
+            .get(&handle)
+            .is_some_and(|t| *t >= world.packet_seq)
+        {
+            // A creation or update older than the object's destroy (reordered).
+            world.stats.stale_batches += 1;
             return Ok(());
         }
         let Some(p) = protocol else {
@@ -709,6 +803,8 @@ impl ReplicationReader {
                 instance: None,
                 owner,
                 pending_refs: None,
+                created_seq: world.packet_seq,
+                member_seq: vec![world.packet_seq; bits as usize],
             },
         );
         if let Some(o) = owner {

@@ -249,19 +249,19 @@ impl Manual {
         self.write()
     }
 
-    /// Writes one packet without ticking.
+    /// Writes one packet without ticking: a 16-bit sequence (standing in for the
+    /// connection header), then the streams, within `mtu` bytes of payload.
     pub fn write(&mut self) -> (PacketSequence, Vec<u8>) {
         let seq = PacketSequence(self.seq);
         self.seq = self.seq.wrapping_add(1);
-        let mut w = BitWriter::with_capacity_bytes(self.mtu);
+        let mut w = BitWriter::with_capacity_bits(16 + self.mtu * 8);
+        w.write_bits(seq.0 as u64, 16);
         self.server.write_packet(self.conn, seq, &mut w);
         (seq, w.finish().expect("packet fits"))
     }
 
     pub fn deliver_to_client(&mut self, bytes: &[u8]) {
-        self.client
-            .read_packet(self.now, &mut BitReader::new(bytes))
-            .expect("well-formed packet");
+        read_manual_packet(&mut self.client, self.now, bytes).expect("well-formed packet");
     }
 
     pub fn ack(&mut self, seq: PacketSequence, status: DeliveryStatus) {
@@ -275,6 +275,17 @@ impl Manual {
         self.ack(seq, DeliveryStatus::Delivered);
         seq
     }
+}
+
+/// Reads a packet made by [`Manual::write`] (16-bit sequence, then the streams).
+pub fn read_manual_packet(
+    client: &mut ReplicationClient,
+    now: Duration,
+    bytes: &[u8],
+) -> Result<(), replicate::stream::StreamError> {
+    let mut r = BitReader::new(bytes);
+    let seq = PacketSequence(r.read_bits(16) as u16);
+    client.read_packet(now, seq, &mut r)
 }
 
 /// SplitMix64: a tiny seeded generator for the simulations.
@@ -355,7 +366,7 @@ impl Link {
 }
 
 /// A minimal stand-in for the sans-IO connection (sequence, ack + 32-bit ack field,
-/// stale and duplicate packets dropped, statuses in send order, loss by ack window or
+/// reordered packets accepted inside the ack window, duplicates and older ones dropped, statuses in send order, loss by ack window or
 /// timeout).
 #[derive(Debug, Default)]
 pub struct AckConnection {
@@ -401,27 +412,38 @@ impl AckConnection {
             for entry in self.sent.iter_mut() {
                 let d = ack.wrapping_sub(entry.0);
                 if entry.2.is_none()
-                    && (d == 0 || ((1..=32).contains(&d) && bits >> (d - 1) & 1 == 1))
+                    && (d == 0 || ((1..=32).contains(&d) && (bits >> (d - 1)) & 1 == 1))
                 {
                     entry.2 = Some(DeliveryStatus::Delivered);
                 }
             }
         }
+        let seq_p = PacketSequence(seq);
         match self.latest_received {
-            Some(latest) if !PacketSequence(seq).is_newer_than(PacketSequence(latest)) => None,
-            Some(latest) => {
-                let d = seq.wrapping_sub(latest) as u32;
-                self.received_bits = if d >= 32 {
-                    0
-                } else {
-                    (self.received_bits << d) | (1 << (d - 1))
-                };
-                self.latest_received = Some(seq);
-                Some(PacketSequence(seq))
-            }
             None => {
                 self.latest_received = Some(seq);
-                Some(PacketSequence(seq))
+                self.received_bits = 0;
+                Some(seq_p)
+            }
+            Some(latest) if seq_p.is_newer_than(PacketSequence(latest)) => {
+                let d = seq.wrapping_sub(latest) as u32;
+                self.received_bits = if d > 32 {
+                    0
+                } else {
+                    // bit n = latest - 1 - n received; the old latest becomes bit d - 1
+                    ((self.received_bits as u64) << d | 1u64 << (d - 1)) as u32
+                };
+                self.latest_received = Some(seq);
+                Some(seq_p)
+            }
+            Some(latest) => {
+                // Older than the newest: accepted once inside the window (reordering).
+                let d = latest.wrapping_sub(seq) as u32;
+                if d == 0 || d > 32 || self.received_bits >> (d - 1) & 1 == 1 {
+                    return None;
+                }
+                self.received_bits |= 1 << (d - 1);
+                Some(seq_p)
             }
         }
     }
@@ -494,8 +516,8 @@ impl Sim {
         let now = self.now;
         for bytes in self.down.receive(now) {
             let mut r = BitReader::new(&bytes);
-            if self.client_conn.read_header(now, &mut r).is_some()
-                && self.client.read_packet(now, &mut r).is_err()
+            if let Some(seq) = self.client_conn.read_header(now, &mut r)
+                && self.client.read_packet(now, seq, &mut r).is_err()
             {
                 self.stream_errors += 1;
             }
