@@ -600,3 +600,41 @@ fn token_exports_reach_the_client() {
     );
     assert!(m.server.tokens_mut(m.conn).unwrap().exports.is_acked(t));
 }
+
+#[test]
+fn late_connection_gets_subobjects_whose_index_precedes_their_owner() {
+    let mut m = Manual::new();
+    // Free index 0, then reuse it for a subobject of an owner at index 1.
+    let first = m.server.objects_mut().spawn(pawn(0, 0)).unwrap();
+    let owner = m.server.objects_mut().spawn(pawn(1, 1)).unwrap();
+    m.round_trip();
+    m.server.objects_mut().destroy(first).unwrap();
+    m.round_trip();
+    let sub = m
+        .server
+        .objects_mut()
+        .spawn_subobject(
+            owner,
+            Crate {
+                kind: 4,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert!(m.server.objects().index_of(sub) < m.server.objects().index_of(owner));
+    m.round_trip();
+    // A new connection starts every object in index order: subobject first.
+    let late = m.server.add_connection();
+    let mut client = replicate::replication::ReplicationClient::new(
+        registry(),
+        replicate::replication::ReplicationConfig::default(),
+    );
+    m.server.tick(m.now);
+    let mut w = replicate::bits::BitWriter::with_capacity_bits(16 + 1200 * 8);
+    w.write_bits(0, 16);
+    m.server
+        .write_packet(late, replicate::connection::PacketSequence(0), &mut w);
+    read_manual_packet(&mut client, m.now, &w.finish().unwrap()).unwrap();
+    assert_eq!(client.get::<Crate>(sub).unwrap().kind, 4);
+    assert!(client.contains(owner));
+}

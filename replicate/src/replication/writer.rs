@@ -290,12 +290,15 @@ impl ReplicationWriter {
         self.ensure(index);
         let bits = entry.descriptor().change_mask_bits;
         let is_sub = entry.root().is_some();
+        // Subobjects started before their owner (index order) already flagged it.
+        let dirty_subs = entry.subobjects().iter().any(|&s| self.dirty.get(s));
         let info = &mut self.infos[index as usize];
         if info.state() != S::Invalid {
             return;
         }
         info.init(bits, &mut self.pool);
         info.set_subobject(is_sub);
+        info.set_dirty_subobjects(dirty_subs);
         info.set_state(S::PendingCreate);
         info.set_all(&mut self.pool);
         self.priorities[index as usize] = 0.0;
