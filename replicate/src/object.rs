@@ -32,6 +32,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use thiserror::Error;
 
+/// Most tags per object.
+pub const MAX_TAGS: usize = 255;
+
 /// A dense index for fast per-object arrays (Iris's `FInternalNetRefIndex`).
 pub type InternalIndex = u32;
 
@@ -235,6 +238,7 @@ pub struct ObjectEntry {
     torn_off: bool,
     push_dirty: bool,
     writer_refs: u32,
+    tags: Vec<String>,
 }
 
 impl std::fmt::Debug for ObjectEntry {
@@ -296,6 +300,10 @@ impl ObjectEntry {
     pub fn tick_mask(&self) -> &ChangeMask {
         &self.tick_mask
     }
+    /// The object's tags (replicated as net tokens).
+    pub fn tags(&self) -> &[String] {
+        &self.tags
+    }
 }
 
 /// The server's table of replicated objects.
@@ -320,6 +328,7 @@ pub struct ObjectTable {
     created: Vec<InternalIndex>,
     destroyed: Vec<InternalIndex>,
     torn_off: Vec<InternalIndex>,
+    tags_changed: Vec<InternalIndex>,
     dirty: Vec<InternalIndex>,
     dirty_set: BitArray,
     push_dirty: Vec<InternalIndex>,
@@ -346,6 +355,7 @@ impl ObjectTable {
             created: Vec::new(),
             destroyed: Vec::new(),
             torn_off: Vec::new(),
+            tags_changed: Vec::new(),
             dirty: Vec::new(),
             dirty_set: BitArray::default(),
             push_dirty: Vec::new(),
@@ -415,6 +425,7 @@ impl ObjectTable {
             torn_off: false,
             push_dirty: false,
             writer_refs: 0,
+            tags: Vec::new(),
         };
         let i = index as usize;
         if self.entries.len() <= i {
@@ -656,6 +667,40 @@ impl ObjectTable {
         Ok(())
     }
 
+    /// Replaces an object's tags: short strings that recur across objects (a team, a
+    /// player name, a category). Each connection exports a string once as a net token
+    /// and then sends only its 16-bit id. At most [`MAX_TAGS`] tags of at most
+    /// [`MAX_TOKEN_LEN`](crate::stream::tokens::MAX_TOKEN_LEN) bytes.
+    pub fn set_tags(&mut self, handle: NetRefHandle, tags: Vec<String>) -> Result<(), ObjectError> {
+        let i = self
+            .live_index(handle)
+            .ok_or(ObjectError::UnknownHandle(handle))?;
+        if tags.len() > MAX_TAGS
+            || tags
+                .iter()
+                .any(|t| t.len() > crate::stream::tokens::MAX_TOKEN_LEN)
+        {
+            return Err(ObjectError::Invalid(
+                handle,
+                "too many tags or a tag too long",
+            ));
+        }
+        if let Some(Some(e)) = self.entries.get_mut(i as usize)
+            && e.tags != tags
+        {
+            e.tags = tags;
+            if !self.tags_changed.contains(&i) {
+                self.tags_changed.push(i);
+            }
+        }
+        Ok(())
+    }
+
+    /// Objects whose tags changed since the last `end_tick`.
+    pub fn tick_tags_changed(&self) -> &[InternalIndex] {
+        &self.tags_changed
+    }
+
     /// Sets the static priority added each tick the object is dirty (default 1.0).
     pub fn set_priority(&mut self, handle: NetRefHandle, priority: f32) -> Result<(), ObjectError> {
         let i = self
@@ -856,6 +901,7 @@ impl ObjectTable {
         self.created.clear();
         self.destroyed.clear();
         self.torn_off.clear();
+        self.tags_changed.clear();
         let pending = std::mem::take(&mut self.pending_free);
         for i in pending {
             self.try_free(i);

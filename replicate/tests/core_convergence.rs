@@ -20,8 +20,26 @@ struct World {
     object_errors: usize,
 }
 
+const TAG_POOL: [&str; 6] = ["red", "blue", "green", "Player Seven", "loot", "boss"];
+
 impl World {
+    fn random_tags(&mut self) -> Vec<String> {
+        (0..self.rng.below(3))
+            .map(|_| TAG_POOL[self.rng.below(TAG_POOL.len() as u64) as usize].to_string())
+            .collect()
+    }
+
     fn spawn_one(&mut self) {
+        self.spawn_kind();
+        if self.rng.chance(0.3)
+            && let Some(&h) = self.roots.last()
+        {
+            let tags = self.random_tags();
+            self.sim.server.objects_mut().set_tags(h, tags).unwrap();
+        }
+    }
+
+    fn spawn_kind(&mut self) {
         let objects = self.sim.server.objects_mut();
         let kind = self.rng.below(3);
         match kind {
@@ -95,6 +113,11 @@ impl World {
             return;
         }
         let h = self.roots[self.rng.below(self.roots.len() as u64) as usize];
+        if self.rng.chance(0.02) {
+            let tags = self.random_tags();
+            self.sim.server.objects_mut().set_tags(h, tags).unwrap();
+            return;
+        }
         let r = self.rng.next_u64();
         let objects = self.sim.server.objects_mut();
         if let Some(p) = objects.get_mut::<Pawn>(h) {
@@ -280,6 +303,9 @@ fn run(seed: u64, objects: usize, ticks: usize) {
                     if !inst.eq_dyn(e.state()) {
                         mismatches.push(format!("{h}: game object differs from the state"));
                     }
+                }
+                if c.tags() != e.tags() {
+                    mismatches.push(format!("{h}: tags {:?} != {:?}", c.tags(), e.tags()));
                 }
                 if c.owner().is_some() != e.root().is_some() {
                     mismatches.push(format!("{h}: owner link differs"));

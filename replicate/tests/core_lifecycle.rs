@@ -589,16 +589,16 @@ fn token_exports_reach_the_client() {
         .server
         .tokens_mut(m.conn)
         .unwrap()
-        .exports
+        .exports()
         .token_for("Player One")
         .unwrap();
     let seq = m.round_trip();
     let _ = seq;
     assert_eq!(
-        m.client.tokens().unwrap().imports.resolve(t),
+        m.client.tokens().unwrap().imports().resolve(t),
         Some("Player One")
     );
-    assert!(m.server.tokens_mut(m.conn).unwrap().exports.is_acked(t));
+    assert!(m.server.tokens_mut(m.conn).unwrap().exports().is_acked(t));
 }
 
 #[test]
@@ -637,4 +637,94 @@ fn late_connection_gets_subobjects_whose_index_precedes_their_owner() {
     read_manual_packet(&mut client, m.now, &w.finish().unwrap()).unwrap();
     assert_eq!(client.get::<Crate>(sub).unwrap().kind, 4);
     assert!(client.contains(owner));
+}
+
+#[test]
+fn tags_travel_as_tokens_exported_with_the_batch_once() {
+    let mut m = Manual::new();
+    let tags = vec!["red team".to_string(), "Player Seven".to_string()];
+    let a = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    m.server.objects_mut().set_tags(a, tags.clone()).unwrap();
+    let (seq, first) = m.tick_and_write();
+    m.deliver_to_client(&first);
+    m.ack(seq, Delivered);
+    assert_eq!(m.client.world().object(a).unwrap().tags(), tags.as_slice());
+
+    // The same tags on a second, identical object: ids only, no exports.
+    let b = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    m.server.objects_mut().set_tags(b, tags.clone()).unwrap();
+    let (seq, second) = m.tick_and_write();
+    m.deliver_to_client(&second);
+    m.ack(seq, Delivered);
+    assert_eq!(m.client.world().object(b).unwrap().tags(), tags.as_slice());
+    let saved = first.len() - second.len();
+    assert!(
+        saved >= "red team".len() + "Player Seven".len(),
+        "{} vs {}",
+        first.len(),
+        second.len()
+    );
+
+    // Changing tags on a live object, with the export lost once.
+    m.client.drain_events();
+    m.server
+        .objects_mut()
+        .set_tags(a, vec!["blue team".into()])
+        .unwrap();
+    let (seq, _lost) = m.tick_and_write();
+    m.ack(seq, Lost);
+    m.round_trip();
+    assert_eq!(
+        m.client.world().object(a).unwrap().tags(),
+        ["blue team".to_string()]
+    );
+    assert!(
+        m.client
+            .drain_events()
+            .contains(&ReplicationEvent::TagsChanged { handle: a })
+    );
+    // Exported through the shared table: the token stream has nothing left.
+    let tokens = m.server.tokens_mut(m.conn).unwrap();
+    let mut exports = tokens.exports();
+    let blue = exports.token_for("blue team").unwrap();
+    assert!(exports.is_acked(blue));
+    assert!(!exports.has_pending());
+}
+
+#[test]
+fn an_unknown_token_breaks_only_that_object() {
+    // A client that missed the export (a hand-made batch referencing token 9).
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    m.round_trip();
+    let mut w = replicate::bits::BitWriter::with_capacity_bytes(64);
+    w.write_bits(500, 16); // sequence
+    w.write_bits(1, 5);
+    w.write_bits(0b01, 2);
+    w.write_bool(false); // no destroys
+    w.write_bool(true);
+    h.write(&mut w);
+    let at = w.position();
+    w.write_bits(0, 16);
+    let start = w.position();
+    w.write_bool(false); // exports
+    w.write_bool(false); // creating
+    w.write_bool(false); // tear off
+    w.write_bool(false); // delta
+    w.write_bool(true); // tags
+    w.write_bits(1, 8);
+    w.write_bits(9, 16);
+    w.write_bits(0, 3); // empty mask
+    let size = w.position() - start;
+    w.patch_bits(at, size as u64, 16);
+    w.write_bool(false);
+    read_manual_packet(&mut m.client, m.now, &w.finish().unwrap()).unwrap();
+    assert!(m.client.drain_events().iter().any(|e| matches!(
+        e,
+        ReplicationEvent::ObjectError {
+            error: replicate::replication::ObjectReadError::UnknownToken(9),
+            ..
+        }
+    )));
+    assert!(m.client.world().is_broken(h));
 }

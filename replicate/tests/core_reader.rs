@@ -253,6 +253,7 @@ fn pawn_creation(w: &mut BitWriter, protocol: u64, x: i32) {
     w.write_bool(false); // owner
     w.write_bool(false); // tear off
     w.write_bool(false); // delta
+    w.write_bool(false); // tags
     let mask = ChangeMask::all(4);
     mask.write(w);
     let state = replicate::Replicated::to_state(&Pawn {
@@ -356,8 +357,9 @@ fn update_for_unknown_object_and_delta_flag_are_object_errors() {
     batch(&mut w, h, |w| {
         w.write_bool(false); // exports
         w.write_bool(false); // not creating
-        w.write_bool(false);
-        w.write_bool(false);
+        w.write_bool(false); // tear off
+        w.write_bool(false); // delta
+        w.write_bool(false); // tags
         w.write_bits(0, 4);
     });
     batch(&mut w, NetRefHandle::new(81, false, 0), |w| {

@@ -59,7 +59,7 @@ use crate::connection::{DeliveryStatus, PacketSequence};
 use crate::object::{ConnectionId, ObjectTable};
 use crate::protocol::{ErasedObject, ErasedState, ProtocolIndex, ProtocolRegistry};
 use crate::state::{ChangeMask, Replicated};
-use crate::stream::tokens::TokenStream;
+use crate::stream::tokens::{SharedExports, SharedImports, TokenStream};
 use crate::stream::{DataStreamManager, SendStatus, StreamError, WriteResult};
 use std::sync::Arc;
 use std::time::Duration;
@@ -143,6 +143,11 @@ pub enum ReplicationEvent {
         /// Its handle.
         handle: NetRefHandle,
     },
+    /// An object's tags changed (after its creation).
+    TagsChanged {
+        /// The object.
+        handle: NetRefHandle,
+    },
     /// An object's batch could not be used; a broken object's later batches are skipped.
     ObjectError {
         /// The object.
@@ -208,12 +213,16 @@ impl ReplicationServer {
             .iter()
             .position(Option::is_none)
             .unwrap_or(self.connections.len()) as ConnectionId;
-        let mut writer = ReplicationWriter::new(id, self.config.clone());
+        let exports = SharedExports::default();
+        let mut writer = ReplicationWriter::with_exports(id, self.config.clone(), exports.clone());
         writer.start_all(&mut self.objects);
         let mut streams = DataStreamManager::new();
         // Two streams: cannot exceed the limit.
         let _ = streams.add_stream(Box::new(writer));
-        let _ = streams.add_stream(Box::new(TokenStream::default()));
+        let _ = streams.add_stream(Box::new(TokenStream::with_tables(
+            exports,
+            SharedImports::default(),
+        )));
         let conn = ServerConnection { streams };
         if (id as usize) < self.connections.len() {
             self.connections[id as usize] = Some(conn);
@@ -254,7 +263,8 @@ impl ReplicationServer {
             .stream::<ReplicationWriter>(ReplicationWriter::NAME)
     }
 
-    /// The token stream of a connection (export strings to it).
+    /// The token stream of a connection (export strings to it); it shares its export
+    /// table with the connection's writer.
     pub fn tokens_mut(&mut self, id: ConnectionId) -> Option<&mut TokenStream> {
         self.conn_mut(id)?
             .streams
@@ -378,13 +388,14 @@ impl std::fmt::Debug for ReplicationClient {
 impl ReplicationClient {
     /// A client for the types in `registry` (must equal the server's).
     pub fn new(registry: Arc<ProtocolRegistry>, config: ReplicationConfig) -> Self {
+        let world = ClientWorld::new(registry, config);
         let mut streams = DataStreamManager::new();
         let _ = streams.add_stream(Box::new(ReplicationReader::default()));
-        let _ = streams.add_stream(Box::new(TokenStream::default()));
-        Self {
-            world: ClientWorld::new(registry, config),
-            streams,
-        }
+        let _ = streams.add_stream(Box::new(TokenStream::with_tables(
+            SharedExports::default(),
+            world.shared_imports(),
+        )));
+        Self { world, streams }
     }
 
     /// The client's world (objects, events, stats).

@@ -35,7 +35,7 @@ use crate::connection::{DeliveryStatus, PacketSequence};
 use crate::protocol::{ErasedObject, ErasedState, ProtocolIndex, ProtocolRegistry};
 use crate::serialize::SerializeError;
 use crate::state::{ChangeMask, Replicated};
-use crate::stream::tokens::TokenImports;
+use crate::stream::tokens::{NetToken, SharedImports, TokenImports, lock};
 use crate::stream::{DataStream, StreamError, WriteResult};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -74,6 +74,9 @@ pub enum ObjectReadError {
     /// Too many objects.
     #[error("object limit of {0} reached")]
     TooManyObjects(usize),
+    /// A net token this side never received an export for.
+    #[error("unknown net token {0}")]
+    UnknownToken(u16),
 }
 
 impl ObjectReadError {
@@ -92,6 +95,8 @@ pub struct ClientObject {
     pending_refs: Option<ChangeMask>,
     created_seq: u64,
     member_seq: Vec<u64>,
+    tags: Vec<String>,
+    tags_seq: u64,
 }
 
 impl std::fmt::Debug for ClientObject {
@@ -124,6 +129,10 @@ impl ClientObject {
     /// The owner, for a subobject.
     pub fn owner(&self) -> Option<NetRefHandle> {
         self.owner
+    }
+    /// The object's tags (received as net tokens).
+    pub fn tags(&self) -> &[String] {
+        &self.tags
     }
     /// Change-mask bits withheld until their references resolve.
     pub fn pending_reference_mask(&self) -> Option<&ChangeMask> {
@@ -200,7 +209,7 @@ pub struct ClientWorld {
     broken: HashSet<NetRefHandle>,
     events: Vec<ReplicationEvent>,
     resolver: ReferenceResolver,
-    imports: TokenImports,
+    imports: SharedImports,
     ref_masks: HashMap<ProtocolIndex, Option<ChangeMask>>,
     now: Duration,
     stats: ReaderStats,
@@ -234,7 +243,7 @@ impl ClientWorld {
             broken: HashSet::new(),
             events: Vec::new(),
             resolver: ReferenceResolver::default(),
-            imports: TokenImports::default(),
+            imports: SharedImports::default(),
             ref_masks: HashMap::new(),
             now: Duration::ZERO,
             stats: ReaderStats::default(),
@@ -344,6 +353,8 @@ impl ClientWorld {
                 pending_refs: None,
                 created_seq: 0,
                 member_seq: vec![0; T::descriptor().change_mask_bits as usize],
+                tags: Vec::new(),
+                tags_seq: 0,
             },
         );
         true
@@ -379,9 +390,14 @@ impl ClientWorld {
         &self.resolver
     }
 
-    /// Tokens received in batch exports.
-    pub fn imports(&self) -> &TokenImports {
-        &self.imports
+    /// The connection's received net tokens (batch exports and the token stream).
+    pub fn imports(&self) -> std::sync::MutexGuard<'_, TokenImports> {
+        lock(&self.imports)
+    }
+
+    /// The shared import table (to give the token stream).
+    pub fn shared_imports(&self) -> SharedImports {
+        self.imports.clone()
     }
 
     fn ref_mask(&mut self, protocol: ProtocolIndex) -> Option<ChangeMask> {
@@ -671,7 +687,7 @@ impl ReplicationReader {
         let mut body = r.substream(size);
         let has_exports = body.read_bool();
         if has_exports {
-            world.imports.read_exports(r)?;
+            lock(&world.imports).read_exports(r)?;
         }
         if world.broken.contains(&handle) {
             world.stats.skipped_broken += 1;
@@ -711,6 +727,22 @@ impl ReplicationReader {
         if delta {
             return Err(ObjectReadError::DeltaUnsupported);
         }
+        let tags = if b.read_bool() {
+            let n = b.read_bits(8) as usize;
+            let mut tags = Vec::with_capacity(n);
+            let imports = lock(&world.imports);
+            for _ in 0..n {
+                let t = NetToken(b.read_bits(16) as u16);
+                b.check().map_err(SerializeError::from)?;
+                let s = imports
+                    .resolve(t)
+                    .ok_or(ObjectReadError::UnknownToken(t.0))?;
+                tags.push(s.to_string());
+            }
+            Some(tags)
+        } else {
+            None
+        };
         if let Some(obj) = world.objects.get_mut(&handle) {
             if let Some(p) = protocol
                 && p != obj.protocol as u64
@@ -746,6 +778,15 @@ impl ReplicationReader {
                 world.stats.stale_members += stale.count_ones() as u64;
             }
             obj.state = scratch;
+            if let Some(tags) = tags
+                && seq > obj.tags_seq
+            {
+                obj.tags_seq = seq;
+                if obj.tags != tags {
+                    obj.tags = tags;
+                    world.events.push(ReplicationEvent::TagsChanged { handle });
+                }
+            }
             for bit in fresh.iter_ones() {
                 if let Some(s) = obj.member_seq.get_mut(bit as usize) {
                     *s = seq;
@@ -805,6 +846,8 @@ impl ReplicationReader {
                 pending_refs: None,
                 created_seq: world.packet_seq,
                 member_seq: vec![world.packet_seq; bits as usize],
+                tags: tags.unwrap_or_default(),
+                tags_seq: world.packet_seq,
             },
         );
         if let Some(o) = owner {

@@ -208,6 +208,7 @@ const PENDING_BASELINE_SHIFT: u32 = 28; // 2 bits
 const HAS_DIRTY_SUBOBJECTS: u64 = 1 << 30;
 const CREATION_SENT: u64 = 1 << 31;
 const MASK_ALLOCATED: u64 = 1 << 32;
+const TAGS_DIRTY: u64 = 1 << 33;
 
 /// "No baseline" in the 2-bit baseline index fields.
 pub const INVALID_BASELINE_INDEX: u8 = 3;
@@ -296,6 +297,10 @@ impl ReplicationInfo {
     pub fn has_dirty_subobjects(&self) -> bool {
         self.flag(HAS_DIRTY_SUBOBJECTS)
     }
+    /// Whether the object's tags must be sent.
+    pub fn has_dirty_tags(&self) -> bool {
+        self.flag(TAGS_DIRTY)
+    }
     /// Whether a creation was ever written (it may be in flight or delivered).
     pub fn is_creation_sent(&self) -> bool {
         self.flag(CREATION_SENT)
@@ -320,6 +325,9 @@ impl ReplicationInfo {
     }
     pub(crate) fn set_dirty_subobjects(&mut self, on: bool) {
         self.set_flag(HAS_DIRTY_SUBOBJECTS, on)
+    }
+    pub(crate) fn set_tags_dirty(&mut self, on: bool) {
+        self.set_flag(TAGS_DIRTY, on)
     }
     pub(crate) fn set_creation_sent(&mut self, on: bool) {
         self.set_flag(CREATION_SENT, on)
@@ -436,6 +444,8 @@ pub struct RecordInfo {
     pub mask: ChangeMask,
     /// The delta baseline the batch was written against ([`INVALID_BASELINE_INDEX`] = none).
     pub baseline: u8,
+    /// The batch carried the object's tags.
+    pub tags: bool,
 }
 
 /// What one packet carried for the replication stream, kept until its delivery status
@@ -444,6 +454,8 @@ pub struct RecordInfo {
 pub struct PacketRecord {
     /// Per-object entries, in write order.
     pub infos: Vec<RecordInfo>,
+    /// Net token exports that travelled with batches of this packet.
+    pub exports: Vec<crate::stream::tokens::NetToken>,
 }
 
 /// A growable bit array over internal indices.

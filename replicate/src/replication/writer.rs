@@ -17,7 +17,11 @@
 //! batches:  ([1][handle][size: 16][body: size bits][exports if has_exports])* [0]
 //! body:     [has_exports:1][is_creation:1]
 //!           (creation: [protocol index: registry.index_bits()][has_owner:1][owner handle]?)
-//!           [tear_off:1][is_delta:1 (reserved, 0)][change mask][members selected by the mask]
+//!           [tear_off:1][is_delta:1 (reserved, 0)]
+//!           [has_tags:1]([count: 8][net token: 16]*)?
+//!           [change mask][members selected by the mask]
+//! exports:  the net token exports the batch references that the peer has not acked
+//!           (see `stream::tokens`), placed after the body and read first
 //! ```
 //!
 //! Until its creation is confirmed an object's batches carry the creation and the full
@@ -35,6 +39,7 @@ use crate::bits::BitWriter;
 use crate::connection::DeliveryStatus;
 use crate::object::{ConnectionId, InternalIndex, ObjectTable};
 use crate::state::{ChangeMask, Condition, StateDescriptor};
+use crate::stream::tokens::{NetToken, SharedExports, lock};
 use crate::stream::{DataStream, StreamError, WriteResult};
 use std::collections::VecDeque;
 
@@ -107,6 +112,7 @@ pub struct ReplicationWriter {
     scheduled: Vec<ScheduledObject>,
     tracked: usize,
     stats: WriterStats,
+    exports: SharedExports,
 }
 
 impl ReplicationWriter {
@@ -116,7 +122,18 @@ impl ReplicationWriter {
     /// A writer for connection `connection` (conditions such as `OwnerOnly` compare it
     /// with objects' owning connection).
     pub fn new(connection: ConnectionId, config: ReplicationConfig) -> Self {
+        Self::with_exports(connection, config, SharedExports::default())
+    }
+
+    /// A writer whose batch exports use `exports` (shared with the connection's
+    /// [`TokenStream`](crate::stream::tokens::TokenStream)).
+    pub fn with_exports(
+        connection: ConnectionId,
+        config: ReplicationConfig,
+        exports: SharedExports,
+    ) -> Self {
         Self {
+            exports,
             connection,
             config,
             infos: Vec::new(),
@@ -244,6 +261,15 @@ impl ReplicationWriter {
                 .and_then(|r| table.entry_at(r))
                 .is_some_and(|r| r.is_alive());
             self.stop_replication(table, i, alone);
+        }
+        for &i in table.tick_tags_changed() {
+            let Some(info) = self.infos.get_mut(i as usize) else {
+                continue;
+            };
+            if matches!(info.state(), S::WaitOnCreateConfirmation | S::Created) {
+                info.set_tags_dirty(true);
+                self.mark_dirty(table, i);
+            }
         }
         for &i in table.tick_dirty() {
             let Some(info) = self.infos.get_mut(i as usize) else {
@@ -503,6 +529,7 @@ impl ReplicationWriter {
                 kind: RecordKind::Destroy,
                 mask: ChangeMask::new(0),
                 baseline: INVALID_BASELINE_INDEX,
+                tags: false,
             });
             self.stats.destroys += 1;
         }
@@ -573,7 +600,9 @@ impl ReplicationWriter {
     fn needs_batch(info: &ReplicationInfo) -> bool {
         match info.state() {
             S::PendingCreate | S::PendingTearOff => true,
-            S::WaitOnCreateConfirmation | S::Created => info.has_dirty_mask(),
+            S::WaitOnCreateConfirmation | S::Created => {
+                info.has_dirty_mask() || info.has_dirty_tags()
+            }
             _ => false,
         }
     }
@@ -700,7 +729,8 @@ impl ReplicationWriter {
         };
         let is_owner = entry.owner_connection() == Some(self.connection);
         apply_conditions(&mut mask, desc, creating, is_owner);
-        if !full && !mask.any() {
+        let send_tags = info.has_dirty_tags() || (creating && !entry.tags().is_empty());
+        if !full && !mask.any() && !send_tags {
             let info = &mut self.infos[index as usize];
             info.clear_mask(&mut self.pool);
             self.dirty.clear(index);
@@ -713,7 +743,8 @@ impl ReplicationWriter {
         let size_pos = w.position();
         w.write_bits(0, BATCH_SIZE_BITS);
         let body = w.position();
-        w.write_bool(false); // has_exports
+        let exports_flag_pos = w.position();
+        w.write_bool(false); // has_exports, patched below
         w.write_bool(creating);
         if creating {
             w.write_bits(entry.protocol() as u64, table.registry().index_bits());
@@ -727,6 +758,20 @@ impl ReplicationWriter {
         }
         w.write_bool(tear_off);
         w.write_bool(false); // is_delta: reserved for delta compression
+        let mut tokens: Vec<NetToken> = Vec::new();
+        if w.write_bool(send_tags) {
+            let mut exports = lock(&self.exports);
+            tokens = entry
+                .tags()
+                .iter()
+                .filter_map(|t| exports.token_for(t))
+                .collect();
+            drop(exports);
+            w.write_bits(tokens.len() as u64, 8);
+            for t in &tokens {
+                w.write_bits(t.0 as u64, 16);
+            }
+        }
         mask.write(w);
         entry.state().serialize(&mask, w);
         let size = w.position().saturating_sub(body);
@@ -739,6 +784,27 @@ impl ReplicationWriter {
             return Err(BatchError::DidNotFit);
         }
         w.patch_bits(size_pos, size as u64, BATCH_SIZE_BITS);
+        // Exports follow the state: the tokens the peer may not know yet.
+        let mut exported = Vec::new();
+        {
+            let mut exports = lock(&self.exports);
+            let unacked: Vec<NetToken> = tokens
+                .iter()
+                .copied()
+                .filter(|t| !exports.is_acked(*t))
+                .collect();
+            if !unacked.is_empty() {
+                w.patch_bits(exports_flag_pos, 1, 1);
+                exported = exports.write_exports(&unacked, w);
+                if w.is_overflown() {
+                    exports.on_delivery(&exported, DeliveryStatus::Lost);
+                    drop(exports);
+                    w.rollback(m);
+                    return Err(BatchError::DidNotFit);
+                }
+            }
+        }
+        record.exports.extend(exported);
 
         let kind = if tear_off {
             RecordKind::TearOff
@@ -753,9 +819,11 @@ impl ReplicationWriter {
             kind,
             mask,
             baseline: INVALID_BASELINE_INDEX,
+            tags: send_tags,
         });
         let info = &mut self.infos[index as usize];
         info.clear_mask(&mut self.pool);
+        info.set_tags_dirty(false);
         if creating {
             info.set_creation_sent(true);
         }
@@ -783,6 +851,9 @@ impl ReplicationWriter {
         };
         if status == DeliveryStatus::Lost {
             self.stats.lost_records += 1;
+        }
+        if !record.exports.is_empty() {
+            lock(&self.exports).on_delivery(&record.exports, status);
         }
         if status == DeliveryStatus::Discard {
             return;
@@ -827,7 +898,12 @@ impl ReplicationWriter {
                         S::PendingCreate | S::WaitOnCreateConfirmation => {
                             info.set_all(&mut self.pool);
                         }
-                        S::Created => info.or_mask(&ri.mask, &mut self.pool),
+                        S::Created => {
+                            info.or_mask(&ri.mask, &mut self.pool);
+                            if ri.tags {
+                                info.set_tags_dirty(true);
+                            }
+                        }
                         _ => continue,
                     }
                     self.priorities[i as usize] += self.config.lost_priority_bump;

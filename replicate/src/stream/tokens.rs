@@ -18,6 +18,19 @@ use super::{DataStream, StreamError, WriteResult};
 use crate::bits::{BitReader, BitWriter};
 use crate::connection::DeliveryStatus;
 use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A connection's export table, shared by the replication writer (exports attached to
+/// batches) and the [`TokenStream`] (exports sent on their own).
+pub type SharedExports = Arc<Mutex<TokenExports>>;
+
+/// A connection's import table, shared by the replication reader and the token stream.
+pub type SharedImports = Arc<Mutex<TokenImports>>;
+
+/// Locks a shared table; a poisoned lock (a panic elsewhere) still yields the data.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// A token id, valid on one connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -170,23 +183,40 @@ impl TokenImports {
 ///
 /// ```
 /// use replicate::stream::tokens::TokenStream;
-/// let mut s = TokenStream::default();
-/// let t = s.exports.token_for("Player").unwrap();
-/// assert_eq!(s.exports.token_for("Player"), Some(t));
-/// assert!(!s.exports.is_acked(t));
+/// let s = TokenStream::default();
+/// let t = s.exports().token_for("Player").unwrap();
+/// assert_eq!(s.exports().token_for("Player"), Some(t));
+/// assert!(!s.exports().is_acked(t));
 /// ```
 #[derive(Debug, Default, Clone)]
 pub struct TokenStream {
-    /// The sending side's table.
-    pub exports: TokenExports,
-    /// The receiving side's table.
-    pub imports: TokenImports,
+    exports: SharedExports,
+    imports: SharedImports,
     in_flight: VecDeque<Vec<NetToken>>,
 }
 
 impl TokenStream {
     /// The stream's name.
     pub const NAME: &'static str = "tokens";
+
+    /// A stream over shared tables (the replication writer and reader use the same).
+    pub fn with_tables(exports: SharedExports, imports: SharedImports) -> Self {
+        Self {
+            exports,
+            imports,
+            in_flight: VecDeque::new(),
+        }
+    }
+
+    /// The sending side's table.
+    pub fn exports(&self) -> MutexGuard<'_, TokenExports> {
+        lock(&self.exports)
+    }
+
+    /// The receiving side's table.
+    pub fn imports(&self) -> MutexGuard<'_, TokenImports> {
+        lock(&self.imports)
+    }
 }
 
 impl<C: ?Sized> DataStream<C> for TokenStream {
@@ -195,20 +225,21 @@ impl<C: ?Sized> DataStream<C> for TokenStream {
     }
 
     fn write_data(&mut self, _ctx: &mut C, w: &mut BitWriter) -> WriteResult {
-        if !self.exports.has_pending() {
+        let mut exports = lock(&self.exports);
+        if !exports.has_pending() {
             return WriteResult::NoData;
         }
         let mut written = Vec::new();
-        while let Some(&t) = self.exports.pending.front() {
+        while let Some(&t) = exports.pending.front() {
             let m = w.mark();
-            self.exports.write_one(t, w);
+            exports.write_one(t, w);
             // Keep room for the terminator.
             if w.is_overflown() || w.bits_left() < 1 {
                 w.rollback(m);
                 break;
             }
-            self.exports.pending.pop_front();
-            if let Some(e) = self.exports.strings.get_mut(t.0 as usize) {
+            exports.pending.pop_front();
+            if let Some(e) = exports.strings.get_mut(t.0 as usize) {
                 e.1 = ExportState::InFlight;
             }
             written.push(t);
@@ -217,8 +248,10 @@ impl<C: ?Sized> DataStream<C> for TokenStream {
             return WriteResult::NoData;
         }
         w.write_bool(false);
+        let more = exports.has_pending();
+        drop(exports);
         self.in_flight.push_back(written);
-        if self.exports.has_pending() {
+        if more {
             WriteResult::HasMoreData
         } else {
             WriteResult::Ok
@@ -226,17 +259,17 @@ impl<C: ?Sized> DataStream<C> for TokenStream {
     }
 
     fn read_data(&mut self, _ctx: &mut C, r: &mut BitReader) -> Result<(), StreamError> {
-        self.imports.read_exports(r).map(|_| ())
+        lock(&self.imports).read_exports(r).map(|_| ())
     }
 
     fn process_delivery(&mut self, _ctx: &mut C, status: DeliveryStatus) {
         if let Some(tokens) = self.in_flight.pop_front() {
-            self.exports.on_delivery(&tokens, status);
+            lock(&self.exports).on_delivery(&tokens, status);
         }
     }
 
     fn has_acknowledged_all_reliable_data(&self) -> bool {
-        !self.exports.has_pending() && self.in_flight.is_empty()
+        !lock(&self.exports).has_pending() && self.in_flight.is_empty()
     }
 }
 
@@ -253,9 +286,9 @@ mod tests {
         let mut rx = DataStreamManager::<()>::new();
         rx.add_stream(Box::new(TokenStream::default())).unwrap();
         let s = tx.stream_mut::<TokenStream>(TokenStream::NAME).unwrap();
-        let a = s.exports.token_for("Captain").unwrap();
-        let b = s.exports.token_for("red team").unwrap();
-        assert_eq!(s.exports.token_for("Captain"), Some(a));
+        let a = s.exports().token_for("Captain").unwrap();
+        let b = s.exports().token_for("red team").unwrap();
+        assert_eq!(s.exports().token_for("Captain"), Some(a));
 
         // Packet 0 lost.
         let mut w = BitWriter::with_capacity_bytes(128);
@@ -270,11 +303,11 @@ mod tests {
         tx.process_delivery(&mut (), PacketSequence(1), DeliveryStatus::Delivered);
 
         let s = tx.stream::<TokenStream>(TokenStream::NAME).unwrap();
-        assert!(s.exports.is_acked(a) && s.exports.is_acked(b));
+        assert!(s.exports().is_acked(a) && s.exports().is_acked(b));
         assert!(DataStream::<()>::has_acknowledged_all_reliable_data(s));
         let r = rx.stream::<TokenStream>(TokenStream::NAME).unwrap();
-        assert_eq!(r.imports.resolve(a), Some("Captain"));
-        assert_eq!(r.imports.resolve(b), Some("red team"));
+        assert_eq!(r.imports().resolve(a), Some("Captain"));
+        assert_eq!(r.imports().resolve(b), Some("red team"));
 
         // Nothing more to send.
         let mut w = BitWriter::with_capacity_bytes(128);
