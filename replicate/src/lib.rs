@@ -23,6 +23,7 @@
 pub mod bits;
 pub mod connection;
 pub mod handle;
+pub mod link;
 pub mod protocol;
 pub mod serialize;
 pub mod state;
