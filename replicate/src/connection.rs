@@ -310,7 +310,9 @@ pub struct ConnectionStats {
     /// Received packets rejected for any other reason (truncated, wrong tag, bad
     /// sequence or ack).
     pub malformed: u64,
-    /// Acks for packets already reported lost (spurious loss detections).
+    /// Packets acked after they were declared lost (spurious loss detections), each
+    /// counted once. An ack arriving after the notification was polled and 64 more
+    /// packets were notified is not counted.
     pub late_acks: u64,
 }
 
@@ -325,6 +327,8 @@ struct SentPacket {
     sent_at: Duration,
     state: SlotState,
     ack_eliciting: bool,
+    /// Acked after being declared lost (counted in `late_acks` once).
+    late_acked: bool,
 }
 
 /// Where a received sequence falls relative to the receive window.
@@ -369,6 +373,8 @@ pub struct Connection {
     pending: usize,
     /// Largest index acked by the peer (including late acks of lost packets).
     largest_acked: Option<u64>,
+    /// Bit `i`: packet `front_index - 1 - i` was polled as lost and not acked since.
+    polled_lost: u64,
     /// `needs_ack` as it was before the last header was written (for `cancel_header`).
     needs_ack_before_write: bool,
 
@@ -409,6 +415,7 @@ impl Connection {
             first_unresolved: 0,
             pending: 0,
             largest_acked: None,
+            polled_lost: 0,
             needs_ack_before_write: false,
             recv_latest: None,
             recv_bits: 0,
@@ -478,6 +485,7 @@ impl Connection {
             sent_at: now,
             state: SlotState::Pending,
             ack_eliciting,
+            late_acked: false,
         });
         self.pending += 1;
         self.next_index += 1;
@@ -679,21 +687,31 @@ impl Connection {
     /// Marks `index` delivered if it is pending; returns whether it was.
     fn ack(&mut self, index: u64) -> bool {
         let Some(offset) = index.checked_sub(self.front_index) else {
+            // Already polled: only count a late ack of a recently polled loss.
+            let back = self.front_index - 1 - index;
+            if back < 64 && self.polled_lost & (1 << back) != 0 {
+                self.polled_lost &= !(1 << back);
+                self.stats.late_acks += 1;
+            }
             return false;
         };
-        let Ok(offset) = usize::try_from(offset) else {
+        let Some(p) = usize::try_from(offset)
+            .ok()
+            .and_then(|offset| self.sent.get_mut(offset))
+        else {
             return false;
         };
-        match self.sent.get(offset).map(|p| p.state) {
-            Some(SlotState::Pending) => {
-                self.resolve(offset, DeliveryStatus::Delivered);
+        match p.state {
+            SlotState::Pending => {
+                self.resolve(offset as usize, DeliveryStatus::Delivered);
                 true
             }
-            Some(SlotState::Resolved(DeliveryStatus::Lost)) => {
+            SlotState::Resolved(DeliveryStatus::Lost) if !p.late_acked => {
+                p.late_acked = true;
                 self.stats.late_acks += 1;
                 false
             }
-            _ => false,
+            SlotState::Resolved(_) => false,
         }
     }
 
@@ -787,9 +805,12 @@ impl Connection {
     /// by [`write_header`](Self::write_header) (or the ack-only variant) is reported
     /// exactly once, in send order, as soon as it and every older packet are resolved.
     pub fn poll_delivery(&mut self) -> Option<(PacketSequence, DeliveryStatus)> {
-        let SlotState::Resolved(status) = self.sent.front()?.state else {
+        let front = self.sent.front()?;
+        let SlotState::Resolved(status) = front.state else {
             return None;
         };
+        let unacked_loss = status == DeliveryStatus::Lost && !front.late_acked;
+        self.polled_lost = self.polled_lost << 1 | u64::from(unacked_loss);
         self.sent.pop_front();
         let seq = self.sequence_of(self.front_index);
         self.front_index += 1;
@@ -1123,11 +1144,29 @@ mod tests {
         assert_eq!(a.stats().late_acks, 1);
         assert_eq!(a.latest_rtt(), None);
         assert_eq!(drain(&mut a), vec![(0, DeliveryStatus::Lost)]);
-        // Acked again after it was polled: still nothing.
+        // Acked again after it was polled: still nothing, and counted only once.
         deliver(&mut a, timeout, &packet(&mut b, timeout).1).unwrap();
         assert_eq!(a.poll_delivery(), None);
+        assert_eq!(a.stats().late_acks, 1);
         assert_eq!(a.stats().packets_lost, 1);
         assert_eq!(a.stats().packets_delivered, 0);
+    }
+
+    #[test]
+    fn late_ack_after_poll_is_counted_once() {
+        let mut a = Connection::default();
+        let mut b = Connection::default();
+        let p0 = packet(&mut a, Duration::ZERO).1;
+        a.update(Duration::from_secs(1));
+        assert_eq!(drain(&mut a), vec![(0, DeliveryStatus::Lost)]);
+        deliver(&mut b, Duration::from_secs(1), &p0).unwrap();
+        for _ in 0..3 {
+            let ack = packet(&mut b, Duration::from_secs(1)).1;
+            deliver(&mut a, Duration::from_secs(1), &ack).unwrap();
+        }
+        assert_eq!(a.stats().late_acks, 1);
+        assert_eq!(a.stats().packets_delivered, 0);
+        assert_eq!(a.poll_delivery(), None);
     }
 
     #[test]
