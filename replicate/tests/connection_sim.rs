@@ -167,7 +167,6 @@ fn run(sim: &Sim) -> Outcome {
         ..sim.conn.clone()
     });
     let mut now = Duration::ZERO;
-    let mut quiet_sent = [0u64; 2];
     let mut sent_at_quiet = [0u64; 2];
     let mut tick = 0u32;
     loop {
@@ -194,19 +193,17 @@ fn run(sim: &Sim) -> Outcome {
             pair.send_to_a(now, &p);
         }
 
-        if !active {
-            quiet_sent = [
-                a.conn.stats().packets_sent - sent_at_quiet[0],
-                b.conn.stats().packets_sent - sent_at_quiet[1],
-            ];
-            if pair.is_idle() && a.unresolved.is_empty() && b.unresolved.is_empty() {
-                break;
-            }
+        if !active && pair.is_idle() && a.unresolved.is_empty() && b.unresolved.is_empty() {
+            break;
         }
         assert!(tick < sim.ticks + 500, "the quiet network did not settle");
         tick += 1;
         now += TICK;
     }
+    let quiet_sent = [
+        a.conn.stats().packets_sent - sent_at_quiet[0],
+        b.conn.stats().packets_sent - sent_at_quiet[1],
+    ];
     Outcome {
         settle_ticks: tick - sim.ticks,
         quiet_sent,
