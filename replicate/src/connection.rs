@@ -48,8 +48,9 @@
 //! (see [`ConnectionConfig`] for the knobs):
 //! - it was sent more than [`Connection::loss_timeout`] ago (smoothed RTT + 4 × RTT
 //!   variance + an ack-delay allowance, clamped; RFC 6298 style);
-//! - a packet sent at least [`ConnectionConfig::reorder_threshold`] packets later has
-//!   been acked (RFC 9002's packet threshold);
+//! - a packet sent at least [`Connection::reorder_threshold`] packets later has been
+//!   acked (RFC 9002's packet threshold; by default it adapts to the reordering the
+//!   link shows, see [`ConnectionConfig::adaptive_reordering`]);
 //! - it fell out of the peer's ack window (the peer acked a packet more than 32
 //!   sequences newer), so no future header can ack it;
 //! - more than [`ConnectionConfig::max_in_flight`] packets were sent after it.
@@ -181,6 +182,12 @@ pub struct ConnectionConfig {
     /// detection). Default `Some(3)`, RFC 9002's `kPacketThreshold`. Values above
     /// [`ACK_BITS`] + 1 behave like `None`; 0 is treated as 1.
     pub reorder_threshold: Option<u16>,
+    /// Adapt the reorder threshold to the link (like TCP's reordering estimate): each
+    /// packet declared lost by the threshold and then acked after all raises it by
+    /// one (up to [`ACK_BITS`] + 1, where the ack window takes over); every 256
+    /// deliveries without such a spurious loss lower it by one, never below
+    /// `reorder_threshold`. Default true.
+    pub adaptive_reordering: bool,
     /// At most this many sent packets await an ack; sending one more declares the
     /// oldest lost. Bounds memory and keeps sequence numbers unambiguous. Default
     /// 1024, clamped to `1..=32768`.
@@ -206,6 +213,7 @@ impl Default for ConnectionConfig {
             min_loss_timeout: Duration::from_millis(20),
             max_loss_timeout: Duration::from_secs(1),
             reorder_threshold: Some(3),
+            adaptive_reordering: true,
             max_in_flight: 1024,
             max_sequence_jump: 4096,
             loss_smoothing: 0.05,
@@ -329,6 +337,8 @@ struct SentPacket {
     ack_eliciting: bool,
     /// Acked after being declared lost (counted in `late_acks` once).
     late_acked: bool,
+    /// Declared lost by the reorder threshold alone.
+    lost_by_threshold: bool,
 }
 
 /// Where a received sequence falls relative to the receive window.
@@ -375,6 +385,12 @@ pub struct Connection {
     largest_acked: Option<u64>,
     /// Bit `i`: packet `front_index - 1 - i` was polled as lost and not acked since.
     polled_lost: u64,
+    /// Like `polled_lost`, for packets lost by the reorder threshold alone.
+    polled_threshold_lost: u64,
+    /// The reorder threshold in force (adapted, see `adaptive_reordering`).
+    reorder_threshold: Option<u64>,
+    /// Deliveries since the reorder threshold last changed.
+    clean_deliveries: u32,
     /// `needs_ack` as it was before the last header was written (for `cancel_header`).
     needs_ack_before_write: bool,
 
@@ -408,6 +424,7 @@ impl Connection {
         Self {
             srtt: config.initial_rtt,
             rttvar: config.initial_rtt / 2,
+            reorder_threshold: config.reorder_threshold.map(u64::from),
             config,
             next_index: 0,
             sent: VecDeque::new(),
@@ -416,6 +433,8 @@ impl Connection {
             pending: 0,
             largest_acked: None,
             polled_lost: 0,
+            polled_threshold_lost: 0,
+            clean_deliveries: 0,
             needs_ack_before_write: false,
             recv_latest: None,
             recv_bits: 0,
@@ -486,6 +505,7 @@ impl Connection {
             state: SlotState::Pending,
             ack_eliciting,
             late_acked: false,
+            lost_by_threshold: false,
         });
         self.pending += 1;
         self.next_index += 1;
@@ -691,7 +711,9 @@ impl Connection {
             let back = self.front_index - 1 - index;
             if back < 64 && self.polled_lost & (1 << back) != 0 {
                 self.polled_lost &= !(1 << back);
-                self.stats.late_acks += 1;
+                let by_threshold = self.polled_threshold_lost & (1 << back) != 0;
+                self.polled_threshold_lost &= !(1 << back);
+                self.on_late_ack(by_threshold);
             }
             return false;
         };
@@ -708,11 +730,29 @@ impl Connection {
             }
             SlotState::Resolved(DeliveryStatus::Lost) if !p.late_acked => {
                 p.late_acked = true;
-                self.stats.late_acks += 1;
+                let by_threshold = p.lost_by_threshold;
+                self.on_late_ack(by_threshold);
                 false
             }
             SlotState::Resolved(_) => false,
         }
+    }
+
+    /// A packet reported lost was acked after all.
+    fn on_late_ack(&mut self, lost_by_threshold: bool) {
+        self.stats.late_acks += 1;
+        if lost_by_threshold && self.config.adaptive_reordering {
+            if let Some(t) = &mut self.reorder_threshold {
+                *t = (*t + 1).min(u64::from(ACK_BITS) + 1);
+            }
+            self.clean_deliveries = 0;
+        }
+    }
+
+    /// The reorder threshold in force: [`ConnectionConfig::reorder_threshold`],
+    /// adapted to the link if [`ConnectionConfig::adaptive_reordering`] is on.
+    pub fn reorder_threshold(&self) -> Option<u16> {
+        self.reorder_threshold.map(|t| t as u16)
     }
 
     fn resolve(&mut self, offset: usize, status: DeliveryStatus) {
@@ -728,6 +768,14 @@ impl Connection {
         let outcome = match status {
             DeliveryStatus::Delivered => {
                 self.stats.packets_delivered += 1;
+                self.clean_deliveries += 1;
+                if self.clean_deliveries >= 256 {
+                    self.clean_deliveries = 0;
+                    let floor = self.config.reorder_threshold.map_or(0, u64::from);
+                    if let Some(t) = &mut self.reorder_threshold {
+                        *t = t.saturating_sub(1).max(floor);
+                    }
+                }
                 Some(0.0)
             }
             DeliveryStatus::Lost => {
@@ -768,7 +816,7 @@ impl Connection {
 
     fn detect_losses(&mut self, now: Duration) {
         let timeout = self.loss_timeout();
-        let threshold = self.config.reorder_threshold.map(u64::from);
+        let threshold = self.reorder_threshold;
         let max_in_flight = u64::from(self.config.max_in_flight);
         while self.first_unresolved < self.next_index {
             let index = self.first_unresolved;
@@ -796,6 +844,9 @@ impl Connection {
                     break;
                 }
                 self.resolve(offset, DeliveryStatus::Lost);
+                if let Some(p) = self.sent.get_mut(offset) {
+                    p.lost_by_threshold = overtaken && !(timed_out || out_of_window || crowded);
+                }
             }
             self.first_unresolved += 1;
         }
@@ -811,6 +862,8 @@ impl Connection {
         };
         let unacked_loss = status == DeliveryStatus::Lost && !front.late_acked;
         self.polled_lost = self.polled_lost << 1 | u64::from(unacked_loss);
+        self.polled_threshold_lost =
+            self.polled_threshold_lost << 1 | u64::from(unacked_loss && front.lost_by_threshold);
         self.sent.pop_front();
         let seq = self.sequence_of(self.front_index);
         self.front_index += 1;
@@ -1167,6 +1220,35 @@ mod tests {
         assert_eq!(a.stats().late_acks, 1);
         assert_eq!(a.stats().packets_delivered, 0);
         assert_eq!(a.poll_delivery(), None);
+    }
+
+    #[test]
+    fn reorder_threshold_adapts_to_spurious_losses() {
+        for adaptive_reordering in [true, false] {
+            let mut a = Connection::new(ConnectionConfig {
+                adaptive_reordering,
+                ..ConnectionConfig::default()
+            });
+            let mut b = Connection::default();
+            let packets: Vec<_> = (0..5).map(|_| packet(&mut a, ms(0)).1).collect();
+            for p in &packets[1..] {
+                deliver(&mut b, ms(1), p).unwrap();
+            }
+            deliver(&mut a, ms(2), &packet(&mut b, ms(2)).1).unwrap();
+            assert_eq!(drain(&mut a)[0], (0, DeliveryStatus::Lost));
+            // 0 was only late.
+            deliver(&mut b, ms(3), &packets[0]).unwrap();
+            deliver(&mut a, ms(4), &packet(&mut b, ms(4)).1).unwrap();
+            assert_eq!(a.stats().late_acks, 1);
+            let raised = if adaptive_reordering { 4 } else { 3 };
+            assert_eq!(a.reorder_threshold(), Some(raised));
+            // A long clean run brings it back down to the configured floor.
+            for t in 0..600 {
+                deliver(&mut b, ms(5 + t), &packet(&mut a, ms(5 + t)).1).unwrap();
+                deliver(&mut a, ms(5 + t), &packet(&mut b, ms(5 + t)).1).unwrap();
+            }
+            assert_eq!(a.reorder_threshold(), Some(3));
+        }
     }
 
     #[test]

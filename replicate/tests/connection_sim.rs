@@ -279,10 +279,11 @@ fn bad_link_every_packet_notified_once_in_order() {
         }
         let dup = o.b.conn.stats().duplicates + o.a.conn.stats().duplicates;
         assert!(dup > 50, "duplicates were not rejected: {dup}");
-        // 20% loss plus some spurious losses from reordering: most still get through.
+        // 20% loss plus a few spurious losses from reordering (the adaptive reorder
+        // threshold keeps those down).
         for p in [&o.a, &o.b] {
             let lost = lossy_fraction(p);
-            assert!((0.15..0.45).contains(&lost), "seed {seed}: lost {lost}");
+            assert!((0.15..0.3).contains(&lost), "seed {seed}: lost {lost}");
         }
         // No ack ping-pong once the data stops: only ack-only replies to data
         // packets still on the link, which delivers everything within `max_delay`.
@@ -297,7 +298,7 @@ fn bad_link_every_packet_notified_once_in_order() {
 }
 
 #[test]
-fn heavy_reordering_without_packet_threshold() {
+fn heavy_reordering_fixed_adaptive_and_no_packet_threshold() {
     let link = LinkConditioner {
         latency: ms(20),
         jitter: ms(200),
@@ -307,26 +308,32 @@ fn heavy_reordering_without_packet_threshold() {
         reorder_delay: ms(150),
         ..LinkConditioner::perfect()
     };
-    let lost = [None, Some(3)].map(|reorder_threshold| {
+    let run_with = |reorder_threshold, adaptive_reordering| {
         let mut sim = Sim::new(link.clone(), 99);
         sim.conn.reorder_threshold = reorder_threshold;
+        sim.conn.adaptive_reordering = adaptive_reordering;
         let o = run(&sim);
         check(&o);
-        (lossy_fraction(&o.a), o.a.conn.stats().late_acks)
-    });
-    // Time-based detection alone waits out most of the jitter; the packet threshold
-    // fires on reordering and reports many more received packets as lost (each still
-    // exactly once, in order, and never as delivered afterwards).
-    let [
-        (lost_timeout, late_timeout),
-        (lost_threshold, late_threshold),
-    ] = lost;
+        (lossy_fraction(&o.a), o.a.conn.reorder_threshold())
+    };
+    // Time-based detection alone waits out most of the jitter. A fixed packet
+    // threshold fires on reordering and reports many more received packets as lost
+    // (each still exactly once, in order, never as delivered afterwards). The
+    // adaptive threshold learns the reordering and comes close to the timeout alone.
+    let (lost_timeout, _) = run_with(None, true);
+    let (lost_fixed, fixed) = run_with(Some(3), false);
+    let (lost_adaptive, adapted) = run_with(Some(3), true);
     assert!(lost_timeout < 0.25, "{lost_timeout}");
     assert!(
-        lost_threshold > lost_timeout + 0.05,
-        "{lost_threshold} vs {lost_timeout}"
+        lost_fixed > lost_timeout + 0.1,
+        "{lost_fixed} vs {lost_timeout}"
     );
-    assert!(late_threshold > late_timeout);
+    assert!(
+        lost_adaptive < lost_fixed - 0.1,
+        "{lost_adaptive} vs {lost_fixed}"
+    );
+    assert_eq!(fixed, Some(3));
+    assert!(adapted > Some(6), "{adapted:?}");
 }
 
 #[test]
