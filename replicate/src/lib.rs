@@ -21,12 +21,15 @@
 #![warn(missing_docs)]
 
 pub mod bits;
+pub mod blob;
 pub mod connection;
 pub mod handle;
+pub mod interest;
 pub mod link;
 pub mod protocol;
 pub mod serialize;
 pub mod state;
+pub mod transport;
 
 pub use handle::NetRefHandle;
 pub use protocol::{ProtocolRegistry, Registration};
