@@ -882,7 +882,9 @@ impl Connection {
 
     /// Whether a packet that asked for an ack arrived since the last header was
     /// written: a side with no payload to send should then send an
-    /// [ack-only](Self::write_ack_only_header) packet this tick.
+    /// [ack-only](Self::write_ack_only_header) packet this tick. Answer with the
+    /// ack-only header, not [`write_header`](Self::write_header): a normal header
+    /// asks for an ack in turn, and two idle peers would ack each other forever.
     pub fn needs_ack(&self) -> bool {
         self.needs_ack
     }
