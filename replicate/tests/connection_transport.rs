@@ -15,13 +15,16 @@ use replicate::transport::{
 
 const TICK: Duration = Duration::from_millis(16);
 
+/// Notifications in the order polled.
+type Trace = Vec<(u16, DeliveryStatus)>;
+
 /// One end of one connection with its ground truth.
 struct End {
     conn: Connection,
     unresolved: VecDeque<(PacketSequence, u32)>,
     next_id: u32,
     accepted: HashSet<u32>,
-    trace: Vec<(u16, DeliveryStatus)>,
+    trace: Trace,
 }
 
 impl End {
@@ -76,10 +79,7 @@ struct Client {
 
 /// Runs a server with one client per conditioner; returns each client's traces
 /// (server side, client side) keyed by client id.
-fn run(
-    conditioners: &[LinkConditioner],
-    seed: u64,
-) -> BTreeMap<ClientId, (Vec<(u16, DeliveryStatus)>, Vec<(u16, DeliveryStatus)>)> {
+fn run(conditioners: &[LinkConditioner], seed: u64) -> BTreeMap<ClientId, (Trace, Trace)> {
     let mut server = MemoryServerTransport::new(LinkConditioner::perfect(), seed);
     let network = server.network();
     let mut clients: Vec<Client> = conditioners
