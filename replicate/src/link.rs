@@ -1354,6 +1354,97 @@ mod tests {
         assert!((200..299).all(|t| a.contains(&t)));
     }
 
+    fn conditioner() -> impl proptest::strategy::Strategy<Value = LinkConditioner> {
+        use proptest::prelude::*;
+        (
+            (0u64..50, 0u64..50, 0u64..80),
+            (0.0f32..=1.0, 0.0f32..=1.0, 0.0f32..=1.0, 0.0f32..=0.2),
+            (any::<bool>(), 1usize..64),
+        )
+            .prop_map(
+                |(
+                    (latency, jitter, reorder_delay),
+                    (loss, duplicate, reorder, corrupt),
+                    (jr, limit),
+                )| {
+                    LinkConditioner {
+                        latency: ms(latency),
+                        jitter: ms(jitter),
+                        loss,
+                        duplicate,
+                        reorder,
+                        reorder_delay: ms(reorder_delay),
+                        jitter_reorders: jr,
+                        corrupt,
+                        queue_limit: limit,
+                    }
+                },
+            )
+    }
+
+    proptest::proptest! {
+        /// Whatever the conditions: every copy is accounted for, arrives no earlier
+        /// than `latency` and, unless held back behind earlier packets, no later than
+        /// `max_delay` after it was sent; only duplicates arrive twice; without
+        /// corruption the bytes are intact.
+        #[test]
+        fn link_conserves_and_bounds_packets(
+            c in conditioner(),
+            seed in proptest::prelude::any::<u64>(),
+            gaps in proptest::collection::vec(0u64..30, 1..200),
+        ) {
+            let mut link = LinkSimulator::new(c.clone(), seed);
+            let mut now = Duration::ZERO;
+            let mut sent_at = Vec::new();
+            let mut arrivals = vec![0u32; gaps.len()];
+            let mut received = Vec::new();
+            for (i, gap) in gaps.iter().enumerate() {
+                // Receive at the exact due times up to the next send.
+                now += ms(*gap);
+                while let Some(at) = link.next_delivery_at().filter(|&at| at <= now) {
+                    for p in link.drain(at) {
+                        received.push((p, at));
+                    }
+                }
+                sent_at.push(now);
+                let mut packet = (i as u32).to_le_bytes().to_vec();
+                packet.extend_from_slice(&[0xEE; 4]);
+                link.send(now, &packet);
+            }
+            let end = now + c.max_delay() + ms(1000);
+            // Step through the tail so arrival times stay exact.
+            while let Some(at) = link.next_delivery_at() {
+                proptest::prop_assert!(at <= end);
+                for p in link.drain(at) {
+                    received.push((p, at));
+                }
+            }
+            let s = *link.stats();
+            proptest::prop_assert_eq!(s.sent, gaps.len() as u64);
+            proptest::prop_assert_eq!(s.delivered, received.len() as u64);
+            proptest::prop_assert_eq!(s.delivered, s.sent - s.lost + s.duplicated - s.overflowed);
+            for (p, at) in &received {
+                proptest::prop_assert_eq!(p.len(), 8);
+                if s.corrupted > 0 {
+                    continue;
+                }
+                proptest::prop_assert_eq!(&p[4..], &[0xEE; 4][..]);
+                let id = u32::from_le_bytes([p[0], p[1], p[2], p[3]]) as usize;
+                arrivals[id] += 1;
+                let delay = *at - sent_at[id];
+                proptest::prop_assert!(delay >= c.latency, "{:?} < {:?}", delay, c.latency);
+                if c.jitter_reorders {
+                    proptest::prop_assert!(delay <= c.max_delay(), "{:?} > {:?}", delay, c.max_delay());
+                }
+            }
+            if s.corrupted == 0 {
+                proptest::prop_assert!(arrivals.iter().all(|&n| n <= 2));
+                let twice = arrivals.iter().filter(|&&n| n == 2).count() as u64;
+                proptest::prop_assert!(twice <= s.duplicated);
+            }
+        }
+    }
+
     #[test]
     fn presets_are_sane() {
         for c in [
