@@ -682,8 +682,10 @@ impl Connection {
         let newest_newly_acked = self.ack(ack_index);
         if newest_newly_acked {
             // RFC 9002: sample only when the newest acked packet is newly acked, so a
-            // packet acked late through the bitfield does not inflate the estimate.
-            if let Some(p) = self.slot(ack_index) {
+            // packet acked late through the bitfield does not inflate the estimate,
+            // and only if it asked for an ack: an ack-only packet is acked whenever
+            // the peer happens to send next, which says nothing about the path.
+            if let Some(p) = self.slot(ack_index).filter(|p| p.ack_eliciting) {
                 let sample = now.saturating_sub(p.sent_at);
                 self.add_rtt_sample(sample);
             }
@@ -900,8 +902,8 @@ impl Connection {
     }
 
     /// Smoothed round-trip time (RFC 6298 SRTT); the configured initial RTT before
-    /// the first sample. Includes the peer's ack delay (up to one of its send
-    /// intervals).
+    /// the first sample. Sampled from acks of normal (ack-eliciting) packets only;
+    /// includes the peer's ack delay (up to one of its send intervals).
     pub fn rtt(&self) -> Duration {
         self.srtt
     }
@@ -1315,6 +1317,21 @@ mod tests {
         assert_eq!(drain(&mut a), vec![(0, DeliveryStatus::Delivered)]);
         assert_eq!(a.rtt(), ms(20));
         assert_eq!(b.stats().ack_only_sent, 1);
+    }
+
+    #[test]
+    fn ack_only_packets_give_no_rtt_sample() {
+        let mut a = Connection::default();
+        let mut b = Connection::default();
+        deliver(&mut a, ms(0), &packet(&mut b, ms(0)).1).unwrap();
+        let (seq, ack_only) = a.ack_only_packet(ms(0));
+        deliver(&mut b, ms(10), &ack_only).unwrap();
+        assert!(!b.needs_ack());
+        // b has data to send only much later; its header acks a's ack-only packet.
+        deliver(&mut a, ms(900), &packet(&mut b, ms(890)).1).unwrap();
+        assert_eq!(drain(&mut a), vec![(seq.0, DeliveryStatus::Delivered)]);
+        assert_eq!(a.latest_rtt(), None);
+        assert_eq!(a.rtt(), ConnectionConfig::default().initial_rtt);
     }
 
     #[test]
