@@ -40,7 +40,21 @@
 //! newest received), because such a packet could never be acked and its sender has
 //! already given it up (or will). Both are ordinary on a lossy network
 //! ([`ConnectionError::is_benign`]); the caller drops the packet without reading the
-//! payload. Reordered packets inside the window are accepted.
+//! payload. Reordered packets inside the window are accepted. Malformed headers are
+//! rejected too (wrong tag, truncated, a sequence implausibly far ahead, an ack for a
+//! packet this side never sent), again without changing any state.
+//!
+//! # What the notifications mean
+//!
+//! - [`DeliveryStatus::Delivered`]: the peer's `read_header` accepted the packet, so
+//!   (if the peer processes every accepted payload) its payload was processed exactly
+//!   once. Never reported for a packet the peer did not accept.
+//! - [`DeliveryStatus::Lost`]: no ack came in time. Usually the packet never arrived,
+//!   but it may have arrived late or its acks may have been lost: **Lost is not proof
+//!   of non-arrival.** Resend state, not packets (Iris ORs the lost change mask back),
+//!   and make anything that must not be applied twice idempotent (sequence-numbered
+//!   reliable messages).
+//! - [`DeliveryStatus::Discard`]: [`Connection::discard_in_flight`] was called.
 //!
 //! # Loss detection
 //!
