@@ -19,12 +19,16 @@
 //!
 //! Each packet given to [`LinkSimulator::send`] independently:
 //! 1. is dropped if the link already holds [`LinkConditioner::queue_limit`] packets;
-//! 2. is lost with probability [`loss`](LinkConditioner::loss);
-//! 3. otherwise is delivered once, plus a second time with probability
+//! 2. with a [`bandwidth`](LinkConditioner::bandwidth) cap, waits for the packets
+//!    before it to be transmitted and then takes `len / bandwidth` itself: its
+//!    departure time;
+//! 3. is lost with probability [`loss`](LinkConditioner::loss);
+//! 4. otherwise is delivered once, plus a second time with probability
 //!    [`duplicate`](LinkConditioner::duplicate); every copy draws its own delay
-//!    `latency + uniform(0..=jitter)`, plus [`reorder_delay`](LinkConditioner::reorder_delay)
-//!    with probability [`reorder`](LinkConditioner::reorder);
-//! 4. has one random bit flipped with probability [`corrupt`](LinkConditioner::corrupt)
+//!    after departure, `latency + uniform(0..=jitter)`, plus
+//!    [`reorder_delay`](LinkConditioner::reorder_delay) with probability
+//!    [`reorder`](LinkConditioner::reorder);
+//! 5. has one random bit flipped with probability [`corrupt`](LinkConditioner::corrupt)
 //!    (per copy; off in every preset, as real transports checksum their packets).
 //!
 //! Jitter alone reorders packets sent closer together than the jitter, like a real
@@ -160,6 +164,11 @@ pub struct LinkConditioner {
     pub corrupt: f32,
     /// Packets the link holds at most; more are dropped (a full router queue).
     pub queue_limit: usize,
+    /// Capacity in bytes per second (`None`: unlimited; `Some(0)` counts as 1). A
+    /// packet occupies the link for `len / bandwidth` once the packets sent before it
+    /// are through, so bursts queue up behind each other (and beyond `queue_limit`
+    /// are dropped).
+    pub bandwidth: Option<u64>,
 }
 
 impl Default for LinkConditioner {
@@ -183,6 +192,7 @@ impl LinkConditioner {
             jitter_reorders: true,
             corrupt: 0.0,
             queue_limit: 1 << 16,
+            bandwidth: None,
         }
     }
 
@@ -223,8 +233,8 @@ impl LinkConditioner {
         }
     }
 
-    /// The longest a packet copy can stay on the link:
-    /// `latency + jitter + reorder_delay`.
+    /// The longest a packet copy can stay on the link after its departure:
+    /// `latency + jitter + reorder_delay` (waiting for bandwidth comes on top).
     pub fn max_delay(&self) -> Duration {
         self.latency
             .saturating_add(self.jitter)
@@ -306,6 +316,8 @@ pub struct LinkSimulator {
     /// Latest delivery time scheduled for a copy that was not explicitly reordered
     /// (for `jitter_reorders == false`).
     last_in_order: Duration,
+    /// When the last packet finishes transmitting (with a bandwidth cap).
+    link_free_at: Duration,
     stats: LinkStats,
 }
 
@@ -318,6 +330,7 @@ impl LinkSimulator {
             queue: BinaryHeap::new(),
             next_order: 0,
             last_in_order: Duration::ZERO,
+            link_free_at: Duration::ZERO,
             stats: LinkStats::default(),
         }
     }
@@ -340,6 +353,17 @@ impl LinkSimulator {
             self.stats.overflowed += 1;
             return;
         }
+        let departure = match self.conditioner.bandwidth {
+            Some(bandwidth) => {
+                let start = now.max(self.link_free_at);
+                let nanos =
+                    (packet.len() as u128 * 1_000_000_000).div_ceil(u128::from(bandwidth.max(1)));
+                let transmit = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
+                self.link_free_at = start.saturating_add(transmit);
+                self.link_free_at
+            }
+            None => now,
+        };
         if self.rng.chance(self.conditioner.loss) {
             self.stats.lost += 1;
             return;
@@ -358,11 +382,11 @@ impl LinkSimulator {
             let c = &self.conditioner;
             let mut delay = c.latency.saturating_add(self.rng.duration_up_to(c.jitter));
             let reordered = self.rng.chance(c.reorder);
-            let mut deliver_at = now.saturating_add(delay);
+            let mut deliver_at = departure.saturating_add(delay);
             if reordered {
                 self.stats.reordered += 1;
                 delay = delay.saturating_add(c.reorder_delay);
-                deliver_at = now.saturating_add(delay);
+                deliver_at = departure.saturating_add(delay);
             } else if !c.jitter_reorders {
                 deliver_at = deliver_at.max(self.last_in_order);
                 self.last_in_order = deliver_at;
@@ -1107,6 +1131,27 @@ mod tests {
     }
 
     #[test]
+    fn bandwidth_serializes_packets() {
+        let c = LinkConditioner {
+            latency: ms(10),
+            bandwidth: Some(1000),
+            ..LinkConditioner::perfect()
+        };
+        let mut link = LinkSimulator::new(c, 0);
+        for _ in 0..5 {
+            link.send(Duration::ZERO, &[0; 100]);
+        }
+        let mut arrivals = Vec::new();
+        while let Some(at) = link.next_delivery_at() {
+            arrivals.extend(link.drain(at).map(|_| at));
+        }
+        assert_eq!(arrivals, [110, 210, 310, 410, 510].map(ms));
+        // An idle link sends at once again.
+        link.send(ms(1000), &[0; 50]);
+        assert_eq!(link.next_delivery_at(), Some(ms(1060)));
+    }
+
+    #[test]
     fn queue_limit_drops_excess_and_clear_empties() {
         let c = LinkConditioner {
             latency: ms(10),
@@ -1359,13 +1404,17 @@ mod tests {
         (
             (0u64..50, 0u64..50, 0u64..80),
             (0.0f32..=1.0, 0.0f32..=1.0, 0.0f32..=1.0, 0.0f32..=0.2),
-            (any::<bool>(), 1usize..64),
+            (
+                any::<bool>(),
+                1usize..64,
+                proptest::option::of(1u64..10_000),
+            ),
         )
             .prop_map(
                 |(
                     (latency, jitter, reorder_delay),
                     (loss, duplicate, reorder, corrupt),
-                    (jr, limit),
+                    (jr, limit, bandwidth),
                 )| {
                     LinkConditioner {
                         latency: ms(latency),
@@ -1377,6 +1426,7 @@ mod tests {
                         jitter_reorders: jr,
                         corrupt,
                         queue_limit: limit,
+                        bandwidth,
                     }
                 },
             )
@@ -1411,7 +1461,8 @@ mod tests {
                 packet.extend_from_slice(&[0xEE; 4]);
                 link.send(now, &packet);
             }
-            let end = now + c.max_delay() + ms(1000);
+            // 200 packets of 8 bytes at 1 byte/s at worst, plus the delays.
+            let end = now + c.max_delay() + Duration::from_secs(1600);
             // Step through the tail so arrival times stay exact.
             while let Some(at) = link.next_delivery_at() {
                 proptest::prop_assert!(at <= end);
@@ -1433,7 +1484,7 @@ mod tests {
                 arrivals[id] += 1;
                 let delay = *at - sent_at[id];
                 proptest::prop_assert!(delay >= c.latency, "{:?} < {:?}", delay, c.latency);
-                if c.jitter_reorders {
+                if c.jitter_reorders && c.bandwidth.is_none() {
                     proptest::prop_assert!(delay <= c.max_delay(), "{:?} > {:?}", delay, c.max_delay());
                 }
             }
