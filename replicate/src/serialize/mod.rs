@@ -20,14 +20,33 @@
 use crate::bits::{BitError, BitReader, BitWriter};
 use thiserror::Error;
 
+mod containers;
 mod delta;
 mod ints;
+mod misc;
+mod quat;
+mod string;
+mod vector;
 
+pub use containers::{
+    ArrayConfig, ArraySerializer, DEFAULT_CONTAINER_LEN, MAX_CONTAINER_LEN, MapConfig,
+    MapSerializer, OptionSerializer, SetConfig, SetSerializer, VecConfig, VecSerializer,
+};
 pub use delta::{DeltaTable, read_int_delta, write_int_delta};
 pub use ints::{
     BoolSerializer, I8Serializer, I16Serializer, I32Serializer, I64Serializer, IntConfig,
     U8Serializer, U16Serializer, U32Serializer, U64Serializer,
 };
+pub use misc::{BytesConfig, BytesSerializer, Guid, GuidSerializer, SerdeConfig, SerdeSerializer};
+pub use quat::{
+    QuantizedQuat, QuantizedTransform, QuatConfig, QuatSerializer, Transform, TransformConfig,
+    TransformSerializer,
+};
+pub use string::{
+    DEFAULT_NAMES, MAX_STRING_LEN, NameConfig, NameSerializer, QuantizedName, StringConfig,
+    StringSerializer,
+};
+pub use vector::{UnitVec3Serializer, UnitVecConfig, Vec2Serializer, Vec3Serializer, VectorConfig};
 
 /// An error decoding received data.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
