@@ -246,7 +246,7 @@ impl NetSerializerConfig for SerdeConfig {
 /// let l = Loadout { primary: "rifle".into(), ammo: vec![30, 90] };
 /// let (bits, back) = roundtrip::<SerdeSerializer<Loadout>>(&SerdeConfig::DEFAULT, &l).unwrap();
 /// assert_eq!(back, l);
-/// assert_eq!(bits, 1 + 10 + 8 * 10); // 6 bytes of string, 1 + 1 + 2 of Vec<u16>
+/// assert_eq!(bits, 1 + 10 + 8 * 9); // 1 + 5 bytes of string, 1 + 1 + 1 of Vec<u16>
 /// ```
 pub struct SerdeSerializer<T>(PhantomData<fn() -> T>);
 

@@ -17,14 +17,16 @@
 //!
 //! | field | default | meaning |
 //! |---|---|---|
-//! | `bits` | 12 | bits per component (`4..=22`): 38 bits per rotation, a step of ~3.5e-4 (≈ 0.04°) |
+//! | `bits` | 12 | bits per component (`4..=20`): 38 bits per rotation, a step of ~3.5e-4 (≈ 0.04°) |
 //!
 //! Fiedler's 9 bits (29 bits total) is enough for snapshot interpolation of fast
 //! objects; 12 bits keeps slow, close-up rotations free of visible stepping.
 //!
 //! Dequantize rebuilds the largest component as `sqrt(1 - a² - b² - c²)` and normalises.
-//! Quantize is canonical: it re-quantizes its own result until nothing changes, so
-//! `quantize(dequantize(q)) == q` holds for every `q` it returns.
+//! Quantize is canonical: it only returns values whose rebuilt component exceeds the
+//! three sent ones by a small margin (nudging the largest sent component one step towards
+//! zero in the rare near-ties where rounding breaks that), so which component is dropped
+//! survives a round trip and `quantize(dequantize(q)) == q` for every `q` it returns.
 //!
 //! Delta: `[0]` unchanged; `[1][0]` same largest index, then each of the three components
 //! through [`write_int_delta`](super::write_int_delta); `[1][1]` the full value.
@@ -47,7 +49,7 @@ use crate::bits::{BitReader, BitWriter};
 /// Configuration of [`QuatSerializer`]; see the [module docs](self).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QuatConfig {
-    /// Bits per sent component (`4..=22`).
+    /// Bits per sent component (`4..=20`).
     pub bits: u32,
 }
 
@@ -72,8 +74,8 @@ impl NetSerializerConfig for QuatConfig {
         hasher.write_u32(self.bits);
     }
     fn validate(&self) -> std::result::Result<(), String> {
-        if !(4..=22).contains(&self.bits) {
-            return Err(format!("`bits = {}` must be in 4..=22", self.bits));
+        if !(4..=20).contains(&self.bits) {
+            return Err(format!("`bits = {}` must be in 4..=20", self.bits));
         }
         self.quantizer().check_resolution()
     }
@@ -89,13 +91,30 @@ pub struct QuantizedQuat {
     pub components: [u32; 3],
 }
 
-fn quantize_once(qz: &Quantizer, q: Quat) -> QuantizedQuat {
-    let q = if q.is_finite() && q.length_squared() > 1e-12 {
-        q.normalize()
-    } else {
-        Quat::IDENTITY
-    };
-    let a = q.to_array();
+/// Margin by which the rebuilt component must exceed the sent ones, so that float error
+/// in a dequantize/quantize round trip can never change which component is dropped.
+const DOMINANCE_MARGIN: f64 = 4e-6;
+
+fn identity_quantized(qz: &Quantizer) -> QuantizedQuat {
+    QuantizedQuat {
+        largest: 3,
+        components: [qz.center(); 3],
+    }
+}
+
+/// Smallest-three quantization, canonical: the dropped component, as rebuilt by
+/// [`dequantize_quat`], exceeds every sent component by [`DOMINANCE_MARGIN`]. Where
+/// rounding breaks that (near-ties between the two largest components), the largest sent
+/// component is moved one step towards zero until it holds.
+fn quantize_quat(qz: &Quantizer, q: Quat) -> QuantizedQuat {
+    let a = q.to_array().map(|v| v as f64);
+    let m = a.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    if !(m.is_finite() && m > 0.0) {
+        return identity_quantized(qz);
+    }
+    let a = a.map(|v| v / m);
+    let len = a.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let a = a.map(|v| v / len);
     let mut largest = 0;
     for i in 1..4 {
         if a[i].abs() > a[largest].abs() {
@@ -107,14 +126,32 @@ fn quantize_once(qz: &Quantizer, q: Quat) -> QuantizedQuat {
     let mut j = 0;
     for (i, &v) in a.iter().enumerate() {
         if i != largest {
-            components[j] = qz.quantize(v * sign);
+            components[j] = qz.quantize_f64(v * sign);
             j += 1;
         }
     }
-    QuantizedQuat {
-        largest: largest as u8,
-        components,
+    let center = qz.center();
+    for _ in 0..64 {
+        let small = components.map(|c| qz.dequantize_f64(c));
+        let rebuilt = (1.0 - small.iter().map(|v| v * v).sum::<f64>())
+            .max(0.0)
+            .sqrt();
+        let mut k = 0;
+        for i in 1..3 {
+            if small[i].abs() > small[k].abs() {
+                k = i;
+            }
+        }
+        if rebuilt > small[k].abs() + DOMINANCE_MARGIN {
+            return QuantizedQuat {
+                largest: largest as u8,
+                components,
+            };
+        }
+        let c = &mut components[k];
+        *c = if *c > center { *c - 1 } else { *c + 1 };
     }
+    identity_quantized(qz)
 }
 
 fn dequantize_quat(qz: &Quantizer, q: &QuantizedQuat) -> Quat {
@@ -141,18 +178,6 @@ fn dequantize_quat(qz: &Quantizer, q: &QuantizedQuat) -> Quat {
         [0.0, 0.0, 0.0, 1.0]
     };
     Quat::from_xyzw(a[0] as f32, a[1] as f32, a[2] as f32, a[3] as f32)
-}
-
-fn quantize_quat(qz: &Quantizer, q: Quat) -> QuantizedQuat {
-    let mut cur = quantize_once(qz, q);
-    for _ in 0..4 {
-        let next = quantize_once(qz, dequantize_quat(qz, &cur));
-        if next == cur {
-            break;
-        }
-        cur = next;
-    }
-    cur
 }
 
 fn write_quat(qz: &Quantizer, q: &QuantizedQuat, w: &mut BitWriter) {
@@ -593,7 +618,7 @@ mod tests {
     #[test]
     fn config_validation() {
         assert!(QuatSerializer::validate_config(&QuatConfig { bits: 3 }).is_err());
-        assert!(QuatSerializer::validate_config(&QuatConfig { bits: 23 }).is_err());
+        assert!(QuatSerializer::validate_config(&QuatConfig { bits: 21 }).is_err());
         assert!(QuatSerializer::validate_config(&QuatConfig { bits: 9 }).is_ok());
         assert!(TransformSerializer::validate_config(&TransformConfig::DEFAULT).is_ok());
         let bad = TransformConfig {

@@ -118,6 +118,11 @@ impl Quantizer {
         Self::from_bits(min, max, cap)
     }
 
+    /// The index of the middle of the range (exactly 0 for [`symmetric`](Self::symmetric)).
+    pub(super) fn center(&self) -> u32 {
+        self.max_index / 2
+    }
+
     /// Bits per component on the wire.
     pub(super) fn bits(&self) -> u32 {
         self.bits
@@ -125,7 +130,12 @@ impl Quantizer {
 
     /// The index nearest to `v`, clamped to the range (NaN counts as 0.0).
     pub(super) fn quantize(&self, v: f32) -> u32 {
-        let v = if v.is_nan() { 0.0 } else { v as f64 };
+        self.quantize_f64(v as f64)
+    }
+
+    /// The index nearest to `v`, clamped to the range (NaN counts as 0.0).
+    pub(super) fn quantize_f64(&self, v: f64) -> u32 {
+        let v = if v.is_nan() { 0.0 } else { v };
         let x = ((v - self.min) / self.step).round();
         x.clamp(0.0, self.max_index as f64) as u32
     }
