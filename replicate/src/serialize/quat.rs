@@ -109,7 +109,7 @@ fn identity_quantized(qz: &Quantizer) -> QuantizedQuat {
 fn quantize_quat(qz: &Quantizer, q: Quat) -> QuantizedQuat {
     let a = q.to_array().map(|v| v as f64);
     let m = a.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    if !(m.is_finite() && m > 0.0) {
+    if !(a.iter().all(|v| v.is_finite()) && m > 0.0) {
         return identity_quantized(qz);
     }
     let a = a.map(|v| v / m);
