@@ -775,3 +775,94 @@ fn vec_grow_and_shrink_masked_keeps_untouched_elements() {
     S::deserialize_masked(&cfg, &mut target, &mask, 0, &mut BitReader::new(&bytes)).unwrap();
     assert_eq!(target, grown);
 }
+
+/// The seed's dynamic-state contract (clone and free recurse into elements, resizing
+/// frees removed elements): a quantized element type that counts live instances.
+mod dynamic_state {
+    use super::*;
+    use std::sync::atomic::{AtomicIsize, Ordering};
+
+    static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+    #[derive(Debug, PartialEq)]
+    struct Counted(u8);
+
+    impl Counted {
+        fn new(v: u8) -> Self {
+            LIVE.fetch_add(1, Ordering::SeqCst);
+            Counted(v)
+        }
+    }
+    impl Default for Counted {
+        fn default() -> Self {
+            Counted::new(0)
+        }
+    }
+    impl Clone for Counted {
+        fn clone(&self) -> Self {
+            Counted::new(self.0)
+        }
+    }
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            LIVE.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    struct CountedSerializer;
+
+    impl NetSerializer for CountedSerializer {
+        type Source = u8;
+        type Quantized = Counted;
+        type Config = NoConfig;
+        const NAME: &'static str = "Counted";
+        const HAS_DYNAMIC_STATE: bool = true;
+
+        fn quantize(_: &NoConfig, v: &u8) -> Counted {
+            Counted::new(*v)
+        }
+        fn dequantize(_: &NoConfig, q: &Counted) -> u8 {
+            q.0
+        }
+        fn serialize(_: &NoConfig, q: &Counted, w: &mut BitWriter) {
+            w.write_bits(q.0 as u64, 8);
+        }
+        fn deserialize(_: &NoConfig, r: &mut BitReader) -> replicate::serialize::Result<Counted> {
+            let v = r.read_bits(8) as u8;
+            r.check()?;
+            Ok(Counted::new(v))
+        }
+    }
+
+    #[test]
+    fn resize_clone_and_drop_balance() {
+        type S = VecSerializer<CountedSerializer>;
+        let cfg = VecConfig {
+            element_bits: 3,
+            ..VecConfig::DEFAULT
+        };
+        {
+            let prev = S::quantize(&cfg, &(0..10).collect());
+            let grown = S::quantize(&cfg, &(0..14).collect());
+            let shrunk = S::quantize(&cfg, &(0..3).collect());
+            let base = LIVE.load(Ordering::SeqCst);
+            assert_eq!(base, 27);
+            for (cur, start) in [(&grown, &prev), (&shrunk, &grown), (&prev, &shrunk)] {
+                let mut mask = ChangeMask::new(4);
+                assert!(S::diff(&cfg, cur, start, &mut mask, 0));
+                let mut w = BitWriter::with_capacity_bits(4096);
+                S::serialize_masked(&cfg, cur, &mask, 0, &mut w);
+                let bytes = w.finish().unwrap();
+                let mut target = start.clone();
+                S::deserialize_masked(&cfg, &mut target, &mask, 0, &mut BitReader::new(&bytes))
+                    .unwrap();
+                assert_eq!(&target, cur);
+                // The clone holds exactly cur.len() live elements on top of the originals.
+                assert_eq!(LIVE.load(Ordering::SeqCst), base + cur.len() as isize);
+                drop(target);
+                assert_eq!(LIVE.load(Ordering::SeqCst), base);
+            }
+        }
+        assert_eq!(LIVE.load(Ordering::SeqCst), 0);
+    }
+}

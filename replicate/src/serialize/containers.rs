@@ -317,13 +317,24 @@ fn read_masked_elements<S: NetSerializer>(
     Ok(())
 }
 
-/// Reads `n` full elements, preallocating no more than the bits left could hold.
+/// Most bytes a decoder reserves up front for a received count; beyond that the vector
+/// grows only as elements actually decode.
+const MAX_PREALLOC_BYTES: usize = 64 * 1024;
+
+/// Initial capacity for `n` received elements of `T`: no more than the bits left could
+/// hold (every element takes at least one bit in practice) nor [`MAX_PREALLOC_BYTES`].
+fn prealloc<T>(n: usize, r: &BitReader) -> usize {
+    n.min(r.bits_left())
+        .min(MAX_PREALLOC_BYTES / std::mem::size_of::<T>().max(1))
+}
+
+/// Reads `n` full elements, preallocating no more than [`prealloc`] allows.
 fn read_elements<S: NetSerializer>(
     config: &S::Config,
     n: usize,
     r: &mut BitReader,
 ) -> Result<Vec<S::Quantized>> {
-    let mut v = Vec::with_capacity(n.min(r.bits_left()));
+    let mut v = Vec::with_capacity(prealloc::<S::Quantized>(n, r));
     for _ in 0..n {
         v.push(S::deserialize(config, r)?);
     }
@@ -482,7 +493,7 @@ impl<S: NetSerializer> NetSerializer for VecSerializer<S> {
             read_len(r, config.max_len, "array length")?
         };
         r.check()?;
-        let mut v = Vec::with_capacity(n.min(r.bits_left().max(prev.len())));
+        let mut v = Vec::with_capacity(prealloc::<S::Quantized>(n, r).max(n.min(prev.len())));
         for i in 0..n {
             v.push(match prev.get(i) {
                 Some(p) => S::deserialize_delta(&config.element, p, r)?,

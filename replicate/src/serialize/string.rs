@@ -310,6 +310,9 @@ impl Default for QuantizedName {
 /// [1][String encoding with max_len]           any other name
 /// ```
 ///
+/// Unlike Unreal's `FName`, a name has no separate number suffix (`Enemy_12` is just a
+/// string), so the seed's number-encoding fields are not reproduced.
+///
 /// Lookup is a linear scan of the table on quantize (once per change, not per
 /// connection); keep tables to a few hundred entries. A received string that is in the
 /// table is canonicalised to its index, and an index past the table is rejected.
