@@ -240,14 +240,18 @@ fn vec3() -> impl Strategy<Value = Vec3> {
 fn vector_config() -> impl Strategy<Value = VectorConfig> {
     prop_oneof![
         Just(VectorConfig::DEFAULT),
-        (-1.0e4f32..1.0e4, 0.5f32..1.0e4, 0.001f32..50.0, 1u32..=32).prop_map(
-            |(min, span, precision, bits)| VectorConfig {
+        (
+            -1.0e4f32..1.0e4,
+            0.5f32..1.0e4,
+            prop_oneof![0.001f32..50.0, Just(f32::MIN_POSITIVE)],
+            1u32..=32
+        )
+            .prop_map(|(min, span, precision, bits)| VectorConfig {
                 min,
                 max: min + span,
                 precision,
                 bits,
-            }
-        ),
+            }),
     ]
     .prop_filter("valid config", |c| {
         Vec3Serializer::validate_config(c).is_ok()

@@ -39,7 +39,12 @@
 //!
 //! For metre units use, for example,
 //! `VectorConfig { min: -4096.0, max: 4096.0, precision: 0.01, ..VectorConfig::DEFAULT }`
-//! (20 bits per component). A config whose step is finer than `f32` can resolve over its
+//! (20 bits per component), or [`VectorConfig::with_precision`].
+//!
+//! Because the cheaper of the two wins, `bits` alone on a small range may be overruled by
+//! the default precision of 1 (`min: 0, max: 10, bits: 16` sends 4 bits in steps of 1).
+//! For an exact bit count use [`VectorConfig::with_bits`], which sets the precision as
+//! fine as possible. A config whose step is finer than `f32` can resolve over its
 //! range is rejected by `validate_config`, because the quantized value would not survive
 //! a round trip through `f32`.
 //!
@@ -227,6 +232,39 @@ impl VectorConfig {
         precision: 1.0,
         bits: 32,
     };
+
+    /// `min..=max` in exactly `bits` bits per component (`2^bits - 1` even steps): the
+    /// precision is set as fine as possible so that the `bits` cap always decides.
+    ///
+    /// ```
+    /// use replicate::serialize::VectorConfig;
+    /// const AIM: VectorConfig = VectorConfig::with_bits(-10.0, 10.0, 12);
+    /// assert_eq!(AIM.component_bits(), 12);
+    /// ```
+    pub const fn with_bits(min: f32, max: f32, bits: u32) -> Self {
+        VectorConfig {
+            min,
+            max,
+            precision: f32::MIN_POSITIVE,
+            bits,
+        }
+    }
+
+    /// `min..=max` in steps of `precision`, with as many bits as that needs.
+    ///
+    /// ```
+    /// use replicate::serialize::VectorConfig;
+    /// const METRES: VectorConfig = VectorConfig::with_precision(-4096.0, 4096.0, 0.01);
+    /// assert_eq!(METRES.component_bits(), 20);
+    /// ```
+    pub const fn with_precision(min: f32, max: f32, precision: f32) -> Self {
+        VectorConfig {
+            min,
+            max,
+            precision,
+            bits: 32,
+        }
+    }
 
     /// Bits per component this config puts on the wire (meaningful for valid configs).
     pub fn component_bits(&self) -> u32 {
@@ -512,6 +550,22 @@ mod tests {
         let (bits, v) = roundtrip::<Vec2Serializer>(&c, &Vec2::new(-1e9, 1e9)).unwrap();
         assert_eq!(bits, 16);
         assert_eq!(v, Vec2::new(c.min, c.max)); // clamped to the ends of the range
+    }
+
+    #[test]
+    fn constructors() {
+        let small = VectorConfig {
+            min: 0.0,
+            max: 10.0,
+            bits: 16,
+            ..VectorConfig::DEFAULT
+        };
+        assert_eq!(small.component_bits(), 4); // precision 1 wins: the documented trap
+        let exact = VectorConfig::with_bits(0.0, 10.0, 16);
+        assert_eq!(exact.component_bits(), 16);
+        assert!(Vec3Serializer::validate_config(&exact).is_ok());
+        let (_, v) = roundtrip::<Vec3Serializer>(&exact, &Vec3::new(0.0, 5.0, 10.0)).unwrap();
+        assert!((v - Vec3::new(0.0, 5.0, 10.0)).abs().max_element() < 1e-3);
     }
 
     #[test]
