@@ -239,6 +239,10 @@ impl NetSerializerConfig for SerdeConfig {
 /// deterministically (use `BTreeMap`, not `HashMap`) or equal values will look changed.
 /// Prefer a real serializer: this one spends whole bytes per field.
 ///
+/// The fingerprint covers the name, version and `max_bytes` but not `T` (Rust offers no
+/// stable type name), so changing a member's serde type does not change the protocol id;
+/// a mismatched peer sees decode errors, never a panic.
+///
 /// ```
 /// use replicate::serialize::*;
 /// #[derive(serde::Serialize, serde::Deserialize, Clone, PartialEq, Default, Debug)]
@@ -336,12 +340,6 @@ where
     }
     fn max_bits(config: &SerdeConfig) -> Option<u32> {
         len_prefix_bits(config.max_bytes).checked_add(config.max_bytes.checked_mul(8)?)
-    }
-    fn fingerprint(config: &SerdeConfig, hasher: &mut StableHasher) {
-        hasher.write_str(Self::NAME);
-        hasher.write_u32(Self::VERSION);
-        hasher.write_str(std::any::type_name::<T>());
-        config.fingerprint(hasher);
     }
 }
 
