@@ -343,6 +343,14 @@ proptest! {
     }
 
     #[test]
+    fn vec3_axes_roundtrip(x in vector_config(), z in vector_config(), a in vec3(), b in vec3()) {
+        for cfg in [AxesConfig::DEFAULT, AxesConfig { x, y: VectorConfig::DEFAULT, z }] {
+            check_full::<Vec3AxesSerializer>(&cfg, &a)?;
+            check_delta::<Vec3AxesSerializer>(&cfg, &a, &b)?;
+        }
+    }
+
+    #[test]
     fn vec2_roundtrip(cfg in vector_config(), a in vec3(), b in vec3()) {
         check_full::<Vec2Serializer>(&cfg, &a.truncate())?;
         check_delta::<Vec2Serializer>(&cfg, &a.truncate(), &b.truncate())?;
@@ -566,6 +574,7 @@ proptest! {
         check_hostile::<Vec3Serializer>(&VectorConfig::DEFAULT, &bytes, &[5, 6, 7], CAP)?;
         check_hostile::<Vec2Serializer>(
             &VectorConfig { min: 0.0, max: 1000.0, ..VectorConfig::DEFAULT }, &bytes, &[1, 2], CAP)?;
+        check_hostile::<Vec3AxesSerializer>(&AxesConfig::DEFAULT, &bytes, &[5, 6, 7], CAP)?;
         check_hostile::<UnitVec3Serializer>(&UnitVecConfig::DEFAULT, &bytes, &[0, 0, 0], CAP)?;
         check_hostile::<QuatSerializer>(&QuatConfig::DEFAULT, &bytes, &QuantizedQuat::default(), CAP)?;
         check_hostile::<TransformSerializer>(
@@ -618,6 +627,18 @@ proptest! {
         prop_assert!(largest <= 4096 * 4, "allocated {largest} bytes");
         for v in [res.0, res.1].into_iter().flatten() {
             prop_assert!(v.len() <= 4096);
+        }
+        type A = ArraySerializer<U32Serializer, 100>;
+        let acfg = ArrayConfig { element: IntConfig::DEFAULT, element_bits: 7 };
+        let mut target = prev.clone();
+        let mut r = BitReader::new(&bytes);
+        if A::deserialize_masked(&acfg, &mut target, &mask, 0, &mut r).is_ok() {
+            prop_assert_eq!(target.len(), 100);
+        }
+        let mut target = prev.clone();
+        let mut r = BitReader::new(&bytes);
+        if A::deserialize_masked_delta(&acfg, &mut target, &prev, &mask, 0, &mut r).is_ok() {
+            prop_assert_eq!(target.len(), 100);
         }
     }
 }

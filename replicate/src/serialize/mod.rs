@@ -65,7 +65,10 @@ pub use string::{
     DEFAULT_NAMES, MAX_STRING_LEN, NameConfig, NameSerializer, QuantizedName, StringConfig,
     StringSerializer,
 };
-pub use vector::{UnitVec3Serializer, UnitVecConfig, Vec2Serializer, Vec3Serializer, VectorConfig};
+pub use vector::{
+    AxesConfig, UnitVec3Serializer, UnitVecConfig, Vec2Serializer, Vec3AxesSerializer,
+    Vec3Serializer, VectorConfig,
+};
 
 /// An error decoding received data.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
