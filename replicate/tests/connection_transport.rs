@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use replicate::bits::{BitReader, BitWriter};
 use replicate::connection::{Connection, ConnectionConfig, DeliveryStatus, PacketSequence};
-use replicate::link::{LinkConditioner, MemoryClientTransport, MemoryServerTransport};
+use replicate::link::LinkConditioner;
+use replicate::transport::memory::{MemoryClientTransport, MemoryServerTransport};
 use replicate::transport::{
     ClientId, ClientTransport, ClientTransportEvent, ServerTransport, ServerTransportEvent,
 };
