@@ -28,6 +28,7 @@ pub mod blob;
 pub mod connection;
 pub mod handle;
 pub mod interest;
+pub mod link;
 pub mod object;
 pub mod protocol;
 pub mod replication;
