@@ -7,6 +7,7 @@ mod core_common;
 
 use core_common::*;
 use replicate::NetRefHandle;
+use replicate::link::LinkConditioner;
 use replicate::replication::ReplicationEvent;
 use std::collections::HashSet;
 use std::time::Duration;
@@ -200,13 +201,8 @@ fn hist(w: &World) -> std::collections::BTreeMap<String, usize> {
 
 fn run(seed: u64, objects: usize, ticks: usize) {
     let mut w = World {
-        sim: Sim::new(
-            seed,
-            0.20,
-            0.05,
-            Duration::from_millis(30),
-            Duration::from_millis(100),
-        ),
+        // 20% loss, 5% duplication, 50 ms + up to 100 ms jitter, 2% reordered.
+        sim: Sim::new(seed, LinkConditioner::bad()),
         rng: Rng(seed.wrapping_mul(31)),
         roots: Vec::new(),
         polled: Vec::new(),
@@ -231,12 +227,13 @@ fn run(seed: u64, objects: usize, ticks: usize) {
         }
         w.step();
     }
-    // The link quiets.
-    w.sim.down.loss = 0.0;
-    w.sim.down.duplicate = 0.0;
-    w.sim.up.loss = 0.0;
-    w.sim.up.duplicate = 0.0;
-    // Idle for 30 ticks in a row (longer than latency + jitter): everything arrived.
+    // The link quiets (still slow and jittery, but nothing lost or duplicated).
+    w.sim.set_conditioner(LinkConditioner {
+        loss: 0.0,
+        duplicate: 0.0,
+        ..LinkConditioner::bad()
+    });
+    // Idle for 30 ticks in a row (longer than the link's max delay): everything arrived.
     let mut quiet_ticks = 0;
     let mut idle_run = 0;
     loop {
@@ -328,6 +325,7 @@ fn run(seed: u64, objects: usize, ticks: usize) {
     assert_eq!(client.len(), expected);
     assert_eq!(w.object_errors, 0);
     assert_eq!(w.sim.stream_errors, 0);
+    assert_eq!(w.sim.header_errors, 0);
     let stats = server.writer(w.sim.conn).unwrap().stats().clone();
     assert!(
         stats.lost_records > 0,

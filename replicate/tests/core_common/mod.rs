@@ -1,16 +1,17 @@
 //! Shared helpers of the `core_*` tests: hand-written `Replicated` types stamped out by
 //! a `macro_rules!` (the `Door` pattern of `handwritten.rs`, until the derive lands), a
-//! minimal sans-IO ack connection and a seeded lossy link, and a server/client pair.
+//! packet-by-packet server/client pair ([`Manual`]) and a simulation over the real
+//! connection and link simulator ([`Sim`]).
 
 #![allow(dead_code)]
 
 use replicate::__private::*;
 use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::{DeliveryStatus, PacketSequence};
+use replicate::connection::{Connection, ConnectionConfig, DeliveryStatus, PacketSequence};
+use replicate::link::{LinkConditioner, LinkSimulator};
 use replicate::object::ConnectionId;
 use replicate::protocol::ProtocolRegistry;
 use replicate::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -308,188 +309,25 @@ impl Rng {
     }
 }
 
-/// A seeded lossy link: loss, duplication, latency and jitter (which reorders).
-#[derive(Debug)]
-pub struct Link {
-    pub rng: Rng,
-    pub loss: f64,
-    pub duplicate: f64,
-    pub latency: Duration,
-    pub jitter: Duration,
-    queue: Vec<(Duration, u64, Vec<u8>)>,
-    order: u64,
-}
-
-impl Link {
-    pub fn new(seed: u64, loss: f64, duplicate: f64, latency: Duration, jitter: Duration) -> Self {
-        Self {
-            rng: Rng(seed),
-            loss,
-            duplicate,
-            latency,
-            jitter,
-            queue: Vec::new(),
-            order: 0,
-        }
-    }
-
-    pub fn send(&mut self, now: Duration, bytes: Vec<u8>) {
-        let copies = if self.rng.chance(self.duplicate) {
-            2
-        } else {
-            1
-        };
-        for _ in 0..copies {
-            if self.rng.chance(self.loss) {
-                continue;
-            }
-            let j = self.rng.below(self.jitter.as_micros() as u64 + 1);
-            let at = now + self.latency + Duration::from_micros(j);
-            self.order += 1;
-            self.queue.push((at, self.order, bytes.clone()));
-        }
-    }
-
-    pub fn receive(&mut self, now: Duration) -> Vec<Vec<u8>> {
-        self.queue.sort_by_key(|(at, o, _)| (*at, *o));
-        let n = self
-            .queue
-            .iter()
-            .take_while(|(at, _, _)| *at <= now)
-            .count();
-        self.queue.drain(..n).map(|(_, _, b)| b).collect()
-    }
-
-    pub fn in_flight(&self) -> usize {
-        self.queue.len()
-    }
-}
-
-/// A minimal stand-in for the sans-IO connection (sequence, ack + 32-bit ack field,
-/// reordered packets accepted inside the ack window, duplicates and older ones dropped, statuses in send order, loss by ack window or
-/// timeout).
-#[derive(Debug, Default)]
-pub struct AckConnection {
-    next_seq: u16,
-    sent: VecDeque<(u16, Duration, Option<DeliveryStatus>)>,
-    latest_received: Option<u16>,
-    received_bits: u32,
-    pub timeout: Duration,
-}
-
-impl AckConnection {
-    pub fn new() -> Self {
-        Self {
-            timeout: Duration::from_millis(1000),
-            ..Default::default()
-        }
-    }
-
-    pub fn write_header(&mut self, now: Duration, w: &mut BitWriter) -> PacketSequence {
-        let seq = self.next_seq;
-        self.next_seq = self.next_seq.wrapping_add(1);
-        w.write_bits(seq as u64, 16);
-        if w.write_bool(self.latest_received.is_some()) {
-            w.write_bits(self.latest_received.unwrap_or(0) as u64, 16);
-            w.write_bits(self.received_bits as u64, 32);
-        }
-        self.sent.push_back((seq, now, None));
-        PacketSequence(seq)
-    }
-
-    /// `None` for a stale or duplicate packet (dropped, not acked).
-    pub fn read_header(&mut self, _now: Duration, r: &mut BitReader) -> Option<PacketSequence> {
-        let seq = r.read_bits(16) as u16;
-        let ack = if r.read_bool() {
-            Some((r.read_bits(16) as u16, r.read_bits(32) as u32))
-        } else {
-            None
-        };
-        if r.check().is_err() {
-            return None;
-        }
-        if let Some((ack, bits)) = ack {
-            for entry in self.sent.iter_mut() {
-                let d = ack.wrapping_sub(entry.0);
-                if entry.2.is_none()
-                    && (d == 0 || ((1..=32).contains(&d) && (bits >> (d - 1)) & 1 == 1))
-                {
-                    entry.2 = Some(DeliveryStatus::Delivered);
-                }
-            }
-        }
-        let seq_p = PacketSequence(seq);
-        match self.latest_received {
-            None => {
-                self.latest_received = Some(seq);
-                self.received_bits = 0;
-                Some(seq_p)
-            }
-            Some(latest) if seq_p.is_newer_than(PacketSequence(latest)) => {
-                let d = seq.wrapping_sub(latest) as u32;
-                self.received_bits = if d > 32 {
-                    0
-                } else {
-                    // bit n = latest - 1 - n received; the old latest becomes bit d - 1
-                    ((self.received_bits as u64) << d | 1u64 << (d - 1)) as u32
-                };
-                self.latest_received = Some(seq);
-                Some(seq_p)
-            }
-            Some(latest) => {
-                // Older than the newest: accepted once inside the window (reordering).
-                let d = latest.wrapping_sub(seq) as u32;
-                if d == 0 || d > 32 || self.received_bits >> (d - 1) & 1 == 1 {
-                    return None;
-                }
-                self.received_bits |= 1 << (d - 1);
-                Some(seq_p)
-            }
-        }
-    }
-
-    pub fn poll_delivery(&mut self, now: Duration) -> Option<(PacketSequence, DeliveryStatus)> {
-        let newest = self.next_seq.wrapping_sub(1);
-        for entry in self.sent.iter_mut() {
-            if entry.2.is_none()
-                && (now.saturating_sub(entry.1) > self.timeout
-                    || newest.wrapping_sub(entry.0) > 200)
-            {
-                entry.2 = Some(DeliveryStatus::Lost);
-            }
-        }
-        match self.sent.front() {
-            Some((seq, _, Some(status))) => {
-                let r = (PacketSequence(*seq), *status);
-                self.sent.pop_front();
-                Some(r)
-            }
-            _ => None,
-        }
-    }
-
-    pub fn in_flight(&self) -> usize {
-        self.sent.len()
-    }
-}
-
-/// Server + client over two lossy links with ack connections.
+/// Server + client over the crate's sans-IO [`Connection`]s and seeded
+/// [`LinkSimulator`]s (loss, duplication, jitter and reordering).
 pub struct Sim {
     pub server: ReplicationServer,
     pub client: ReplicationClient,
     pub conn: ConnectionId,
-    pub server_conn: AckConnection,
-    pub client_conn: AckConnection,
-    pub down: Link,
-    pub up: Link,
+    pub server_conn: Connection,
+    pub client_conn: Connection,
+    pub down: LinkSimulator,
+    pub up: LinkSimulator,
     pub now: Duration,
     pub mtu: usize,
     pub packets_per_tick: usize,
     pub stream_errors: usize,
+    pub header_errors: usize,
 }
 
 impl Sim {
-    pub fn new(seed: u64, loss: f64, dup: f64, latency: Duration, jitter: Duration) -> Self {
+    pub fn new(seed: u64, conditioner: LinkConditioner) -> Self {
         let reg = registry();
         let config = ReplicationConfig::default();
         let mut server = ReplicationServer::new(reg.clone(), config.clone());
@@ -498,40 +336,62 @@ impl Sim {
             server,
             client: ReplicationClient::new(reg, config),
             conn,
-            server_conn: AckConnection::new(),
-            client_conn: AckConnection::new(),
-            down: Link::new(seed, loss, dup, latency, jitter),
-            up: Link::new(seed ^ 0xABCD, loss, dup, latency, jitter),
+            server_conn: Connection::new(ConnectionConfig::default()),
+            client_conn: Connection::new(ConnectionConfig::default()),
+            down: LinkSimulator::new(conditioner.clone(), seed),
+            up: LinkSimulator::new(conditioner, seed ^ 0xABCD),
             now: Duration::ZERO,
             mtu: 1200,
             packets_per_tick: 3,
             stream_errors: 0,
+            header_errors: 0,
         }
     }
 
-    /// One tick of `dt`: deliver arrived packets both ways, process acks, tick the
-    /// server, write up to `packets_per_tick` packets, and one client (ack) packet.
+    /// Replaces both links' conditions (for example to let the link quiet).
+    pub fn set_conditioner(&mut self, c: LinkConditioner) {
+        self.down.set_conditioner(c.clone());
+        self.up.set_conditioner(c);
+    }
+
+    /// One tick of `dt`: deliver arrived packets both ways, process delivery
+    /// notifications, tick the server, write up to `packets_per_tick` packets, and one
+    /// client packet (which carries the acks).
     pub fn step(&mut self, dt: Duration) {
         self.now += dt;
         let now = self.now;
-        for bytes in self.down.receive(now) {
+        let arrived: Vec<Vec<u8>> = self.down.drain(now).collect();
+        for bytes in arrived {
             let mut r = BitReader::new(&bytes);
-            if let Some(seq) = self.client_conn.read_header(now, &mut r)
-                && self.client.read_packet(now, seq, &mut r).is_err()
-            {
-                self.stream_errors += 1;
+            match self.client_conn.read_header(now, &mut r) {
+                Ok(seq) => {
+                    if self.client.read_packet(now, seq, &mut r).is_err() {
+                        self.stream_errors += 1;
+                    }
+                }
+                Err(e) if e.is_benign() => {}
+                Err(_) => self.header_errors += 1,
             }
         }
-        for bytes in self.up.receive(now) {
+        let arrived: Vec<Vec<u8>> = self.up.drain(now).collect();
+        for bytes in arrived {
             let mut r = BitReader::new(&bytes);
-            if self.server_conn.read_header(now, &mut r).is_some() {
-                let _ = self.server.read_packet(self.conn, &mut r);
+            match self.server_conn.read_header(now, &mut r) {
+                Ok(_) => {
+                    if self.server.read_packet(self.conn, &mut r).is_err() {
+                        self.stream_errors += 1;
+                    }
+                }
+                Err(e) if e.is_benign() => {}
+                Err(_) => self.header_errors += 1,
             }
         }
-        while let Some((seq, status)) = self.server_conn.poll_delivery(now) {
+        self.server_conn.update(now);
+        while let Some((seq, status)) = self.server_conn.poll_delivery() {
             self.server.process_delivery(self.conn, seq, status);
         }
-        while let Some((seq, status)) = self.client_conn.poll_delivery(now) {
+        self.client_conn.update(now);
+        while let Some((seq, status)) = self.client_conn.poll_delivery() {
             self.client.process_delivery(seq, status);
         }
         self.server.tick(now);
@@ -539,7 +399,7 @@ impl Sim {
             let mut w = BitWriter::with_capacity_bytes(self.mtu);
             let seq = self.server_conn.write_header(now, &mut w);
             let result = self.server.write_packet(self.conn, seq, &mut w);
-            self.down.send(now, w.finish().expect("fits"));
+            self.down.send(now, &w.finish().expect("fits"));
             if result != replicate::stream::WriteResult::HasMoreData {
                 break;
             }
@@ -547,7 +407,7 @@ impl Sim {
         let mut w = BitWriter::with_capacity_bytes(self.mtu);
         let seq = self.client_conn.write_header(now, &mut w);
         self.client.write_packet(seq, &mut w);
-        self.up.send(now, w.finish().expect("fits"));
+        self.up.send(now, &w.finish().expect("fits"));
         self.client.update(now);
     }
 }
