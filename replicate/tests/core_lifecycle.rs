@@ -728,3 +728,80 @@ fn an_unknown_token_breaks_only_that_object() {
     )));
     assert!(m.client.world().is_broken(h));
 }
+
+#[test]
+fn conditions_are_applied_per_connection() {
+    use replicate::bits::BitWriter;
+    use replicate::connection::PacketSequence;
+    use replicate::replication::{ReplicationClient, ReplicationConfig};
+    let mut m = Manual::new();
+    let other = m.server.add_connection();
+    let mut other_client = ReplicationClient::new(registry(), ReplicationConfig::default());
+    let h = m
+        .server
+        .objects_mut()
+        .spawn(Secret {
+            public: 1,
+            mine: 2,
+            theirs: 3,
+            initial: 4,
+            ..Default::default()
+        })
+        .unwrap();
+    m.server
+        .objects_mut()
+        .set_owner_connection(h, Some(m.conn))
+        .unwrap();
+    let mut other_seq = 0u16;
+    let mut send_other = |m: &mut Manual, c: &mut ReplicationClient| {
+        let mut w = BitWriter::with_capacity_bits(16 + 1200 * 8);
+        w.write_bits(other_seq as u64, 16);
+        m.server
+            .write_packet(other, PacketSequence(other_seq), &mut w);
+        read_manual_packet(c, m.now, &w.finish().unwrap()).unwrap();
+        m.server
+            .process_delivery(other, PacketSequence(other_seq), Delivered);
+        other_seq += 1;
+    };
+    m.round_trip();
+    send_other(&mut m, &mut other_client);
+    let owner_view = m.client.get::<Secret>(h).unwrap();
+    assert_eq!(
+        (
+            owner_view.public,
+            owner_view.mine,
+            owner_view.theirs,
+            owner_view.initial
+        ),
+        (1, 2, 0, 4)
+    );
+    let other_view = other_client.get::<Secret>(h).unwrap();
+    assert_eq!(
+        (
+            other_view.public,
+            other_view.mine,
+            other_view.theirs,
+            other_view.initial
+        ),
+        (1, 0, 3, 4)
+    );
+    // After creation the init-only member is never sent again.
+    {
+        let s = m.server.objects_mut().get_mut::<Secret>(h).unwrap();
+        s.initial = 40;
+        s.mine = 20;
+        s.theirs = 30;
+    }
+    m.round_trip();
+    send_other(&mut m, &mut other_client);
+    let owner_view = m.client.get::<Secret>(h).unwrap();
+    assert_eq!(
+        (owner_view.mine, owner_view.theirs, owner_view.initial),
+        (20, 0, 4)
+    );
+    let other_view = other_client.get::<Secret>(h).unwrap();
+    assert_eq!(
+        (other_view.mine, other_view.theirs, other_view.initial),
+        (0, 30, 4)
+    );
+}

@@ -63,8 +63,8 @@ macro_rules! replicated_type {
                             serializer: <S as NetSerializer>::NAME,
                             change_mask_offset: offset,
                             change_mask_bits: 1,
-                            condition: Condition::None,
-                            init_only: false,
+                            condition: member_condition($wire, stringify!($field)).0,
+                            init_only: member_condition($wire, stringify!($field)).1,
                             has_notify: true,
                             group: None,
                             has_object_references: <S as NetSerializer>::HAS_OBJECT_REFERENCES,
@@ -197,6 +197,18 @@ replicated_type!(Captain, CaptainState, "Captain" { rank: u8 });
 replicated_type!(Counted, CountedState, "Counted" { n: u32 });
 replicated_type!(Big, BigState, "Big" { a: u64, b: u64, c: u64, d: u64, e: u64, f: u64 });
 
+replicated_type!(Secret, SecretState, "Secret" { public: u8, mine: u8, theirs: u8, initial: u8 });
+
+/// Per-member condition overrides of the test types: (condition, init only).
+pub fn member_condition(ty: &str, field: &str) -> (Condition, bool) {
+    match (ty, field) {
+        ("Secret", "mine") => (Condition::OwnerOnly, false),
+        ("Secret", "theirs") => (Condition::SkipOwner, false),
+        ("Secret", "initial") => (Condition::None, true),
+        _ => (Condition::None, false),
+    }
+}
+
 pub fn registry() -> Arc<ProtocolRegistry> {
     Arc::new(
         ProtocolRegistry::from_registrations([
@@ -207,6 +219,7 @@ pub fn registry() -> Arc<ProtocolRegistry> {
             Registration::of::<Captain>(),
             Registration::of::<Counted>(),
             Registration::of::<Big>(),
+            Registration::of::<Secret>(),
         ])
         .expect("test registry"),
     )
