@@ -282,14 +282,17 @@ fn unknown_protocol_is_an_error_for_that_object_only() {
     let good = NetRefHandle::new(51, false, 0);
     let mut w = BitWriter::with_capacity_bytes(256);
     packet_start(&mut w, &[]);
-    batch(&mut w, bad, |w| pawn_creation(w, 7, 1));
+    // The largest index the field can hold is past the registry's end.
+    let unknown = (1u64 << registry().index_bits()) - 1;
+    assert!(unknown >= registry().len() as u64);
+    batch(&mut w, bad, |w| pawn_creation(w, unknown, 1));
     batch(&mut w, good, |w| pawn_creation(w, pawn_proto, 2));
     w.write_bool(false);
     read(&mut m, w).unwrap();
     let ev = m.client.drain_events();
     assert!(ev.contains(&ReplicationEvent::ObjectError {
         handle: bad,
-        error: ObjectReadError::UnknownProtocol(7)
+        error: ObjectReadError::UnknownProtocol(unknown)
     }));
     assert_eq!(m.client.get::<Pawn>(good).unwrap().x, 2);
     assert!(m.client.world().is_broken(bad));

@@ -198,6 +198,7 @@ replicated_type!(Counted, CountedState, "Counted" { n: u32 });
 replicated_type!(Big, BigState, "Big" { a: u64, b: u64, c: u64, d: u64, e: u64, f: u64 });
 
 replicated_type!(Secret, SecretState, "Secret" { public: u8, mine: u8, theirs: u8, initial: u8 });
+replicated_type!(Flag, FlagState, "Flag" { up: bool });
 
 /// Per-member condition overrides of the test types: (condition, init only).
 pub fn member_condition(ty: &str, field: &str) -> (Condition, bool) {
@@ -220,6 +221,7 @@ pub fn registry() -> Arc<ProtocolRegistry> {
             Registration::of::<Counted>(),
             Registration::of::<Big>(),
             Registration::of::<Secret>(),
+            Registration::of::<Flag>(),
         ])
         .expect("test registry"),
     )
