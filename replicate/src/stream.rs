@@ -201,6 +201,10 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
     /// Most streams per manager.
     pub const MAX_STREAM_COUNT: usize = 32;
 
+    /// Most packets whose delivery status may be outstanding; beyond it the oldest is
+    /// treated as lost (a connection reports every packet long before this).
+    pub const MAX_RECORDS_IN_FLIGHT: usize = 4096;
+
     /// A manager without streams.
     pub fn new() -> Self {
         Self {
@@ -318,6 +322,16 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
                 }
                 writer.patch_bits(mask_pos, mask as u64, count);
             }
+        }
+        if self.records.len() >= Self::MAX_RECORDS_IN_FLIGHT
+            && let Some(oldest) = self.records.pop_front()
+        {
+            // A caller that never reports delivery must not grow this without bound.
+            tracing::warn!(
+                "data stream manager: packet {:?} never got a delivery status; treating it as lost",
+                oldest.sequence
+            );
+            self.dispatch(ctx, oldest.mask, DeliveryStatus::Lost);
         }
         self.records.push_back(ManagerRecord { sequence, mask });
         result

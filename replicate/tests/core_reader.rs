@@ -477,3 +477,24 @@ fn a_creation_overtaken_by_its_destroy_leaves_no_ghost() {
     m.ack(s2, replicate::connection::DeliveryStatus::Delivered);
     assert_eq!(m.server.writer(m.conn).unwrap().tracked_objects(), 0);
 }
+
+#[test]
+fn parked_references_of_destroyed_objects_are_forgotten() {
+    let mut m = Manual::new();
+    let captain = m.server.objects_mut().spawn(Captain::default()).unwrap();
+    m.server.set_in_scope(m.conn, captain, false);
+    let s = m
+        .server
+        .objects_mut()
+        .spawn(Soldier {
+            hp: 1,
+            captain,
+            ..Default::default()
+        })
+        .unwrap();
+    m.round_trip();
+    assert_eq!(m.client.world().resolver().counts(), (1, 0));
+    m.server.objects_mut().destroy(s).unwrap();
+    m.round_trip();
+    assert_eq!(m.client.world().resolver().counts(), (0, 0));
+}

@@ -558,6 +558,16 @@ impl ClientWorld {
             if e.cold && !cold_due {
                 return true;
             }
+            // Waiters that are gone or no longer wait for anything are forgotten, so
+            // references to objects that never come do not pile up.
+            e.waiters.retain(|w| {
+                objects
+                    .get(w)
+                    .is_some_and(|o| o.pending_refs.as_ref().is_some_and(|m| m.any()))
+            });
+            if e.waiters.is_empty() {
+                return false;
+            }
             if e.cold {
                 stats.cold_resolve_attempts += 1;
             } else {
