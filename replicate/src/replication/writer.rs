@@ -583,10 +583,13 @@ impl ReplicationWriter {
         let _ = w.commit_substream(outer);
         w.write_bool(false);
 
-        if record.infos.is_empty() || w.is_overflown() {
+        if record.infos.is_empty() {
             w.rollback(start);
             return WriteResult::NoData;
         }
+        // Every item rolled back its own overflow, so `w` is clean here; were it not,
+        // the record still goes in and the caller (the stream manager rolls the
+        // section back and reports it lost) keeps the states consistent.
         self.stats.packets += 1;
         self.stats.bits += (w.position() - start.position()) as u64;
         self.records.push_back(record);
