@@ -819,7 +819,8 @@ impl ObjectTable {
     }
 
     /// Tears an object off: the server stops replicating it; clients keep it with its
-    /// last state. Its subobjects are torn off with it.
+    /// last state. Its subobjects are torn off with it. An object torn off in the tick
+    /// it was spawned is never replicated (like one destroyed in that tick).
     pub fn tear_off(&mut self, handle: NetRefHandle) -> Result<(), ObjectError> {
         let i = self
             .live_index(handle)

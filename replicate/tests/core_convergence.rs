@@ -7,7 +7,9 @@ mod core_common;
 
 use core_common::*;
 use replicate::NetRefHandle;
+use replicate::Replicated;
 use replicate::link::LinkConditioner;
+use replicate::protocol::ErasedState;
 use replicate::replication::ReplicationEvent;
 use std::collections::HashSet;
 use std::time::Duration;
@@ -19,6 +21,10 @@ struct World {
     polled: Vec<(NetRefHandle, Crate)>,
     out_of_scope: HashSet<NetRefHandle>,
     object_errors: usize,
+    torn: Vec<(NetRefHandle, Box<dyn ErasedState>)>,
+    /// Spawned since the last server tick (an object torn off in the tick it was
+    /// created is never replicated, like one destroyed in that tick).
+    fresh: HashSet<NetRefHandle>,
 }
 
 const TAG_POOL: [&str; 6] = ["red", "blue", "green", "Player Seven", "loot", "boss"];
@@ -32,6 +38,9 @@ impl World {
 
     fn spawn_one(&mut self) {
         self.spawn_kind();
+        if let Some(&h) = self.roots.last() {
+            self.fresh.insert(h);
+        }
         if self.rng.chance(0.3)
             && let Some(&h) = self.roots.last()
         {
@@ -157,6 +166,28 @@ impl World {
         }
     }
 
+    /// Tears off a random in-scope tag: the client must keep it with this final state.
+    fn tear_off_one(&mut self) {
+        let candidates: Vec<NetRefHandle> = self
+            .roots
+            .iter()
+            .copied()
+            .filter(|h| !self.out_of_scope.contains(h) && !self.fresh.contains(h))
+            .filter(|h| self.sim.server.objects().get::<Tag>(*h).is_some())
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        let h = candidates[self.rng.below(candidates.len() as u64) as usize];
+        let objects = self.sim.server.objects_mut();
+        let t = objects.get_mut::<Tag>(h).unwrap();
+        t.value = t.value.wrapping_add(1); // a last change that must arrive with it
+        let fin: Box<dyn ErasedState> = Box::new(Replicated::to_state(&*t));
+        objects.tear_off(h).unwrap();
+        self.roots.retain(|r| *r != h);
+        self.torn.push((h, fin));
+    }
+
     fn toggle_scope(&mut self) {
         if self.roots.is_empty() {
             return;
@@ -179,6 +210,7 @@ impl World {
     }
 
     fn step(&mut self) {
+        self.fresh.clear();
         self.poll_all();
         self.sim.step(Duration::from_millis(16));
         for e in self.sim.client.drain_events() {
@@ -208,6 +240,8 @@ fn run(seed: u64, objects: usize, ticks: usize) {
         polled: Vec::new(),
         out_of_scope: HashSet::new(),
         object_errors: 0,
+        torn: Vec::new(),
+        fresh: HashSet::new(),
     };
     for _ in 0..objects {
         w.spawn_one();
@@ -224,6 +258,9 @@ fn run(seed: u64, objects: usize, ticks: usize) {
         }
         if w.rng.chance(0.1) {
             w.toggle_scope();
+        }
+        if w.rng.chance(0.05) {
+            w.tear_off_one();
         }
         w.step();
     }
@@ -315,6 +352,16 @@ fn run(seed: u64, objects: usize, ticks: usize) {
             mismatches.push(format!("{}: on the client but not replicated", c.handle()));
         }
     }
+    for (h, fin) in &w.torn {
+        match client.world().torn_off(*h) {
+            None => mismatches.push(format!("{h}: torn off but not kept on the client")),
+            Some(c) if !c.state().eq_dyn(fin.as_ref()) => {
+                mismatches.push(format!("{h}: torn-off state {:?} != {:?}", c.state(), fin))
+            }
+            Some(_) => {}
+        }
+    }
+    assert!(!w.torn.is_empty() || ticks < 100);
     assert!(expected > objects / 2, "{expected}");
     assert!(
         mismatches.is_empty(),

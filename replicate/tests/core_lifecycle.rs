@@ -805,3 +805,23 @@ fn conditions_are_applied_per_connection() {
         (0, 30, 4)
     );
 }
+
+#[test]
+fn tear_off_that_arrived_though_reported_lost_is_not_an_error() {
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(pawn(1, 1)).unwrap();
+    m.round_trip();
+    m.server.objects_mut().tear_off(h).unwrap();
+    let (seq, bytes) = m.tick_and_write();
+    m.deliver_to_client(&bytes);
+    m.ack(seq, Lost); // the ack was lost, not the packet
+    m.round_trip();
+    let ev = m.client.drain_events();
+    assert!(
+        !ev.iter()
+            .any(|e| matches!(e, ReplicationEvent::ObjectError { .. })),
+        "{ev:?}"
+    );
+    assert!(m.client.world().torn_off(h).is_some());
+    assert_eq!(m.server.writer(m.conn).unwrap().tracked_objects(), 0);
+}

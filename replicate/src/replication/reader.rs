@@ -812,12 +812,12 @@ impl ReplicationReader {
             }
             return Ok(());
         }
-        if world
-            .tombstones
-            .get(&handle)
-            .is_some_and(|t| *t >= world.packet_seq)
+        if let Some(&t) = world.tombstones.get(&handle)
+            && (t >= world.packet_seq || protocol.is_none())
         {
-            // A creation or update older than the object's destroy (reordered).
+            // A creation or update older than the object's destroy (reordered), or an
+            // update resent for an object this side already ended (its destroy or
+            // tear-off arrived though the server was told it was lost).
             world.stats.stale_batches += 1;
             return Ok(());
         }

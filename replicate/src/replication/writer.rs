@@ -424,6 +424,10 @@ impl ReplicationWriter {
                 // Never created on the remote: nothing to tear off.
                 self.stop_replication(table, index, false);
             }
+            S::CancelPendingDestroy => {
+                // Re-created once the destroy in flight resolves, then torn off.
+                info.set_tear_off(true);
+            }
             _ => {}
         }
     }
@@ -484,6 +488,9 @@ impl ReplicationWriter {
         info.set_state(S::PendingCreate);
         info.set_creation_confirmed(false);
         info.set_all(&mut self.pool);
+        if info.is_tear_off() {
+            info.set_state(S::PendingTearOff);
+        }
         self.mark_dirty(table, index);
     }
 
