@@ -229,6 +229,7 @@ pub struct ObjectEntry {
     storage: Option<Box<dyn ErasedObject>>,
     owner_connection: Option<ConnectionId>,
     root: Option<InternalIndex>,
+    owner_handle: Option<NetRefHandle>,
     subobjects: Vec<InternalIndex>,
     dependents: Vec<DependentObjectInfo>,
     parents: Vec<InternalIndex>,
@@ -272,9 +273,14 @@ impl ObjectEntry {
     pub fn owner_connection(&self) -> Option<ConnectionId> {
         self.owner_connection
     }
-    /// The root owner, for a subobject.
+    /// The root owner, for a live subobject (a subobject that ended is detached).
     pub fn root(&self) -> Option<InternalIndex> {
         self.root
+    }
+    /// The owner's handle, for a subobject (kept after it ended: a creation that is
+    /// still owed names it).
+    pub fn owner_handle(&self) -> Option<NetRefHandle> {
+        self.owner_handle
     }
     /// The subobjects, for a root.
     pub fn subobjects(&self) -> &[InternalIndex] {
@@ -416,6 +422,7 @@ impl ObjectTable {
             storage,
             owner_connection: None,
             root,
+            owner_handle: root.and_then(|r| self.entry_at(r)).map(|e| e.handle),
             subobjects: Vec::new(),
             dependents: Vec::new(),
             parents: Vec::new(),
@@ -789,10 +796,16 @@ impl ObjectTable {
                 de.parents.retain(|x| *x != i);
             }
         }
-        if let Some(r) = root
-            && let Some(Some(re)) = self.entries.get_mut(r as usize)
-        {
-            re.subobjects.retain(|x| *x != i);
+        if let Some(r) = root {
+            if let Some(Some(re)) = self.entries.get_mut(r as usize) {
+                re.subobjects.retain(|x| *x != i);
+            }
+            // Detached: what it still owes connections (a destroy, a tear-off) goes on
+            // its own, whatever becomes of the owner and its index.
+            if let Some(Some(e)) = self.entries.get_mut(i as usize) {
+                e.root = None;
+            }
+            self.subobject_set.clear(i);
         }
         if tear_off {
             self.torn_off.push(i);

@@ -9,6 +9,7 @@ use core_common::*;
 use replicate::NetRefHandle;
 use replicate::Replicated;
 use replicate::link::LinkConditioner;
+use replicate::object::SchedulingHint;
 use replicate::protocol::ErasedState;
 use replicate::replication::ReplicationEvent;
 use std::collections::HashSet;
@@ -130,6 +131,42 @@ impl World {
         }
         let r = self.rng.next_u64();
         let objects = self.sim.server.objects_mut();
+        if r % 100 == 1 {
+            // Subobject churn: a new one, or one destroyed alone.
+            let subs: Vec<_> = objects
+                .index_of(h)
+                .and_then(|i| objects.entry_at(i))
+                .map(|e| e.subobjects().to_vec())
+                .unwrap_or_default();
+            match subs.first() {
+                Some(&s) if r % 3 == 0 => {
+                    let sh = objects.entry_at(s).map(|e| e.handle()).unwrap();
+                    objects.destroy(sh).unwrap();
+                }
+                _ => {
+                    objects
+                        .spawn_subobject(
+                            h,
+                            Crate {
+                                kind: (r >> 20) as u16,
+                                ..Default::default()
+                            },
+                        )
+                        .unwrap();
+                }
+            }
+            return;
+        }
+        if r % 100 == 2 {
+            let other = self.roots[(r >> 32) as usize % self.roots.len()];
+            let hint = if r % 2 == 0 {
+                SchedulingHint::ScheduleBeforeParent
+            } else {
+                SchedulingHint::ScheduleBeforeParentIfInitialState
+            };
+            let _ = objects.add_dependent(h, other, hint);
+            return;
+        }
         if let Some(p) = objects.get_mut::<Pawn>(h) {
             match r % 4 {
                 0 => p.x = p.x.wrapping_add((r >> 8) as i32 % 100),

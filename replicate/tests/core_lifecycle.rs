@@ -825,3 +825,40 @@ fn tear_off_that_arrived_though_reported_lost_is_not_an_error() {
     assert!(m.client.world().torn_off(h).is_some());
     assert_eq!(m.server.writer(m.conn).unwrap().tracked_objects(), 0);
 }
+
+#[test]
+fn subobjects_torn_off_with_their_owner_keep_their_final_state() {
+    let mut m = Manual::new();
+    let owner = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    let sub = m
+        .server
+        .objects_mut()
+        .spawn_subobject(owner, Crate::default())
+        .unwrap();
+    m.round_trip();
+    m.server
+        .objects_mut()
+        .get_mut::<Crate>(owner)
+        .unwrap()
+        .amount = 1;
+    m.server.objects_mut().get_mut::<Crate>(sub).unwrap().amount = 2;
+    m.server.objects_mut().tear_off(owner).unwrap();
+    m.mtu = 10; // one tear-off batch per packet
+    m.round_trip();
+    m.round_trip();
+    let ev = m.client.drain_events();
+    assert!(
+        ev.contains(&ReplicationEvent::TornOff { handle: owner }),
+        "{ev:?}"
+    );
+    assert!(
+        ev.contains(&ReplicationEvent::TornOff { handle: sub }),
+        "{ev:?}"
+    );
+    let o = m.client.take_torn_off(owner).unwrap();
+    assert_eq!(o.as_any().downcast_ref::<Crate>().unwrap().amount, 1);
+    let s = m.client.take_torn_off(sub).unwrap();
+    assert_eq!(s.as_any().downcast_ref::<Crate>().unwrap().amount, 2);
+    assert_eq!(m.server.writer(m.conn).unwrap().tracked_objects(), 0);
+    assert!(m.server.objects().is_empty());
+}

@@ -608,6 +608,55 @@ impl ClientWorld {
     }
 }
 
+/// Reads a state batch for an object this side has into its quantized state; members
+/// set by a newer packet keep their value. Returns the members taken.
+fn update_existing(
+    obj: &mut ClientObject,
+    protocol: Option<u64>,
+    seq: u64,
+    b: &mut BitReader,
+    stats: &mut ReaderStats,
+) -> Result<ChangeMask, ObjectReadError> {
+    if let Some(p) = protocol
+        && p != obj.protocol as u64
+    {
+        return Err(ObjectReadError::ProtocolMismatch {
+            expected: obj.protocol,
+            got: p,
+        });
+    }
+    let bits = obj.state.type_descriptor().change_mask_bits;
+    let mask = ChangeMask::read(bits, b)?;
+    let mut scratch = obj.state.clone_box();
+    scratch.deserialize(&mask, b)?;
+    scratch.validate(&mask)?;
+    if b.bits_left() != 0 {
+        return Err(ObjectReadError::TrailingBits(b.bits_left()));
+    }
+    let mut fresh = mask.clone();
+    let mut stale = ChangeMask::new(bits);
+    for bit in mask.iter_ones() {
+        if obj.member_seq.get(bit as usize).is_some_and(|s| *s > seq) {
+            fresh.clear_bit(bit);
+            stale.set(bit);
+        }
+    }
+    if stale.any() {
+        let mut w = BitWriter::with_capacity_bits(1 << BATCH_SIZE_BITS);
+        obj.state.serialize(&stale, &mut w);
+        let bytes = w.to_bytes();
+        scratch.deserialize(&stale, &mut BitReader::with_bit_len(&bytes, w.position()))?;
+        stats.stale_members += stale.count_ones() as u64;
+    }
+    obj.state = scratch;
+    for bit in fresh.iter_ones() {
+        if let Some(s) = obj.member_seq.get_mut(bit as usize) {
+            *s = seq;
+        }
+    }
+    Ok(fresh)
+}
+
 struct Dispatch {
     handle: NetRefHandle,
     mask: ChangeMask,
@@ -753,41 +802,9 @@ impl ReplicationReader {
         } else {
             None
         };
+        let seq = world.packet_seq;
         if let Some(obj) = world.objects.get_mut(&handle) {
-            if let Some(p) = protocol
-                && p != obj.protocol as u64
-            {
-                return Err(ObjectReadError::ProtocolMismatch {
-                    expected: obj.protocol,
-                    got: p,
-                });
-            }
-            let bits = obj.state.type_descriptor().change_mask_bits;
-            let mask = ChangeMask::read(bits, b)?;
-            let mut scratch = obj.state.clone_box();
-            scratch.deserialize(&mask, b)?;
-            scratch.validate(&mask)?;
-            if b.bits_left() != 0 {
-                return Err(ObjectReadError::TrailingBits(b.bits_left()));
-            }
-            // Members set by a newer packet keep their value.
-            let seq = world.packet_seq;
-            let mut fresh = mask.clone();
-            let mut stale = ChangeMask::new(bits);
-            for bit in mask.iter_ones() {
-                if obj.member_seq.get(bit as usize).is_some_and(|s| *s > seq) {
-                    fresh.clear_bit(bit);
-                    stale.set(bit);
-                }
-            }
-            if stale.any() {
-                let mut w = BitWriter::with_capacity_bits(1 << BATCH_SIZE_BITS);
-                obj.state.serialize(&stale, &mut w);
-                let bytes = w.to_bytes();
-                scratch.deserialize(&stale, &mut BitReader::with_bit_len(&bytes, w.position()))?;
-                world.stats.stale_members += stale.count_ones() as u64;
-            }
-            obj.state = scratch;
+            let fresh = update_existing(obj, protocol, seq, b, &mut world.stats)?;
             if let Some(tags) = tags
                 && seq > obj.tags_seq
             {
@@ -797,17 +814,26 @@ impl ReplicationReader {
                     world.events.push(ReplicationEvent::TagsChanged { handle });
                 }
             }
-            for bit in fresh.iter_ones() {
-                if let Some(s) = obj.member_seq.get_mut(bit as usize) {
-                    *s = seq;
-                }
-            }
             if fresh.any() || tear_off {
                 self.dispatch.push(Dispatch {
                     handle,
                     mask: fresh,
                     created: false,
                     tear_off,
+                });
+            }
+            return Ok(());
+        }
+        if tear_off && let Some(obj) = world.torn_off.get_mut(&handle) {
+            // A subobject torn off with its owner, whose final state came separately.
+            let fresh = update_existing(obj, protocol, seq, b, &mut world.stats)?;
+            if fresh.any() {
+                if let Some(inst) = obj.instance.as_mut() {
+                    inst.apply(obj.state.as_ref(), &fresh);
+                }
+                world.events.push(ReplicationEvent::MembersChanged {
+                    handle,
+                    mask: fresh,
                 });
             }
             return Ok(());

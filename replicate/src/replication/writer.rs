@@ -257,9 +257,8 @@ impl ReplicationWriter {
             self.excluded.clear(i);
             let alone = table
                 .entry_at(i)
-                .and_then(|e| e.root())
-                .and_then(|r| table.entry_at(r))
-                .is_some_and(|r| r.is_alive());
+                .and_then(|e| e.owner_handle())
+                .is_some_and(|owner| table.contains(owner));
             self.stop_replication(table, i, alone);
         }
         for &i in table.tick_tags_changed() {
@@ -301,8 +300,10 @@ impl ReplicationWriter {
         self.dirty.set(index);
         if let Some(root) = table.entry_at(index).and_then(|e| e.root()) {
             self.ensure(root);
-            self.dirty.set(root);
-            self.infos[root as usize].set_dirty_subobjects(true);
+            if self.infos[root as usize].state() != S::Invalid {
+                self.dirty.set(root);
+                self.infos[root as usize].set_dirty_subobjects(true);
+            }
         }
     }
 
@@ -628,6 +629,10 @@ impl ReplicationWriter {
             self.dirty.clear(root);
             return Fit::Nothing;
         };
+        if info.state() == S::Invalid {
+            self.dirty.clear(root);
+            return Fit::Nothing;
+        }
         let mut wrote = false;
         if Self::needs_batch(&info) {
             match self.write_batch(table, root, w, record) {
@@ -640,6 +645,8 @@ impl ReplicationWriter {
             }
         }
         let mut subs_left = false;
+        // Subobjects wait for their owner's creation (a huge owner blocks them).
+        let mut blocked = false;
         if self.infos[root as usize].has_dirty_subobjects() {
             let root_state = self.infos[root as usize].state();
             let root_on_remote = matches!(
@@ -651,8 +658,11 @@ impl ReplicationWriter {
                     if !self.dirty.get(s) {
                         continue;
                     }
-                    if !root_on_remote || subs_left {
-                        subs_left = true;
+                    if !root_on_remote {
+                        blocked = true;
+                        continue;
+                    }
+                    if subs_left {
                         continue;
                     }
                     let needs = self.infos.get(s as usize).is_some_and(Self::needs_batch);
@@ -670,11 +680,16 @@ impl ReplicationWriter {
                     }
                 }
             }
-            self.infos[root as usize].set_dirty_subobjects(subs_left);
+            self.infos[root as usize].set_dirty_subobjects(subs_left || blocked);
         }
         let root_info = self.infos[root as usize];
-        if !Self::needs_batch(&root_info) && !subs_left {
+        if !Self::needs_batch(&root_info) && !subs_left && !blocked {
             self.dirty.clear(root);
+        }
+        if blocked && !subs_left && !wrote {
+            // Nothing can go until the owner is created: wait for more priority.
+            self.priorities[root as usize] = 0.0;
+            return Fit::Nothing;
         }
         if subs_left {
             // Keep the priority so the rest goes out soon.
