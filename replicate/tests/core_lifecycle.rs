@@ -862,3 +862,25 @@ fn subobjects_torn_off_with_their_owner_keep_their_final_state() {
     assert_eq!(m.server.writer(m.conn).unwrap().tracked_objects(), 0);
     assert!(m.server.objects().is_empty());
 }
+
+#[test]
+fn removing_a_connection_discards_its_records_and_releases_its_objects() {
+    let mut m = Manual::new();
+    let other = m.server.add_connection();
+    let h = m.server.objects_mut().spawn(pawn(1, 1)).unwrap();
+    m.round_trip();
+    let i = m.server.objects().index_of(h).unwrap();
+    // The other connection has the creation in flight when the object is destroyed.
+    let mut w = replicate::bits::BitWriter::with_capacity_bytes(1200);
+    m.server
+        .write_packet(other, replicate::connection::PacketSequence(0), &mut w);
+    m.server.objects_mut().destroy(h).unwrap();
+    m.round_trip();
+    assert!(
+        m.server.objects().entry_at(i).is_some(),
+        "still referenced by the other connection"
+    );
+    m.server.remove_connection(other);
+    assert!(m.server.objects().entry_at(i).is_none(), "freed");
+    assert!(m.server.writer(other).is_none());
+}
