@@ -96,7 +96,7 @@ impl StreamError {
 /// [`WriteResult::HasMoreData`] records what it wrote (one record per such packet);
 /// `process_delivery` is then called exactly once per such packet, in send order, and
 /// consumes the oldest record. `NoData` must leave no record and no bits.
-pub trait DataStream<C: ?Sized>: Any {
+pub trait DataStream<C: ?Sized>: Any + Send {
     /// The stream's name (used to pause and resume it).
     fn name(&self) -> &str;
 

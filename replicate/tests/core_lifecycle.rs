@@ -884,3 +884,17 @@ fn removing_a_connection_discards_its_records_and_releases_its_objects() {
     assert!(m.server.objects().entry_at(i).is_none(), "freed");
     assert!(m.server.writer(other).is_none());
 }
+
+#[test]
+fn drivers_can_move_to_another_thread() {
+    fn assert_send<T: Send>() {}
+    assert_send::<replicate::replication::ReplicationServer>();
+    assert_send::<replicate::replication::ReplicationClient>();
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(pawn(3, 3)).unwrap();
+    let handle = std::thread::spawn(move || {
+        m.round_trip();
+        m.client.get::<Pawn>(h).map(|p| p.x)
+    });
+    assert_eq!(handle.join().unwrap(), Some(3));
+}
