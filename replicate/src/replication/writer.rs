@@ -447,10 +447,10 @@ impl ReplicationWriter {
             );
             return;
         }
-        self.excluded.assign(index, !in_scope);
         if !entry.is_alive() {
             return;
         }
+        self.excluded.assign(index, !in_scope);
         let subs = entry.subobjects().to_vec();
         for j in std::iter::once(index).chain(subs) {
             if in_scope {
