@@ -1,7 +1,8 @@
 //! Convergence: 1000 objects of 3 types over 2000 ticks of a link with 20% loss, 5%
 //! duplication, reordering and 100 ms of jitter, with random mutations (push and poll
-//! mode), spawns, destroys, subobjects and scope changes. After the link quiets the
-//! client's state must equal the server's quantized state for every object in scope.
+//! mode), spawns, destroys, subobjects, dependents, tags, tear-offs and per-connection
+//! scope changes. After the links quiet, every client's state must equal the server's
+//! quantized state for every object in its scope.
 
 mod core_common;
 
@@ -20,9 +21,11 @@ struct World {
     rng: Rng,
     roots: Vec<NetRefHandle>,
     polled: Vec<(NetRefHandle, Crate)>,
-    out_of_scope: HashSet<NetRefHandle>,
+    /// Per peer: roots taken out of its scope.
+    out_of_scope: Vec<HashSet<NetRefHandle>>,
     object_errors: usize,
-    torn: Vec<(NetRefHandle, Box<dyn ErasedState>)>,
+    /// Torn-off objects, their final state, and the peers that had them in scope.
+    torn: Vec<(NetRefHandle, Box<dyn ErasedState>, Vec<bool>)>,
     /// Spawned since the last server tick (an object torn off in the tick it was
     /// created is never replicated, like one destroyed in that tick).
     fresh: HashSet<NetRefHandle>,
@@ -116,7 +119,9 @@ impl World {
         let h = self.roots.swap_remove(i);
         self.sim.server.objects_mut().destroy(h).unwrap();
         self.polled.retain(|(p, _)| *p != h);
-        self.out_of_scope.remove(&h);
+        for set in &mut self.out_of_scope {
+            set.remove(&h);
+        }
     }
 
     fn mutate_one(&mut self) {
@@ -209,7 +214,7 @@ impl World {
             .roots
             .iter()
             .copied()
-            .filter(|h| !self.out_of_scope.contains(h) && !self.fresh.contains(h))
+            .filter(|h| !self.fresh.contains(h))
             .filter(|h| self.sim.server.objects().get::<Tag>(*h).is_some())
             .collect();
         if candidates.is_empty() {
@@ -222,7 +227,11 @@ impl World {
         let fin: Box<dyn ErasedState> = Box::new(Replicated::to_state(&*t));
         objects.tear_off(h).unwrap();
         self.roots.retain(|r| *r != h);
-        self.torn.push((h, fin));
+        let in_scope = self.out_of_scope.iter().map(|s| !s.contains(&h)).collect();
+        for set in &mut self.out_of_scope {
+            set.remove(&h);
+        }
+        self.torn.push((h, fin, in_scope));
     }
 
     fn toggle_scope(&mut self) {
@@ -230,13 +239,15 @@ impl World {
             return;
         }
         let h = self.roots[self.rng.below(self.roots.len() as u64) as usize];
-        let now_in = self.out_of_scope.contains(&h);
+        let peer = self.rng.below(self.sim.peers.len() as u64) as usize;
+        let set = &mut self.out_of_scope[peer];
+        let now_in = set.contains(&h);
         if now_in {
-            self.out_of_scope.remove(&h);
+            set.remove(&h);
         } else {
-            self.out_of_scope.insert(h);
+            set.insert(h);
         }
-        let conn = self.sim.conn;
+        let conn = self.sim.peers[peer].conn;
         self.sim.server.set_in_scope(conn, h, now_in);
     }
 
@@ -250,17 +261,19 @@ impl World {
         self.fresh.clear();
         self.poll_all();
         self.sim.step(Duration::from_millis(16));
-        for e in self.sim.client.drain_events() {
-            if let ReplicationEvent::ObjectError { handle, error } = e {
-                eprintln!("object error {handle}: {error}");
-                self.object_errors += 1;
+        for p in &mut self.sim.peers {
+            for e in p.client.drain_events() {
+                if let ReplicationEvent::ObjectError { handle, error } = e {
+                    eprintln!("object error {handle}: {error}");
+                    self.object_errors += 1;
+                }
             }
         }
     }
 }
 
-fn hist(w: &World) -> std::collections::BTreeMap<String, usize> {
-    let wr = w.sim.server.writer(w.sim.conn).unwrap();
+fn hist(w: &World, peer: usize) -> std::collections::BTreeMap<String, usize> {
+    let wr = w.sim.server.writer(w.sim.peers[peer].conn).unwrap();
     let mut m = std::collections::BTreeMap::new();
     for i in 0..w.sim.server.objects().index_capacity() as u32 {
         *m.entry(format!("{:?}", wr.object_state(i))).or_insert(0) += 1;
@@ -268,79 +281,11 @@ fn hist(w: &World) -> std::collections::BTreeMap<String, usize> {
     m
 }
 
-fn run(seed: u64, objects: usize, ticks: usize) {
-    let mut w = World {
-        // 20% loss, 5% duplication, 50 ms + up to 100 ms jitter, 2% reordered.
-        sim: Sim::new(seed, LinkConditioner::bad()),
-        rng: Rng(seed.wrapping_mul(31)),
-        roots: Vec::new(),
-        polled: Vec::new(),
-        out_of_scope: HashSet::new(),
-        object_errors: 0,
-        torn: Vec::new(),
-        fresh: HashSet::new(),
-    };
-    for _ in 0..objects {
-        w.spawn_one();
-    }
-    for _ in 0..ticks {
-        for _ in 0..20 {
-            w.mutate_one();
-        }
-        for _ in 0..w.rng.below(3) {
-            w.destroy_one();
-        }
-        while w.roots.len() < objects && w.rng.chance(0.7) {
-            w.spawn_one();
-        }
-        if w.rng.chance(0.1) {
-            w.toggle_scope();
-        }
-        if w.rng.chance(0.05) {
-            w.tear_off_one();
-        }
-        w.step();
-    }
-    // The link quiets (still slow and jittery, but nothing lost or duplicated).
-    w.sim.set_conditioner(LinkConditioner {
-        loss: 0.0,
-        duplicate: 0.0,
-        ..LinkConditioner::bad()
-    });
-    // Idle for 30 ticks in a row (longer than the link's max delay): everything arrived.
-    let mut quiet_ticks = 0;
-    let mut idle_run = 0;
-    loop {
-        w.step();
-        quiet_ticks += 1;
-        if w.sim.server.writer(w.sim.conn).unwrap().is_idle() {
-            idle_run += 1;
-        } else {
-            idle_run = 0;
-        }
-        if idle_run >= 30 || quiet_ticks > 2000 {
-            break;
-        }
-    }
-    {
-        let wr = w.sim.server.writer(w.sim.conn).unwrap();
-        assert!(
-            quiet_ticks < 2000,
-            "the writer never went idle: {:?} stats {:?} in flight {} dirty {} tracked {} server conn in flight {} client objs {}",
-            hist(&w),
-            wr.stats(),
-            wr.packets_in_flight(),
-            wr.dirty_objects(),
-            wr.tracked_objects(),
-            w.sim.server_conn.in_flight(),
-            w.sim.client.len()
-        );
-        let _ = hist(&w);
-    }
-
-    // Compare.
+/// Compares one client with the server; returns the mismatches and the objects compared.
+fn compare(w: &World, peer: usize) -> (Vec<String>, usize) {
     let server = &w.sim.server;
-    let client = &w.sim.client;
+    let client = &w.sim.peers[peer].client;
+    let out_of_scope = &w.out_of_scope[peer];
     let mut mismatches = Vec::new();
     let mut expected = 0usize;
     let mut scope_roots: HashSet<NetRefHandle> = HashSet::new();
@@ -351,7 +296,7 @@ fn run(seed: u64, objects: usize, ticks: usize) {
             .root()
             .and_then(|r| server.objects().entry_at(r))
             .map_or(h, |r| r.handle());
-        if w.out_of_scope.contains(&root) {
+        if out_of_scope.contains(&root) {
             if client.contains(h) {
                 mismatches.push(format!("{h}: out of scope but on the client"));
             }
@@ -389,7 +334,10 @@ fn run(seed: u64, objects: usize, ticks: usize) {
             mismatches.push(format!("{}: on the client but not replicated", c.handle()));
         }
     }
-    for (h, fin) in &w.torn {
+    for (h, fin, in_scope) in &w.torn {
+        if !in_scope[peer] {
+            continue;
+        }
         match client.world().torn_off(*h) {
             None => mismatches.push(format!("{h}: torn off but not kept on the client")),
             Some(c) if !c.state().eq_dyn(fin.as_ref()) => {
@@ -398,37 +346,135 @@ fn run(seed: u64, objects: usize, ticks: usize) {
             Some(_) => {}
         }
     }
+    if client.len() != expected {
+        mismatches.push(format!(
+            "client has {} objects, expected {expected}",
+            client.len()
+        ));
+    }
+    (mismatches, expected)
+}
+
+fn run(seed: u64, objects: usize, ticks: usize, peers: usize) {
+    let mut w = World {
+        // 20% loss, 5% duplication, 50 ms + up to 100 ms jitter, 2% reordered.
+        sim: Sim::new(seed, LinkConditioner::bad()),
+        rng: Rng(seed.wrapping_mul(31)),
+        roots: Vec::new(),
+        polled: Vec::new(),
+        out_of_scope: vec![HashSet::new(); peers],
+        object_errors: 0,
+        torn: Vec::new(),
+        fresh: HashSet::new(),
+    };
+    for _ in 1..peers {
+        w.sim.add_peer();
+    }
+    for _ in 0..objects {
+        w.spawn_one();
+    }
+    for _ in 0..ticks {
+        for _ in 0..20 {
+            w.mutate_one();
+        }
+        for _ in 0..w.rng.below(3) {
+            w.destroy_one();
+        }
+        while w.roots.len() < objects && w.rng.chance(0.7) {
+            w.spawn_one();
+        }
+        if w.rng.chance(0.1 * peers as f64) {
+            w.toggle_scope();
+        }
+        if w.rng.chance(0.05) {
+            w.tear_off_one();
+        }
+        w.step();
+    }
+    // The links quiet (still slow and jittery, but nothing lost or duplicated).
+    w.sim.set_conditioner(LinkConditioner {
+        loss: 0.0,
+        duplicate: 0.0,
+        ..LinkConditioner::bad()
+    });
+    // Idle for 30 ticks in a row (longer than the link's max delay): everything arrived.
+    let mut quiet_ticks = 0;
+    let mut idle_run = 0;
+    loop {
+        w.step();
+        quiet_ticks += 1;
+        let idle = w
+            .sim
+            .peers
+            .iter()
+            .all(|p| w.sim.server.writer(p.conn).unwrap().is_idle());
+        if idle {
+            idle_run += 1;
+        } else {
+            idle_run = 0;
+        }
+        if idle_run >= 30 || quiet_ticks > 2000 {
+            break;
+        }
+    }
+    for peer in 0..peers {
+        let wr = w.sim.server.writer(w.sim.peers[peer].conn).unwrap();
+        assert!(
+            quiet_ticks < 2000,
+            "writer {peer} never went idle: {:?} stats {:?} in flight {} dirty {} tracked {}",
+            hist(&w, peer),
+            wr.stats(),
+            wr.packets_in_flight(),
+            wr.dirty_objects(),
+            wr.tracked_objects(),
+        );
+    }
+
     assert!(!w.torn.is_empty() || ticks < 100);
-    assert!(expected > objects / 2, "{expected}");
-    assert!(
-        mismatches.is_empty(),
-        "{} mismatches, first: {:?}",
-        mismatches.len(),
-        &mismatches[..mismatches.len().min(10)]
-    );
-    assert_eq!(client.len(), expected);
+    for peer in 0..peers {
+        let (mismatches, expected) = compare(&w, peer);
+        assert!(
+            mismatches.is_empty(),
+            "peer {peer}: {} mismatches, first: {:?}",
+            mismatches.len(),
+            &mismatches[..mismatches.len().min(10)]
+        );
+        assert!(expected > objects / 3, "{expected}");
+        let p = &w.sim.peers[peer];
+        assert_eq!(p.stream_errors, 0);
+        assert_eq!(p.header_errors, 0);
+        let stats = w.sim.server.writer(p.conn).unwrap().stats().clone();
+        assert!(
+            stats.lost_records > 0,
+            "the link did lose packets: {stats:?}"
+        );
+        eprintln!(
+            "seed {seed} peer {peer}: {expected} objects compared, {quiet_ticks} quiet ticks, client stats {:?}, writer {stats:?}",
+            p.client.world().stats()
+        );
+    }
     assert_eq!(w.object_errors, 0);
-    assert_eq!(w.sim.stream_errors, 0);
-    assert_eq!(w.sim.header_errors, 0);
-    let stats = server.writer(w.sim.conn).unwrap().stats().clone();
-    assert!(
-        stats.lost_records > 0,
-        "the link did lose packets: {stats:?}"
-    );
-    eprintln!(
-        "seed {seed}: {expected} objects compared, {quiet_ticks} quiet ticks, client stats {:?}, writer {stats:?}",
-        client.world().stats()
-    );
+    // Every destroyed object was freed once all connections confirmed it.
+    let live = w.sim.server.objects().len();
+    let allocated = (0..w.sim.server.objects().index_capacity() as u32)
+        .filter(|i| w.sim.server.objects().entry_at(*i).is_some())
+        .count();
+    assert_eq!(allocated, live, "destroyed objects still allocated");
 }
 
 #[test]
 fn converges_1000_objects_2000_ticks_lossy_link() {
-    run(0x5EED, 1000, 2000);
+    run(0x5EED, 1000, 2000, 1);
+}
+
+#[test]
+fn converges_with_three_connections_and_separate_scopes() {
+    run(0xC0FFEE, 300, 800, 3);
 }
 
 #[test]
 fn converges_other_seeds_small() {
     for seed in 1..=4 {
-        run(seed, 100, 400);
+        run(seed, 100, 400, 1);
     }
 }

@@ -204,15 +204,17 @@ fn corrupted_packets_through_real_connections_never_panic() {
         sim.step(Duration::from_millis(16));
         // Random bytes straight into both connections, then into the streams.
         let junk: Vec<u8> = (0..rng.below(80)).map(|_| rng.next_u64() as u8).collect();
+        let now = sim.now;
+        let p = &mut sim.peers[0];
         let mut r = BitReader::new(&junk);
-        if let Ok(seq) = sim.client_conn.read_header(sim.now, &mut r) {
-            let _ = sim.client.read_packet(sim.now, seq, &mut r);
+        if let Ok(seq) = p.client_conn.read_header(now, &mut r) {
+            let _ = p.client.read_packet(now, seq, &mut r);
         }
         let mut r = BitReader::new(&junk);
-        if sim.server_conn.read_header(sim.now, &mut r).is_ok() {
-            let _ = sim.server.read_packet(sim.conn, &mut r);
+        if p.server_conn.read_header(now, &mut r).is_ok() {
+            let _ = sim.server.read_packet(p.conn, &mut r);
         }
-        sim.client.drain_events();
+        p.client.drain_events();
     }
     // The server side is unaffected by what the client got: still consistent.
     assert_eq!(sim.server.objects().len(), handles.len());

@@ -324,105 +324,130 @@ impl Rng {
     }
 }
 
-/// Server + client over the crate's sans-IO [`Connection`]s and seeded
-/// [`LinkSimulator`]s (loss, duplication, jitter and reordering).
-pub struct Sim {
-    pub server: ReplicationServer,
-    pub client: ReplicationClient,
+/// One client of a [`Sim`]: its connection on both ends and its two links.
+pub struct Peer {
     pub conn: ConnectionId,
+    pub client: ReplicationClient,
     pub server_conn: Connection,
     pub client_conn: Connection,
     pub down: LinkSimulator,
     pub up: LinkSimulator,
-    pub now: Duration,
-    pub mtu: usize,
-    pub packets_per_tick: usize,
     pub stream_errors: usize,
     pub header_errors: usize,
 }
 
+/// A server and clients over the crate's sans-IO [`Connection`]s and seeded
+/// [`LinkSimulator`]s (loss, duplication, jitter and reordering).
+pub struct Sim {
+    pub server: ReplicationServer,
+    pub peers: Vec<Peer>,
+    pub now: Duration,
+    pub mtu: usize,
+    pub packets_per_tick: usize,
+    seed: u64,
+    conditioner: LinkConditioner,
+}
+
 impl Sim {
+    /// A server with one client.
     pub fn new(seed: u64, conditioner: LinkConditioner) -> Self {
-        let reg = registry();
-        let config = ReplicationConfig::default();
-        let mut server = ReplicationServer::new(reg.clone(), config.clone());
-        let conn = server.add_connection();
-        Self {
-            server,
-            client: ReplicationClient::new(reg, config),
-            conn,
-            server_conn: Connection::new(ConnectionConfig::default()),
-            client_conn: Connection::new(ConnectionConfig::default()),
-            down: LinkSimulator::new(conditioner.clone(), seed),
-            up: LinkSimulator::new(conditioner, seed ^ 0xABCD),
+        let mut sim = Self {
+            server: ReplicationServer::new(registry(), ReplicationConfig::default()),
+            peers: Vec::new(),
             now: Duration::ZERO,
             mtu: 1200,
             packets_per_tick: 3,
-            stream_errors: 0,
-            header_errors: 0,
-        }
+            seed,
+            conditioner,
+        };
+        sim.add_peer();
+        sim
     }
 
-    /// Replaces both links' conditions (for example to let the link quiet).
+    /// Connects another client; returns its index in `peers`.
+    pub fn add_peer(&mut self) -> usize {
+        let n = self.peers.len() as u64;
+        let seed = self.seed.wrapping_add(n.wrapping_mul(0x9E37_79B9));
+        let conn = self.server.add_connection();
+        self.peers.push(Peer {
+            conn,
+            client: ReplicationClient::new(registry(), ReplicationConfig::default()),
+            server_conn: Connection::new(ConnectionConfig::default()),
+            client_conn: Connection::new(ConnectionConfig::default()),
+            down: LinkSimulator::new(self.conditioner.clone(), seed),
+            up: LinkSimulator::new(self.conditioner.clone(), seed ^ 0xABCD),
+            stream_errors: 0,
+            header_errors: 0,
+        });
+        self.peers.len() - 1
+    }
+
+    /// Replaces every link's conditions (for example to let the links quiet).
     pub fn set_conditioner(&mut self, c: LinkConditioner) {
-        self.down.set_conditioner(c.clone());
-        self.up.set_conditioner(c);
+        for p in &mut self.peers {
+            p.down.set_conditioner(c.clone());
+            p.up.set_conditioner(c.clone());
+        }
     }
 
     /// One tick of `dt`: deliver arrived packets both ways, process delivery
-    /// notifications, tick the server, write up to `packets_per_tick` packets, and one
-    /// client packet (which carries the acks).
+    /// notifications, tick the server once, then for every client write up to
+    /// `packets_per_tick` packets and one client packet (which carries the acks).
     pub fn step(&mut self, dt: Duration) {
         self.now += dt;
         let now = self.now;
-        let arrived: Vec<Vec<u8>> = self.down.drain(now).collect();
-        for bytes in arrived {
-            let mut r = BitReader::new(&bytes);
-            match self.client_conn.read_header(now, &mut r) {
-                Ok(seq) => {
-                    if self.client.read_packet(now, seq, &mut r).is_err() {
-                        self.stream_errors += 1;
+        for p in &mut self.peers {
+            let arrived: Vec<Vec<u8>> = p.down.drain(now).collect();
+            for bytes in arrived {
+                let mut r = BitReader::new(&bytes);
+                match p.client_conn.read_header(now, &mut r) {
+                    Ok(seq) => {
+                        if p.client.read_packet(now, seq, &mut r).is_err() {
+                            p.stream_errors += 1;
+                        }
                     }
+                    Err(e) if e.is_benign() => {}
+                    Err(_) => p.header_errors += 1,
                 }
-                Err(e) if e.is_benign() => {}
-                Err(_) => self.header_errors += 1,
             }
-        }
-        let arrived: Vec<Vec<u8>> = self.up.drain(now).collect();
-        for bytes in arrived {
-            let mut r = BitReader::new(&bytes);
-            match self.server_conn.read_header(now, &mut r) {
-                Ok(_) => {
-                    if self.server.read_packet(self.conn, &mut r).is_err() {
-                        self.stream_errors += 1;
+            let arrived: Vec<Vec<u8>> = p.up.drain(now).collect();
+            for bytes in arrived {
+                let mut r = BitReader::new(&bytes);
+                match p.server_conn.read_header(now, &mut r) {
+                    Ok(_) => {
+                        if self.server.read_packet(p.conn, &mut r).is_err() {
+                            p.stream_errors += 1;
+                        }
                     }
+                    Err(e) if e.is_benign() => {}
+                    Err(_) => p.header_errors += 1,
                 }
-                Err(e) if e.is_benign() => {}
-                Err(_) => self.header_errors += 1,
             }
-        }
-        self.server_conn.update(now);
-        while let Some((seq, status)) = self.server_conn.poll_delivery() {
-            self.server.process_delivery(self.conn, seq, status);
-        }
-        self.client_conn.update(now);
-        while let Some((seq, status)) = self.client_conn.poll_delivery() {
-            self.client.process_delivery(seq, status);
+            p.server_conn.update(now);
+            while let Some((seq, status)) = p.server_conn.poll_delivery() {
+                self.server.process_delivery(p.conn, seq, status);
+            }
+            p.client_conn.update(now);
+            while let Some((seq, status)) = p.client_conn.poll_delivery() {
+                p.client.process_delivery(seq, status);
+            }
         }
         self.server.tick(now);
-        for _ in 0..self.packets_per_tick {
-            let mut w = BitWriter::with_capacity_bytes(self.mtu);
-            let seq = self.server_conn.write_header(now, &mut w);
-            let result = self.server.write_packet(self.conn, seq, &mut w);
-            self.down.send(now, &w.finish().expect("fits"));
-            if result != replicate::stream::WriteResult::HasMoreData {
-                break;
+        for p in &mut self.peers {
+            for _ in 0..self.packets_per_tick {
+                let mut w = BitWriter::with_capacity_bytes(self.mtu);
+                let seq = p.server_conn.write_header(now, &mut w);
+                let result = self.server.write_packet(p.conn, seq, &mut w);
+                p.down.send(now, &w.finish().expect("fits"));
+                if result != replicate::stream::WriteResult::HasMoreData {
+                    break;
+                }
             }
+            let mut w = BitWriter::with_capacity_bytes(self.mtu);
+            let seq = p.client_conn.write_header(now, &mut w);
+            p.client.write_packet(seq, &mut w);
+            p.up.send(now, &w.finish().expect("fits"));
+            p.client.update(now);
         }
-        let mut w = BitWriter::with_capacity_bytes(self.mtu);
-        let seq = self.client_conn.write_header(now, &mut w);
-        self.client.write_packet(seq, &mut w);
-        self.up.send(now, &w.finish().expect("fits"));
-        self.client.update(now);
     }
 }
