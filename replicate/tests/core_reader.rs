@@ -498,3 +498,59 @@ fn parked_references_of_destroyed_objects_are_forgotten() {
     m.round_trip();
     assert_eq!(m.client.world().resolver().counts(), (0, 0));
 }
+
+#[test]
+fn a_broken_object_is_reported_and_the_server_stops_sending_it() {
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    let other = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    m.round_trip();
+    // A batch for `h` with trailing garbage: the client marks it broken.
+    let mut w = BitWriter::with_capacity_bytes(256);
+    packet_start(&mut w, &[]);
+    batch(&mut w, h, |w| {
+        w.write_bool(false); // exports
+        w.write_bool(false); // not creating
+        w.write_bool(false); // tear off
+        w.write_bool(false); // delta
+        w.write_bool(false); // tags
+        w.write_bits(0b001, 3);
+        w.write_bits(0, 1); // kind = 0 (zero flag)
+        w.write_bits(0x7, 3); // garbage
+    });
+    w.write_bool(false);
+    read(&mut m, w).unwrap();
+    assert!(m.client.world().is_broken(h));
+
+    // The client's next packet reports it; the server takes it out of scope.
+    let mut up = BitWriter::with_capacity_bytes(1200);
+    m.client
+        .write_packet(replicate::connection::PacketSequence(0), &mut up);
+    let bytes = up.finish().unwrap();
+    m.server
+        .read_packet(m.conn, &mut BitReader::new(&bytes))
+        .unwrap();
+    m.client.process_delivery(
+        replicate::connection::PacketSequence(0),
+        replicate::connection::DeliveryStatus::Delivered,
+    );
+    assert_eq!(
+        m.server.writer(m.conn).unwrap().stats().disabled_by_remote,
+        1
+    );
+    m.client.drain_events();
+    m.server.objects_mut().get_mut::<Crate>(h).unwrap().amount = 5;
+    m.server
+        .objects_mut()
+        .get_mut::<Crate>(other)
+        .unwrap()
+        .amount = 6;
+    m.round_trip();
+    let ev = m.client.drain_events();
+    assert!(
+        ev.contains(&ReplicationEvent::Destroyed { handle: h }),
+        "{ev:?}"
+    );
+    assert!(!m.client.contains(h) && !m.client.world().is_broken(h));
+    assert_eq!(m.client.get::<Crate>(other).unwrap().amount, 6);
+}

@@ -216,6 +216,7 @@ pub struct ClientWorld {
     packet_seq: u64,
     latest_seq: Option<u64>,
     tombstones: HashMap<NetRefHandle, u64>,
+    to_report: Vec<NetRefHandle>,
 }
 
 /// How far behind the newest packet a tombstone is kept (the connection rejects packets
@@ -250,6 +251,7 @@ impl ClientWorld {
             packet_seq: 0,
             latest_seq: None,
             tombstones: HashMap::new(),
+            to_report: Vec::new(),
         }
     }
 
@@ -664,11 +666,15 @@ struct Dispatch {
     tear_off: bool,
 }
 
-/// The receiving half of the replication stream.
+/// The receiving half of the replication stream. Its only upstream data is the list of
+/// objects it marked broken, so the server stops replicating them to this side.
+///
+/// Upstream wire format: `([1][handle])* [0]`.
 #[derive(Default)]
 pub struct ReplicationReader {
     dispatch: Vec<Dispatch>,
     ends: Vec<(NetRefHandle, bool)>,
+    reports_in_flight: std::collections::VecDeque<Vec<NetRefHandle>>,
 }
 
 impl std::fmt::Debug for ReplicationReader {
@@ -757,6 +763,8 @@ impl ReplicationReader {
             if e.breaks_object() {
                 world.broken.insert(handle);
                 world.stats.broken_objects += 1;
+                // Tell the server to stop replicating it here (Iris's ReplicationDisabled).
+                world.to_report.push(handle);
             }
             world
                 .events
@@ -904,8 +912,32 @@ impl DataStream<ClientWorld> for ReplicationReader {
         Self::NAME
     }
 
-    fn write_data(&mut self, _ctx: &mut ClientWorld, _writer: &mut BitWriter) -> WriteResult {
-        WriteResult::NoData
+    fn write_data(&mut self, ctx: &mut ClientWorld, w: &mut BitWriter) -> WriteResult {
+        if ctx.to_report.is_empty() {
+            return WriteResult::NoData;
+        }
+        let mut sent = Vec::new();
+        while let Some(&h) = ctx.to_report.last() {
+            let m = w.mark();
+            w.write_bool(true);
+            h.write(w);
+            if w.is_overflown() || w.bits_left() < 1 {
+                w.rollback(m);
+                break;
+            }
+            ctx.to_report.pop();
+            sent.push(h);
+        }
+        if sent.is_empty() {
+            return WriteResult::NoData;
+        }
+        w.write_bool(false);
+        self.reports_in_flight.push_back(sent);
+        if ctx.to_report.is_empty() {
+            WriteResult::Ok
+        } else {
+            WriteResult::HasMoreData
+        }
     }
 
     fn read_data(
@@ -916,5 +948,17 @@ impl DataStream<ClientWorld> for ReplicationReader {
         self.read(ctx, reader)
     }
 
-    fn process_delivery(&mut self, _ctx: &mut ClientWorld, _status: DeliveryStatus) {}
+    fn process_delivery(&mut self, ctx: &mut ClientWorld, status: DeliveryStatus) {
+        if let Some(sent) = self.reports_in_flight.pop_front()
+            && status == DeliveryStatus::Lost
+        {
+            // Still broken (not destroyed since): report again.
+            ctx.to_report
+                .extend(sent.into_iter().filter(|h| ctx.broken.contains(h)));
+        }
+    }
+
+    fn has_acknowledged_all_reliable_data(&self) -> bool {
+        self.reports_in_flight.is_empty()
+    }
 }

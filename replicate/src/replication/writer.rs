@@ -66,7 +66,12 @@ pub struct WriterStats {
     pub huge_objects: u64,
     /// Bits written (stream sections).
     pub bits: u64,
+    /// Objects taken out of scope because the client reported them broken.
+    pub disabled_by_remote: u64,
 }
+
+/// Most broken-object reports read from one packet.
+pub const MAX_REPORTS_PER_PACKET: usize = 1024;
 
 enum Fit {
     Wrote,
@@ -1010,15 +1015,35 @@ impl DataStream<ObjectTable> for ReplicationWriter {
         self.write(ctx, writer)
     }
 
+    /// Reads the client's reports of objects it could not decode (Iris's
+    /// `ReplicationDisabled`): they leave this connection's scope for good.
     fn read_data(
         &mut self,
-        _ctx: &mut ObjectTable,
-        _reader: &mut crate::bits::BitReader,
+        ctx: &mut ObjectTable,
+        r: &mut crate::bits::BitReader,
     ) -> Result<(), StreamError> {
-        Err(StreamError::malformed(
-            Self::NAME,
-            "the server's replication stream receives no data",
-        ))
+        let mut n = 0;
+        while r.read_bool() {
+            let h = NetRefHandle::read(r).map_err(|e| StreamError::malformed(Self::NAME, e))?;
+            n += 1;
+            if n > MAX_REPORTS_PER_PACKET {
+                return Err(StreamError::malformed(
+                    Self::NAME,
+                    "too many broken-object reports",
+                ));
+            }
+            let Some(index) = ctx.index_of(h) else {
+                continue;
+            };
+            let root = ctx.entry_at(index).and_then(|e| e.root()).unwrap_or(index);
+            tracing::warn!(
+                "connection {}: the client could not replicate {h}; it is no longer sent there",
+                self.connection
+            );
+            self.stats.disabled_by_remote += 1;
+            self.set_in_scope(ctx, root, false);
+        }
+        r.check().map_err(|e| StreamError::malformed(Self::NAME, e))
     }
 
     fn process_delivery(&mut self, ctx: &mut ObjectTable, status: DeliveryStatus) {
