@@ -22,13 +22,17 @@
 
 pub mod bits;
 pub mod connection;
+pub mod fragment;
 pub mod handle;
+pub mod nested;
 pub mod protocol;
 pub mod serialize;
 pub mod state;
 
+pub use fragment::ReplicationFragment;
 pub use handle::NetRefHandle;
 pub use protocol::{ProtocolRegistry, Registration};
+pub use replicate_derive::{NetEnum, Replicated};
 pub use state::{ChangeMask, Condition, Replicated, ReplicatedState, StateDescriptor};
 
 /// What generated code needs. Not public API: may change in any release.
@@ -36,7 +40,15 @@ pub use state::{ChangeMask, Condition, Replicated, ReplicatedState, StateDescrip
 pub mod __private {
     pub use crate::NetRefHandle;
     pub use crate::bits::{BitReader, BitWriter};
+    pub use crate::fragment::{
+        FragmentError, FragmentOwner, FragmentTraits, Notifications, ReplicationFragment,
+        downcast_state, poll_replicated,
+    };
+    pub use crate::nested::support::{StubState, fingerprint, generic_name, prefix_error};
+    pub use crate::nested::{NestedReplicated, NestedSerializer, NetEnum};
+    pub use crate::protocol::ErasedState;
     pub use crate::protocol::{Registration, ValidateConfigs};
+    pub use crate::serialize::NoConfig;
     pub use crate::serialize::{
         NetDefault, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher,
     };
