@@ -15,8 +15,9 @@ pub fn expand(model: &Model) -> TokenStream {
 
     // quantize
     let quantize = model.members.iter().map(|m| {
-        let (ser, cfg, f, member) = (&m.ser, &m.cfg, &m.twin_field, m.member());
-        quote!(out.#f = <#ser as __rp::NetSerializer>::quantize(&#cfg, &self.#member);)
+        let (f, member) = (&m.twin_field, m.member());
+        let q = m.quantize(quote!(&self.#member));
+        quote!(out.#f = #q;)
     });
 
     // from_state: replicated members dequantized, skipped ones Default.
@@ -24,8 +25,9 @@ pub fn expand(model: &Model) -> TokenStream {
         let member = &field.member;
         match model.members.iter().find(|m| m.field.index == field.index) {
             Some(m) => {
-                let (ser, cfg, f) = (&m.ser, &m.cfg, &m.twin_field);
-                quote!(#member: <#ser as __rp::NetSerializer>::dequantize(&#cfg, &state.#f),)
+                let f = &m.twin_field;
+                let value = m.dequantize(quote!(&state.#f));
+                quote!(#member: #value,)
             }
             None => {
                 let ty = field.ty;
@@ -57,8 +59,8 @@ pub fn expand(model: &Model) -> TokenStream {
     let mut apply_body = TokenStream::new();
     let write_member = |i: usize| {
         let m = &model.members[i];
-        let (ser, cfg, f, member) = (&m.ser, &m.cfg, &m.twin_field, m.member());
-        let value = quote!(<#ser as __rp::NetSerializer>::dequantize(&#cfg, &state.#f));
+        let (f, member) = (&m.twin_field, m.member());
+        let value = m.dequantize(quote!(&state.#f));
         match pending_slot(i) {
             Some(slot) => quote! {{
                 let __v = #value;
@@ -76,10 +78,10 @@ pub fn expand(model: &Model) -> TokenStream {
         match slot {
             Slot::Single(i) => {
                 let m = &model.members[*i];
-                let (ser, cfg) = (&m.ser, &m.cfg);
+                let (ser, cfg) = (&m.s, &m.cfg);
                 let write = write_member(*i);
                 apply_body.extend(quote! {{
-                    let __n = <#ser as __rp::NetSerializer>::change_mask_bits(&#cfg);
+                    let __n = #ser::change_mask_bits(&#cfg);
                     if mask.any_in(__off, __n) {
                         #write
                     }

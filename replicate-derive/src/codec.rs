@@ -30,9 +30,9 @@ pub fn expand(model: &Model) -> TokenStream {
         }
     }
     for m in &model.members {
-        let (ser, cfg, f) = (&m.ser, &m.cfg, &m.twin_field);
+        let (ser, cfg, f) = (&m.s, &m.cfg, &m.twin_field);
         b.refs.extend(quote! {
-            <#ser as __rp::NetSerializer>::collect_references(&#cfg, &self.#f, out);
+            #ser::collect_references(&#cfg, &self.#f, out);
         });
     }
 
@@ -117,8 +117,8 @@ pub fn expand(model: &Model) -> TokenStream {
 /// A member with its own change-mask bits: everything goes through the serializer's
 /// masked hooks, so arrays and nested structs track their parts.
 fn single(b: &mut Bodies, m: &Member) {
-    let (ser, cfg, f) = (&m.ser, &m.cfg, &m.twin_field);
-    let s = quote!(<#ser as __rp::NetSerializer>);
+    let (ser, cfg, f) = (&m.s, &m.cfg, &m.twin_field);
+    let s = ser.clone();
     let n = quote!(let __n = #s::change_mask_bits(&#cfg););
     b.diff.extend(quote! {
         __any |= #s::diff(&#cfg, &self.#f, &previous.#f, mask, __off);
@@ -171,8 +171,8 @@ fn group(b: &mut Bodies, ms: &[&Member]) {
     let mut de_delta = TokenStream::new();
     let mut val = TokenStream::new();
     for m in ms {
-        let (ser, cfg, f) = (&m.ser, &m.cfg, &m.twin_field);
-        let s = quote!(<#ser as __rp::NetSerializer>);
+        let (ser, cfg, f) = (&m.s, &m.cfg, &m.twin_field);
+        let s = ser.clone();
         differs.push(quote!(!#s::is_equal(&#cfg, &self.#f, &previous.#f)));
         ser_all.extend(quote!(#s::serialize(&#cfg, &self.#f, writer);));
         de_all.extend(quote!(self.#f = #s::deserialize(&#cfg, reader)?;));

@@ -16,16 +16,16 @@ pub fn expand(model: &Model) -> TokenStream {
         match slot {
             Slot::Single(i) => {
                 let m = &model.members[*i];
-                let ser = &m.ser;
+                let ser = &m.s;
                 let cfg = &m.cfg;
                 pushes.extend(member(
                     model,
                     *i,
-                    quote!(<#ser as __rp::NetSerializer>::change_mask_bits(&#cfg)),
+                    quote!(#ser::change_mask_bits(&#cfg)),
                     quote!(::core::option::Option::None),
                 ));
                 pushes.extend(quote! {
-                    __off += <#ser as __rp::NetSerializer>::change_mask_bits(&#cfg);
+                    __off += #ser::change_mask_bits(&#cfg);
                 });
             }
             Slot::Group(name, members) => {
@@ -89,7 +89,8 @@ pub fn expand(model: &Model) -> TokenStream {
 fn member(model: &Model, i: usize, bits: TokenStream, group: TokenStream) -> TokenStream {
     let m = &model.members[i];
     let name = m.name();
-    let ser = &m.ser;
+    let ser = &m.s;
+    let raw = &m.ser;
     let cfg = &m.cfg;
     let condition = m.condition();
     let init = m.init();
@@ -97,17 +98,17 @@ fn member(model: &Model, i: usize, bits: TokenStream, group: TokenStream) -> Tok
     quote! {
         __members.push(__rp::MemberDescriptor {
             name: #name,
-            serializer: <#ser as __rp::NetSerializer>::NAME,
+            serializer: #ser::NAME,
             change_mask_offset: __off,
             change_mask_bits: #bits,
             condition: #condition,
             init_only: #init,
             has_notify: #has_notify,
             group: #group,
-            has_object_references: <#ser as __rp::NetSerializer>::HAS_OBJECT_REFERENCES,
-            has_dynamic_state: <#ser as __rp::NetSerializer>::HAS_DYNAMIC_STATE,
-            max_bits: <#ser as __rp::NetSerializer>::max_bits(&#cfg),
-            fingerprint: __rp::fingerprint::<#ser>(&#cfg),
+            has_object_references: #ser::HAS_OBJECT_REFERENCES,
+            has_dynamic_state: #ser::HAS_DYNAMIC_STATE,
+            max_bits: #ser::max_bits(&#cfg),
+            fingerprint: __rp::fingerprint::<#raw>(&#cfg),
         });
     }
 }

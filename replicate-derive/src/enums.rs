@@ -18,6 +18,7 @@ struct EnumField<'a> {
 
 pub fn expand(cont: &Container, variants: &[Variant]) -> TokenStream {
     let ident = cont.ident;
+    let vis = &cont.original.vis;
     let name = match &cont.attrs.name {
         Some(n) => n.value(),
         None => unraw(ident),
@@ -293,7 +294,7 @@ pub fn expand(cont: &Container, variants: &[Variant]) -> TokenStream {
             quote!(#i => ::core::option::Option::Some(#ident::#vid),)
         });
         quote! {
-            impl __rp::NetEnumIndex for #ident {
+            impl __rp::NetEnum for #ident {
                 const VARIANT_COUNT: u32 = #count_u32;
                 fn to_index(&self) -> u32 {
                     match self { #(#to_index)* }
@@ -322,7 +323,7 @@ pub fn expand(cont: &Container, variants: &[Variant]) -> TokenStream {
         #configs
 
         #[doc = #doc_q]
-        pub enum #qty {
+        #vis enum #qty {
             #(#q_variants,)*
         }
 
@@ -354,7 +355,7 @@ pub fn expand(cont: &Container, variants: &[Variant]) -> TokenStream {
         }
 
         #[doc = #doc_s]
-        pub struct #ser_ty;
+        #vis struct #ser_ty;
 
         impl __rp::NetSerializer for #ser_ty {
             type Source = #ident;

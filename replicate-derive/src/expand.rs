@@ -86,6 +86,9 @@ pub struct Member<'a> {
     pub index: usize,
     /// The serializer type (explicit, or `<FieldTy as NetDefault>::Serializer`).
     pub ser: TokenStream,
+    /// `<Serializer as NetSerializer>`, spanned at the field's type so every error about
+    /// the member's serializer points there (and identical ones are reported once).
+    pub s: TokenStream,
     /// An expression of the serializer's config type (a const, or an inline default).
     pub cfg: TokenStream,
     /// The field in the quantized twin.
@@ -111,6 +114,19 @@ impl Member<'_> {
             None => format_ident!("None"),
         };
         quote!(__rp::Condition::#c)
+    }
+
+    /// `quantize(value)` through a helper bound on `Source = FieldTy`, spanned at the
+    /// field's type: a serializer for another type is one error at the field.
+    pub fn quantize(&self, value: TokenStream) -> TokenStream {
+        let (ser, ty, cfg) = (&self.ser, self.field.ty, &self.cfg);
+        quote_spanned!(ty.span()=> __rp::quantize_member::<#ser, #ty>(&#cfg, #value))
+    }
+
+    /// `dequantize(quantized)`, like [`quantize`](Self::quantize).
+    pub fn dequantize(&self, quantized: TokenStream) -> TokenStream {
+        let (ser, ty, cfg) = (&self.ser, self.field.ty, &self.cfg);
+        quote_spanned!(ty.span()=> __rp::dequantize_member::<#ser, #ty>(&#cfg, #quantized))
     }
 
     pub fn init(&self) -> bool {
@@ -155,7 +171,7 @@ impl<'a> Model<'a> {
             };
             let has_cfg_items = !field.attrs.config.is_empty() || field.attrs.config_base.is_some();
             let cfg = if !generic {
-                let c = format_ident!("__NET_CFG_{}", index);
+                let c = format_ident!("__NET_CFG_{}", index, span = field.ty.span());
                 quote!(#c)
             } else if let Some(base) = &field.attrs.config_base {
                 quote!((#base))
@@ -167,9 +183,11 @@ impl<'a> Model<'a> {
                 syn::Member::Named(ident) => ident.clone(),
                 syn::Member::Unnamed(i) => format_ident!("_{}", i.index),
             };
+            let s = quote_spanned!(ty.span()=> <#ser as __rp::NetSerializer>);
             members.push(Member {
                 field,
                 index,
+                s,
                 ser,
                 cfg,
                 twin_field,
@@ -221,12 +239,14 @@ impl<'a> Model<'a> {
     fn config_items(&self) -> TokenStream {
         let mut out = TokenStream::new();
         for m in self.members.iter().filter(|m| !m.generic) {
-            let ty_alias = format_ident!("__NetCfg_{}", m.index);
-            let konst = format_ident!("__NET_CFG_{}", m.index);
-            let ser = &m.ser;
+            let ty_alias = format_ident!("__NetCfg_{}", m.index, span = m.field.ty.span());
+            let konst = format_ident!("__NET_CFG_{}", m.index, span = m.field.ty.span());
+            let ser = &m.s;
             let base = match &m.field.attrs.config_base {
                 Some(base) => quote!(#base),
-                None => quote!(<#ty_alias as __rp::NetSerializerConfig>::DEFAULT),
+                None => {
+                    quote_spanned!(m.field.ty.span()=> <#ty_alias as __rp::NetSerializerConfig>::DEFAULT)
+                }
             };
             let value = if m.field.attrs.config.is_empty() {
                 base
@@ -238,8 +258,9 @@ impl<'a> Model<'a> {
                 });
                 quote!(#ty_alias { #(#keys)* ..#base })
             };
-            out.extend(quote! {
-                type #ty_alias = <#ser as __rp::NetSerializer>::Config;
+            let ty = m.field.ty;
+            out.extend(quote_spanned! {ty.span()=>
+                type #ty_alias = #ser::Config;
                 const #konst: #ty_alias = #value;
             });
         }
@@ -267,13 +288,17 @@ impl<'a> Model<'a> {
                 preds.push(quote!(#ident: ::core::marker::Send + 'static));
             }
         }
-        for m in self.members.iter().filter(|m| m.generic) {
+        // Every member's serializer requirement, spanned at the field's type. For
+        // concrete types these bounds are trivially true, or trivially false and then
+        // reported once at the field instead of once per generated use.
+        for m in &self.members {
             let ty = m.field.ty;
             let ser = &m.ser;
             if m.field.attrs.serializer.is_none() {
-                preds.push(quote!(#ty: __rp::NetDefault));
+                preds.push(quote_spanned!(ty.span()=> #ty: __rp::NetDefault));
+            } else {
+                preds.push(quote_spanned!(ty.span()=> #ser: __rp::NetSerializer<Source = #ty>));
             }
-            preds.push(quote!(#ser: __rp::NetSerializer<Source = #ty>));
         }
         if preds.is_empty() {
             TokenStream::new()

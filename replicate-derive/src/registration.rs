@@ -11,23 +11,23 @@ pub fn expand(model: &Model) -> TokenStream {
     let self_ty = model.self_ty();
 
     let validations = model.members.iter().map(|m| {
-        let (ser, cfg) = (&m.ser, &m.cfg);
+        let (ser, cfg) = (&m.s, &m.cfg);
         let prefix = format!("member `{}`: ", m.name());
         quote! {
             if let ::core::result::Result::Err(e) =
-                <#ser as __rp::NetSerializer>::validate_config(&#cfg)
+                #ser::validate_config(&#cfg)
             {
                 return ::core::result::Result::Err(__rp::prefix_error(#prefix, e));
             }
         }
     });
     let dynamic = model.members.iter().map(|m| {
-        let ser = &m.ser;
-        quote!(|| <#ser as __rp::NetSerializer>::HAS_DYNAMIC_STATE)
+        let ser = &m.s;
+        quote!(|| #ser::HAS_DYNAMIC_STATE)
     });
     let references = model.members.iter().map(|m| {
-        let ser = &m.ser;
-        quote!(|| <#ser as __rp::NetSerializer>::HAS_OBJECT_REFERENCES)
+        let ser = &m.s;
+        quote!(|| #ser::HAS_OBJECT_REFERENCES)
     });
 
     let submit = if !model.is_generic && model.cont.attrs.register {

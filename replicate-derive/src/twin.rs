@@ -4,7 +4,7 @@
 
 use crate::expand::Model;
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, quote_spanned};
 
 pub fn expand(model: &Model) -> TokenStream {
     let twin = &model.twin;
@@ -13,12 +13,11 @@ pub fn expand(model: &Model) -> TokenStream {
     let where_clause = model.where_clause();
     let (impl_g, ty_g, _) = generics.split_for_impl();
     let vis = &model.cont.original.vis;
-    let _ = vis;
 
     let fields: Vec<_> = model.members.iter().map(|m| &m.twin_field).collect();
     let tys = model.members.iter().map(|m| {
-        let ser = &m.ser;
-        quote!(<#ser as __rp::NetSerializer>::Quantized)
+        let ser = &m.s;
+        quote_spanned!(syn::spanned::Spanned::span(m.field.ty)=> #ser::Quantized)
     });
     let tparams = model.type_params();
     let (marker_decl, marker_init) = if tparams.is_empty() {
@@ -36,13 +35,15 @@ pub fn expand(model: &Model) -> TokenStream {
         crate::ast::unraw(model.cont.ident)
     );
 
-    quote! {
+    let head = quote! {
         #[doc = #doc]
-        pub struct #twin <#params> #where_clause {
+        #vis struct #twin <#params> #where_clause {
             #( pub #fields: #tys, )*
             #marker_decl
         }
 
+    };
+    let rest = quote! {
         impl #impl_g ::core::clone::Clone for #twin #ty_g #where_clause {
             #[inline]
             fn clone(&self) -> Self {
@@ -77,5 +78,6 @@ pub fn expand(model: &Model) -> TokenStream {
                 d.finish()
             }
         }
-    }
+    };
+    quote!(#head #rest)
 }

@@ -44,7 +44,9 @@ pub mod __private {
         FragmentError, FragmentOwner, FragmentTraits, Notifications, ReplicationFragment,
         downcast_state, poll_replicated,
     };
-    pub use crate::nested::support::{StubState, fingerprint, generic_name, prefix_error};
+    pub use crate::nested::support::{
+        StubState, dequantize_member, fingerprint, generic_name, prefix_error, quantize_member,
+    };
     pub use crate::nested::{NestedReplicated, NestedSerializer, NetEnum};
     pub use crate::protocol::ErasedState;
     pub use crate::protocol::{Registration, ValidateConfigs};

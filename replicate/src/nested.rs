@@ -202,6 +202,25 @@ pub mod support {
         h.finish()
     }
 
+    /// `S::quantize` for a member of type `F` (the bound puts a serializer/field type
+    /// mismatch in one error at the field).
+    #[inline]
+    pub fn quantize_member<S: NetSerializer<Source = F>, F>(
+        config: &S::Config,
+        value: &F,
+    ) -> S::Quantized {
+        S::quantize(config, value)
+    }
+
+    /// `S::dequantize` for a member of type `F`.
+    #[inline]
+    pub fn dequantize_member<S: NetSerializer<Source = F>, F>(
+        config: &S::Config,
+        quantized: &S::Quantized,
+    ) -> F {
+        S::dequantize(config, quantized)
+    }
+
     /// `"member `x`: " + error`.
     pub fn prefix_error(prefix: &str, error: String) -> String {
         format!("{prefix}{error}")
