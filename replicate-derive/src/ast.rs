@@ -28,6 +28,8 @@ pub enum Style {
 
 pub struct Variant<'a> {
     pub ident: &'a syn::Ident,
+    /// Marked `#[default]` (for `#[derive(Default)]`).
+    pub has_default: bool,
     pub style: Style,
     pub fields: Vec<Field<'a>>,
 }
@@ -76,6 +78,7 @@ impl<'a> Container<'a> {
                         let (style, fields) = fields_from_ast(cx, &v.fields);
                         Variant {
                             ident: &v.ident,
+                            has_default: v.attrs.iter().any(|a| a.path().is_ident("default")),
                             style,
                             fields,
                         }

@@ -17,7 +17,7 @@ pub enum Derive {
 
 pub fn check(cx: &Ctxt, cont: &Container, derive: Derive) {
     check_shape(cx, cont, derive);
-    check_generics(cx, cont, derive);
+    check_generics(cx, cont);
     match (&cont.data, derive) {
         (Data::Struct(_, fields), Derive::Replicated) => {
             for field in fields {
@@ -25,7 +25,7 @@ pub fn check(cx: &Ctxt, cont: &Container, derive: Derive) {
             }
             check_groups(cx, fields);
         }
-        (Data::Enum(variants), Derive::NetEnum) => {
+        (Data::Enum(variants), _) => {
             for v in variants {
                 for field in &v.fields {
                     check_enum_field(cx, field);
@@ -44,16 +44,22 @@ fn check_shape(cx: &Ctxt, cont: &Container, derive: Derive) {
             "unions cannot be replicated: the receiver could not know which field is live; \
              use an enum with `#[derive(NetEnum)]`",
         ),
-        (Data::Enum(_), Derive::Replicated) => {
-            let token = match &cont.original.data {
-                syn::Data::Enum(e) => e.enum_token.to_token_stream(),
-                _ => cont.ident.to_token_stream(),
-            };
-            cx.error_spanned_by(
-                token,
-                "`#[derive(Replicated)]` is for structs: an enum replicates as a member of a \
-                 replicated struct; use `#[derive(NetEnum)]` on it",
-            )
+        (Data::Enum(variants), Derive::Replicated) => {
+            // A fieldless enum is accepted as a member enum (same as `NetEnum`); an enum
+            // with data cannot be a top-level replicated object.
+            if let Some(v) = variants.iter().find(|v| !v.fields.is_empty()) {
+                cx.error_spanned_by(
+                    v.ident,
+                    format!(
+                        "`#[derive(Replicated)]` on an enum only supports fieldless enums (member \
+                         enums sent as an index), but variant `{}` has fields; derive `NetEnum` \
+                         to replicate it as a member of a replicated struct",
+                        v.ident
+                    ),
+                );
+            } else {
+                check_enum_container(cx, cont, variants);
+            }
         }
         (Data::Struct(..), Derive::NetEnum) => {
             let token = match &cont.original.data {
@@ -65,7 +71,14 @@ fn check_shape(cx: &Ctxt, cont: &Container, derive: Derive) {
                 "`#[derive(NetEnum)]` is for enums; use `#[derive(Replicated)]` on a struct",
             )
         }
-        (Data::Enum(variants), Derive::NetEnum) => {
+        (Data::Enum(variants), Derive::NetEnum) => check_enum_container(cx, cont, variants),
+        (Data::Struct(..), Derive::Replicated) => {}
+    }
+}
+
+fn check_enum_container(cx: &Ctxt, cont: &Container, variants: &[crate::ast::Variant]) {
+    {
+        {
             if variants.is_empty() {
                 cx.error_spanned_by(
                     cont.ident,
@@ -79,22 +92,22 @@ fn check_shape(cx: &Ctxt, cont: &Container, derive: Derive) {
                 );
             }
         }
-        (Data::Struct(..), Derive::Replicated) => {}
     }
 }
 
-fn check_generics(cx: &Ctxt, cont: &Container, derive: Derive) {
+fn check_generics(cx: &Ctxt, cont: &Container) {
+    let is_enum = matches!(cont.data, Data::Enum(_));
     for param in &cont.generics.params {
         match param {
             syn::GenericParam::Lifetime(l) => cx.error_spanned_by(
                 &l.lifetime,
                 "replicated types cannot borrow: remove the lifetime parameter",
             ),
-            syn::GenericParam::Type(t) if derive == Derive::NetEnum => cx.error_spanned_by(
+            syn::GenericParam::Type(t) if is_enum => cx.error_spanned_by(
                 &t.ident,
                 "`#[derive(NetEnum)]` does not support generic enums; write the serializer by hand",
             ),
-            syn::GenericParam::Const(c) if derive == Derive::NetEnum => cx.error_spanned_by(
+            syn::GenericParam::Const(c) if is_enum => cx.error_spanned_by(
                 &c.ident,
                 "`#[derive(NetEnum)]` does not support generic enums; write the serializer by hand",
             ),
@@ -199,7 +212,7 @@ fn literal_number(expr: &syn::Expr) -> Option<f64> {
     }
 }
 
-fn primitive_name(ty: &syn::Type) -> Option<String> {
+pub fn primitive_name(ty: &syn::Type) -> Option<String> {
     match ty {
         syn::Type::Path(p) if p.qself.is_none() => p.path.get_ident().map(|i| i.to_string()),
         syn::Type::Group(g) => primitive_name(&g.elem),

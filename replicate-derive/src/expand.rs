@@ -19,9 +19,11 @@ pub fn derive_replicated(input: &syn::DeriveInput) -> TokenStream {
     if let Err(err) = cx.check() {
         return fallback::replicated(&err, input, &krate);
     }
-    let Data::Struct(style, fields) = &cont.data else {
-        // check() rejected everything else.
-        return TokenStream::new();
+    let (style, fields) = match &cont.data {
+        Data::Struct(style, fields) => (style, fields),
+        // check() let only fieldless enums through: they are member enums.
+        Data::Enum(variants) => return derive_enum(&cont, variants),
+        Data::Union(_) => return TokenStream::new(),
     };
     let model = Model::new(&cont, *style, fields);
     wrap(&model.rp_root, {
@@ -54,7 +56,16 @@ pub fn derive_net_enum(input: &syn::DeriveInput) -> TokenStream {
     let Data::Enum(variants) = &cont.data else {
         return TokenStream::new();
     };
-    wrap(&krate, enums::expand(&cont, variants))
+    derive_enum(&cont, variants)
+}
+
+fn derive_enum(cont: &Container, variants: &[crate::ast::Variant]) -> TokenStream {
+    let body = if enums::is_default_fieldless(variants) {
+        enums::expand_net_enum(cont, variants)
+    } else {
+        enums::expand(cont, variants)
+    };
+    wrap(&cont.attrs.krate, body)
 }
 
 fn wrap(krate: &syn::Path, body: TokenStream) -> TokenStream {
@@ -76,6 +87,26 @@ fn wrap(krate: &syn::Path, body: TokenStream) -> TokenStream {
             use #krate::__private as __rp;
             #body
         };
+    }
+}
+
+/// The member's serializer: the explicit one; for `f32`/`f64` with range keys
+/// (`min`, `max`, `precision`, `bits`) the ranged float serializer; otherwise
+/// `<FieldTy as NetDefault>::Serializer`.
+pub fn default_serializer(field: &Field) -> TokenStream {
+    let ty = field.ty;
+    if let Some(s) = &field.attrs.serializer {
+        return quote_spanned!(s.span()=> #s);
+    }
+    let ranged = field.attrs.config.iter().any(|c| {
+        ["min", "max", "precision", "bits"]
+            .iter()
+            .any(|k| c.key == k)
+    });
+    match check::primitive_name(ty).as_deref() {
+        Some("f32") if ranged => quote_spanned!(ty.span()=> __rp::RangedF32Serializer),
+        Some("f64") if ranged => quote_spanned!(ty.span()=> __rp::RangedF64Serializer),
+        _ => quote_spanned!(ty.span()=> <#ty as __rp::NetDefault>::Serializer),
     }
 }
 
@@ -165,10 +196,7 @@ impl<'a> Model<'a> {
             let index = members.len();
             let generic = check::mentions_generic(field, cont);
             let ty = field.ty;
-            let ser = match &field.attrs.serializer {
-                Some(s) => quote_spanned!(s.span()=> #s),
-                None => quote_spanned!(ty.span()=> <#ty as __rp::NetDefault>::Serializer),
-            };
+            let ser = default_serializer(field);
             let has_cfg_items = !field.attrs.config.is_empty() || field.attrs.config_base.is_some();
             let cfg = if !generic {
                 let c = format_ident!("__NET_CFG_{}", index, span = field.ty.span());
@@ -294,7 +322,7 @@ impl<'a> Model<'a> {
         for m in &self.members {
             let ty = m.field.ty;
             let ser = &m.ser;
-            if m.field.attrs.serializer.is_none() {
+            if m.field.attrs.serializer.is_none() && !m.ser.to_string().contains("Ranged") {
                 preds.push(quote_spanned!(ty.span()=> #ty: __rp::NetDefault));
             } else {
                 preds.push(quote_spanned!(ty.span()=> #ser: __rp::NetSerializer<Source = #ty>));

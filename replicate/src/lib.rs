@@ -21,13 +21,16 @@
 #![warn(missing_docs)]
 
 pub mod bits;
+pub mod blob;
 pub mod connection;
 pub mod fragment;
 pub mod handle;
+pub mod interest;
 pub mod nested;
 pub mod protocol;
 pub mod serialize;
 pub mod state;
+pub mod transport;
 
 pub use fragment::ReplicationFragment;
 pub use handle::NetRefHandle;
@@ -47,10 +50,11 @@ pub mod __private {
     pub use crate::nested::support::{
         StubState, dequantize_member, fingerprint, generic_name, prefix_error, quantize_member,
     };
-    pub use crate::nested::{NestedReplicated, NestedSerializer, NetEnum};
+    pub use crate::nested::{NestedReplicated, NestedSerializer};
     pub use crate::protocol::ErasedState;
     pub use crate::protocol::{Registration, ValidateConfigs};
     pub use crate::serialize::NoConfig;
+    pub use crate::serialize::{EnumSerializer, NetEnum, RangedF32Serializer, RangedF64Serializer};
     pub use crate::serialize::{
         NetDefault, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher,
     };

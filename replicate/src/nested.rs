@@ -177,18 +177,6 @@ impl<T: NestedReplicated> NetSerializer for NestedSerializer<T> {
     }
 }
 
-/// Fieldless enums as indices (implemented by `#[derive(NetEnum)]` on fieldless
-/// enums). Same shape as the serializer library's `NetEnum` trait, which replaces this
-/// one once it lands.
-pub trait NetEnum: Sized {
-    /// Number of variants.
-    const VARIANT_COUNT: u32;
-    /// The variant's index in declaration order.
-    fn to_index(&self) -> u32;
-    /// The variant at `index`, if any.
-    fn from_index(index: u32) -> Option<Self>;
-}
-
 /// Generated code's helpers. Not public API.
 #[doc(hidden)]
 pub mod support {
