@@ -168,7 +168,7 @@ pub fn expand(model: &Model) -> TokenStream {
                 __rp::FragmentTraits::generated::<Self>(#has_notify)
             }
 
-            fn descriptor(&self) -> &'static __rp::StateDescriptor {
+            fn state_descriptor(&self) -> &'static __rp::StateDescriptor {
                 <Self as __rp::Replicated>::descriptor()
             }
 
@@ -176,7 +176,7 @@ pub fn expand(model: &Model) -> TokenStream {
                 ::std::boxed::Box::new(<#twin_ty as ::core::default::Default>::default())
             }
 
-            fn poll(
+            fn poll_state(
                 &mut self,
                 state: &mut dyn __rp::ErasedState,
                 mask: &mut __rp::ChangeMask,
@@ -184,7 +184,7 @@ pub fn expand(model: &Model) -> TokenStream {
                 __rp::poll_replicated::<Self>(self, state, mask)
             }
 
-            fn apply(
+            fn apply_state(
                 &mut self,
                 state: &dyn __rp::ErasedState,
                 mask: &__rp::ChangeMask,

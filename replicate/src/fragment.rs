@@ -32,13 +32,13 @@
 //! // Server: poll the object into its shared quantized state.
 //! let mut server = Lamp { lit: true, ..Lamp::default() };
 //! let mut state = server.new_state();
-//! let mut mask = ChangeMask::new(server.descriptor().change_mask_bits);
-//! assert!(server.poll(state.as_mut(), &mut mask).unwrap());
+//! let mut mask = ChangeMask::new(server.state_descriptor().change_mask_bits);
+//! assert!(server.poll_state(state.as_mut(), &mut mask).unwrap());
 //! assert_eq!(mask.to_u64(), 0b1);
 //!
 //! // Client: apply every fragment of the object first, then call notifications.
 //! let mut client = Lamp::default();
-//! let pending: Notifications = client.apply(state.as_ref(), &mask).unwrap();
+//! let pending: Notifications = client.apply_state(state.as_ref(), &mask).unwrap();
 //! assert!(client.lit && client.flips == 0);
 //! client.call_notifies(pending);
 //! assert_eq!(client.flips, 1);
@@ -64,7 +64,7 @@ impl FragmentTraits {
     pub const CAN_REPLICATE: Self = Self(1 << 5);
     /// The fragment can be received (client side).
     pub const CAN_RECEIVE: Self = Self(1 << 6);
-    /// [`ReplicationFragment::poll`] must run to find changes.
+    /// [`ReplicationFragment::poll_state`] must run to find changes.
     pub const NEEDS_POLL: Self = Self(1 << 7);
     /// Dirtiness is pushed by the game (the fragment tracks it itself).
     pub const HAS_PUSH_BASED_DIRTINESS: Self = Self(1 << 11);
@@ -125,7 +125,7 @@ pub enum FragmentError {
     },
 }
 
-/// Notifications recorded by [`ReplicationFragment::apply`], to be passed to
+/// Notifications recorded by [`ReplicationFragment::apply_state`], to be passed to
 /// [`ReplicationFragment::call_notifies`] of the same fragment once every fragment of
 /// the object has been applied. Holds the previous values of the changed members that
 /// have a `notify` hook (no allocation when there are none).
@@ -185,22 +185,22 @@ impl FragmentOwner {
 ///
 /// Generated for every `#[derive(Replicated)]` type; implement it by hand for fragments
 /// with their own change tracking. The runtime calls, per object:
-/// - sending side: [`poll`](Self::poll) once per tick into the object's shared state;
-/// - receiving side: [`apply`](Self::apply) on every fragment of the object, then
+/// - sending side: [`poll_state`](Self::poll_state) once per tick into the object's shared state;
+/// - receiving side: [`apply_state`](Self::apply_state) on every fragment of the object, then
 ///   [`call_notifies`](Self::call_notifies) on each with what its `apply` returned.
 pub trait ReplicationFragment: Send {
     /// What the fragment can do.
     fn traits(&self) -> FragmentTraits;
 
     /// The descriptor of the fragment's state.
-    fn descriptor(&self) -> &'static StateDescriptor;
+    fn state_descriptor(&self) -> &'static StateDescriptor;
 
     /// A default quantized state of the fragment's type.
     fn new_state(&self) -> Box<dyn ErasedState>;
 
     /// Quantizes the owner into `state` (the last polled state), setting the bits of
     /// members that changed in `mask`. Returns whether anything changed.
-    fn poll(
+    fn poll_state(
         &mut self,
         state: &mut dyn ErasedState,
         mask: &mut ChangeMask,
@@ -208,13 +208,13 @@ pub trait ReplicationFragment: Send {
 
     /// Writes the members of `state` selected by `mask` into the owner, without calling
     /// notification hooks; returns what [`call_notifies`](Self::call_notifies) needs.
-    fn apply(
+    fn apply_state(
         &mut self,
         state: &dyn ErasedState,
         mask: &ChangeMask,
     ) -> Result<Notifications, FragmentError>;
 
-    /// Calls the notification hooks recorded by [`apply`](Self::apply), with the
+    /// Calls the notification hooks recorded by [`apply_state`](Self::apply_state), with the
     /// previous values.
     fn call_notifies(&mut self, notifications: Notifications);
 
@@ -233,7 +233,7 @@ pub fn downcast_state<T: Replicated>(state: &dyn ErasedState) -> Result<&T::Stat
         })
 }
 
-/// The generated [`ReplicationFragment::poll`]: quantizes `obj`, compares with `state`
+/// The generated [`ReplicationFragment::poll_state`]: quantizes `obj`, compares with `state`
 /// member by member, sets the changed bits and stores the new state.
 pub fn poll_replicated<T: Replicated>(
     obj: &T,
