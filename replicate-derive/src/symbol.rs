@@ -29,6 +29,8 @@ pub const CONFIG_KEYS: &[&str] = &[
     "max_len",
     "max_count",
     "scale",
+    "element",
+    "element_bits",
 ];
 
 pub const BITS: &str = "bits";
@@ -53,6 +55,8 @@ pub const FIELD_ATTRS: &[&str] = &[
     "max_len",
     "max_count",
     "scale",
+    "element",
+    "element_bits",
 ];
 
 /// Every container attribute (for "did you mean" hints).

@@ -26,6 +26,7 @@ pub mod connection;
 pub mod fragment;
 pub mod handle;
 pub mod interest;
+pub mod link;
 pub mod nested;
 pub mod protocol;
 pub mod serialize;
