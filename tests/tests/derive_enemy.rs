@@ -1,57 +1,15 @@
 //! The seed's `AEnemy` (health, position, rotation with a rep-notify) through
 //! `#[derive(Replicated)]`: change-mask layout, poll, serialize with a mask, apply on a
 //! fresh instance with exactly one notification.
-//!
-//! `position` uses a test-local full-precision `Vec3` serializer until the serializer
-//! library's glam `Vec3` serializer is in main (then the attribute can go).
+//! `position` is a `glam::Vec3` with the default vector serializer.
 
 use replicate::bits::{BitReader, BitWriter};
-use replicate::serialize::{
-    F32Serializer, NetSerializer, NoConfig, Result, Rotator, RotatorSerializer,
-};
+use replicate::serialize::{F32Serializer, NetSerializer, NoConfig, Rotator, RotatorSerializer};
 use replicate::{ChangeMask, Replicated, ReplicatedState};
-
-/// `glam::Vec3` as three full floats (1 zero flag + 32 bits each when non-zero).
-struct Vec3Full;
-
-impl NetSerializer for Vec3Full {
-    type Source = glam::Vec3;
-    type Quantized = [u32; 3];
-    type Config = NoConfig;
-    const NAME: &'static str = "test::Vec3Full";
-
-    fn quantize(c: &NoConfig, v: &glam::Vec3) -> [u32; 3] {
-        [
-            F32Serializer::quantize(c, &v.x),
-            F32Serializer::quantize(c, &v.y),
-            F32Serializer::quantize(c, &v.z),
-        ]
-    }
-    fn dequantize(c: &NoConfig, q: &[u32; 3]) -> glam::Vec3 {
-        glam::Vec3::new(
-            F32Serializer::dequantize(c, &q[0]),
-            F32Serializer::dequantize(c, &q[1]),
-            F32Serializer::dequantize(c, &q[2]),
-        )
-    }
-    fn serialize(c: &NoConfig, q: &[u32; 3], w: &mut BitWriter) {
-        for v in q {
-            F32Serializer::serialize(c, v, w);
-        }
-    }
-    fn deserialize(c: &NoConfig, r: &mut BitReader) -> Result<[u32; 3]> {
-        Ok([
-            F32Serializer::deserialize(c, r)?,
-            F32Serializer::deserialize(c, r)?,
-            F32Serializer::deserialize(c, r)?,
-        ])
-    }
-}
 
 #[derive(Replicated, Debug, Default)]
 struct Enemy {
     health: f32,
-    #[net(serializer = Vec3Full)]
     position: glam::Vec3,
     #[net(notify = on_rotation)]
     rotation: Rotator,
@@ -90,7 +48,7 @@ fn change_mask_layout_is_one_bit_per_member() {
     assert_eq!(d.name, "Enemy");
     assert!(d.members[2].has_notify && !d.members[0].has_notify);
     assert_eq!(d.members[0].serializer, "f32");
-    assert_eq!(d.members[1].serializer, "test::Vec3Full");
+    assert_eq!(d.members[1].serializer, "Vec3");
 }
 
 #[test]

@@ -316,3 +316,61 @@ fn tuple_structs() {
         "PairState { 0: 1000, 2: true }"
     );
 }
+
+#[derive(Replicated, Debug, Clone, Default, PartialEq)]
+#[net(register = false)]
+struct Item {
+    id: u16,
+    #[net(bits = 7)]
+    count: u8,
+}
+
+#[derive(Replicated, Debug, Default, PartialEq)]
+#[net(register = false)]
+struct Bag {
+    #[net(max_len = 16, element_bits = 4)]
+    items: Vec<Item>,
+    gold: u32,
+}
+
+#[test]
+fn vec_of_replicated_structs_tracks_changed_elements() {
+    let d = Bag::descriptor();
+    let layout: Vec<(&str, u32, u32)> = d
+        .members
+        .iter()
+        .map(|m| (m.name, m.change_mask_offset, m.change_mask_bits))
+        .collect();
+    assert_eq!(layout, vec![("items", 0, 5), ("gold", 5, 1)]);
+
+    let mut bag = Bag {
+        items: (0..6).map(|i| Item { id: i, count: 1 }).collect(),
+        gold: 10,
+    };
+    let before = bag.to_state();
+    bag.items[2].count = 50;
+    let after = bag.to_state();
+    let mut mask = ChangeMask::new(6);
+    assert!(after.diff(&before, &mut mask, 0));
+    // Bit 0: "the array changed"; element 2 maps to bit 1 + 2 % 4 = 3.
+    assert_eq!(mask.to_u64(), 0b001001);
+
+    let (partial, partial_bits) = write(&after, &mask);
+    let (_, full_bits) = write(&after, &ChangeMask::all(6));
+    assert!(
+        partial_bits < full_bits / 2,
+        "only element 2 is sent: {partial_bits} vs {full_bits}"
+    );
+
+    let mut got = before.clone();
+    got.deserialize(
+        &mask,
+        0,
+        &mut BitReader::with_bit_len(&partial, partial_bits),
+    )
+    .unwrap();
+    assert_eq!(got, after);
+    let mut client = Bag::from_state(&before);
+    client.apply(&got, &mask);
+    assert_eq!(client, bag);
+}
