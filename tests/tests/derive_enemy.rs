@@ -105,8 +105,10 @@ fn serialize_with_mask_writes_mask_and_changed_members_only() {
     received.deserialize(&rmask, 0, &mut r).unwrap();
     assert_eq!(r.bits_left(), 0);
 
-    let mut client = Enemy::default();
-    client.local_timer = 7.0;
+    let mut client = Enemy {
+        local_timer: 7.0,
+        ..Default::default()
+    };
     client.apply(&received, &rmask);
     assert_eq!(client.health, 80.0);
     assert_eq!(client.rotation, Rotator::new(0.0, 90.0, 0.0));

@@ -121,6 +121,7 @@ mod skipped_field_added {
         pub secret: i32,
         pub alive: bool,
         #[net(skip)]
+        #[allow(dead_code)]
         pub local_only: Vec<String>,
     }
 }
