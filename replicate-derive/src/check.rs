@@ -162,8 +162,8 @@ fn check_field(cx: &Ctxt, field: &Field, cont: &Container) {
 
     check_config_values(cx, field);
 
-    if !a.config.is_empty() && mentions_generic(field, cont) {
-        let key = &a.config[0].key;
+    if let (Some(first), true) = (a.config.first(), mentions_generic(field, cont)) {
+        let key = &first.key;
         cx.error_spanned_by(
             key,
             "config keys need a concrete config type, but this member's serializer depends on a \

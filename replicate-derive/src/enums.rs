@@ -269,8 +269,11 @@ pub fn expand(cont: &Container, variants: &[Variant]) -> TokenStream {
         }
     }
 
-    let first = &variants[0];
-    let default_values = vf[0]
+    let (Some(first), Some(first_fields)) = (variants.first(), vf.first()) else {
+        // check() rejects enums without variants.
+        return TokenStream::new();
+    };
+    let default_values = first_fields
         .iter()
         .map(|_| quote!(::core::default::Default::default()))
         .collect();
