@@ -79,7 +79,19 @@ pub fn expand(model: &Model) -> TokenStream {
             Slot::Single(i) => {
                 let m = &model.members[*i];
                 let (ser, cfg) = (&m.s, &m.cfg);
-                let write = write_member(*i);
+                let write = if pending_slot(*i).is_none() && !m.generic {
+                    // In place: a nested replicated struct applies only its selected
+                    // members (keeping its skipped fields, running its own hooks);
+                    // anything else is dequantized whole.
+                    let (raw, f, member) = (&m.ser, &m.twin_field, m.member());
+                    quote! {
+                        (&&__rp::MemberProbe::<#raw>::new()).apply_member(
+                            &#cfg, &mut self.#member, &state.#f, mask, __off,
+                        );
+                    }
+                } else {
+                    write_member(*i)
+                };
                 apply_body.extend(quote! {{
                     let __n = #ser::change_mask_bits(&#cfg);
                     if mask.any_in(__off, __n) {
@@ -117,12 +129,16 @@ pub fn expand(model: &Model) -> TokenStream {
     let trait_ident = format_ident!("__NetApply");
 
     quote! {
+        #[allow(unused_imports)]
+        use __rp::{ApplyNestedMember as _, ApplyPlainMember as _};
+
         trait #trait_ident: __rp::Replicated {
             type Pending: ::core::marker::Send + 'static;
             fn __net_apply_members(
                 &mut self,
                 state: &<Self as __rp::Replicated>::State,
                 mask: &__rp::ChangeMask,
+                offset: u32,
             ) -> Self::Pending;
             fn __net_notify(&mut self, pending: Self::Pending);
         }
@@ -134,9 +150,10 @@ pub fn expand(model: &Model) -> TokenStream {
                 &mut self,
                 state: &#twin_ty,
                 mask: &__rp::ChangeMask,
+                offset: u32,
             ) -> Self::Pending {
                 let mut __pending: Self::Pending = (#(#pending_init)*);
-                let mut __off: u32 = 0;
+                let mut __off: u32 = offset;
                 #apply_body
                 __pending
             }
@@ -154,7 +171,7 @@ pub fn expand(model: &Model) -> TokenStream {
             }
 
             fn apply(&mut self, state: &#twin_ty, mask: &__rp::ChangeMask) {
-                let __pending = <Self as #trait_ident>::__net_apply_members(self, state, mask);
+                let __pending = <Self as #trait_ident>::__net_apply_members(self, state, mask, 0);
                 <Self as #trait_ident>::__net_notify(self, __pending);
             }
 
@@ -190,7 +207,7 @@ pub fn expand(model: &Model) -> TokenStream {
                 mask: &__rp::ChangeMask,
             ) -> ::core::result::Result<__rp::Notifications, __rp::FragmentError> {
                 let state = __rp::downcast_state::<Self>(state)?;
-                let __pending = <Self as #trait_ident>::__net_apply_members(self, state, mask);
+                let __pending = <Self as #trait_ident>::__net_apply_members(self, state, mask, 0);
                 ::core::result::Result::Ok(if #has_notify {
                     __rp::Notifications::pending(__pending)
                 } else {

@@ -49,6 +49,16 @@ pub fn expand(model: &Model) -> TokenStream {
         impl #impl_g __rp::NestedReplicated for #self_ty #where_clause {
             const HAS_DYNAMIC_STATE: bool = false #(#dynamic)*;
             const HAS_OBJECT_REFERENCES: bool = false #(#references)*;
+
+            fn apply_at(
+                &mut self,
+                state: &<Self as __rp::Replicated>::State,
+                mask: &__rp::ChangeMask,
+                offset: u32,
+            ) {
+                let __pending = <Self as __NetApply>::__net_apply_members(self, state, mask, offset);
+                <Self as __NetApply>::__net_notify(self, __pending);
+            }
         }
 
         impl #impl_g __rp::NetDefault for #self_ty #where_clause {

@@ -20,6 +20,10 @@ pub trait NestedReplicated: Replicated + ValidateConfigs {
     const HAS_DYNAMIC_STATE: bool;
     /// Whether any member can contain object references.
     const HAS_OBJECT_REFERENCES: bool;
+
+    /// Applies the members selected by `mask` bits `offset..` (this type's bits inside
+    /// an outer mask) in place, then calls this type's `notify` hooks.
+    fn apply_at(&mut self, state: &Self::State, mask: &ChangeMask, offset: u32);
 }
 
 /// The serializer of a replicated struct used as a member: quantizes to the inner
@@ -29,9 +33,12 @@ pub trait NestedReplicated: Replicated + ValidateConfigs {
 /// Encoding: the inner members selected by the mask, in order (a full value selects all
 /// of them). Delta: each selected member against the baseline's.
 ///
-/// On apply, the receiving side rebuilds the member from its quantized state
-/// (`from_state`): the inner type's skipped fields take their `Default` and its own
-/// `notify` hooks do not run (the outer member's hook does).
+/// On apply, the receiving side applies only the inner members selected by the mask,
+/// in place: the inner type's skipped fields keep their values and its own `notify`
+/// hooks run. Exceptions, where the member is rebuilt whole with `from_state` (inner
+/// skipped fields reset to `Default`, inner hooks do not run): when the outer member has
+/// its own `notify` (it needs the old value), is in a `group`, or its type depends on a
+/// generic parameter.
 ///
 /// ```
 /// use replicate::Replicated;
@@ -218,6 +225,84 @@ pub mod support {
     /// instantiation (the descriptor is cached).
     pub fn generic_name(base: &str, args: &[String]) -> &'static str {
         Box::leak(format!("{base}<{}>", args.join(", ")).into_boxed_str())
+    }
+
+    /// Selects how a member is applied (autoref specialization): nested replicated
+    /// structs in place through [`NestedReplicated::apply_at`], everything else by
+    /// dequantizing the whole value.
+    pub struct MemberProbe<S>(PhantomData<fn() -> S>);
+
+    impl<S> MemberProbe<S> {
+        /// The probe.
+        pub const fn new() -> Self {
+            Self(PhantomData)
+        }
+    }
+
+    impl<S> Default for MemberProbe<S> {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    /// Applies a nested replicated member in place (chosen first).
+    pub trait ApplyNestedMember {
+        /// The nested type.
+        type Target: NestedReplicated;
+        /// Applies the selected inner members of `quantized` to `target`.
+        fn apply_member(
+            &self,
+            config: &NoConfig,
+            target: &mut Self::Target,
+            quantized: &<Self::Target as Replicated>::State,
+            mask: &ChangeMask,
+            offset: u32,
+        );
+    }
+
+    impl<T: NestedReplicated> ApplyNestedMember for &MemberProbe<NestedSerializer<T>> {
+        type Target = T;
+        #[inline]
+        fn apply_member(
+            &self,
+            _: &NoConfig,
+            target: &mut T,
+            quantized: &T::State,
+            mask: &ChangeMask,
+            offset: u32,
+        ) {
+            target.apply_at(quantized, mask, offset);
+        }
+    }
+
+    /// Applies any other member by dequantizing it whole.
+    pub trait ApplyPlainMember {
+        /// The member's serializer.
+        type Serializer: NetSerializer;
+        /// `*target = dequantize(quantized)`.
+        fn apply_member(
+            &self,
+            config: &<Self::Serializer as NetSerializer>::Config,
+            target: &mut <Self::Serializer as NetSerializer>::Source,
+            quantized: &<Self::Serializer as NetSerializer>::Quantized,
+            mask: &ChangeMask,
+            offset: u32,
+        );
+    }
+
+    impl<S: NetSerializer> ApplyPlainMember for MemberProbe<S> {
+        type Serializer = S;
+        #[inline]
+        fn apply_member(
+            &self,
+            config: &S::Config,
+            target: &mut S::Source,
+            quantized: &S::Quantized,
+            _: &ChangeMask,
+            _: u32,
+        ) {
+            *target = S::dequantize(config, quantized);
+        }
     }
 
     /// The state of a type whose derive failed (only ever seen by the type checker).

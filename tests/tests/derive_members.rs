@@ -374,3 +374,48 @@ fn vec_of_replicated_structs_tracks_changed_elements() {
     client.apply(&got, &mask);
     assert_eq!(client, bag);
 }
+
+#[derive(Replicated, Debug, Default, PartialEq, Clone)]
+#[net(register = false)]
+struct Engine {
+    #[net(notify = on_rpm)]
+    rpm: u16,
+    temp: u8,
+    #[net(skip)]
+    rpm_changes: u32,
+}
+
+impl Engine {
+    fn on_rpm(&mut self, _old: &u16) {
+        self.rpm_changes += 1;
+    }
+}
+
+#[derive(Replicated, Debug, Default)]
+#[net(register = false)]
+struct Car {
+    engine: Engine,
+    speed: u16,
+}
+
+#[test]
+fn nested_members_apply_in_place_keeping_skipped_fields_and_running_inner_hooks() {
+    let mut server = Car::default();
+    let before = server.to_state();
+    server.engine.rpm = 3000;
+    let after = server.to_state();
+    let mut mask = ChangeMask::new(Car::descriptor().change_mask_bits);
+    after.diff(&before, &mut mask, 0);
+    assert_eq!(mask.to_u64(), 0b001, "engine.rpm only");
+
+    let mut client = Car::from_state(&before);
+    client.engine.rpm_changes = 5; // client-local state of the nested struct
+    client.engine.temp = 42; // not in the mask: must not be overwritten
+    client.apply(&after, &mask);
+    assert_eq!(client.engine.rpm, 3000);
+    assert_eq!(client.engine.temp, 42);
+    assert_eq!(
+        client.engine.rpm_changes, 6,
+        "kept, and the inner hook ran once"
+    );
+}
