@@ -80,8 +80,11 @@ fn wrap(krate: &syn::Path, body: TokenStream) -> TokenStream {
             unused_assignments,
             unused_qualifications,
             unused_parens,
+            missing_docs,
             clippy::needless_update,
             clippy::all,
+            clippy::pedantic,
+            clippy::nursery,
         )]
         const _: () = {
             use #krate::__private as __rp;

@@ -188,6 +188,10 @@ impl FragmentOwner {
 /// - sending side: [`poll_state`](Self::poll_state) once per tick into the object's shared state;
 /// - receiving side: [`apply_state`](Self::apply_state) on every fragment of the object, then
 ///   [`call_notifies`](Self::call_notifies) on each with what its `apply` returned.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a replication fragment",
+    note = "add `#[derive(Replicated)]` to `{Self}`, or implement `ReplicationFragment` by hand"
+)]
 pub trait ReplicationFragment: Send {
     /// What the fragment can do.
     fn traits(&self) -> FragmentTraits;
