@@ -37,3 +37,41 @@ pub fn derive_net_enum(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
     expand::derive_net_enum(&input).into()
 }
+
+#[cfg(test)]
+mod tests {
+    fn door() -> syn::DeriveInput {
+        syn::parse_quote! {
+            struct Door {
+                #[net(notify = on_open)]
+                open: bool,
+                #[net(bits = 5)]
+                code: u8,
+                #[net(group = "g")] a: u8,
+                #[net(group = "g")] b: u8,
+                #[net(skip)]
+                n: u32,
+            }
+        }
+    }
+
+    #[test]
+    fn expansion_is_deterministic() {
+        let a = crate::expand::derive_replicated(&door()).to_string();
+        let b = crate::expand::derive_replicated(&door()).to_string();
+        assert_eq!(a, b);
+        assert!(a.contains("inventory :: submit"));
+        assert!(!a.contains("compile_error"));
+    }
+
+    #[test]
+    fn errors_come_with_a_stub_impl() {
+        let input: syn::DeriveInput = syn::parse_quote! {
+            struct Door { #[net(bits = 0, cond = Nope)] code: u8 }
+        };
+        let out = crate::expand::derive_replicated(&input).to_string();
+        assert_eq!(out.matches("compile_error").count(), 2, "{out}");
+        assert!(out.contains("StubState"));
+        assert!(!out.contains("inventory"));
+    }
+}
