@@ -22,8 +22,8 @@ pub fn expand(cont: &Container, variants: &[Variant]) -> TokenStream {
         Some(n) => n.value(),
         None => unraw(ident),
     };
-    let qty = format_ident!("{}Quantized", unraw(ident));
-    let ser_ty = format_ident!("{}NetSerializer", unraw(ident));
+    let qty = format_ident!("__{}Quantized", unraw(ident));
+    let ser_ty = format_ident!("__{}NetSerializer", unraw(ident));
     let count = variants.len() as u64;
     let index_bits: u32 = if count <= 1 {
         0

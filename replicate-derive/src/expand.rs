@@ -250,7 +250,7 @@ impl<'a> Model<'a> {
             fields,
             members,
             slots,
-            twin: format_ident!("{}State", unraw(cont.ident)),
+            twin: format_ident!("__{}State", unraw(cont.ident)),
             rp_root: cont.attrs.krate.clone(),
             is_generic,
         }
