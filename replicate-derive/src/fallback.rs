@@ -47,6 +47,20 @@ pub fn replicated(err: &syn::Error, input: &syn::DeriveInput, krate: &syn::Path)
     }
 }
 
-pub fn net_enum(err: &syn::Error, _input: &syn::DeriveInput, _krate: &syn::Path) -> TokenStream {
-    err.to_compile_error()
+pub fn net_enum(err: &syn::Error, input: &syn::DeriveInput, krate: &syn::Path) -> TokenStream {
+    let errors = err.to_compile_error();
+    if !matches!(input.data, syn::Data::Enum(_)) || !input.generics.params.is_empty() {
+        return errors;
+    }
+    let ident = &input.ident;
+    quote! {
+        #errors
+        #[automatically_derived]
+        const _: () = {
+            use #krate::__private as __rp;
+            impl __rp::NetDefault for #ident {
+                type Serializer = __rp::StubSerializer<#ident>;
+            }
+        };
+    }
 }

@@ -208,8 +208,8 @@ pub mod __private {
         downcast_state, poll_replicated,
     };
     pub use crate::nested::support::{
-        ApplyNestedMember, ApplyPlainMember, MemberProbe, StubState, dequantize_member,
-        fingerprint, generic_name, prefix_error, quantize_member,
+        ApplyNestedMember, ApplyPlainMember, MemberProbe, StubSerializer, StubState,
+        dequantize_member, fingerprint, generic_name, prefix_error, quantize_member,
     };
     pub use crate::nested::{NestedReplicated, NestedSerializer};
     pub use crate::protocol::ErasedState;
