@@ -236,3 +236,36 @@ proptest! {
         let _ = got.deserialize_delta(&base, &mask, 0, &mut BitReader::new(&bytes));
     }
 }
+
+/// Only fixed-width members: the bits written for a full update are exactly the sum of
+/// the declared lengths.
+#[derive(Replicated, Debug, Clone, PartialEq)]
+#[net(register = false)]
+struct Fixed {
+    #[net(bits = 5)]
+    b: u8,
+    f: bool,
+    a: u8,
+    team: Team,
+    #[net(bits = 3)]
+    small: i8,
+    #[net(min = 0.0, max = 1.0, bits = 10)]
+    unit: f32,
+}
+
+proptest! {
+    #[test]
+    fn fixed_width_members_write_exactly_their_declared_bits(
+        b in 0u8..32, f in any::<bool>(), a in any::<u8>(), team in 0usize..3,
+        small in -4i8..4, unit in 0.0f32..1.0,
+    ) {
+        let x = Fixed { b, f, a, team: [Team::Red, Team::Blue, Team::Green][team], small, unit };
+        let q = x.to_state();
+        let d = Fixed::descriptor();
+        let declared: u32 = d.members.iter().map(|m| m.max_bits.unwrap()).sum();
+        prop_assert_eq!(declared, 5 + 1 + 8 + 2 + 3 + 10);
+        let mut w = BitWriter::with_capacity_bytes(64);
+        q.serialize(&ChangeMask::all(d.change_mask_bits), 0, &mut w);
+        prop_assert_eq!(w.position() as u32, declared);
+    }
+}
