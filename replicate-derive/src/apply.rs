@@ -112,6 +112,49 @@ pub fn expand(model: &Model) -> TokenStream {
         }
     }
 
+    // poll: quantize member by member into the stored state, setting changed bits.
+    let mut poll_body = TokenStream::new();
+    for slot in &model.slots {
+        match slot {
+            Slot::Single(i) => {
+                let m = &model.members[*i];
+                let (ser, cfg, f, member) = (&m.s, &m.cfg, &m.twin_field, m.member());
+                let q = m.quantize(quote!(&self.#member));
+                poll_body.extend(quote! {{
+                    let __q = #q;
+                    if #ser::diff(&#cfg, &__q, &state.#f, mask, __off) {
+                        state.#f = __q;
+                        __any = true;
+                    }
+                    __off += #ser::change_mask_bits(&#cfg);
+                }});
+            }
+            Slot::Group(_, members) => {
+                let updates = members.iter().map(|i| {
+                    let m = &model.members[*i];
+                    let (ser, cfg, f, member) = (&m.s, &m.cfg, &m.twin_field, m.member());
+                    let q = m.quantize(quote!(&self.#member));
+                    quote! {{
+                        let __q = #q;
+                        if !#ser::is_equal(&#cfg, &__q, &state.#f) {
+                            state.#f = __q;
+                            __group = true;
+                        }
+                    }}
+                });
+                poll_body.extend(quote! {
+                    let mut __group = false;
+                    #(#updates)*
+                    if __group {
+                        mask.set(__off);
+                        __any = true;
+                    }
+                    __off += 1;
+                });
+            }
+        }
+    }
+
     let notify_calls = notifying.iter().enumerate().filter_map(|(slot, i)| {
         let m = &model.members[*i];
         let ty = m.field.ty;
@@ -141,6 +184,12 @@ pub fn expand(model: &Model) -> TokenStream {
                 offset: u32,
             ) -> Self::Pending;
             fn __net_notify(&mut self, pending: Self::Pending);
+            fn __net_poll(
+                &self,
+                state: &mut <Self as __rp::Replicated>::State,
+                mask: &mut __rp::ChangeMask,
+                offset: u32,
+            ) -> bool;
         }
 
         impl #impl_g #trait_ident for #self_ty #where_clause {
@@ -160,6 +209,18 @@ pub fn expand(model: &Model) -> TokenStream {
 
             fn __net_notify(&mut self, __pending: Self::Pending) {
                 #(#notify_calls)*
+            }
+
+            fn __net_poll(
+                &self,
+                state: &mut #twin_ty,
+                mask: &mut __rp::ChangeMask,
+                offset: u32,
+            ) -> bool {
+                let mut __any = false;
+                let mut __off: u32 = offset;
+                #poll_body
+                __any
             }
         }
 
@@ -198,7 +259,8 @@ pub fn expand(model: &Model) -> TokenStream {
                 state: &mut dyn __rp::ErasedState,
                 mask: &mut __rp::ChangeMask,
             ) -> ::core::result::Result<bool, __rp::FragmentError> {
-                __rp::poll_replicated::<Self>(self, state, mask)
+                let state = __rp::downcast_state_mut::<Self>(state)?;
+                ::core::result::Result::Ok(<Self as #trait_ident>::__net_poll(self, state, mask, 0))
             }
 
             fn apply_state(

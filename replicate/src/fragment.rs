@@ -237,8 +237,24 @@ pub fn downcast_state<T: Replicated>(state: &dyn ErasedState) -> Result<&T::Stat
         })
 }
 
-/// The generated [`ReplicationFragment::poll_state`]: quantizes `obj`, compares with `state`
-/// member by member, sets the changed bits and stores the new state.
+/// Downcasts an erased state to `T`'s twin, mutably.
+pub fn downcast_state_mut<T: Replicated>(
+    state: &mut dyn ErasedState,
+) -> Result<&mut T::State, FragmentError> {
+    let state_name = state.type_descriptor().name;
+    state
+        .as_any_mut()
+        .downcast_mut::<T::State>()
+        .ok_or(FragmentError::StateTypeMismatch {
+            fragment: T::descriptor().name,
+            state: state_name,
+        })
+}
+
+/// A whole-state [`ReplicationFragment::poll_state`] for hand-written fragments over a
+/// replicated type: quantizes `obj`, compares with `state` member by member, sets the
+/// changed bits and stores the new state. (Generated fragments poll member by member
+/// without a temporary state.)
 pub fn poll_replicated<T: Replicated>(
     obj: &T,
     state: &mut dyn ErasedState,

@@ -205,7 +205,7 @@ pub mod __private {
     pub use crate::bits::{BitReader, BitWriter};
     pub use crate::fragment::{
         FragmentError, FragmentOwner, FragmentTraits, Notifications, ReplicationFragment,
-        downcast_state, poll_replicated,
+        downcast_state, downcast_state_mut, poll_replicated,
     };
     pub use crate::nested::support::{
         ApplyNestedMember, ApplyPlainMember, MemberProbe, StubSerializer, StubState,
