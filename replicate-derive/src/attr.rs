@@ -62,8 +62,20 @@ fn skip_rest(meta: &ParseNestedMeta) -> syn::Result<()> {
     Ok(())
 }
 
+/// `meta.value()`, with an error in our voice when the `= value` part is missing.
+fn value<'a>(meta: &'a ParseNestedMeta) -> syn::Result<syn::parse::ParseStream<'a>> {
+    if !meta.input.peek(syn::Token![=]) {
+        let name = meta.path.to_token_stream().to_string();
+        return Err(syn::Error::new_spanned(
+            &meta.path,
+            format!("`{name}` needs a value: `#[net({name} = ...)]`"),
+        ));
+    }
+    meta.value()
+}
+
 fn parse_lit_str(meta: &ParseNestedMeta) -> syn::Result<syn::LitStr> {
-    let expr: syn::Expr = meta.value()?.parse()?;
+    let expr: syn::Expr = value(meta)?.parse()?;
     match expr {
         syn::Expr::Lit(syn::ExprLit {
             lit: syn::Lit::Str(s),
@@ -80,7 +92,7 @@ fn parse_lit_str(meta: &ParseNestedMeta) -> syn::Result<syn::LitStr> {
 }
 
 fn parse_lit_bool(meta: &ParseNestedMeta) -> syn::Result<syn::LitBool> {
-    let expr: syn::Expr = meta.value()?.parse()?;
+    let expr: syn::Expr = value(meta)?.parse()?;
     match expr {
         syn::Expr::Lit(syn::ExprLit {
             lit: syn::Lit::Bool(b),
@@ -239,15 +251,15 @@ impl Field {
                 all.push(meta.path.clone());
                 if meta.path.is_ident(SERIALIZER) {
                     // #[net(serializer = replicate::serialize::U8Serializer)]
-                    let ty: syn::Type = meta.value()?.parse()?;
+                    let ty: syn::Type = value(&meta)?.parse()?;
                     serializer.set(&meta.path, ty);
                 } else if meta.path.is_ident(CONFIG) {
                     // #[net(config = AMMO_7_BITS)]
-                    let expr: syn::Expr = meta.value()?.parse()?;
+                    let expr: syn::Expr = value(&meta)?.parse()?;
                     config_base.set(&meta.path, expr);
                 } else if meta.path.is_ident(COND) {
                     // #[net(cond = OwnerOnly)]
-                    let path: syn::Path = meta.value()?.parse()?;
+                    let path: syn::Path = value(&meta)?.parse()?;
                     let Some(last) = path.segments.last() else {
                         return Ok(());
                     };
@@ -270,7 +282,7 @@ impl Field {
                     skip.set(&meta.path, meta.path.clone());
                 } else if meta.path.is_ident(NOTIFY) {
                     // #[net(notify = on_health_changed)]
-                    let ident: syn::Ident = meta.value()?.parse()?;
+                    let ident: syn::Ident = value(&meta)?.parse()?;
                     notify.set(&meta.path, ident);
                 } else if meta.path.is_ident(GROUP) {
                     // #[net(group = "movement")]
@@ -281,7 +293,7 @@ impl Field {
                     group.set(&meta.path, s);
                 } else if let Some(key) = CONFIG_KEYS.iter().find(|k| meta.path.is_ident(k)) {
                     // #[net(bits = 7)], #[net(min = -10.0, max = 10.0)], ...
-                    let value: syn::Expr = meta.value()?.parse()?;
+                    let value: syn::Expr = value(&meta)?.parse()?;
                     let ident = meta.path.get_ident().cloned().unwrap_or_else(|| {
                         syn::Ident::new(key, meta.path.span())
                     });
