@@ -242,6 +242,10 @@ fn generic_types_register_explicitly_per_instantiation() {
     assert_ne!(a.protocol_id, b.protocol_id);
     // Cached: the same descriptor every time.
     assert!(std::ptr::eq(a, Generic::<u8>::descriptor()));
+    // And the generated code works per instantiation.
+    let g = Generic::<i32> { value: -5, tag: 7 };
+    let back = Generic::<i32>::from_state(&g.to_state());
+    assert_eq!((back.value, back.tag), (-5, 7));
 }
 
 mod dup_a {
