@@ -898,3 +898,43 @@ fn drivers_can_move_to_another_thread() {
     });
     assert_eq!(handle.join().unwrap(), Some(3));
 }
+
+#[test]
+fn writer_hooks_set_priority_and_filter_members() {
+    use replicate::object::{InternalIndex, ObjectTable};
+    use replicate::replication::WriterHooks;
+    struct Hooks {
+        ignored: NetRefHandle,
+    }
+    impl WriterHooks for Hooks {
+        fn priority(&mut self, table: &ObjectTable, index: InternalIndex) -> f32 {
+            let h = table.entry_at(index).unwrap().handle();
+            if h == self.ignored { 0.0 } else { 1.0 }
+        }
+        fn filter_members(
+            &mut self,
+            _table: &ObjectTable,
+            _index: InternalIndex,
+            _creating: bool,
+            mask: &mut replicate::ChangeMask,
+        ) {
+            mask.clear_bit(2); // never send `hp`
+        }
+    }
+    let mut m = Manual::new();
+    let seen = m.server.objects_mut().spawn(pawn(1, 50)).unwrap();
+    let ignored = m.server.objects_mut().spawn(pawn(2, 60)).unwrap();
+    assert!(
+        m.server
+            .set_writer_hooks(m.conn, Box::new(Hooks { ignored }))
+    );
+    for _ in 0..3 {
+        m.round_trip();
+    }
+    assert!(
+        !m.client.contains(ignored),
+        "priority 0 never reaches the threshold"
+    );
+    let c = m.client.get::<Pawn>(seen).unwrap();
+    assert_eq!((c.x, c.hp, c.alive), (1, 0, true), "hp filtered out");
+}

@@ -51,7 +51,10 @@ pub use record::{
     ReplicatedObjectState, ReplicationInfo,
 };
 pub use scheduler::{ScheduledObject, schedule_objects, sort_scheduled_objects};
-pub use writer::{BATCH_SIZE_BITS, ReplicationWriter, WriterStats, apply_conditions};
+pub use writer::{
+    BATCH_SIZE_BITS, MAX_REPORTS_PER_PACKET, ReplicationWriter, WriterHooks, WriterStats,
+    apply_conditions,
+};
 
 use crate::NetRefHandle;
 use crate::bits::{BitReader, BitWriter};
@@ -269,6 +272,20 @@ impl ReplicationServer {
         self.conn_mut(id)?
             .streams
             .stream_mut::<TokenStream>(TokenStream::NAME)
+    }
+
+    /// Installs the interest layer's hooks on a connection's writer.
+    pub fn set_writer_hooks(&mut self, id: ConnectionId, hooks: Box<dyn WriterHooks>) -> bool {
+        match self.conn_mut(id).and_then(|c| {
+            c.streams
+                .stream_mut::<ReplicationWriter>(ReplicationWriter::NAME)
+        }) {
+            Some(w) => {
+                w.set_hooks(hooks);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Pauses or resumes a stream of a connection by name.

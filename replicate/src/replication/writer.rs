@@ -70,6 +70,40 @@ pub struct WriterStats {
     pub disabled_by_remote: u64,
 }
 
+/// Per-connection hooks the interest layer plugs into a writer: the priority an object
+/// accumulates each tick it is dirty, and which members a batch may carry. Both default
+/// to the built-in behaviour (the object's static priority; the descriptor's
+/// conditions against the owning connection).
+pub trait WriterHooks: Send {
+    /// Priority added to a dirty root object's accumulated priority this tick.
+    fn priority(&mut self, table: &ObjectTable, index: InternalIndex) -> f32 {
+        table.entry_at(index).map_or(0.0, |e| e.priority())
+    }
+
+    /// Restricts the members a batch carries, after the built-in conditions (clear
+    /// bits in `mask`; setting bits has no effect on what is owed).
+    fn filter_members(
+        &mut self,
+        _table: &ObjectTable,
+        _index: InternalIndex,
+        _creating: bool,
+        _mask: &mut ChangeMask,
+    ) {
+    }
+}
+
+struct Hooks(Option<Box<dyn WriterHooks>>);
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Hooks(custom)"
+        } else {
+            "Hooks(default)"
+        })
+    }
+}
+
 /// Most broken-object reports read from one packet.
 pub const MAX_REPORTS_PER_PACKET: usize = 1024;
 
@@ -118,6 +152,7 @@ pub struct ReplicationWriter {
     tracked: usize,
     stats: WriterStats,
     exports: SharedExports,
+    hooks: Hooks,
 }
 
 impl ReplicationWriter {
@@ -139,6 +174,7 @@ impl ReplicationWriter {
     ) -> Self {
         Self {
             exports,
+            hooks: Hooks(None),
             connection,
             config,
             infos: Vec::new(),
@@ -152,6 +188,11 @@ impl ReplicationWriter {
             tracked: 0,
             stats: WriterStats::default(),
         }
+    }
+
+    /// Installs the interest layer's hooks (priority, member filter).
+    pub fn set_hooks(&mut self, hooks: Box<dyn WriterHooks>) {
+        self.hooks = Hooks(Some(hooks));
     }
 
     /// The connection id.
@@ -293,10 +334,14 @@ impl ReplicationWriter {
                 self.mark_dirty(table, i);
             }
         }
+        let hooks = &mut self.hooks.0;
         for i in self.dirty.iter_and_not(Some(table.subobject_set())) {
-            let p = table.entry_at(i).map_or(0.0, |e| e.priority());
+            let p = match hooks {
+                Some(h) => h.priority(table, i),
+                None => table.entry_at(i).map_or(0.0, |e| e.priority()),
+            };
             if let Some(slot) = self.priorities.get_mut(i as usize) {
-                *slot += p;
+                *slot += if p.is_finite() { p.max(0.0) } else { 0.0 };
             }
         }
     }
@@ -759,6 +804,11 @@ impl ReplicationWriter {
         };
         let is_owner = entry.owner_connection() == Some(self.connection);
         apply_conditions(&mut mask, desc, creating, is_owner);
+        if let Some(h) = self.hooks.0.as_mut() {
+            let before = mask.clone();
+            h.filter_members(table, index, creating, &mut mask);
+            mask.and_with(&before);
+        }
         let send_tags = info.has_dirty_tags() || (creating && !entry.tags().is_empty());
         if !full && !mask.any() && !send_tags {
             let info = &mut self.infos[index as usize];
