@@ -335,6 +335,7 @@ pub struct ObjectTable {
     destroyed: Vec<InternalIndex>,
     torn_off: Vec<InternalIndex>,
     tags_changed: Vec<InternalIndex>,
+    owner_changed: Vec<InternalIndex>,
     dirty: Vec<InternalIndex>,
     dirty_set: BitArray,
     push_dirty: Vec<InternalIndex>,
@@ -362,6 +363,7 @@ impl ObjectTable {
             destroyed: Vec::new(),
             torn_off: Vec::new(),
             tags_changed: Vec::new(),
+            owner_changed: Vec::new(),
             dirty: Vec::new(),
             dirty_set: BitArray::default(),
             push_dirty: Vec::new(),
@@ -667,8 +669,13 @@ impl ObjectTable {
             .map(|e| e.subobjects.clone())
             .unwrap_or_default();
         for j in std::iter::once(i).chain(subs) {
-            if let Some(Some(e)) = self.entries.get_mut(j as usize) {
+            if let Some(Some(e)) = self.entries.get_mut(j as usize)
+                && e.owner_connection != owner
+            {
                 e.owner_connection = owner;
+                if e.descriptor.has_conditions() && !self.owner_changed.contains(&j) {
+                    self.owner_changed.push(j);
+                }
             }
         }
         Ok(())
@@ -701,6 +708,12 @@ impl ObjectTable {
             }
         }
         Ok(())
+    }
+
+    /// Objects with conditional members whose owning connection changed since the last
+    /// `end_tick` (connections re-send their conditional members).
+    pub fn tick_owner_changed(&self) -> &[InternalIndex] {
+        &self.owner_changed
     }
 
     /// Objects whose tags changed since the last `end_tick`.
@@ -916,6 +929,7 @@ impl ObjectTable {
         self.destroyed.clear();
         self.torn_off.clear();
         self.tags_changed.clear();
+        self.owner_changed.clear();
         let pending = std::mem::take(&mut self.pending_free);
         for i in pending {
             self.try_free(i);

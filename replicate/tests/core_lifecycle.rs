@@ -804,6 +804,21 @@ fn conditions_are_applied_per_connection() {
         (other_view.mine, other_view.theirs, other_view.initial),
         (0, 30, 4)
     );
+
+    // Ownership moves: owner-dependent members are sent afresh, without any change.
+    m.server
+        .objects_mut()
+        .set_owner_connection(h, Some(other))
+        .unwrap();
+    m.round_trip();
+    send_other(&mut m, &mut other_client);
+    let old_owner = m.client.get::<Secret>(h).unwrap();
+    assert_eq!(
+        old_owner.theirs, 30,
+        "now a non-owner: gets SkipOwner members"
+    );
+    let new_owner = other_client.get::<Secret>(h).unwrap();
+    assert_eq!(new_owner.mine, 20, "now the owner: gets OwnerOnly members");
 }
 
 #[test]

@@ -288,6 +288,30 @@ impl ReplicationServer {
         }
     }
 
+    /// Marks members of an object as owed to one connection (see
+    /// [`WriterHooks::filter_members`]).
+    pub fn mark_members_dirty(
+        &mut self,
+        id: ConnectionId,
+        handle: NetRefHandle,
+        mask: &ChangeMask,
+    ) {
+        let Some(index) = self.objects.index_of(handle) else {
+            return;
+        };
+        if let Some(w) = self
+            .connections
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+            .and_then(|c| {
+                c.streams
+                    .stream_mut::<ReplicationWriter>(ReplicationWriter::NAME)
+            })
+        {
+            w.mark_members_dirty(&self.objects, index, mask);
+        }
+    }
+
     /// Pauses or resumes a stream of a connection by name.
     pub fn set_stream_status(&mut self, id: ConnectionId, name: &str, status: SendStatus) -> bool {
         self.conn_mut(id)

@@ -81,7 +81,10 @@ pub trait WriterHooks: Send {
     }
 
     /// Restricts the members a batch carries, after the built-in conditions (clear
-    /// bits in `mask`; setting bits has no effect on what is owed).
+    /// bits in `mask`; setting bits has no effect). A member filtered out is not owed
+    /// any more: when the hook allows it again, call
+    /// [`ReplicationWriter::mark_members_dirty`] (or
+    /// [`ReplicationServer::mark_members_dirty`](super::ReplicationServer::mark_members_dirty)).
     fn filter_members(
         &mut self,
         _table: &ObjectTable,
@@ -307,6 +310,17 @@ impl ReplicationWriter {
                 .is_some_and(|owner| table.contains(owner));
             self.stop_replication(table, i, alone);
         }
+        let owner_changed = table.tick_owner_changed().to_vec();
+        for i in owner_changed {
+            // Owner-dependent members are owed afresh to every connection.
+            if let Some(entry) = table.entry_at(i) {
+                let mut bits = ChangeMask::new(entry.descriptor().change_mask_bits);
+                for (_, m) in &entry.descriptor().condition_masks {
+                    bits.or_with(m);
+                }
+                self.mark_members_dirty(table, i, &bits);
+            }
+        }
         for &i in table.tick_tags_changed() {
             let Some(info) = self.infos.get_mut(i as usize) else {
                 continue;
@@ -344,6 +358,24 @@ impl ReplicationWriter {
                 *slot += if p.is_finite() { p.max(0.0) } else { 0.0 };
             }
         }
+    }
+
+    /// Marks members of an object as owed to this connection (for example when a hook
+    /// starts allowing members it filtered out before). Only for a created object.
+    pub fn mark_members_dirty(
+        &mut self,
+        table: &ObjectTable,
+        index: InternalIndex,
+        mask: &ChangeMask,
+    ) {
+        let Some(info) = self.infos.get_mut(index as usize) else {
+            return;
+        };
+        if info.state() != S::Created || !mask.any() {
+            return;
+        }
+        info.or_mask(mask, &mut self.pool);
+        self.mark_dirty(table, index);
     }
 
     fn mark_dirty(&mut self, table: &ObjectTable, index: InternalIndex) {
