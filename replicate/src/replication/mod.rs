@@ -13,8 +13,25 @@
 //!     server.process_delivery(conn, seq, status)
 //! ```
 //!
-//! and the client feeds each received packet (after the connection header) to
-//! [`ReplicationClient::read_packet`], then drains [`ReplicationEvent`]s.
+//! and the client feeds each received packet (after the connection header, with the
+//! header's sequence) to [`ReplicationClient::read_packet`], then drains
+//! [`ReplicationEvent`]s. The client also writes its streams into every packet it sends
+//! ([`ReplicationClient::write_packet`]: it reports objects it could not decode, so the
+//! server stops sending them) and is told each packet's fate.
+//!
+//! Hooks for the layers above:
+//! - scope: [`ReplicationServer::set_in_scope`] (per connection, per root object);
+//! - priority and per-member filtering: [`WriterHooks`], installed with
+//!   [`ReplicationServer::set_writer_hooks`]; the built-in conditions are
+//!   [`apply_conditions`]; [`ReplicationServer::mark_members_dirty`] re-owes members;
+//! - delta compression: the batch's `is_delta` bit, [`RecordInfo::baseline`] and the
+//!   baseline fields of [`ReplicationInfo`] are reserved for it;
+//! - huge objects: a creation that does not fit in an empty packet parks the object in
+//!   [`ReplicatedObjectState::HugeObject`] (counted in [`WriterStats::huge_objects`]).
+//!
+//! Packets may be lost, duplicated or reordered: the writer re-sends the *current*
+//! values of lost members, and the reader never lets an older packet overwrite a newer
+//! value (see [`ReplicationReader`]).
 //!
 //! ```
 //! use replicate::bits::{BitReader, BitWriter};
