@@ -953,3 +953,64 @@ fn writer_hooks_set_priority_and_filter_members() {
     let c = m.client.get::<Pawn>(seen).unwrap();
     assert_eq!((c.x, c.hp, c.alive), (1, 0, true), "hp filtered out");
 }
+
+#[test]
+fn extra_streams_ride_along_with_replication() {
+    use replicate::bits::{BitReader, BitWriter};
+    use replicate::connection::DeliveryStatus;
+    use replicate::stream::{DataStream, StreamError, WriteResult};
+
+    #[derive(Default)]
+    struct Chat {
+        outbox: Vec<u8>,
+        inbox: Vec<u8>,
+        in_flight: std::collections::VecDeque<u8>,
+    }
+    impl<C: ?Sized> DataStream<C> for Chat {
+        fn name(&self) -> &str {
+            "chat"
+        }
+        fn write_data(&mut self, _: &mut C, w: &mut BitWriter) -> WriteResult {
+            let Some(b) = self.outbox.pop() else {
+                return WriteResult::NoData;
+            };
+            w.write_bits(b as u64, 8);
+            self.in_flight.push_back(b);
+            WriteResult::Ok
+        }
+        fn read_data(&mut self, _: &mut C, r: &mut BitReader) -> Result<(), StreamError> {
+            self.inbox.push(r.read_bits(8) as u8);
+            r.check().map_err(|e| StreamError::malformed("chat", e))
+        }
+        fn process_delivery(&mut self, _: &mut C, s: DeliveryStatus) {
+            if let Some(b) = self.in_flight.pop_front()
+                && s == DeliveryStatus::Lost
+            {
+                self.outbox.push(b);
+            }
+        }
+    }
+
+    let mut m = Manual::new();
+    m.server
+        .add_stream(
+            m.conn,
+            Box::new(Chat {
+                outbox: vec![42],
+                ..Default::default()
+            }),
+        )
+        .unwrap();
+    m.client.add_stream(Box::<Chat>::default()).unwrap();
+    let h = m.server.objects_mut().spawn(pawn(5, 5)).unwrap();
+    m.round_trip();
+    assert_eq!(m.client.stream_mut::<Chat>("chat").unwrap().inbox, vec![42]);
+    assert_eq!(m.client.get::<Pawn>(h).unwrap().x, 5);
+    assert!(
+        m.server
+            .stream_mut::<Chat>(m.conn, "chat")
+            .unwrap()
+            .in_flight
+            .is_empty()
+    );
+}

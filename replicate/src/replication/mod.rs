@@ -80,7 +80,9 @@ use crate::object::{ConnectionId, ObjectTable};
 use crate::protocol::{ErasedObject, ErasedState, ProtocolIndex, ProtocolRegistry};
 use crate::state::{ChangeMask, Replicated};
 use crate::stream::tokens::{SharedExports, SharedImports, TokenStream};
-use crate::stream::{DataStreamManager, SendStatus, StreamError, WriteResult};
+use crate::stream::{
+    DataStream, DataStreamManager, SendStatus, StreamError, TooManyStreams, WriteResult,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -289,6 +291,29 @@ impl ReplicationServer {
         self.conn_mut(id)?
             .streams
             .stream_mut::<TokenStream>(TokenStream::NAME)
+    }
+
+    /// Adds a stream (messages, huge-object parts, ...) to a connection, after the
+    /// replication and token streams. The client must add the matching stream at the
+    /// same position ([`ReplicationClient::add_stream`]).
+    pub fn add_stream(
+        &mut self,
+        id: ConnectionId,
+        stream: Box<dyn DataStream<ObjectTable>>,
+    ) -> Result<usize, TooManyStreams> {
+        match self.conn_mut(id) {
+            Some(c) => c.streams.add_stream(stream),
+            None => Err(TooManyStreams),
+        }
+    }
+
+    /// A stream of a connection by name, as its concrete type.
+    pub fn stream_mut<T: DataStream<ObjectTable>>(
+        &mut self,
+        id: ConnectionId,
+        name: &str,
+    ) -> Option<&mut T> {
+        self.conn_mut(id)?.streams.stream_mut::<T>(name)
     }
 
     /// Installs the interest layer's hooks on a connection's writer.
@@ -540,6 +565,20 @@ impl ReplicationClient {
     /// Takes a torn-off object.
     pub fn take_torn_off(&mut self, handle: NetRefHandle) -> Option<Box<dyn ErasedObject>> {
         self.world.take_torn_off(handle)
+    }
+
+    /// Adds a stream after the replication and token streams (the server adds the
+    /// matching one at the same position for this connection).
+    pub fn add_stream(
+        &mut self,
+        stream: Box<dyn DataStream<ClientWorld>>,
+    ) -> Result<usize, TooManyStreams> {
+        self.streams.add_stream(stream)
+    }
+
+    /// A stream by name, as its concrete type.
+    pub fn stream_mut<T: DataStream<ClientWorld>>(&mut self, name: &str) -> Option<&mut T> {
+        self.streams.stream_mut::<T>(name)
     }
 
     /// The token stream (strings exported by the server).
