@@ -554,3 +554,58 @@ fn a_broken_object_is_reported_and_the_server_stops_sending_it() {
     assert!(!m.client.contains(h) && !m.client.world().is_broken(h));
     assert_eq!(m.client.get::<Crate>(other).unwrap().amount, 6);
 }
+
+#[test]
+fn only_the_members_with_missing_references_wait() {
+    let mut m = Manual::new();
+    let far = m.server.objects_mut().spawn(Captain::default()).unwrap();
+    let near = m.server.objects_mut().spawn(Captain::default()).unwrap();
+    m.server.set_in_scope(m.conn, far, false);
+    let squad = m
+        .server
+        .objects_mut()
+        .spawn(Squad {
+            a: far,
+            b: near,
+            n: 3,
+            ..Default::default()
+        })
+        .unwrap();
+    m.round_trip();
+    let s = m.client.get::<Squad>(squad).unwrap();
+    assert_eq!((s.a, s.b, s.n), (NetRefHandle::INVALID, near, 3));
+    assert_eq!(
+        m.client
+            .world()
+            .object(squad)
+            .unwrap()
+            .pending_reference_mask()
+            .map(|m| m.to_u64()),
+        Some(0b001)
+    );
+    // A change to another member goes through while `a` still waits.
+    m.server.objects_mut().get_mut::<Squad>(squad).unwrap().n = 4;
+    m.round_trip();
+    let s = m.client.get::<Squad>(squad).unwrap();
+    assert_eq!((s.a, s.n), (NetRefHandle::INVALID, 4));
+    m.client.drain_events();
+    m.server.set_in_scope(m.conn, far, true);
+    m.round_trip();
+    assert!(
+        m.client
+            .drain_events()
+            .contains(&ReplicationEvent::ReferencesResolved {
+                handle: squad,
+                mask: ChangeMask::from_u64(3, 0b001)
+            })
+    );
+    assert_eq!(m.client.get::<Squad>(squad).unwrap().a, far);
+    assert!(
+        m.client
+            .world()
+            .object(squad)
+            .unwrap()
+            .pending_reference_mask()
+            .is_none()
+    );
+}

@@ -210,7 +210,6 @@ pub struct ClientWorld {
     events: Vec<ReplicationEvent>,
     resolver: ReferenceResolver,
     imports: SharedImports,
-    ref_masks: HashMap<ProtocolIndex, Option<ChangeMask>>,
     now: Duration,
     stats: ReaderStats,
     packet_seq: u64,
@@ -245,7 +244,6 @@ impl ClientWorld {
             events: Vec::new(),
             resolver: ReferenceResolver::default(),
             imports: SharedImports::default(),
-            ref_masks: HashMap::new(),
             now: Duration::ZERO,
             stats: ReaderStats::default(),
             packet_seq: 0,
@@ -402,20 +400,44 @@ impl ClientWorld {
         self.imports.clone()
     }
 
-    fn ref_mask(&mut self, protocol: ProtocolIndex) -> Option<ChangeMask> {
-        if let Some(m) = self.ref_masks.get(&protocol) {
-            return m.clone();
+    /// The members of `state` holding a reference to one of `unresolved` (each
+    /// reference member's references are found by copying that member alone into a
+    /// default state).
+    fn withheld_members(
+        &self,
+        protocol: ProtocolIndex,
+        state: &dyn ErasedState,
+        unresolved: &[NetRefHandle],
+    ) -> ChangeMask {
+        let desc = state.type_descriptor();
+        let mut out = ChangeMask::new(desc.change_mask_bits);
+        if unresolved.is_empty() {
+            return out;
         }
-        let m = self.registry.get(protocol).and_then(|r| {
-            let d = (r.descriptor)();
-            let mut m = ChangeMask::new(d.change_mask_bits);
-            for member in d.members.iter().filter(|m| m.has_object_references) {
-                m.set_range(member.change_mask_offset, member.change_mask_bits);
+        let Some(reg) = self.registry.get(protocol) else {
+            return out;
+        };
+        let mut refs = Vec::new();
+        for m in desc.members.iter().filter(|m| m.has_object_references) {
+            let mut bits = ChangeMask::new(desc.change_mask_bits);
+            bits.set_range(m.change_mask_offset, m.change_mask_bits);
+            let mut w = BitWriter::with_capacity_bits(1 << BATCH_SIZE_BITS);
+            state.serialize(&bits, &mut w);
+            let bytes = w.to_bytes();
+            let mut single = (reg.new_state)();
+            refs.clear();
+            let ok = !w.is_overflown()
+                && single
+                    .deserialize(&bits, &mut BitReader::with_bit_len(&bytes, w.position()))
+                    .is_ok();
+            if ok {
+                single.collect_references(&mut refs);
             }
-            m.any().then_some(m)
-        });
-        self.ref_masks.insert(protocol, m.clone());
-        m
+            if !ok || refs.iter().any(|r| unresolved.contains(r)) {
+                out.or_with(&bits);
+            }
+        }
+        out
     }
 
     fn unresolved_targets(&self, state: &dyn ErasedState) -> Vec<NetRefHandle> {
@@ -435,11 +457,7 @@ impl ClientWorld {
         };
         let protocol = obj.protocol;
         let unresolved = self.unresolved_targets(obj.state.as_ref());
-        let ref_mask = if unresolved.is_empty() {
-            None
-        } else {
-            self.ref_mask(protocol)
-        };
+        let withheld = self.withheld_members(protocol, obj.state.as_ref(), &unresolved);
         let Some(reg) = self.registry.get(protocol).copied() else {
             return;
         };
@@ -448,19 +466,18 @@ impl ClientWorld {
             return;
         };
         if created && obj.instance.is_none() {
-            match &ref_mask {
-                None => obj.instance = (reg.create)(obj.state.as_ref()),
-                Some(rm) => {
-                    let default = (reg.new_state)();
-                    let mut inst = (reg.create)(default.as_ref());
-                    let mut m = ChangeMask::all(obj.state.type_descriptor().change_mask_bits);
-                    m.and_not(rm);
-                    if let Some(i) = inst.as_mut() {
-                        i.apply(obj.state.as_ref(), &m);
-                    }
-                    obj.instance = inst;
-                    obj.pending_refs = Some(rm.clone());
+            if withheld.any() {
+                let default = (reg.new_state)();
+                let mut inst = (reg.create)(default.as_ref());
+                let mut m = ChangeMask::all(withheld.len());
+                m.and_not(&withheld);
+                if let Some(i) = inst.as_mut() {
+                    i.apply(obj.state.as_ref(), &m);
                 }
+                obj.instance = inst;
+                obj.pending_refs = Some(withheld);
+            } else {
+                obj.instance = (reg.create)(obj.state.as_ref());
             }
             if obj.instance.is_none() {
                 tracing::error!("replication reader: factory failed for {handle}");
@@ -468,22 +485,17 @@ impl ClientWorld {
             self.events
                 .push(ReplicationEvent::Spawned { handle, protocol });
         } else {
+            // Apply what arrived and what was waiting, except members still waiting
+            // for a reference.
             let mut applied = mask.clone();
-            match &ref_mask {
-                Some(rm) => {
-                    let mut withheld = mask.clone();
-                    withheld.and_with(rm);
-                    applied.and_not(rm);
-                    match &mut obj.pending_refs {
-                        Some(p) => p.or_with(&withheld),
-                        None => obj.pending_refs = Some(withheld),
-                    }
-                }
-                None => {
-                    if let Some(p) = obj.pending_refs.take() {
-                        applied.or_with(&p);
-                    }
-                }
+            if let Some(p) = obj.pending_refs.take() {
+                applied.or_with(&p);
+            }
+            let mut waiting = applied.clone();
+            waiting.and_with(&withheld);
+            applied.and_not(&withheld);
+            if waiting.any() {
+                obj.pending_refs = Some(waiting);
             }
             if applied.any() {
                 if let Some(inst) = obj.instance.as_mut() {
@@ -590,21 +602,28 @@ impl ClientWorld {
             let Some(obj) = self.objects.get(&waiter) else {
                 continue;
             };
-            if !self.unresolved_targets(obj.state.as_ref()).is_empty() {
+            let Some(pending) = obj.pending_refs.clone().filter(|m| m.any()) else {
+                continue;
+            };
+            let unresolved = self.unresolved_targets(obj.state.as_ref());
+            let withheld = self.withheld_members(obj.protocol, obj.state.as_ref(), &unresolved);
+            let mut apply = pending.clone();
+            apply.and_not(&withheld);
+            if !apply.any() {
                 continue;
             }
+            let mut still = pending;
+            still.and_with(&withheld);
             let Some(obj) = self.objects.get_mut(&waiter) else {
                 continue;
             };
-            let Some(mask) = obj.pending_refs.take().filter(|m| m.any()) else {
-                continue;
-            };
+            obj.pending_refs = still.any().then_some(still);
             if let Some(inst) = obj.instance.as_mut() {
-                inst.apply(obj.state.as_ref(), &mask);
+                inst.apply(obj.state.as_ref(), &apply);
             }
             self.events.push(ReplicationEvent::ReferencesResolved {
                 handle: waiter,
-                mask,
+                mask: apply,
             });
         }
     }

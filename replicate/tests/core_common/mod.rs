@@ -199,6 +199,7 @@ replicated_type!(Big, BigState, "Big" { a: u64, b: u64, c: u64, d: u64, e: u64, 
 
 replicated_type!(Secret, SecretState, "Secret" { public: u8, mine: u8, theirs: u8, initial: u8 });
 replicated_type!(Flag, FlagState, "Flag" { up: bool });
+replicated_type!(Squad, SquadState, "Squad" { a: NetRefHandle, b: NetRefHandle, n: u8 });
 
 /// Per-member condition overrides of the test types: (condition, init only).
 pub fn member_condition(ty: &str, field: &str) -> (Condition, bool) {
@@ -222,6 +223,7 @@ pub fn registry() -> Arc<ProtocolRegistry> {
             Registration::of::<Big>(),
             Registration::of::<Secret>(),
             Registration::of::<Flag>(),
+            Registration::of::<Squad>(),
         ])
         .expect("test registry"),
     )
