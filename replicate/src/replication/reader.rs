@@ -22,8 +22,10 @@
 //! server whatever the arrival order.
 //!
 //! References (`NetRefHandle` members) to objects this side does not have are parked:
-//! the members holding references are withheld from the game object until every target
-//! exists, then applied (event [`ReplicationEvent::ReferencesResolved`]). Parked targets
+//! each member holding such a reference is withheld from the game object (which keeps
+//! its previous value, the invalid handle for a new object) until its targets exist,
+//! then applied (event [`ReplicationEvent::ReferencesResolved`]); the other members are
+//! applied as usual. The quantized state always holds what was received. Parked targets
 //! sit in a hot cache retried on every packet for `hot_resolving_lifetime`, then in a
 //! cold cache retried every `cold_resolving_retry`.
 
