@@ -338,9 +338,12 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
     }
 
     /// Reads a received packet's stream data, dispatching each section to its stream.
+    /// A packet with fewer bits than a stream header carries no stream data (`Ok`).
     pub fn read_packet(&mut self, ctx: &mut C, reader: &mut BitReader) -> Result<(), StreamError> {
         let count = self.streams.len() as u32;
-        if count == 0 {
+        if count == 0 || reader.bits_left() < (STREAM_COUNT_BITS + count) as usize {
+            // No room for a stream header: a packet without stream data (an ack-only
+            // packet's padding).
             return Ok(());
         }
         let got = reader.read_bits(STREAM_COUNT_BITS) as u32 + 1;
@@ -367,7 +370,8 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
 
     /// Routes the delivery status of packet `sequence` to every stream that wrote into
     /// it. Statuses must come in send order; records older than `sequence` that were
-    /// never reported are treated as lost.
+    /// never reported are treated as lost; a sequence the manager did not write (an
+    /// ack-only packet) is ignored.
     pub fn process_delivery(
         &mut self,
         ctx: &mut C,
@@ -376,9 +380,8 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
     ) {
         loop {
             let Some(front) = self.records.front().copied() else {
-                tracing::warn!(
-                    "data stream manager: delivery status for unknown packet {sequence:?}"
-                );
+                // A packet written without the manager (an ack-only packet): nothing to do.
+                tracing::trace!("data stream manager: no record for packet {sequence:?}");
                 return;
             };
             if front.sequence != sequence && !front.sequence.is_newer_than(sequence) {
@@ -392,9 +395,7 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
                 continue;
             }
             if front.sequence != sequence {
-                tracing::warn!(
-                    "data stream manager: delivery status for unknown packet {sequence:?}"
-                );
+                tracing::trace!("data stream manager: no record for packet {sequence:?}");
                 return;
             }
             self.records.pop_front();
@@ -577,6 +578,22 @@ mod tests {
                 expected: 1
             })
         ));
+    }
+
+    #[test]
+    fn ack_only_packets_carry_no_stream_data_and_have_no_record() {
+        let mut m = DataStreamManager::<()>::new();
+        m.add_stream(probe("a", &[1])).unwrap();
+        // Fewer bits than a header: nothing to read.
+        m.read_packet(&mut (), &mut BitReader::with_bit_len(&[0], 5))
+            .unwrap();
+        let mut w = BitWriter::with_capacity_bytes(64);
+        m.write_packet(&mut (), PacketSequence(7), &mut w);
+        // Sequence 6 was an ack-only packet the manager never saw.
+        m.process_delivery(&mut (), PacketSequence(6), DeliveryStatus::Delivered);
+        assert_eq!(m.packets_in_flight(), 1);
+        m.process_delivery(&mut (), PacketSequence(7), DeliveryStatus::Delivered);
+        assert_eq!(m.stream::<Probe>("a").unwrap().delivered, vec![1]);
     }
 
     #[test]
