@@ -250,12 +250,14 @@ impl BitWriter {
     /// Overwrites `bits` bits at an earlier position without moving the write position,
     /// for patching a size prefix written before its payload.
     ///
-    /// Does nothing (and sets the overflow flag) if the range was never written.
+    /// Does nothing (and sets the overflow flag) if the range was never written. Like
+    /// every other write it is ignored once the writer has overflowed, so a patch can
+    /// never outlive a rollback to a mark taken before the overflow.
     pub fn patch_bits(&mut self, position: usize, value: u64, bits: u32) {
-        if bits == 0 {
+        if bits == 0 || self.overflow.is_some() {
             return;
         }
-        if bits > 64 || position + bits as usize > self.pos {
+        if bits > 64 || position.saturating_add(bits as usize) > self.pos {
             self.overflow.get_or_insert(BitError::WriteOverflow {
                 position,
                 requested: bits as usize,
@@ -387,6 +389,8 @@ impl BitWriter {
 pub struct BitReader<'a> {
     data: &'a [u8],
     pos: usize,
+    /// First readable bit (non-zero for a substream); `seek` stays in `start..=end`.
+    start: usize,
     end: usize,
     error: Option<BitError>,
 }
@@ -402,6 +406,7 @@ impl<'a> BitReader<'a> {
         Self {
             data,
             pos: 0,
+            start: 0,
             end: bits.min(data.len() * 8),
             error: None,
         }
@@ -526,10 +531,10 @@ impl<'a> BitReader<'a> {
         }
     }
 
-    /// Moves to an absolute bit position inside the readable range; a position past the
-    /// end sets the error flag instead.
+    /// Moves to an absolute bit position inside the readable range (for a substream,
+    /// its own range); a position outside it sets the error flag instead.
     pub fn seek(&mut self, position: usize) {
-        if position > self.end {
+        if position < self.start || position > self.end {
             self.set_overflow(position.saturating_sub(self.pos));
         } else {
             self.pos = position;
@@ -543,6 +548,7 @@ impl<'a> BitReader<'a> {
             return BitReader {
                 data: self.data,
                 pos: 0,
+                start: 0,
                 end: 0,
                 error: self.error,
             };
@@ -550,6 +556,7 @@ impl<'a> BitReader<'a> {
         let sub = BitReader {
             data: self.data,
             pos: self.pos,
+            start: self.pos,
             end: self.pos + bits,
             error: None,
         };
