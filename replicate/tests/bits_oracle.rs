@@ -568,7 +568,7 @@ fn run_readers(data: &[u8], bit_len: usize, ops: &[ReadOp]) {
 // ---------------------------------------------------------------------------------
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(ProptestConfig::with_cases(1024))]
 
     /// Random operation sequences, with capacities small enough that overflows,
     /// overflowing substreams and rollbacks past them are common.
