@@ -21,11 +21,14 @@
 #![warn(missing_docs)]
 
 pub mod bits;
+pub mod blob;
 pub mod connection;
 pub mod handle;
+pub mod interest;
 pub mod protocol;
 pub mod serialize;
 pub mod state;
+pub mod transport;
 
 pub use handle::NetRefHandle;
 pub use protocol::{ProtocolRegistry, Registration};

@@ -20,13 +20,32 @@
 use crate::bits::{BitError, BitReader, BitWriter};
 use thiserror::Error;
 
-mod delta;
-mod ints;
+pub mod delta;
+pub mod enums;
+pub mod float;
+pub mod health;
+pub mod ints;
+pub mod packed;
+pub mod rotator;
 
 pub use delta::{DeltaTable, read_int_delta, write_int_delta};
+pub use enums::{EnumSerializer, NetEnum};
+pub use float::{
+    CANONICAL_NAN_F32, CANONICAL_NAN_F64, F32Serializer, F64Serializer, FloatRangeConfig,
+    RangedF32Serializer, RangedF64Serializer, UnitF32Serializer,
+};
+pub use health::HealthSerializer;
 pub use ints::{
     BoolSerializer, I8Serializer, I16Serializer, I32Serializer, I64Serializer, IntConfig,
     U8Serializer, U16Serializer, U32Serializer, U64Serializer,
+};
+pub use packed::{
+    PackedI32Serializer, PackedI64Serializer, PackedU32Serializer, PackedU64Serializer,
+};
+pub use rotator::{
+    Rotator, RotatorAsByteSerializer, RotatorByteQuantized, RotatorQuantized, RotatorSerializer,
+    compress_axis_to_byte, compress_axis_to_short, decompress_axis_from_byte,
+    decompress_axis_from_short,
 };
 
 /// An error decoding received data.

@@ -1,0 +1,249 @@
+//! Per-member conditions evaluated per connection.
+//!
+//! A connection's *role* towards an object decides which members it may receive:
+//!
+//! - **owner**: the object's owning connection;
+//! - **autonomous**: the owner, when the object is marked as controlled by its owner
+//!   (a player's pawn); everyone else, and the owner of an uncontrolled object, sees
+//!   the object **simulated**;
+//! - **initial**: whether this is the creation batch for that connection.
+//!
+//! [`ConditionMasks`] precomputes, per descriptor, the member mask for each of the
+//! eight role combinations, so evaluating a condition per connection per object is one
+//! table lookup and (for `Custom` members) one AND with the object's switches.
+
+use crate::state::{ChangeMask, Condition, StateDescriptor};
+
+/// The role of a connection towards one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ConditionContext {
+    /// The connection owns the object.
+    pub is_owner: bool,
+    /// The connection controls the object (owner of an autonomous object).
+    pub is_autonomous: bool,
+    /// The batch is the object's creation on this connection.
+    pub is_initial: bool,
+}
+
+impl ConditionContext {
+    fn index(self) -> usize {
+        (self.is_owner as usize)
+            | (self.is_autonomous as usize) << 1
+            | (self.is_initial as usize) << 2
+    }
+}
+
+/// Whether a member with `condition` (and `init_only`) is sent in `ctx`. `Custom`
+/// members count as allowed here; their runtime switch is applied separately.
+///
+/// ```
+/// use replicate::Condition;
+/// use replicate::interest::ConditionContext;
+/// use replicate::interest::condition::allows;
+/// let owner = ConditionContext { is_owner: true, is_autonomous: true, is_initial: false };
+/// let other = ConditionContext::default();
+/// assert!(allows(Condition::OwnerOnly, false, owner));
+/// assert!(!allows(Condition::OwnerOnly, false, other));
+/// assert!(allows(Condition::SimulatedOnly, false, other));
+/// assert!(!allows(Condition::InitialOnly, false, owner));
+/// ```
+pub fn allows(condition: Condition, init_only: bool, ctx: ConditionContext) -> bool {
+    if init_only && !ctx.is_initial {
+        return false;
+    }
+    match condition {
+        Condition::None | Condition::Custom => true,
+        Condition::InitialOnly => ctx.is_initial,
+        Condition::OwnerOnly => ctx.is_owner,
+        Condition::SkipOwner => !ctx.is_owner,
+        Condition::SimulatedOnly => !ctx.is_autonomous,
+        Condition::AutonomousOnly => ctx.is_autonomous,
+        Condition::InitialOrOwner => ctx.is_owner || ctx.is_initial,
+        Condition::Never => false,
+    }
+}
+
+/// The allowed-member masks of one type for every role combination.
+#[derive(Debug, Clone)]
+pub struct ConditionMasks {
+    by_role: [ChangeMask; 8],
+    custom: ChangeMask,
+    unconditional: bool,
+}
+
+impl ConditionMasks {
+    /// Precomputes the masks of `descriptor`.
+    pub fn new(descriptor: &StateDescriptor) -> Self {
+        let bits = descriptor.change_mask_bits;
+        let by_role = std::array::from_fn(|i| {
+            let ctx = ConditionContext {
+                is_owner: i & 1 != 0,
+                is_autonomous: i & 2 != 0,
+                is_initial: i & 4 != 0,
+            };
+            let mut mask = ChangeMask::new(bits);
+            for m in &descriptor.members {
+                if allows(m.condition, m.init_only, ctx) {
+                    mask.set_range(m.change_mask_offset, m.change_mask_bits);
+                }
+            }
+            mask
+        });
+        let custom = descriptor.condition_mask(Condition::Custom);
+        let unconditional = !descriptor.has_conditions();
+        Self {
+            by_role,
+            custom,
+            unconditional,
+        }
+    }
+
+    /// Whether every member is sent to everyone, always (no conditions, no init-only).
+    pub fn is_unconditional(&self) -> bool {
+        self.unconditional
+    }
+
+    /// The members allowed in `ctx`.
+    pub fn allowed(&self, ctx: ConditionContext) -> &ChangeMask {
+        &self.by_role[ctx.index()]
+    }
+
+    /// The members allowed in `ctx` with the object's custom switches applied.
+    pub fn allowed_with(
+        &self,
+        ctx: ConditionContext,
+        custom: Option<&CustomConditions>,
+    ) -> ChangeMask {
+        let mut mask = self.by_role[ctx.index()].clone();
+        if let Some(custom) = custom {
+            let mut disabled = self.custom.clone();
+            disabled.and_not(&custom.enabled);
+            mask.and_not(&disabled);
+        }
+        mask
+    }
+
+    /// Applies the allowed mask of `ctx` to `changes` in place.
+    pub fn restrict(
+        &self,
+        changes: &mut ChangeMask,
+        ctx: ConditionContext,
+        custom: Option<&CustomConditions>,
+    ) {
+        if self.unconditional {
+            return;
+        }
+        match custom {
+            None => changes.and_with(&self.by_role[ctx.index()]),
+            Some(_) => changes.and_with(&self.allowed_with(ctx, custom)),
+        }
+    }
+}
+
+/// The runtime switches of one object's `Custom` members (all on by default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomConditions {
+    enabled: ChangeMask,
+}
+
+impl CustomConditions {
+    /// All switches on, for a type of `bits` change-mask bits.
+    pub fn all_enabled(bits: u32) -> Self {
+        Self {
+            enabled: ChangeMask::all(bits),
+        }
+    }
+
+    /// Turns the member at `offset..offset + count` on or off; returns whether it changed.
+    pub fn set(&mut self, offset: u32, count: u32, enabled: bool) -> bool {
+        let was = self.enabled.any_in(offset, count);
+        for i in offset..offset + count {
+            if enabled {
+                self.enabled.set(i);
+            } else {
+                self.enabled.clear_bit(i);
+            }
+        }
+        was != enabled
+    }
+
+    /// Whether the member at `offset` is on.
+    pub fn is_enabled(&self, offset: u32) -> bool {
+        self.enabled.get(offset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::MemberDescriptor;
+
+    fn member(
+        name: &'static str,
+        offset: u32,
+        condition: Condition,
+        init_only: bool,
+    ) -> MemberDescriptor {
+        MemberDescriptor {
+            name,
+            serializer: "u8",
+            change_mask_offset: offset,
+            change_mask_bits: 1,
+            condition,
+            init_only,
+            has_notify: false,
+            group: None,
+            has_object_references: false,
+            has_dynamic_state: false,
+            max_bits: Some(8),
+            fingerprint: 0,
+        }
+    }
+
+    #[test]
+    fn role_table() {
+        let d = StateDescriptor::new(
+            "T",
+            vec![
+                member("always", 0, Condition::None, false),
+                member("ammo", 1, Condition::OwnerOnly, false),
+                member("name", 2, Condition::None, true),
+                member("skip", 3, Condition::SkipOwner, false),
+                member("custom", 4, Condition::Custom, false),
+                member("never", 5, Condition::Never, false),
+                member("init_or_owner", 6, Condition::InitialOrOwner, false),
+                member("sim", 7, Condition::SimulatedOnly, false),
+                member("auto", 8, Condition::AutonomousOnly, false),
+            ],
+            true,
+        );
+        let masks = ConditionMasks::new(&d);
+        let bits = |ctx| masks.allowed(ctx).iter_ones().collect::<Vec<_>>();
+        let owner_ctl = ConditionContext {
+            is_owner: true,
+            is_autonomous: true,
+            is_initial: false,
+        };
+        let other = ConditionContext::default();
+        let other_init = ConditionContext {
+            is_initial: true,
+            ..other
+        };
+        let owner_sim = ConditionContext {
+            is_owner: true,
+            is_autonomous: false,
+            is_initial: false,
+        };
+        assert_eq!(bits(owner_ctl), vec![0, 1, 4, 6, 8]);
+        assert_eq!(bits(other), vec![0, 3, 4, 7]);
+        assert_eq!(bits(other_init), vec![0, 2, 3, 4, 6, 7]);
+        assert_eq!(bits(owner_sim), vec![0, 1, 4, 6, 7]);
+
+        let mut custom = CustomConditions::all_enabled(d.change_mask_bits);
+        assert!(custom.set(4, 1, false));
+        assert!(!custom.set(4, 1, false));
+        let mut changes = ChangeMask::all(d.change_mask_bits);
+        masks.restrict(&mut changes, other, Some(&custom));
+        assert_eq!(changes.iter_ones().collect::<Vec<_>>(), vec![0, 3, 7]);
+    }
+}

@@ -1,0 +1,143 @@
+//! Transports: how packets reach the other side. The replication core is sans-IO and
+//! produces and consumes whole packets; a transport moves them and tells who connected
+//! and who left.
+//!
+//! - [`udp`]: UDP secured with netcode.io (through `renetcode`): connect tokens,
+//!   encryption, replay protection.
+//! - Implement [`ServerTransport`] / [`ClientTransport`] to plug in another one (Steam,
+//!   WebTransport, an in-memory pipe for tests).
+//!
+//! This layer knows nothing about replication; it only moves byte payloads of at most
+//! [`ServerTransport::max_payload_bytes`].
+
+pub mod udp;
+
+use std::time::Duration;
+use thiserror::Error;
+
+/// A client's identity on a server (netcode's client id).
+pub type ClientId = u64;
+
+/// Why a transport-level connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TransportDisconnect {
+    /// Nothing was heard from the peer within the timeout.
+    TimedOut,
+    /// The peer closed the connection.
+    ByPeer,
+    /// This side closed the connection.
+    ByLocal,
+    /// The server refused the connection (full, or a bad connect token).
+    Denied,
+    /// The connect token expired before the connection was established.
+    TokenExpired,
+}
+
+impl std::fmt::Display for TransportDisconnect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::TimedOut => "timed out",
+            Self::ByPeer => "closed by the peer",
+            Self::ByLocal => "closed locally",
+            Self::Denied => "connection denied by the server",
+            Self::TokenExpired => "connect token expired",
+        })
+    }
+}
+
+/// Something that happened on a server transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerTransportEvent {
+    /// A client completed the handshake.
+    Connected {
+        /// Its id.
+        client: ClientId,
+        /// The user data of its connect token (256 bytes with netcode).
+        user_data: Vec<u8>,
+    },
+    /// A client left.
+    Disconnected {
+        /// Its id.
+        client: ClientId,
+        /// Why.
+        reason: TransportDisconnect,
+    },
+    /// A payload arrived from a connected client.
+    Payload {
+        /// Its sender.
+        client: ClientId,
+        /// The bytes.
+        payload: Vec<u8>,
+    },
+}
+
+/// Something that happened on a client transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientTransportEvent {
+    /// The handshake completed.
+    Connected,
+    /// The connection ended (or never got established).
+    Disconnected(TransportDisconnect),
+    /// A payload arrived from the server.
+    Payload(Vec<u8>),
+}
+
+/// A transport error.
+#[derive(Debug, Error)]
+pub enum TransportError {
+    /// A socket error.
+    #[error("transport i/o error: {0}")]
+    Io(#[from] std::io::Error),
+    /// A payload is larger than the transport carries.
+    #[error("payload of {len} bytes exceeds the transport maximum of {max} bytes")]
+    PayloadTooLarge {
+        /// The payload size.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// The client is not connected (yet, or any more).
+    #[error("not connected")]
+    NotConnected,
+    /// No such client on this server.
+    #[error("unknown client {0}")]
+    UnknownClient(ClientId),
+    /// The transport's configuration is invalid.
+    #[error("invalid transport configuration: {0}")]
+    Config(String),
+    /// netcode.io reported an error.
+    #[error("netcode: {0}")]
+    Netcode(String),
+}
+
+/// The server side of a transport.
+pub trait ServerTransport {
+    /// Advances the transport to `now` (a monotonic time since an arbitrary epoch):
+    /// receives what arrived, runs timeouts and keep-alives.
+    fn update(&mut self, now: Duration) -> Result<(), TransportError>;
+    /// The next event, if any.
+    fn poll_event(&mut self) -> Option<ServerTransportEvent>;
+    /// Sends one payload to a connected client.
+    fn send(&mut self, client: ClientId, payload: &[u8]) -> Result<(), TransportError>;
+    /// Closes a client's connection.
+    fn disconnect(&mut self, client: ClientId);
+    /// Largest payload [`send`](Self::send) accepts.
+    fn max_payload_bytes(&self) -> usize;
+}
+
+/// The client side of a transport.
+pub trait ClientTransport {
+    /// Advances the transport to `now`: receives what arrived, runs the handshake,
+    /// timeouts and keep-alives.
+    fn update(&mut self, now: Duration) -> Result<(), TransportError>;
+    /// The next event, if any.
+    fn poll_event(&mut self) -> Option<ClientTransportEvent>;
+    /// Sends one payload to the server.
+    fn send(&mut self, payload: &[u8]) -> Result<(), TransportError>;
+    /// Closes the connection.
+    fn disconnect(&mut self);
+    /// Whether the handshake has completed and the connection is open.
+    fn is_connected(&self) -> bool;
+    /// Largest payload [`send`](Self::send) accepts.
+    fn max_payload_bytes(&self) -> usize;
+}
