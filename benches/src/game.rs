@@ -9,15 +9,16 @@
 //!   values as plain integers, to separate what quantization saves from what bit
 //!   packing saves.
 //!
-//! Quantization (hand-written for now, with replicate's integer serializers; to be
-//! replaced by the float / vector / quaternion / string serializers once they land):
+//! Quantization (health uses replicate's ranged float serializer; the rest is
+//! hand-written on the integer serializers until the vector / quaternion / string
+//! serializers land):
 //!
 //! | member | quantized | wire (replicate) |
 //! |---|---|---|
 //! | position `Vec3` (m) | 3 × `i32` centimetres | 3 × (zero flag + 24 bits) |
 //! | rotation `Quat` | 4 × `i16`, component × 2047 | 4 × 12 bits |
 //! | velocity `Vec3` (m/s) | 3 × `i32` cm/s | 3 × (zero flag + 20 bits) |
-//! | health `f32` 0..=100 | `u16` tenths | 10 bits |
+//! | health `f32` 0..=100 | `RangedF32Serializer` index (step 100/1023) | 10 bits |
 //! | ammo `u8` | `u8` | 8 bits |
 //! | weapon `u8` 0..16 | `u8` | 4 bits |
 //! | score `u32` | `u32` | zero flag + 32 bits |
@@ -28,8 +29,8 @@
 use glam::{Quat, Vec3};
 use replicate::bits::{BitReader, BitWriter};
 use replicate::serialize::{
-    BoolSerializer, I16Serializer, I32Serializer, IntConfig, NetSerializer, SerializeError,
-    U8Serializer, U16Serializer, U32Serializer,
+    BoolSerializer, FloatRangeConfig, I16Serializer, I32Serializer, IntConfig, NetSerializer,
+    RangedF32Serializer, SerializeError, U8Serializer, U32Serializer,
 };
 use serde::{Deserialize, Serialize};
 
@@ -61,7 +62,7 @@ pub struct GameState {
 const POSITION: IntConfig = IntConfig { bits: 24 };
 const ROTATION: IntConfig = IntConfig { bits: 12 };
 const VELOCITY: IntConfig = IntConfig { bits: 20 };
-const HEALTH: IntConfig = IntConfig { bits: 10 };
+const HEALTH: FloatRangeConfig = FloatRangeConfig::with_bits(0.0, 100.0, 10);
 const AMMO: IntConfig = IntConfig::DEFAULT;
 const WEAPON: IntConfig = IntConfig { bits: 4 };
 const SCORE: IntConfig = IntConfig::DEFAULT;
@@ -80,8 +81,8 @@ pub struct GameStateQ {
     pub rotation: [u16; 4],
     /// Centimetres per second, 20-bit two's complement.
     pub velocity: [u32; 3],
-    /// Tenths of a point.
-    pub health: u16,
+    /// Index of the 1024-step range `0..=100`.
+    pub health: u32,
     /// Rounds left.
     pub ammo: u8,
     /// Weapon index (4 bits).
@@ -130,10 +131,7 @@ pub fn quantize_into(s: &GameState, q: &mut GameStateQ) {
         .to_array()
         .map(|c| I16Serializer::quantize(&ROTATION, &((c * ROTATION_SCALE).round() as i16)));
     q.velocity = quantize_metres(&VELOCITY, s.velocity);
-    q.health = U16Serializer::quantize(
-        &HEALTH,
-        &((s.health.clamp(0.0, 100.0) * 10.0).round() as u16),
-    );
+    q.health = RangedF32Serializer::quantize(&HEALTH, &s.health);
     q.ammo = U8Serializer::quantize(&AMMO, &s.ammo);
     q.weapon = U8Serializer::quantize(&WEAPON, &s.weapon);
     q.score = U32Serializer::quantize(&SCORE, &s.score);
@@ -153,7 +151,7 @@ pub fn dequantize(q: &GameStateQ) -> GameState {
                 .map(|c| I16Serializer::dequantize(&ROTATION, &c) as f32 / ROTATION_SCALE),
         ),
         velocity: dequantize_metres(&VELOCITY, &q.velocity),
-        health: q.health as f32 / 10.0,
+        health: RangedF32Serializer::dequantize(&HEALTH, &q.health),
         ammo: q.ammo,
         weapon: q.weapon,
         score: q.score,
@@ -175,7 +173,7 @@ pub fn serialize(q: &GameStateQ, w: &mut BitWriter) {
     for c in &q.velocity {
         I32Serializer::serialize(&VELOCITY, c, w);
     }
-    U16Serializer::serialize(&HEALTH, &q.health, w);
+    RangedF32Serializer::serialize(&HEALTH, &q.health, w);
     U8Serializer::serialize(&AMMO, &q.ammo, w);
     U8Serializer::serialize(&WEAPON, &q.weapon, w);
     U32Serializer::serialize(&SCORE, &q.score, w);
@@ -198,7 +196,7 @@ pub fn deserialize(r: &mut BitReader) -> Result<GameStateQ, SerializeError> {
     for c in &mut q.velocity {
         *c = I32Serializer::deserialize(&VELOCITY, r)?;
     }
-    q.health = U16Serializer::deserialize(&HEALTH, r)?;
+    q.health = RangedF32Serializer::deserialize(&HEALTH, r)?;
     q.ammo = U8Serializer::deserialize(&AMMO, r)?;
     q.weapon = U8Serializer::deserialize(&WEAPON, r)?;
     q.score = U32Serializer::deserialize(&SCORE, r)?;
@@ -263,7 +261,7 @@ pub struct GameStateInts {
     pub rotation: [i16; 4],
     /// Centimetres per second.
     pub velocity: [i32; 3],
-    /// Tenths of a point.
+    /// Health as an index of the 1024-step range `0..=100`.
     pub health: u16,
     /// Rounds left.
     pub ammo: u8,
@@ -285,7 +283,7 @@ impl From<&GameStateQ> for GameStateInts {
             position: q.position.map(|c| I32Serializer::dequantize(&POSITION, &c)),
             rotation: q.rotation.map(|c| I16Serializer::dequantize(&ROTATION, &c)),
             velocity: q.velocity.map(|c| I32Serializer::dequantize(&VELOCITY, &c)),
-            health: q.health,
+            health: q.health as u16,
             ammo: q.ammo,
             weapon: q.weapon,
             score: q.score,
