@@ -77,6 +77,9 @@ pub struct BitWriter {
     words: Vec<u64>,
     pos: usize,
     capacity: usize,
+    /// The capacity given at construction or the last reset: `capacity` never exceeds
+    /// it, whatever mark is passed back (a stale mark from before a `reset` included).
+    limit: usize,
     overflow: Option<BitError>,
 }
 
@@ -114,6 +117,7 @@ impl BitWriter {
             words: vec![0; bits.div_ceil(64) + 1],
             pos: 0,
             capacity: bits,
+            limit: bits,
             overflow: None,
         }
     }
@@ -130,6 +134,7 @@ impl BitWriter {
         self.words.resize(words, 0);
         self.pos = 0;
         self.capacity = capacity_bits;
+        self.limit = capacity_bits;
         self.overflow = None;
     }
 
@@ -301,13 +306,14 @@ impl BitWriter {
 
     /// Returns to `mark`: what was written since is discarded; an overflow that happened
     /// since is cleared; a capacity narrowed by [`begin_substream`](Self::begin_substream)
-    /// since is restored.
+    /// since is restored (never beyond the capacity of the last [`reset`](Self::reset),
+    /// so a stale mark cannot widen the writer).
     pub fn rollback(&mut self, mark: WriterMark) {
         if mark.pos <= self.pos {
             self.clear_from(mark.pos);
             self.pos = mark.pos;
         }
-        self.capacity = mark.capacity;
+        self.capacity = mark.capacity.min(self.limit);
         if !mark.overflowed {
             self.overflow = None;
         }
@@ -332,7 +338,7 @@ impl BitWriter {
                 Err(err)
             }
             _ => {
-                self.capacity = mark.capacity;
+                self.capacity = mark.capacity.min(self.limit);
                 Ok(())
             }
         }

@@ -31,6 +31,8 @@ use replicate::bits::{BitError, BitReader, BitWriter, WriterMark};
 struct RefWriter {
     bits: BitVec<u8, Lsb0>,
     capacity: usize,
+    /// The capacity at construction or the last reset; no mark widens past it.
+    limit: usize,
     overflow: Option<BitError>,
 }
 
@@ -47,6 +49,7 @@ impl RefWriter {
         Self {
             bits: BitVec::new(),
             capacity,
+            limit: capacity,
             overflow: None,
         }
     }
@@ -137,7 +140,7 @@ impl RefWriter {
 
     fn rollback(&mut self, mark: RefMark) {
         self.bits.truncate(mark.pos);
-        self.capacity = mark.capacity;
+        self.capacity = mark.capacity.min(self.limit);
         if !mark.overflowed {
             self.overflow = None;
         }
@@ -156,7 +159,7 @@ impl RefWriter {
                 Err(err)
             }
             _ => {
-                self.capacity = mark.capacity;
+                self.capacity = mark.capacity.min(self.limit);
                 Ok(())
             }
         }
@@ -303,9 +306,9 @@ fn assert_writers_agree(w: &BitWriter, r: &RefWriter, step: &str) {
 }
 
 /// `well_nested` is false when marks and substreams may have been used out of order
-/// (committing a substream whose begin was rolled back restores a stale, narrower
-/// capacity, so the position can then exceed the capacity: a caller bug, but it must
-/// still agree with the model and never panic).
+/// or after a reset (committing a substream whose begin was rolled back restores a
+/// stale, narrower capacity, so the position can then exceed the capacity: a caller
+/// bug, but it must still agree with the model and never panic).
 fn assert_writers_agree_inner(w: &BitWriter, r: &RefWriter, step: &str, well_nested: bool) {
     assert_eq!(w.position(), r.position(), "position after {step}");
     assert_eq!(w.capacity(), r.capacity, "capacity after {step}");
@@ -384,9 +387,9 @@ fn write_op() -> impl Strategy<Value = WriteOp> {
 /// Runs `ops` on both writers, comparing them after every step.
 ///
 /// With `well_nested`, marks and substreams are used as a caller should: rolling back
-/// to a mark forgets the substreams begun after it, and committing a substream forgets
-/// the marks taken inside it. Without it, any mark or substream taken since the last
-/// reset may be used at any time.
+/// to a mark forgets the substreams begun after it, committing a substream forgets the
+/// marks taken inside it, and a reset forgets them all. Without it, any mark or
+/// substream ever taken may be used at any time.
 fn run_writers(capacity: usize, ops: &[WriteOp], well_nested: bool) -> (BitWriter, RefWriter) {
     let mut w = BitWriter::with_capacity_bits(capacity);
     let mut r = RefWriter::new(capacity);
@@ -460,9 +463,11 @@ fn run_writers(capacity: usize, ops: &[WriteOp], well_nested: bool) -> (BitWrite
                 r.write_from(&r2);
             }
             WriteOp::Reset(cap) => {
-                // Marks do not survive a reset.
-                marks.clear();
-                substreams.clear();
+                // Marks do not survive a reset (unless the caller is buggy).
+                if well_nested {
+                    marks.clear();
+                    substreams.clear();
+                }
                 w.reset(*cap);
                 r.reset(*cap);
             }
@@ -769,4 +774,27 @@ fn substream_seek_stays_inside_the_substream() {
     assert!(sub.check().is_ok());
     assert_eq!(sub.read_bits(8), 0);
     assert!(sub.check().is_ok());
+}
+
+/// Regression: a mark taken before a `reset` to a smaller capacity restored the old,
+/// larger capacity on rollback, and the next writes indexed past the word buffer
+/// (a panic). Capacity is now capped at the last reset's.
+#[test]
+fn stale_mark_after_reset_cannot_widen_the_writer() {
+    let mut w = BitWriter::with_capacity_bits(1000);
+    let mark = w.mark();
+    let sub = w.begin_substream(500);
+    w.reset(10);
+    w.rollback(mark);
+    assert_eq!(w.capacity(), 10);
+    for _ in 0..20 {
+        w.write_bits(u64::MAX, 64);
+    }
+    assert!(w.is_overflown());
+    assert_eq!(w.position(), 0);
+    w.reset(10);
+    assert_eq!(w.commit_substream(sub), Ok(()));
+    assert_eq!(w.capacity(), 10);
+    w.write_bits(0x3FF, 10);
+    assert_eq!(w.finish(), Ok(vec![0xFF, 0x03]));
 }
