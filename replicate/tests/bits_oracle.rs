@@ -15,6 +15,8 @@
 //! - `seek_back` / `rollback` discard everything after the target position;
 //! - a substream narrows the capacity and, on commit, is either kept or rolled back
 //!   as a whole;
+//! - no mark (even a stale one from before a `reset`) restores a capacity above the
+//!   one given at construction or the last reset;
 //! - a read past the end sets a sticky error, returns zeroes and does not move;
 //! - a reader substream (and `seek` inside it) is confined to its own range.
 
