@@ -25,6 +25,7 @@ pub mod blob;
 pub mod connection;
 pub mod handle;
 pub mod interest;
+pub mod link;
 pub mod protocol;
 pub mod serialize;
 pub mod state;

@@ -20,14 +20,23 @@
 use crate::bits::{BitError, BitReader, BitWriter};
 use thiserror::Error;
 
+pub mod containers;
 pub mod delta;
 pub mod enums;
 pub mod float;
 pub mod health;
 pub mod ints;
+pub mod misc;
 pub mod packed;
+pub mod quat;
 pub mod rotator;
+pub mod string;
+pub mod vector;
 
+pub use containers::{
+    ArrayConfig, ArraySerializer, DEFAULT_CONTAINER_LEN, MAX_CONTAINER_LEN, MapConfig,
+    MapSerializer, OptionSerializer, SetConfig, SetSerializer, VecConfig, VecSerializer,
+};
 pub use delta::{DeltaTable, read_int_delta, write_int_delta};
 pub use enums::{EnumSerializer, NetEnum};
 pub use float::{
@@ -39,13 +48,26 @@ pub use ints::{
     BoolSerializer, I8Serializer, I16Serializer, I32Serializer, I64Serializer, IntConfig,
     U8Serializer, U16Serializer, U32Serializer, U64Serializer,
 };
+pub use misc::{BytesConfig, BytesSerializer, Guid, GuidSerializer, SerdeConfig, SerdeSerializer};
 pub use packed::{
     PackedI32Serializer, PackedI64Serializer, PackedU32Serializer, PackedU64Serializer,
+};
+pub use quat::{
+    QuantizedQuat, QuantizedTransform, QuatConfig, QuatSerializer, Transform, TransformConfig,
+    TransformSerializer,
 };
 pub use rotator::{
     Rotator, RotatorAsByteSerializer, RotatorByteQuantized, RotatorQuantized, RotatorSerializer,
     compress_axis_to_byte, compress_axis_to_short, decompress_axis_from_byte,
     decompress_axis_from_short,
+};
+pub use string::{
+    DEFAULT_NAMES, MAX_STRING_LEN, NameConfig, NameSerializer, QuantizedName, StringConfig,
+    StringSerializer,
+};
+pub use vector::{
+    AxesConfig, UnitVec3Serializer, UnitVecConfig, Vec2Serializer, Vec3AxesSerializer,
+    Vec3Serializer, VectorConfig,
 };
 
 /// An error decoding received data.

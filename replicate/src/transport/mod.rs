@@ -10,6 +10,8 @@
 //! This layer knows nothing about replication; it only moves byte payloads of at most
 //! [`ServerTransport::max_payload_bytes`].
 
+pub mod conditioned;
+pub mod memory;
 pub mod udp;
 
 use std::time::Duration;
