@@ -9,28 +9,28 @@
 //!   values as plain integers, to separate what quantization saves from what bit
 //!   packing saves.
 //!
-//! Quantization (health uses replicate's ranged float serializer; the rest is
-//! hand-written on the integer serializers until the vector / quaternion / string
-//! serializers land):
+//! Every member goes through one of replicate's built-in serializers, as
+//! `#[derive(Replicated)]` code would call them:
 //!
-//! | member | quantized | wire (replicate) |
+//! | member | serializer and config | wire (replicate) |
 //! |---|---|---|
-//! | position `Vec3` (m) | 3 × `i32` centimetres | 3 × (zero flag + 24 bits) |
-//! | rotation `Quat` | 4 × `i16`, component × 2047 | 4 × 12 bits |
-//! | velocity `Vec3` (m/s) | 3 × `i32` cm/s | 3 × (zero flag + 20 bits) |
-//! | health `f32` 0..=100 | `RangedF32Serializer` index (step 100/1023) | 10 bits |
-//! | ammo `u8` | `u8` | 8 bits |
-//! | weapon `u8` 0..16 | `u8` | 4 bits |
-//! | score `u32` | `u32` | zero flag + 32 bits |
-//! | crouching `bool` | `bool` | 1 bit |
-//! | team `u8` 0..4 | `u8` | 2 bits |
-//! | name `String` ≤ 31 bytes | UTF-8 bytes | 5-bit length + bytes |
+//! | position `Vec3` (m) | `Vec3Serializer`, ±4096 m at 1 cm | 3 × 20 bits |
+//! | rotation `Quat` | `QuatSerializer`, smallest three, 12 bits | 38 bits |
+//! | velocity `Vec3` (m/s) | `Vec3Serializer`, ±64 m/s at 1 cm/s | 3 × 14 bits |
+//! | health `f32` 0..=100 | `RangedF32Serializer`, 10 bits (step 100/1023) | 10 bits |
+//! | ammo `u8` | `U8Serializer` | 8 bits |
+//! | weapon `u8` 0..16 | `U8Serializer`, `bits = 4` | 4 bits |
+//! | score `u32` | `U32Serializer` | zero flag + 32 bits |
+//! | crouching `bool` | `BoolSerializer` | 1 bit |
+//! | team `u8` 0..4 | `U8Serializer`, `bits = 2` | 2 bits |
+//! | name `String` ≤ 31 bytes | `StringSerializer`, `max_len = 31` | empty flag + 5-bit length + bytes |
 
 use glam::{Quat, Vec3};
 use replicate::bits::{BitReader, BitWriter};
 use replicate::serialize::{
-    BoolSerializer, FloatRangeConfig, I16Serializer, I32Serializer, IntConfig, NetSerializer,
-    RangedF32Serializer, SerializeError, U8Serializer, U32Serializer,
+    BoolSerializer, FloatRangeConfig, IntConfig, NetSerializer, NoConfig, QuantizedQuat,
+    QuatConfig, QuatSerializer, RangedF32Serializer, SerializeError, StringConfig,
+    StringSerializer, U8Serializer, U32Serializer, Vec3Serializer, VectorConfig,
 };
 use serde::{Deserialize, Serialize};
 
@@ -59,27 +59,39 @@ pub struct GameState {
     pub name: String,
 }
 
-const POSITION: IntConfig = IntConfig { bits: 24 };
-const ROTATION: IntConfig = IntConfig { bits: 12 };
-const VELOCITY: IntConfig = IntConfig { bits: 20 };
+const POSITION: VectorConfig = VectorConfig {
+    min: -4096.0,
+    max: 4096.0,
+    precision: 0.01,
+    bits: 32,
+};
+const VELOCITY: VectorConfig = VectorConfig {
+    min: -64.0,
+    max: 64.0,
+    precision: 0.01,
+    bits: 32,
+};
+const ROTATION: QuatConfig = QuatConfig::DEFAULT;
 const HEALTH: FloatRangeConfig = FloatRangeConfig::with_bits(0.0, 100.0, 10);
 const AMMO: IntConfig = IntConfig::DEFAULT;
 const WEAPON: IntConfig = IntConfig { bits: 4 };
 const SCORE: IntConfig = IntConfig::DEFAULT;
 const TEAM: IntConfig = IntConfig { bits: 2 };
-const NAME_LEN: IntConfig = IntConfig { bits: 5 };
-/// The longest name replicated, in bytes (what a 5-bit length holds).
+/// The longest name replicated, in bytes.
 pub const MAX_NAME_BYTES: usize = 31;
-const ROTATION_SCALE: f32 = 2047.0;
+const NAME: StringConfig = StringConfig {
+    max_len: MAX_NAME_BYTES as u32,
+};
 
-/// The quantized twin of [`GameState`]: what is compared, stored and sent.
+/// The quantized twin of [`GameState`] (each member its serializer's `Quantized`):
+/// what is compared, stored and sent.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GameStateQ {
-    /// Centimetres, each as `I32Serializer`'s quantized 24-bit two's complement.
+    /// Step indices (1 cm) per component.
     pub position: [u32; 3],
-    /// Components × 2047, as `I16Serializer`'s quantized 12-bit two's complement.
-    pub rotation: [u16; 4],
-    /// Centimetres per second, 20-bit two's complement.
+    /// Smallest-three quaternion.
+    pub rotation: QuantizedQuat,
+    /// Step indices (1 cm/s) per component.
     pub velocity: [u32; 3],
     /// Index of the 1024-step range `0..=100`.
     pub health: u32,
@@ -93,26 +105,8 @@ pub struct GameStateQ {
     pub crouching: bool,
     /// Team (2 bits).
     pub team: u8,
-    /// The name's UTF-8 bytes, at most [`MAX_NAME_BYTES`].
-    pub name: Vec<u8>,
-}
-
-fn quantize_metres(config: &IntConfig, v: Vec3) -> [u32; 3] {
-    v.to_array()
-        .map(|c| I32Serializer::quantize(config, &((c * 100.0).round() as i32)))
-}
-
-fn dequantize_metres(config: &IntConfig, q: &[u32; 3]) -> Vec3 {
-    Vec3::from_array(q.map(|c| I32Serializer::dequantize(config, &c) as f32 / 100.0))
-}
-
-/// The longest prefix of `s` of at most `max` bytes that ends on a char boundary.
-fn truncate_utf8(s: &str, max: usize) -> &str {
-    let mut end = s.len().min(max);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
+    /// The name, truncated to at most [`MAX_NAME_BYTES`] on a char boundary.
+    pub name: String,
 }
 
 /// Game state → quantized state (done once per object per tick on a server).
@@ -122,91 +116,70 @@ pub fn quantize(s: &GameState) -> GameStateQ {
     q
 }
 
-/// [`quantize`] into existing storage, reusing the name's allocation (what a server
-/// does every tick with the quantized state it keeps per object).
+/// [`quantize`] into existing storage (what a server does every tick with the
+/// quantized state it keeps per object). The name is only re-quantized (which
+/// allocates) when it changed.
 pub fn quantize_into(s: &GameState, q: &mut GameStateQ) {
-    q.position = quantize_metres(&POSITION, s.position);
-    q.rotation = s
-        .rotation
-        .to_array()
-        .map(|c| I16Serializer::quantize(&ROTATION, &((c * ROTATION_SCALE).round() as i16)));
-    q.velocity = quantize_metres(&VELOCITY, s.velocity);
+    q.position = Vec3Serializer::quantize(&POSITION, &s.position);
+    q.rotation = QuatSerializer::quantize(&ROTATION, &s.rotation);
+    q.velocity = Vec3Serializer::quantize(&VELOCITY, &s.velocity);
     q.health = RangedF32Serializer::quantize(&HEALTH, &s.health);
     q.ammo = U8Serializer::quantize(&AMMO, &s.ammo);
     q.weapon = U8Serializer::quantize(&WEAPON, &s.weapon);
     q.score = U32Serializer::quantize(&SCORE, &s.score);
-    q.crouching = s.crouching;
+    q.crouching = BoolSerializer::quantize(&NoConfig, &s.crouching);
     q.team = U8Serializer::quantize(&TEAM, &s.team);
-    q.name.clear();
-    q.name
-        .extend_from_slice(truncate_utf8(&s.name, MAX_NAME_BYTES).as_bytes());
+    if q.name != s.name {
+        q.name = StringSerializer::quantize(&NAME, &s.name);
+    }
 }
 
 /// Quantized state → game state (on a client, after [`deserialize`]).
 pub fn dequantize(q: &GameStateQ) -> GameState {
     GameState {
-        position: dequantize_metres(&POSITION, &q.position),
-        rotation: Quat::from_array(
-            q.rotation
-                .map(|c| I16Serializer::dequantize(&ROTATION, &c) as f32 / ROTATION_SCALE),
-        ),
-        velocity: dequantize_metres(&VELOCITY, &q.velocity),
+        position: Vec3Serializer::dequantize(&POSITION, &q.position),
+        rotation: QuatSerializer::dequantize(&ROTATION, &q.rotation),
+        velocity: Vec3Serializer::dequantize(&VELOCITY, &q.velocity),
         health: RangedF32Serializer::dequantize(&HEALTH, &q.health),
-        ammo: q.ammo,
-        weapon: q.weapon,
-        score: q.score,
-        crouching: q.crouching,
-        team: q.team,
-        name: String::from_utf8_lossy(&q.name).into_owned(),
+        ammo: U8Serializer::dequantize(&AMMO, &q.ammo),
+        weapon: U8Serializer::dequantize(&WEAPON, &q.weapon),
+        score: U32Serializer::dequantize(&SCORE, &q.score),
+        crouching: BoolSerializer::dequantize(&NoConfig, &q.crouching),
+        team: U8Serializer::dequantize(&TEAM, &q.team),
+        name: StringSerializer::dequantize(&NAME, &q.name),
     }
 }
 
 /// Writes every member (a full, non-delta state).
 #[inline]
 pub fn serialize(q: &GameStateQ, w: &mut BitWriter) {
-    for c in &q.position {
-        I32Serializer::serialize(&POSITION, c, w);
-    }
-    for c in &q.rotation {
-        I16Serializer::serialize(&ROTATION, c, w);
-    }
-    for c in &q.velocity {
-        I32Serializer::serialize(&VELOCITY, c, w);
-    }
+    Vec3Serializer::serialize(&POSITION, &q.position, w);
+    QuatSerializer::serialize(&ROTATION, &q.rotation, w);
+    Vec3Serializer::serialize(&VELOCITY, &q.velocity, w);
     RangedF32Serializer::serialize(&HEALTH, &q.health, w);
     U8Serializer::serialize(&AMMO, &q.ammo, w);
     U8Serializer::serialize(&WEAPON, &q.weapon, w);
     U32Serializer::serialize(&SCORE, &q.score, w);
-    BoolSerializer::serialize(&replicate::serialize::NoConfig, &q.crouching, w);
+    BoolSerializer::serialize(&NoConfig, &q.crouching, w);
     U8Serializer::serialize(&TEAM, &q.team, w);
-    U8Serializer::serialize(&NAME_LEN, &(q.name.len() as u8), w);
-    w.write_bytes(&q.name);
+    StringSerializer::serialize(&NAME, &q.name, w);
 }
 
 /// Reads what [`serialize`] wrote; bounds-checked (a truncated stream is an error).
 #[inline]
 pub fn deserialize(r: &mut BitReader) -> Result<GameStateQ, SerializeError> {
-    let mut q = GameStateQ::default();
-    for c in &mut q.position {
-        *c = I32Serializer::deserialize(&POSITION, r)?;
-    }
-    for c in &mut q.rotation {
-        *c = I16Serializer::deserialize(&ROTATION, r)?;
-    }
-    for c in &mut q.velocity {
-        *c = I32Serializer::deserialize(&VELOCITY, r)?;
-    }
-    q.health = RangedF32Serializer::deserialize(&HEALTH, r)?;
-    q.ammo = U8Serializer::deserialize(&AMMO, r)?;
-    q.weapon = U8Serializer::deserialize(&WEAPON, r)?;
-    q.score = U32Serializer::deserialize(&SCORE, r)?;
-    q.crouching = BoolSerializer::deserialize(&replicate::serialize::NoConfig, r)?;
-    q.team = U8Serializer::deserialize(&TEAM, r)?;
-    let len = U8Serializer::deserialize(&NAME_LEN, r)? as usize;
-    q.name.resize(len, 0);
-    r.read_bytes(&mut q.name);
-    r.check()?;
-    Ok(q)
+    Ok(GameStateQ {
+        position: Vec3Serializer::deserialize(&POSITION, r)?,
+        rotation: QuatSerializer::deserialize(&ROTATION, r)?,
+        velocity: Vec3Serializer::deserialize(&VELOCITY, r)?,
+        health: RangedF32Serializer::deserialize(&HEALTH, r)?,
+        ammo: U8Serializer::deserialize(&AMMO, r)?,
+        weapon: U8Serializer::deserialize(&WEAPON, r)?,
+        score: U32Serializer::deserialize(&SCORE, r)?,
+        crouching: BoolSerializer::deserialize(&NoConfig, r)?,
+        team: U8Serializer::deserialize(&TEAM, r)?,
+        name: StringSerializer::deserialize(&NAME, r)?,
+    })
 }
 
 /// The mirror struct postcard and bitcode encode: the same members at full precision.
@@ -251,16 +224,18 @@ impl From<&GameState> for GameStateSerde {
     }
 }
 
-/// The quantized values as plain signed integers (size table only): what postcard
-/// and bitcode would send given the same quantization as replicate.
+/// The quantized values as plain integers (size table only): what postcard and
+/// bitcode would send given the same quantization as replicate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bitcode::Encode, bitcode::Decode)]
 pub struct GameStateInts {
-    /// Centimetres.
-    pub position: [i32; 3],
-    /// Components × 2047.
-    pub rotation: [i16; 4],
-    /// Centimetres per second.
-    pub velocity: [i32; 3],
+    /// Step indices.
+    pub position: [u32; 3],
+    /// Smallest-three: dropped component's index.
+    pub rotation_largest: u8,
+    /// Smallest-three: the other components' indices.
+    pub rotation: [u16; 3],
+    /// Step indices.
+    pub velocity: [u16; 3],
     /// Health as an index of the 1024-step range `0..=100`.
     pub health: u16,
     /// Rounds left.
@@ -280,16 +255,17 @@ pub struct GameStateInts {
 impl From<&GameStateQ> for GameStateInts {
     fn from(q: &GameStateQ) -> Self {
         Self {
-            position: q.position.map(|c| I32Serializer::dequantize(&POSITION, &c)),
-            rotation: q.rotation.map(|c| I16Serializer::dequantize(&ROTATION, &c)),
-            velocity: q.velocity.map(|c| I32Serializer::dequantize(&VELOCITY, &c)),
+            position: q.position,
+            rotation_largest: q.rotation.largest,
+            rotation: q.rotation.components.map(|c| c as u16),
+            velocity: q.velocity.map(|c| c as u16),
             health: q.health as u16,
             ammo: q.ammo,
             weapon: q.weapon,
             score: q.score,
             crouching: q.crouching,
             team: q.team,
-            name: String::from_utf8_lossy(&q.name).into_owned(),
+            name: q.name.clone(),
         }
     }
 }
@@ -477,6 +453,7 @@ mod tests {
         s.name = "é".repeat(20); // 40 bytes
         let q = quantize(&s);
         assert_eq!(q.name.len(), 30);
+        assert_eq!(q.name, "é".repeat(15));
         assert_eq!(dequantize(&q).name, "é".repeat(15));
     }
 
