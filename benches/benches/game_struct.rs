@@ -4,8 +4,8 @@
 //!
 //! Each iteration encodes (or decodes) a batch of [`STATES`] varied player states;
 //! throughput is in structs, so criterion's time divided by [`STATES`] is ns per struct.
-//! replicate packs the structs back to back in one packet-style writer (reset once per
-//! batch); postcard writes each into the next free part of one buffer; bitcode, whose
+//! replicate packs the structs back to back in one packet-style writer sized for the
+//! batch's worst case and reset once per batch; postcard writes each into the next free part of one buffer; bitcode, whose
 //! API encodes whole values, encodes each into its reused `Buffer`.
 //! The size table is printed first (also: `cargo run --release -p replicate-bench --bin sizes`).
 //!
@@ -25,7 +25,10 @@ fn encode(c: &mut Criterion) {
     println!("\n{}", size_table(&states));
     let quantized: Vec<GameStateQ> = states.iter().map(quantize).collect();
     let mirrors: Vec<GameStateSerde> = states.iter().map(GameStateSerde::from).collect();
-    let capacity = STATES * 1200 * 8;
+    // The batch's worst case: `reset` zeroes the whole capacity, so an oversized
+    // writer would time memset instead of serialization. Per struct this is about
+    // what a real 1200-byte packet writer pays (150 words per ~35 structs).
+    let capacity = STATES * MAX_STRUCT_BITS;
 
     let mut g = c.benchmark_group("game_struct_encode");
     g.throughput(Throughput::Elements(STATES as u64));
@@ -81,7 +84,7 @@ fn decode(c: &mut Criterion) {
     let quantized: Vec<GameStateQ> = states.iter().map(quantize).collect();
     let mirrors: Vec<GameStateSerde> = states.iter().map(GameStateSerde::from).collect();
 
-    let mut w = BitWriter::with_capacity_bits(STATES * 1200 * 8);
+    let mut w = BitWriter::with_capacity_bits(STATES * MAX_STRUCT_BITS);
     for q in &quantized {
         serialize(q, &mut w);
     }

@@ -83,6 +83,10 @@ const NAME: StringConfig = StringConfig {
     max_len: MAX_NAME_BYTES as u32,
 };
 
+/// The most bits [`serialize`] writes for one struct (a 31-byte name).
+pub const MAX_STRUCT_BITS: usize =
+    3 * 20 + 38 + 3 * 14 + 10 + 8 + 4 + 33 + 1 + 2 + 1 + 5 + 8 * MAX_NAME_BYTES;
+
 /// The quantized twin of [`GameState`] (each member its serializer's `Quantized`):
 /// what is compared, stored and sent.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -445,6 +449,17 @@ mod tests {
             let mut r = BitReader::new(&bytes[..bytes.len() - 1]);
             assert!(deserialize(&mut r).is_err());
         }
+    }
+
+    #[test]
+    fn max_struct_bits_is_the_worst_case() {
+        let mut s = make_states(1, 1).remove(0);
+        s.name = "x".repeat(40);
+        s.score = u32::MAX;
+        let mut w = BitWriter::with_capacity_bits(MAX_STRUCT_BITS);
+        serialize(&quantize(&s), &mut w);
+        assert_eq!(w.position(), MAX_STRUCT_BITS);
+        assert!(!w.is_overflown());
     }
 
     #[test]
