@@ -8,6 +8,163 @@
 //! server to many clients over a lossy network, sending only what changed, in as few
 //! bits as possible, most important first.
 //!
+//! ## Example: every attribute
+//!
+//! ```
+//! use replicate::bits::{BitReader, BitWriter};
+//! use replicate::serialize::{IntConfig, Rotator, U8Serializer};
+//! use replicate::{ChangeMask, NetEnum, ProtocolRegistry, Replicated, ReplicatedState};
+//!
+//! /// A named config, reusable across members (the seed's `NetSerializerConfig="..."`).
+//! const AMMO_7_BITS: IntConfig = IntConfig { bits: 7 };
+//!
+//! #[derive(Replicated, Debug, Default)]
+//! #[net(crate = "replicate", name = "game::Enemy", delta = true, register = true)]
+//! struct Enemy {
+//!     /// f32 with range keys: quantized to 0.1 steps in 0..=1000 (14 bits).
+//!     #[net(min = 0.0, max = 1000.0, precision = 0.1)]
+//!     health: f32,
+//!     /// glam::Vec3 with the default vector config (±2^20, 1 unit: 21 bits per axis).
+//!     position: glam::Vec3,
+//!     /// Receiving side calls `on_rotation(&old)` after the new value is applied.
+//!     #[net(notify = on_rotation)]
+//!     rotation: Rotator,
+//!     /// An explicit serializer with one of its config keys.
+//!     #[net(serializer = U8Serializer, bits = 5, cond = OwnerOnly)]
+//!     ammo_in_clip: u8,
+//!     /// A whole named config.
+//!     #[net(config = AMMO_7_BITS, cond = OwnerOnly)]
+//!     reserve_ammo: u8,
+//!     /// Sent only in the creation batch.
+//!     #[net(init)]
+//!     team: Team,
+//!     /// Other conditions: SkipOwner, SimulatedOnly, AutonomousOnly, InitialOnly,
+//!     /// InitialOrOwner, Custom, Never.
+//!     #[net(cond = SkipOwner)]
+//!     stance: Stance,
+//!     /// Members of a group share one change bit and are sent together.
+//!     #[net(group = "aim")]
+//!     aim_pitch: i16,
+//!     #[net(group = "aim")]
+//!     aim_yaw: i16,
+//!     /// Strings and arrays cap their length; arrays can track elements in the mask.
+//!     #[net(max_len = 32)]
+//!     name: String,
+//!     #[net(max_len = 8, element_bits = 8)]
+//!     buffs: Vec<Buff>,
+//!     /// Never replicated; rebuilt as `Default` on the receiving side.
+//!     #[net(skip)]
+//!     rotation_changes: u32,
+//! }
+//!
+//! impl Enemy {
+//!     fn on_rotation(&mut self, _old: &Rotator) {
+//!         self.rotation_changes += 1;
+//!     }
+//! }
+//!
+//! /// A fieldless member enum: its index in the fewest bits.
+//! #[derive(Replicated, Debug, Clone, Copy, PartialEq, Default)]
+//! enum Team { #[default] Red, Blue }
+//!
+//! /// An enum with data: the variant index, then that variant's fields.
+//! #[derive(NetEnum, Debug, PartialEq, Default)]
+//! enum Stance { #[default] Standing, Crouching { depth: u8 }, Prone(#[net(bits = 4)] u8) }
+//!
+//! /// A replicated struct used as a member: its own descriptor and change bits.
+//! #[derive(Replicated, Debug, Clone, Default, PartialEq)]
+//! #[net(register = false)]
+//! struct Buff { id: u16, #[net(bits = 6)] stacks: u8 }
+//!
+//! // Start-up: collect every registered type, check configs, assign wire ids.
+//! let registry = ProtocolRegistry::from_inventory().unwrap();
+//! assert!(registry.index_of::<Enemy>().is_some());
+//!
+//! // Server tick: quantize and compare with the last state (the poll).
+//! let mut server = Enemy { health: 100.0, ..Default::default() };
+//! let last = server.to_state();
+//! server.health = 80.0;
+//! server.rotation = Rotator::new(0.0, 90.0, 0.0);
+//! let now = server.to_state();
+//! let bits = Enemy::descriptor().change_mask_bits;
+//! let mut mask = ChangeMask::new(bits);
+//! now.diff(&last, &mut mask, 0);
+//! assert_eq!(mask.to_u64(), 0b101); // health and rotation
+//!
+//! // Write the mask and the changed members only.
+//! let mut w = BitWriter::with_capacity_bytes(1200);
+//! mask.write(&mut w);
+//! now.serialize(&mask, 0, &mut w);
+//! let bytes = w.finish().unwrap();
+//!
+//! // Client: read, apply, notifications run after the apply.
+//! let mut r = BitReader::new(&bytes);
+//! let mask = ChangeMask::read(bits, &mut r).unwrap();
+//! let mut state = last.clone();
+//! state.deserialize(&mask, 0, &mut r).unwrap();
+//! let mut client = Enemy::from_state(&last);
+//! client.apply(&state, &mask);
+//! assert!((client.health - 80.0).abs() <= 0.1);
+//! assert_eq!(client.rotation_changes, 1);
+//! ```
+//!
+//! ## Attribute reference
+//!
+//! Field attributes, `#[net(...)]` on a field of a `#[derive(Replicated)]` struct:
+//!
+//! | attribute | meaning |
+//! |---|---|
+//! | `serializer = Path` | the member's [`NetSerializer`](serialize::NetSerializer); its `Source` must be the field's type (otherwise the field's default, below) |
+//! | `bits = N` | config key: bits on the wire (`1..=` the type's width for integers) |
+//! | `min = X`, `max = X` | config keys: the quantization range (`min < max`); on `f32`/`f64` they select the ranged float serializer |
+//! | `precision = X` | config key: the largest acceptable step (`> 0`) |
+//! | `max_len = N` | config key: most bytes of a string, most elements of a container (`>= 1`) |
+//! | `element_bits = N` | config key: per-element change-mask bits of a `Vec`/array (`1 + N` bits in all) |
+//! | `element = CONFIG`, `max_count = N`, `scale = X` | further config keys, for serializers whose config has them |
+//! | `config = CONST` | a whole config value as the base (keys on the same field override its fields) |
+//! | `cond = C` | who receives it: `None` (default), `InitialOnly`, `OwnerOnly`, `SkipOwner`, `SimulatedOnly`, `AutonomousOnly`, `InitialOrOwner`, `Custom`, `Never` (see [`Condition`]) |
+//! | `init` | sent only with the creation; cannot be combined with `cond = Never`, `InitialOnly` or `InitialOrOwner` |
+//! | `skip` | not replicated; `Default` on the receiving side; takes no other attribute |
+//! | `notify = method` | after an apply that changed the member, the receiving side calls `fn method(&mut self, old: &FieldType)` (the field type must be `PartialEq`) |
+//! | `group = "name"` | members with the same group share one change bit and are sent together; they must share `cond` and `init` |
+//!
+//! A config key becomes a field of the serializer's config struct, so a key the chosen
+//! serializer does not have is a compile error at the key. Literal values are checked
+//! by the derive (`bits = 0`, `bits` wider than an integer field, `min >= max`,
+//! `precision <= 0`, `max_len = 0`); everything else is checked by
+//! [`NetSerializer::validate_config`](serialize::NetSerializer::validate_config) when
+//! the type is registered.
+//!
+//! Container attributes, `#[net(...)]` on the type:
+//!
+//! | attribute | meaning |
+//! |---|---|
+//! | `name = "..."` | the stable wire name (default: the type's identifier; generic types append their type arguments); part of the protocol id, and must be unique in a registry |
+//! | `crate = "path"` | where the runtime is, when it is renamed or re-exported (default `::replicate`) |
+//! | `delta = false` | turn off delta compression against acknowledged baselines for this type |
+//! | `register = false` | do not submit the type to the `inventory` registry (for member-only types and tests) |
+//!
+//! Default serializer per field type (`<T as NetDefault>::Serializer`):
+//!
+//! | field type | serializer | default encoding |
+//! |---|---|---|
+//! | `bool` | `BoolSerializer` | 1 bit |
+//! | `u8`, `i8` | `U8Serializer`, `I8Serializer` | 8 bits |
+//! | `u16`..`u64`, `i16`..`i64` | `U16Serializer`.. | a zero flag, then the full width (`[1]` for zero) |
+//! | `f32`, `f64` | `F32Serializer`, `F64Serializer` | full float: `[0]` for `0.0`, else `[1]` + 32/64 bits |
+//! | `f32`/`f64` with `min`/`max`/`precision`/`bits` | `RangedF32Serializer`, `RangedF64Serializer` | `bits` per value (from `precision` when unset) |
+//! | `glam::Vec2`, `glam::Vec3` | `Vec2Serializer`, `Vec3Serializer` | per axis in `-2^20..2^20` at precision 1 (21 bits); keys `min`, `max`, `precision`, `bits` |
+//! | `glam::Quat`, `Transform` | `QuatSerializer`, `TransformSerializer` | smallest three |
+//! | [`Rotator`](serialize::Rotator) | `RotatorSerializer` | 3 "non-zero" bits, 16 bits per non-zero angle |
+//! | `String` | `StringSerializer` | `max_len` 1024 bytes, length prefix then UTF-8 |
+//! | `Option<T>`, `Vec<T>`, `[T; N]`, `BTreeMap`, `BTreeSet` | the container serializers | elements by `T`'s default; `max_len` 1024 |
+//! | [`NetRefHandle`] | `NetRefHandleSerializer` | an object reference |
+//! | a `#[derive(Replicated)]` struct | [`NestedSerializer`](nested::NestedSerializer) | the inner members selected by its own change bits |
+//! | a fieldless enum with `#[default]` (`Replicated` or `NetEnum` derive) | `EnumSerializer` | the variant index in `ceil(log2(variants))` bits |
+//! | any other `#[derive(NetEnum)]` enum | generated | the variant index, then that variant's fields |
+//!
+//! Any other field type needs `serializer = ...`, a `NetDefault` impl, or `skip`.
+//!
 //! ## Layers
 //!
 //! | module | owns |
@@ -17,22 +174,28 @@
 //! | [`state`] | change masks, conditions, descriptors, the [`Replicated`] traits |
 //! | [`protocol`] | type registration, wire ids, the registry hash |
 //! | [`handle`] | [`NetRefHandle`], the network identity of an object |
+//! | [`fragment`] | [`ReplicationFragment`], the bridge between a game object and the system |
+//! | [`nested`] | replicated structs as members of other replicated structs |
 
 #![warn(missing_docs)]
 
 pub mod bits;
 pub mod blob;
 pub mod connection;
+pub mod fragment;
 pub mod handle;
 pub mod interest;
 pub mod link;
+pub mod nested;
 pub mod protocol;
 pub mod serialize;
 pub mod state;
 pub mod transport;
 
+pub use fragment::ReplicationFragment;
 pub use handle::NetRefHandle;
 pub use protocol::{ProtocolRegistry, Registration};
+pub use replicate_derive::{NetEnum, Replicated};
 pub use state::{ChangeMask, Condition, Replicated, ReplicatedState, StateDescriptor};
 
 /// What generated code needs. Not public API: may change in any release.
@@ -40,7 +203,19 @@ pub use state::{ChangeMask, Condition, Replicated, ReplicatedState, StateDescrip
 pub mod __private {
     pub use crate::NetRefHandle;
     pub use crate::bits::{BitReader, BitWriter};
+    pub use crate::fragment::{
+        FragmentError, FragmentOwner, FragmentTraits, Notifications, ReplicationFragment,
+        downcast_state, downcast_state_mut, poll_replicated,
+    };
+    pub use crate::nested::support::{
+        ApplyNestedMember, ApplyPlainMember, MemberProbe, StubSerializer, StubState,
+        dequantize_member, fingerprint, generic_name, prefix_error, quantize_member,
+    };
+    pub use crate::nested::{NestedReplicated, NestedSerializer};
+    pub use crate::protocol::ErasedState;
     pub use crate::protocol::{Registration, ValidateConfigs};
+    pub use crate::serialize::NoConfig;
+    pub use crate::serialize::{EnumSerializer, NetEnum, RangedF32Serializer, RangedF64Serializer};
     pub use crate::serialize::{
         NetDefault, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher,
     };

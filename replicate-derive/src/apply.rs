@@ -1,0 +1,293 @@
+//! The game-side half: `Replicated` (quantize, apply with notifications after apply,
+//! build from a state) and `ReplicationFragment`. Apply is split into "write members,
+//! remember old values of members with a `notify` hook" and "call the hooks", so the
+//! fragment interface can run all applies of an object before any notification.
+
+use crate::ast::Style;
+use crate::expand::{Model, Slot};
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+
+pub fn expand(model: &Model) -> TokenStream {
+    let (impl_g, _, where_clause) = model.split();
+    let self_ty = model.self_ty();
+    let twin_ty = model.twin_ty();
+
+    // quantize
+    let quantize = model.members.iter().map(|m| {
+        let (f, member) = (&m.twin_field, m.member());
+        let q = m.quantize(quote!(&self.#member));
+        quote!(out.#f = #q;)
+    });
+
+    // from_state: replicated members dequantized, skipped ones Default.
+    let from_state_fields = model.fields.iter().map(|field| {
+        let member = &field.member;
+        match model.members.iter().find(|m| m.field.index == field.index) {
+            Some(m) => {
+                let f = &m.twin_field;
+                let value = m.dequantize(quote!(&state.#f));
+                quote!(#member: #value,)
+            }
+            None => {
+                let ty = field.ty;
+                quote_spanned!(syn::spanned::Spanned::span(ty)=> #member: <#ty as ::core::default::Default>::default(),)
+            }
+        }
+    });
+    let from_state = match model.style {
+        Style::Unit => quote!(Self {}),
+        _ => quote!(Self { #(#from_state_fields)* }),
+    };
+
+    // Notify hooks: one pending slot per member with `notify`.
+    let notifying: Vec<usize> = model
+        .members
+        .iter()
+        .filter(|m| m.field.attrs.notify.is_some())
+        .map(|m| m.index)
+        .collect();
+    let pending_tys = notifying.iter().map(|i| {
+        let ty = model.members[*i].field.ty;
+        quote!(::core::option::Option<#ty>,)
+    });
+    let pending_init = notifying
+        .iter()
+        .map(|_| quote!(::core::option::Option::None,));
+    let pending_slot = |i: usize| notifying.iter().position(|n| *n == i).map(syn::Index::from);
+
+    let mut apply_body = TokenStream::new();
+    let write_member = |i: usize| {
+        let m = &model.members[i];
+        let (f, member) = (&m.twin_field, m.member());
+        let value = m.dequantize(quote!(&state.#f));
+        match pending_slot(i) {
+            Some(slot) => quote! {{
+                let __v = #value;
+                if !::core::cmp::PartialEq::eq(&__v, &self.#member) {
+                    let __old = ::core::mem::replace(&mut self.#member, __v);
+                    if __pending.#slot.is_none() {
+                        __pending.#slot = ::core::option::Option::Some(__old);
+                    }
+                }
+            }},
+            None => quote!(self.#member = #value;),
+        }
+    };
+    for slot in &model.slots {
+        match slot {
+            Slot::Single(i) => {
+                let m = &model.members[*i];
+                let (ser, cfg) = (&m.s, &m.cfg);
+                let write = if pending_slot(*i).is_none() && !m.generic {
+                    // In place: a nested replicated struct applies only its selected
+                    // members (keeping its skipped fields, running its own hooks);
+                    // anything else is dequantized whole.
+                    let (raw, f, member) = (&m.ser, &m.twin_field, m.member());
+                    quote! {
+                        (&&__rp::MemberProbe::<#raw>::new()).apply_member(
+                            &#cfg, &mut self.#member, &state.#f, mask, __off,
+                        );
+                    }
+                } else {
+                    write_member(*i)
+                };
+                apply_body.extend(quote! {{
+                    let __n = #ser::change_mask_bits(&#cfg);
+                    if mask.any_in(__off, __n) {
+                        #write
+                    }
+                    __off += __n;
+                }});
+            }
+            Slot::Group(_, members) => {
+                let writes = members.iter().map(|i| write_member(*i));
+                apply_body.extend(quote! {
+                    if mask.get(__off) {
+                        #(#writes)*
+                    }
+                    __off += 1;
+                });
+            }
+        }
+    }
+
+    // poll: quantize member by member into the stored state, setting changed bits.
+    let mut poll_body = TokenStream::new();
+    for slot in &model.slots {
+        match slot {
+            Slot::Single(i) => {
+                let m = &model.members[*i];
+                let (ser, cfg, f, member) = (&m.s, &m.cfg, &m.twin_field, m.member());
+                let q = m.quantize(quote!(&self.#member));
+                poll_body.extend(quote! {{
+                    let __q = #q;
+                    if #ser::diff(&#cfg, &__q, &state.#f, mask, __off) {
+                        state.#f = __q;
+                        __any = true;
+                    }
+                    __off += #ser::change_mask_bits(&#cfg);
+                }});
+            }
+            Slot::Group(_, members) => {
+                let updates = members.iter().map(|i| {
+                    let m = &model.members[*i];
+                    let (ser, cfg, f, member) = (&m.s, &m.cfg, &m.twin_field, m.member());
+                    let q = m.quantize(quote!(&self.#member));
+                    quote! {{
+                        let __q = #q;
+                        if !#ser::is_equal(&#cfg, &__q, &state.#f) {
+                            state.#f = __q;
+                            __group = true;
+                        }
+                    }}
+                });
+                poll_body.extend(quote! {
+                    let mut __group = false;
+                    #(#updates)*
+                    if __group {
+                        mask.set(__off);
+                        __any = true;
+                    }
+                    __off += 1;
+                });
+            }
+        }
+    }
+
+    let notify_calls = notifying.iter().enumerate().filter_map(|(slot, i)| {
+        let m = &model.members[*i];
+        let ty = m.field.ty;
+        let method = m.field.attrs.notify.as_ref()?;
+        let slot = syn::Index::from(slot);
+        let hook = quote_spanned!(method.span()=> Self::#method);
+        Some(quote! {
+            if let ::core::option::Option::Some(__old) = __pending.#slot {
+                let __hook: fn(&mut Self, &#ty) = #hook;
+                __hook(self, &__old);
+            }
+        })
+    });
+    let has_notify = !notifying.is_empty();
+    let trait_ident = format_ident!("__NetApply");
+
+    quote! {
+        #[allow(unused_imports)]
+        use __rp::{ApplyNestedMember as _, ApplyPlainMember as _};
+
+        trait #trait_ident: __rp::Replicated {
+            type Pending: ::core::marker::Send + 'static;
+            fn __net_apply_members(
+                &mut self,
+                state: &<Self as __rp::Replicated>::State,
+                mask: &__rp::ChangeMask,
+                offset: u32,
+            ) -> Self::Pending;
+            fn __net_notify(&mut self, pending: Self::Pending);
+            fn __net_poll(
+                &self,
+                state: &mut <Self as __rp::Replicated>::State,
+                mask: &mut __rp::ChangeMask,
+                offset: u32,
+            ) -> bool;
+        }
+
+        impl #impl_g #trait_ident for #self_ty #where_clause {
+            type Pending = (#(#pending_tys)*);
+
+            fn __net_apply_members(
+                &mut self,
+                state: &#twin_ty,
+                mask: &__rp::ChangeMask,
+                offset: u32,
+            ) -> Self::Pending {
+                let mut __pending: Self::Pending = (#(#pending_init)*);
+                let mut __off: u32 = offset;
+                #apply_body
+                __pending
+            }
+
+            fn __net_notify(&mut self, __pending: Self::Pending) {
+                #(#notify_calls)*
+            }
+
+            fn __net_poll(
+                &self,
+                state: &mut #twin_ty,
+                mask: &mut __rp::ChangeMask,
+                offset: u32,
+            ) -> bool {
+                let mut __any = false;
+                let mut __off: u32 = offset;
+                #poll_body
+                __any
+            }
+        }
+
+        impl #impl_g __rp::Replicated for #self_ty #where_clause {
+            type State = #twin_ty;
+
+            fn quantize(&self, out: &mut #twin_ty) {
+                #(#quantize)*
+            }
+
+            fn apply(&mut self, state: &#twin_ty, mask: &__rp::ChangeMask) {
+                let __pending = <Self as #trait_ident>::__net_apply_members(self, state, mask, 0);
+                <Self as #trait_ident>::__net_notify(self, __pending);
+            }
+
+            fn from_state(state: &#twin_ty) -> Self {
+                #from_state
+            }
+        }
+
+        impl #impl_g __rp::ReplicationFragment for #self_ty #where_clause {
+            fn traits(&self) -> __rp::FragmentTraits {
+                __rp::FragmentTraits::generated::<Self>(#has_notify)
+            }
+
+            fn state_descriptor(&self) -> &'static __rp::StateDescriptor {
+                <Self as __rp::Replicated>::descriptor()
+            }
+
+            fn new_state(&self) -> ::std::boxed::Box<dyn __rp::ErasedState> {
+                ::std::boxed::Box::new(<#twin_ty as ::core::default::Default>::default())
+            }
+
+            fn poll_state(
+                &mut self,
+                state: &mut dyn __rp::ErasedState,
+                mask: &mut __rp::ChangeMask,
+            ) -> ::core::result::Result<bool, __rp::FragmentError> {
+                let state = __rp::downcast_state_mut::<Self>(state)?;
+                ::core::result::Result::Ok(<Self as #trait_ident>::__net_poll(self, state, mask, 0))
+            }
+
+            fn apply_state(
+                &mut self,
+                state: &dyn __rp::ErasedState,
+                mask: &__rp::ChangeMask,
+            ) -> ::core::result::Result<__rp::Notifications, __rp::FragmentError> {
+                let state = __rp::downcast_state::<Self>(state)?;
+                let __pending = <Self as #trait_ident>::__net_apply_members(self, state, mask, 0);
+                ::core::result::Result::Ok(if #has_notify {
+                    __rp::Notifications::pending(__pending)
+                } else {
+                    __rp::Notifications::none()
+                })
+            }
+
+            fn call_notifies(&mut self, notifications: __rp::Notifications) {
+                if let ::core::option::Option::Some(__pending) =
+                    notifications.take::<<Self as #trait_ident>::Pending>()
+                {
+                    <Self as #trait_ident>::__net_notify(self, __pending);
+                }
+            }
+
+            fn collect_owner(&self, owners: &mut ::std::vec::Vec<__rp::FragmentOwner>) {
+                owners.push(__rp::FragmentOwner::of::<Self>());
+            }
+        }
+    }
+}

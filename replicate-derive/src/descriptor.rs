@@ -1,0 +1,114 @@
+//! The `'static` descriptor: members in order with their change-mask layout, serializer
+//! identity, condition and traits. The protocol identifier is computed from it by
+//! `StateDescriptor::new`. Built once per type (per instantiation for generic types).
+
+use crate::expand::{Model, Slot};
+use proc_macro2::TokenStream;
+use quote::quote;
+
+pub fn expand(model: &Model) -> TokenStream {
+    let (impl_g, _, where_clause) = model.split();
+    let twin_ty = model.twin_ty();
+    let delta = model.cont.attrs.delta;
+
+    let mut pushes = TokenStream::new();
+    for slot in &model.slots {
+        match slot {
+            Slot::Single(i) => {
+                let m = &model.members[*i];
+                let ser = &m.s;
+                let cfg = &m.cfg;
+                pushes.extend(member(
+                    model,
+                    *i,
+                    quote!(#ser::change_mask_bits(&#cfg)),
+                    quote!(::core::option::Option::None),
+                ));
+                pushes.extend(quote! {
+                    __off += #ser::change_mask_bits(&#cfg);
+                });
+            }
+            Slot::Group(name, members) => {
+                for i in members {
+                    pushes.extend(member(
+                        model,
+                        *i,
+                        quote!(1u32),
+                        quote!(::core::option::Option::Some(#name)),
+                    ));
+                }
+                pushes.extend(quote!(__off += 1;));
+            }
+        }
+    }
+
+    let name = model.wire_name();
+    let name_expr = if model.is_generic {
+        let args = model.cont.generics.params.iter().filter_map(|p| match p {
+            syn::GenericParam::Type(t) => {
+                let ident = &t.ident;
+                Some(quote!(::std::string::String::from(::core::any::type_name::<#ident>())))
+            }
+            syn::GenericParam::Const(c) => {
+                let ident = &c.ident;
+                Some(quote!(::std::string::ToString::to_string(&#ident)))
+            }
+            syn::GenericParam::Lifetime(_) => None,
+        });
+        quote!(__rp::generic_name(#name, &[#(#args),*]))
+    } else {
+        quote!(#name)
+    };
+
+    let cache = if model.is_generic {
+        quote!(__rp::descriptor_for::<Self>(Self::__net_build_descriptor))
+    } else {
+        quote! {
+            static DESCRIPTOR: __rp::OnceLock<__rp::StateDescriptor> = __rp::OnceLock::new();
+            DESCRIPTOR.get_or_init(Self::__net_build_descriptor)
+        }
+    };
+
+    quote! {
+        impl #impl_g #twin_ty #where_clause {
+            fn __net_build_descriptor() -> __rp::StateDescriptor {
+                let mut __members = ::std::vec::Vec::new();
+                let mut __off: u32 = 0;
+                #pushes
+                __rp::StateDescriptor::new(#name_expr, __members, #delta)
+            }
+
+            #[inline]
+            fn __net_descriptor() -> &'static __rp::StateDescriptor {
+                #cache
+            }
+        }
+    }
+}
+
+fn member(model: &Model, i: usize, bits: TokenStream, group: TokenStream) -> TokenStream {
+    let m = &model.members[i];
+    let name = m.name();
+    let ser = &m.s;
+    let raw = &m.ser;
+    let cfg = &m.cfg;
+    let condition = m.condition();
+    let init = m.init();
+    let has_notify = m.field.attrs.notify.is_some();
+    quote! {
+        __members.push(__rp::MemberDescriptor {
+            name: #name,
+            serializer: #ser::NAME,
+            change_mask_offset: __off,
+            change_mask_bits: #bits,
+            condition: #condition,
+            init_only: #init,
+            has_notify: #has_notify,
+            group: #group,
+            has_object_references: #ser::HAS_OBJECT_REFERENCES,
+            has_dynamic_state: #ser::HAS_DYNAMIC_STATE,
+            max_bits: #ser::max_bits(&#cfg),
+            fingerprint: __rp::fingerprint::<#raw>(&#cfg),
+        });
+    }
+}

@@ -1,0 +1,367 @@
+//! Orchestration: parse → check → generate, the `const _: () = { ... };` wrapper, and
+//! the per-member facts (serializer type, config expression, twin field) every generated
+//! piece reads, computed once so the pieces cannot disagree.
+
+use crate::ast::{Container, Data, Field, Style, unraw};
+use crate::check::{self, Derive};
+use crate::ctxt::Ctxt;
+use crate::{apply, codec, descriptor, enums, fallback, registration, twin};
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+
+/// `#[derive(Replicated)]`.
+pub fn derive_replicated(input: &syn::DeriveInput) -> TokenStream {
+    let cx = Ctxt::new();
+    let cont = Container::from_ast(&cx, input);
+    check::check(&cx, &cont, Derive::Replicated);
+    let krate = cont.attrs.krate.clone();
+    if let Err(err) = cx.check() {
+        return fallback::replicated(&err, input, &krate);
+    }
+    let (style, fields) = match &cont.data {
+        Data::Struct(style, fields) => (style, fields),
+        // check() let only fieldless enums through: they are member enums.
+        Data::Enum(variants) => return derive_enum(&cont, variants),
+        Data::Union(_) => return TokenStream::new(),
+    };
+    let model = Model::new(&cont, *style, fields);
+    wrap(&model.rp_root, {
+        let configs = model.config_items();
+        let twin = twin::expand(&model);
+        let descriptor = descriptor::expand(&model);
+        let codec = codec::expand(&model);
+        let apply = apply::expand(&model);
+        let registration = registration::expand(&model);
+        quote! {
+            #configs
+            #twin
+            #descriptor
+            #codec
+            #apply
+            #registration
+        }
+    })
+}
+
+/// `#[derive(NetEnum)]`.
+pub fn derive_net_enum(input: &syn::DeriveInput) -> TokenStream {
+    let cx = Ctxt::new();
+    let cont = Container::from_ast(&cx, input);
+    check::check(&cx, &cont, Derive::NetEnum);
+    let krate = cont.attrs.krate.clone();
+    if let Err(err) = cx.check() {
+        return fallback::net_enum(&err, input, &krate);
+    }
+    let Data::Enum(variants) = &cont.data else {
+        return TokenStream::new();
+    };
+    derive_enum(&cont, variants)
+}
+
+fn derive_enum(cont: &Container, variants: &[crate::ast::Variant]) -> TokenStream {
+    let body = if enums::is_default_fieldless(variants) {
+        enums::expand_net_enum(cont, variants)
+    } else {
+        enums::expand(cont, variants)
+    };
+    wrap(&cont.attrs.krate, body)
+}
+
+fn wrap(krate: &syn::Path, body: TokenStream) -> TokenStream {
+    quote! {
+        #[automatically_derived]
+        #[allow(
+            non_camel_case_types,
+            non_snake_case,
+            non_upper_case_globals,
+            unused_mut,
+            unused_variables,
+            unused_assignments,
+            unused_qualifications,
+            unused_parens,
+            missing_docs,
+            clippy::needless_update,
+            clippy::all,
+            clippy::pedantic,
+            clippy::nursery,
+        )]
+        const _: () = {
+            use #krate::__private as __rp;
+            #body
+        };
+    }
+}
+
+/// The member's serializer: the explicit one; for `f32`/`f64` with range keys
+/// (`min`, `max`, `precision`, `bits`) the ranged float serializer; otherwise
+/// `<FieldTy as NetDefault>::Serializer`.
+pub fn default_serializer(field: &Field) -> TokenStream {
+    let ty = field.ty;
+    if let Some(s) = &field.attrs.serializer {
+        return quote_spanned!(s.span()=> #s);
+    }
+    let ranged = field.attrs.config.iter().any(|c| {
+        ["min", "max", "precision", "bits"]
+            .iter()
+            .any(|k| c.key == k)
+    });
+    match check::primitive_name(ty).as_deref() {
+        Some("f32") if ranged => quote_spanned!(ty.span()=> __rp::RangedF32Serializer),
+        Some("f64") if ranged => quote_spanned!(ty.span()=> __rp::RangedF64Serializer),
+        _ => quote_spanned!(ty.span()=> <#ty as __rp::NetDefault>::Serializer),
+    }
+}
+
+/// One replicated (not skipped) member and how to reach its serializer and config.
+pub struct Member<'a> {
+    pub field: &'a Field<'a>,
+    /// Position among replicated members.
+    pub index: usize,
+    /// The serializer type (explicit, or `<FieldTy as NetDefault>::Serializer`).
+    pub ser: TokenStream,
+    /// `<Serializer as NetSerializer>`, spanned at the field's type so every error about
+    /// the member's serializer points there (and identical ones are reported once).
+    pub s: TokenStream,
+    /// An expression of the serializer's config type (a const, or an inline default).
+    pub cfg: TokenStream,
+    /// The field in the quantized twin.
+    pub twin_field: syn::Ident,
+    /// Whether its type or serializer names a generic parameter.
+    pub generic: bool,
+}
+
+impl Member<'_> {
+    /// `self.x` / `self.0` access on the game struct.
+    pub fn member(&self) -> &syn::Member {
+        &self.field.member
+    }
+
+    pub fn name(&self) -> String {
+        self.field.display_name()
+    }
+
+    /// `__rp::Condition::X`.
+    pub fn condition(&self) -> TokenStream {
+        let c = match &self.field.attrs.cond {
+            Some(c) => format_ident!("{}", c.name, span = c.ident.span()),
+            None => format_ident!("None"),
+        };
+        quote!(__rp::Condition::#c)
+    }
+
+    /// `quantize(value)` through a helper bound on `Source = FieldTy`, spanned at the
+    /// field's type: a serializer for another type is one error at the field.
+    pub fn quantize(&self, value: TokenStream) -> TokenStream {
+        let (ser, ty, cfg) = (&self.ser, self.field.ty, &self.cfg);
+        quote_spanned!(ty.span()=> __rp::quantize_member::<#ser, #ty>(&#cfg, #value))
+    }
+
+    /// `dequantize(quantized)`, like [`quantize`](Self::quantize).
+    pub fn dequantize(&self, quantized: TokenStream) -> TokenStream {
+        let (ser, ty, cfg) = (&self.ser, self.field.ty, &self.cfg);
+        quote_spanned!(ty.span()=> __rp::dequantize_member::<#ser, #ty>(&#cfg, #quantized))
+    }
+
+    pub fn init(&self) -> bool {
+        self.field.attrs.init.is_some()
+    }
+}
+
+/// A change-mask slot: one member with its own bits, or a group sharing one bit.
+pub enum Slot {
+    Single(usize),
+    Group(String, Vec<usize>),
+}
+
+/// Everything the generated pieces share.
+pub struct Model<'a> {
+    pub cont: &'a Container<'a>,
+    pub style: Style,
+    pub fields: &'a [Field<'a>],
+    pub members: Vec<Member<'a>>,
+    pub slots: Vec<Slot>,
+    pub twin: syn::Ident,
+    /// `crate = ...` path (already absolutized).
+    pub rp_root: syn::Path,
+    pub is_generic: bool,
+}
+
+impl<'a> Model<'a> {
+    fn new(cont: &'a Container<'a>, style: Style, fields: &'a [Field<'a>]) -> Self {
+        let is_generic = cont
+            .generics
+            .params
+            .iter()
+            .any(|p| !matches!(p, syn::GenericParam::Lifetime(_)));
+        let mut members = Vec::new();
+        for field in fields.iter().filter(|f| !f.is_skipped()) {
+            let index = members.len();
+            let generic = check::mentions_generic(field, cont);
+            let ty = field.ty;
+            let ser = default_serializer(field);
+            let has_cfg_items = !field.attrs.config.is_empty() || field.attrs.config_base.is_some();
+            let cfg = if !generic {
+                let c = format_ident!("__NET_CFG_{}", index, span = field.ty.span());
+                quote!(#c)
+            } else if let Some(base) = &field.attrs.config_base {
+                quote!((#base))
+            } else {
+                let _ = has_cfg_items;
+                quote!(<<#ser as __rp::NetSerializer>::Config as __rp::NetSerializerConfig>::DEFAULT)
+            };
+            let twin_field = match &field.member {
+                syn::Member::Named(ident) => ident.clone(),
+                syn::Member::Unnamed(i) => format_ident!("_{}", i.index),
+            };
+            let s = quote_spanned!(ty.span()=> <#ser as __rp::NetSerializer>);
+            members.push(Member {
+                field,
+                index,
+                s,
+                ser,
+                cfg,
+                twin_field,
+                generic,
+            });
+        }
+
+        let mut slots: Vec<Slot> = Vec::new();
+        for m in &members {
+            match &m.field.attrs.group {
+                None => slots.push(Slot::Single(m.index)),
+                Some(g) => {
+                    let name = g.value();
+                    let existing = slots.iter_mut().find_map(|s| match s {
+                        Slot::Group(n, v) if *n == name => Some(v),
+                        _ => None,
+                    });
+                    match existing {
+                        Some(v) => v.push(m.index),
+                        None => slots.push(Slot::Group(name, vec![m.index])),
+                    }
+                }
+            }
+        }
+
+        Model {
+            cont,
+            style,
+            fields,
+            members,
+            slots,
+            twin: format_ident!("__{}State", unraw(cont.ident)),
+            rp_root: cont.attrs.krate.clone(),
+            is_generic,
+        }
+    }
+
+    /// The stable wire name literal (non-generic types) or base name (generic ones).
+    pub fn wire_name(&self) -> String {
+        match &self.cont.attrs.name {
+            Some(n) => n.value(),
+            None => unraw(self.cont.ident),
+        }
+    }
+
+    /// `type __NetCfg_i = ...; const __NET_CFG_i: __NetCfg_i = __NetCfg_i { key: value, ..base };`
+    /// for every member whose config type is concrete. A key the config does not have is
+    /// reported by rustc at the key.
+    fn config_items(&self) -> TokenStream {
+        let mut out = TokenStream::new();
+        for m in self.members.iter().filter(|m| !m.generic) {
+            let ty_alias = format_ident!("__NetCfg_{}", m.index, span = m.field.ty.span());
+            let konst = format_ident!("__NET_CFG_{}", m.index, span = m.field.ty.span());
+            let ser = &m.s;
+            let base = match &m.field.attrs.config_base {
+                Some(base) => quote!(#base),
+                None => {
+                    quote_spanned!(m.field.ty.span()=> <#ty_alias as __rp::NetSerializerConfig>::DEFAULT)
+                }
+            };
+            let value = if m.field.attrs.config.is_empty() {
+                base
+            } else {
+                let keys = m.field.attrs.config.iter().map(|c| {
+                    let key = &c.key;
+                    let value = &c.value;
+                    quote!(#key: #value,)
+                });
+                quote!(#ty_alias { #(#keys)* ..#base })
+            };
+            let ty = m.field.ty;
+            out.extend(quote_spanned! {ty.span()=>
+                type #ty_alias = #ser::Config;
+                const #konst: #ty_alias = #value;
+            });
+        }
+        out
+    }
+
+    /// Generics for `impl` blocks, with the bounds the generated code needs.
+    pub fn split(&self) -> (TokenStream, TokenStream, TokenStream) {
+        let generics = self.cont.generics;
+        let (impl_g, ty_g, _) = generics.split_for_impl();
+        let where_clause = self.where_clause();
+        (quote!(#impl_g), quote!(#ty_g), where_clause)
+    }
+
+    pub fn where_clause(&self) -> TokenStream {
+        let mut preds: Vec<TokenStream> = Vec::new();
+        if let Some(w) = &self.cont.generics.where_clause {
+            for p in &w.predicates {
+                preds.push(quote!(#p));
+            }
+        }
+        for p in &self.cont.generics.params {
+            if let syn::GenericParam::Type(t) = p {
+                let ident = &t.ident;
+                preds.push(quote!(#ident: ::core::marker::Send + 'static));
+            }
+        }
+        // Every member's serializer requirement, spanned at the field's type. For
+        // concrete types these bounds are trivially true, or trivially false and then
+        // reported once at the field instead of once per generated use.
+        for m in &self.members {
+            let ty = m.field.ty;
+            let ser = &m.ser;
+            if m.field.attrs.serializer.is_none() && !m.ser.to_string().contains("Ranged") {
+                preds.push(quote_spanned!(ty.span()=> #ty: __rp::NetDefault));
+            } else {
+                preds.push(quote_spanned!(ty.span()=> #ser: __rp::NetSerializer<Source = #ty>));
+            }
+        }
+        if preds.is_empty() {
+            TokenStream::new()
+        } else {
+            quote!(where #(#preds,)*)
+        }
+    }
+
+    /// The twin type with its generic arguments: `DoorState` / `PairState<T>`.
+    pub fn twin_ty(&self) -> TokenStream {
+        let twin = &self.twin;
+        let (_, ty_g, _) = self.cont.generics.split_for_impl();
+        quote!(#twin #ty_g)
+    }
+
+    /// The game type with its generic arguments.
+    pub fn self_ty(&self) -> TokenStream {
+        let ident = self.cont.ident;
+        let (_, ty_g, _) = self.cont.generics.split_for_impl();
+        quote!(#ident #ty_g)
+    }
+
+    /// Type parameters (for the twin's `PhantomData`).
+    pub fn type_params(&self) -> Vec<&syn::Ident> {
+        self.cont
+            .generics
+            .params
+            .iter()
+            .filter_map(|p| match p {
+                syn::GenericParam::Type(t) => Some(&t.ident),
+                _ => None,
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,70 @@
+//! Registration: `ValidateConfigs` (each member's serializer config, prefixed with the
+//! member name), `NestedReplicated` and `NetDefault` (so the type can be a member of
+//! another replicated type), and the `inventory` submission of non-generic types.
+
+use crate::expand::Model;
+use proc_macro2::TokenStream;
+use quote::quote;
+
+pub fn expand(model: &Model) -> TokenStream {
+    let (impl_g, _, where_clause) = model.split();
+    let self_ty = model.self_ty();
+
+    let validations = model.members.iter().map(|m| {
+        let (ser, cfg) = (&m.s, &m.cfg);
+        let prefix = format!("member `{}`: ", m.name());
+        quote! {
+            if let ::core::result::Result::Err(e) =
+                #ser::validate_config(&#cfg)
+            {
+                return ::core::result::Result::Err(__rp::prefix_error(#prefix, e));
+            }
+        }
+    });
+    let dynamic = model.members.iter().map(|m| {
+        let ser = &m.s;
+        quote!(|| #ser::HAS_DYNAMIC_STATE)
+    });
+    let references = model.members.iter().map(|m| {
+        let ser = &m.s;
+        quote!(|| #ser::HAS_OBJECT_REFERENCES)
+    });
+
+    let submit = if !model.is_generic && model.cont.attrs.register {
+        quote! {
+            __rp::inventory::submit! { __rp::Registration::of::<#self_ty>() }
+        }
+    } else {
+        quote!()
+    };
+
+    quote! {
+        impl #impl_g __rp::ValidateConfigs for #self_ty #where_clause {
+            fn validate_configs() -> ::core::result::Result<(), ::std::string::String> {
+                #(#validations)*
+                ::core::result::Result::Ok(())
+            }
+        }
+
+        impl #impl_g __rp::NestedReplicated for #self_ty #where_clause {
+            const HAS_DYNAMIC_STATE: bool = false #(#dynamic)*;
+            const HAS_OBJECT_REFERENCES: bool = false #(#references)*;
+
+            fn apply_at(
+                &mut self,
+                state: &<Self as __rp::Replicated>::State,
+                mask: &__rp::ChangeMask,
+                offset: u32,
+            ) {
+                let __pending = <Self as __NetApply>::__net_apply_members(self, state, mask, offset);
+                <Self as __NetApply>::__net_notify(self, __pending);
+            }
+        }
+
+        impl #impl_g __rp::NetDefault for #self_ty #where_clause {
+            type Serializer = __rp::NestedSerializer<Self>;
+        }
+
+        #submit
+    }
+}

@@ -1,0 +1,9 @@
+use replicate::Replicated;
+
+#[derive(Replicated)]
+struct Wrapper<T> {
+    #[net(bits = 4)]
+    value: T,
+}
+
+fn main() {}

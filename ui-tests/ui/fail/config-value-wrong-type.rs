@@ -1,0 +1,9 @@
+use replicate::Replicated;
+
+#[derive(Replicated)]
+struct Player {
+    #[net(bits = "seven")]
+    ammo: u16,
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use replicate::Replicated;
+
+#[derive(Replicated)]
+#[net(delta = 0)]
+struct Player {
+    hp: u16,
+}
+
+fn main() {}

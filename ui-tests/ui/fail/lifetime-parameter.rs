@@ -1,0 +1,8 @@
+use replicate::Replicated;
+
+#[derive(Replicated)]
+struct Named<'a> {
+    name: &'a str,
+}
+
+fn main() {}

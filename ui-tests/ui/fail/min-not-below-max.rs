@@ -1,0 +1,9 @@
+use replicate::Replicated;
+
+#[derive(Replicated)]
+struct Car {
+    #[net(min = 1.0, max = -1.0)]
+    steering: f32,
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use replicate::NetEnum;
+
+#[derive(NetEnum)]
+enum Never {}
+
+fn main() {}

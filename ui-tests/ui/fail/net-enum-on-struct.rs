@@ -1,0 +1,8 @@
+use replicate::NetEnum;
+
+#[derive(NetEnum)]
+struct Weapon {
+    damage: u8,
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use replicate::Replicated;
+
+#[derive(Replicated)]
+struct Player {
+    #[net(skip, cond = OwnerOnly)]
+    local_timer: u32,
+}
+
+fn main() {}

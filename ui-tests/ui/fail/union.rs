@@ -1,0 +1,9 @@
+use replicate::Replicated;
+
+#[derive(Replicated)]
+union Bits {
+    int: u32,
+    float: f32,
+}
+
+fn main() {}
