@@ -1,6 +1,8 @@
 //! Serialize throughput and encoded size of a 10-member game struct: replicate's
-//! serializers (quantized, bit-packed) against postcard and bitcode on a mirror struct
-//! with the same members (see `replicate_bench::game`), in one run.
+//! serializers (quantized, bit-packed; called by hand and through the code
+//! `#[derive(Replicated)]` generates, which write the same bits) against postcard and
+//! bitcode on a mirror struct with the same members (see `replicate_bench::game`), in
+//! one run.
 //!
 //! Each iteration encodes (or decodes) a batch of [`STATES`] varied player states;
 //! throughput is in structs, so criterion's time divided by [`STATES`] is ns per struct.
@@ -13,6 +15,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use replicate::bits::{BitReader, BitWriter};
+use replicate::{ChangeMask, Replicated, ReplicatedState};
 use replicate_bench::game::*;
 use std::hint::black_box;
 
@@ -50,6 +53,30 @@ fn encode(c: &mut Criterion) {
             w.reset(capacity);
             for q in black_box(&quantized) {
                 serialize(q, &mut w);
+            }
+            black_box(w.position())
+        })
+    });
+
+    // The same through `#[derive(Replicated)]` code, every member dirty.
+    let all = ChangeMask::all(GameState::descriptor().change_mask_bits);
+    let mut state = <GameState as Replicated>::State::default();
+    g.bench_function("replicate_derive_quantize_serialize", |b| {
+        b.iter(|| {
+            w.reset(capacity);
+            for s in black_box(&states) {
+                s.quantize(&mut state);
+                state.serialize(&all, 0, &mut w);
+            }
+            black_box(w.position())
+        })
+    });
+    let derived: Vec<_> = states.iter().map(|s| s.to_state()).collect();
+    g.bench_function("replicate_derive_serialize", |b| {
+        b.iter(|| {
+            w.reset(capacity);
+            for q in black_box(&derived) {
+                q.serialize(&all, 0, &mut w);
             }
             black_box(w.position())
         })
@@ -118,6 +145,20 @@ fn decode(c: &mut Criterion) {
             for _ in 0..STATES {
                 if let Ok(q) = deserialize(&mut r) {
                     n = n.wrapping_add(black_box(q).score);
+                }
+            }
+            n
+        })
+    });
+    let all = ChangeMask::all(GameState::descriptor().change_mask_bits);
+    g.bench_function("replicate_derive_deserialize", |b| {
+        b.iter(|| {
+            let mut r = BitReader::with_bit_len(black_box(&packed), bits);
+            let mut n = 0u32;
+            for _ in 0..STATES {
+                let mut q = <GameState as Replicated>::State::default();
+                if q.deserialize(&all, 0, &mut r).is_ok() {
+                    n = n.wrapping_add(black_box(q).ammo as u32);
                 }
             }
             n
