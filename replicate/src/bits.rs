@@ -484,11 +484,15 @@ impl<'a> BitReader<'a> {
         true
     }
 
-    /// Reads `bits` bits (`0..=64`) as the low bits of a `u64`.
+    /// Reads `bits` bits (`0..=64`) as the low bits of a `u64`. A width over 64 (a
+    /// length decoded from bad input) sets the error flag and yields 0.
     #[inline]
     pub fn read_bits(&mut self, bits: u32) -> u64 {
-        debug_assert!(bits <= 64, "read_bits takes at most 64 bits, got {bits}");
-        if bits == 0 || bits > 64 || !self.reserve(bits as usize) {
+        if bits > 64 {
+            self.set_overflow(bits as usize);
+            return 0;
+        }
+        if bits == 0 || !self.reserve(bits as usize) {
             return 0;
         }
         let byte = self.pos >> 3;
