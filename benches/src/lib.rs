@@ -3,7 +3,9 @@
 //! - [`fields`]: a sequence of mixed-width fields, written and read with replicate's
 //!   `BitWriter`/`BitReader` and with the fastest idiomatic `bitvec` code we know;
 //! - [`game`]: a 10-member game struct encoded with replicate's serializers, postcard
-//!   and bitcode.
+//!   and bitcode;
+//! - [`scenarios`]: the S1/S2/S3 scenarios of `BENCHMARKS.md`, run by the
+//!   `replicate-bench` binary, with [`report`] writing markdown, JSON and SVG.
 //!
 //! Everything here is plain code the benchmarks call; the unit tests check that the
 //! competing encoders produce the same bits / round-trip the same values, so a
@@ -11,6 +13,8 @@
 
 pub mod fields;
 pub mod game;
+pub mod report;
+pub mod scenarios;
 
 /// A tiny deterministic generator (xorshift64*), so every run benchmarks the same data
 /// without a `rand` dependency.

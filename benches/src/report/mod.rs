@@ -1,0 +1,209 @@
+//! Output of the scenario harness: markdown tables, a tiny JSON writer and hand-drawn
+//! SVG charts, all written under `target/bench-report/`.
+//!
+//! No plotting or JSON dependency: the charts are a few rectangles and polylines, and
+//! the JSON is built from [`Json`] values.
+
+pub mod svg;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+/// A markdown table.
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    /// Column headers.
+    pub headers: Vec<String>,
+    /// Rows, each as many cells as there are headers.
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with the given headers.
+    pub fn new(headers: &[&str]) -> Self {
+        Self {
+            headers: headers.iter().map(|h| h.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Appends a row.
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// The table as GitHub markdown.
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "| {} |", self.headers.join(" | "));
+        let _ = writeln!(
+            s,
+            "|{}",
+            self.headers.iter().map(|_| "---|").collect::<String>()
+        );
+        for r in &self.rows {
+            let _ = writeln!(s, "| {} |", r.join(" | "));
+        }
+        s
+    }
+}
+
+/// A JSON value (enough for the reports).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Json {
+    /// `null` (also used for pending results).
+    Null,
+    /// A boolean.
+    Bool(bool),
+    /// A number (non-finite values are written as `null`).
+    Num(f64),
+    /// A string.
+    Str(String),
+    /// An array.
+    Arr(Vec<Json>),
+    /// An object, keys in insertion order.
+    Obj(Vec<(String, Json)>),
+}
+
+impl Json {
+    /// An object from `(key, value)` pairs.
+    pub fn obj(pairs: Vec<(&str, Json)>) -> Json {
+        Json::Obj(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    }
+
+    /// A string value.
+    pub fn str(s: impl Into<String>) -> Json {
+        Json::Str(s.into())
+    }
+
+    /// A number, or `null` for `None`.
+    pub fn opt(v: Option<f64>) -> Json {
+        v.map_or(Json::Null, Json::Num)
+    }
+
+    /// The value as pretty-printed JSON text.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        self.write(&mut s, 0);
+        s.push('\n');
+        s
+    }
+
+    fn write(&self, s: &mut String, indent: usize) {
+        let pad = |s: &mut String, n: usize| s.extend(std::iter::repeat_n(' ', n));
+        match self {
+            Json::Null => s.push_str("null"),
+            Json::Bool(b) => {
+                let _ = write!(s, "{b}");
+            }
+            Json::Num(n) if n.is_finite() => {
+                let _ = write!(s, "{n}");
+            }
+            Json::Num(_) => s.push_str("null"),
+            Json::Str(t) => write_json_string(s, t),
+            Json::Arr(items) => {
+                if items.is_empty() {
+                    s.push_str("[]");
+                    return;
+                }
+                s.push_str("[\n");
+                for (i, v) in items.iter().enumerate() {
+                    pad(s, indent + 2);
+                    v.write(s, indent + 2);
+                    s.push_str(if i + 1 < items.len() { ",\n" } else { "\n" });
+                }
+                pad(s, indent);
+                s.push(']');
+            }
+            Json::Obj(pairs) => {
+                if pairs.is_empty() {
+                    s.push_str("{}");
+                    return;
+                }
+                s.push_str("{\n");
+                for (i, (k, v)) in pairs.iter().enumerate() {
+                    pad(s, indent + 2);
+                    write_json_string(s, k);
+                    s.push_str(": ");
+                    v.write(s, indent + 2);
+                    s.push_str(if i + 1 < pairs.len() { ",\n" } else { "\n" });
+                }
+                pad(s, indent);
+                s.push('}');
+            }
+        }
+    }
+}
+
+fn write_json_string(s: &mut String, t: &str) {
+    s.push('"');
+    for c in t.chars() {
+        match c {
+            '"' => s.push_str("\\\""),
+            '\\' => s.push_str("\\\\"),
+            '\n' => s.push_str("\\n"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(s, "\\u{:04x}", c as u32);
+            }
+            c => s.push(c),
+        }
+    }
+    s.push('"');
+}
+
+/// The report directory: `target/bench-report/` of the workspace (or under
+/// `CARGO_TARGET_DIR` when set).
+pub fn report_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join("bench-report")
+}
+
+/// Writes `name` (for example `s1.json`) into the report directory.
+pub fn write_file(name: &str, contents: &str) -> std::io::Result<PathBuf> {
+    let dir = report_dir();
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(name);
+    std::fs::write(&path, contents)?;
+    Ok(path)
+}
+
+/// Formats a number with `digits` decimals.
+pub fn f(v: f64, digits: usize) -> String {
+    format!("{v:.digits$}")
+}
+
+/// The process's peak resident set size in bytes (`VmHWM` of `/proc/self/status`), if
+/// the platform has it.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_table_has_header_rule_and_rows() {
+        let mut t = Table::new(&["a", "b"]);
+        t.row(vec!["1".into(), "2".into()]);
+        assert_eq!(t.markdown(), "| a | b |\n|---|---|\n| 1 | 2 |\n");
+    }
+
+    #[test]
+    fn json_escapes_and_nests() {
+        let j = Json::obj(vec![
+            ("name", Json::str("a\"b")),
+            ("xs", Json::Arr(vec![Json::Num(1.5), Json::Null])),
+            ("nan", Json::Num(f64::NAN)),
+        ]);
+        let text = j.render();
+        assert!(text.contains(r#""name": "a\"b""#), "{text}");
+        assert!(text.contains("1.5,\n"), "{text}");
+        assert!(text.contains(r#""nan": null"#), "{text}");
+    }
+}

@@ -1,0 +1,294 @@
+//! The fixed benchmark scenarios of `BENCHMARKS.md` — S1 "arena" (bandwidth), S2
+//! "battle royale" (server CPU and scale), S3 "cubes" (the Gaffer on Games anchor) —
+//! and the wire accounting they share.
+//!
+//! Every scenario drives the sans-IO core directly: `ReplicationServer::write_packet`
+//! into a bit writer, the bytes handed to `ReplicationClient::read_packet`, each packet
+//! reported `Delivered` (a lossless link). What a packet costs on the wire is counted
+//! exactly as [`wire_bytes`] describes, the same for replicate and for the baselines.
+
+pub mod entropy;
+pub mod s1;
+pub mod s2;
+pub mod s3;
+
+use replicate::bits::{BitReader, BitWriter};
+use replicate::connection::{DeliveryStatus, MAX_HEADER_BITS, PacketSequence};
+use replicate::object::ConnectionId;
+use replicate::replication::{ReplicationClient, ReplicationServer};
+use replicate::stream::WriteResult;
+use std::time::Duration;
+
+/// Largest packet payload netcode.io carries (`NETCODE_MAX_PAYLOAD_BYTES`): the
+/// connection header plus the replication data must fit in it.
+pub const MTU_BYTES: usize = 1200;
+
+/// Bytes netcode.io adds to every encrypted payload packet besides its variable-length
+/// sequence number: one prefix byte and the 16-byte Poly1305 authentication tag.
+pub const NETCODE_FIXED_OVERHEAD: usize = 1 + 16;
+
+/// Bytes of netcode.io's packed sequence number for packet number `n` (1 to 8).
+pub fn netcode_sequence_bytes(n: u64) -> usize {
+    (((64 - n.leading_zeros()) as usize).div_ceil(8)).max(1)
+}
+
+/// What one packet costs on the wire, UDP/IP headers excluded: the payload (which for
+/// replicate already contains the bit-packed connection header) plus netcode.io's
+/// prefix, sequence and authentication tag.
+pub fn wire_bytes(payload_bytes: usize, netcode_sequence: u64) -> usize {
+    payload_bytes + NETCODE_FIXED_OVERHEAD + netcode_sequence_bytes(netcode_sequence)
+}
+
+/// The connection header in whole bytes, as the byte-oriented baselines pay it.
+pub const CONNECTION_HEADER_BYTES: usize = MAX_HEADER_BITS.div_ceil(8);
+
+/// Wire cost of a byte-oriented baseline message of `len` bytes: split into packets of
+/// at most [`MTU_BYTES`], each with the byte-aligned connection header and netcode.io's
+/// overhead. Advances `sequence` by the number of packets. Returns `(packets, bytes)`.
+pub fn baseline_wire(len: usize, sequence: &mut u64) -> (usize, usize) {
+    if len == 0 {
+        return (0, 0);
+    }
+    let room = MTU_BYTES - CONNECTION_HEADER_BYTES;
+    let packets = len.div_ceil(room);
+    let mut bytes = len;
+    for _ in 0..packets {
+        bytes +=
+            CONNECTION_HEADER_BYTES + NETCODE_FIXED_OVERHEAD + netcode_sequence_bytes(*sequence);
+        *sequence += 1;
+    }
+    (packets, bytes)
+}
+
+/// Traffic of one tick on one connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Packets sent.
+    pub packets: usize,
+    /// Replication payload bits (after the connection header).
+    pub payload_bits: usize,
+    /// Bytes on the wire ([`wire_bytes`] of each packet).
+    pub wire_bytes: usize,
+}
+
+impl std::ops::AddAssign for Traffic {
+    fn add_assign(&mut self, o: Self) {
+        self.packets += o.packets;
+        self.payload_bits += o.payload_bits;
+        self.wire_bytes += o.wire_bytes;
+    }
+}
+
+/// One server connection and (optionally) the client at its other end, over a lossless
+/// in-memory link.
+#[derive(Debug)]
+pub struct Link {
+    /// The server's connection id.
+    pub conn: ConnectionId,
+    /// The receiving client, if this link has one (S2 only decodes connection 0).
+    pub client: Option<ReplicationClient>,
+    sequence: u16,
+    netcode_sequence: u64,
+    /// Hold packets for the client until [`Link::flush`] (keeps decoding out of timed
+    /// server work).
+    pub defer: bool,
+    pending: Vec<(PacketSequence, Vec<u8>)>,
+}
+
+impl Link {
+    /// A link for server connection `conn`.
+    pub fn new(conn: ConnectionId, client: Option<ReplicationClient>) -> Self {
+        Self {
+            conn,
+            client,
+            sequence: 0,
+            netcode_sequence: 0,
+            defer: false,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Hands the packets held back by [`Link::defer`] to the client.
+    pub fn flush(&mut self, now: Duration) {
+        let Some(client) = &mut self.client else {
+            self.pending.clear();
+            return;
+        };
+        for (seq, bytes) in self.pending.drain(..) {
+            let mut r = BitReader::new(&bytes);
+            r.skip(MAX_HEADER_BITS);
+            let _ = client.read_packet(now, seq, &mut r);
+        }
+    }
+
+    /// Writes packets for this connection until the server has nothing more (at most
+    /// `max_packets`), delivers them to the client, and reports them delivered.
+    ///
+    /// Each packet reserves the full connection header ([`MAX_HEADER_BITS`]: tag,
+    /// sequence, ack and 32 ack bits) in front of the replication payload.
+    pub fn send(
+        &mut self,
+        server: &mut ReplicationServer,
+        now: Duration,
+        max_packets: usize,
+    ) -> Traffic {
+        let mut t = Traffic::default();
+        for _ in 0..max_packets {
+            let seq = PacketSequence(self.sequence);
+            let mut w = BitWriter::with_capacity_bytes(MTU_BYTES);
+            w.write_bits(0, 64);
+            w.write_bits(0, (MAX_HEADER_BITS - 64) as u32);
+            let result = server.write_packet(self.conn, seq, &mut w);
+            if matches!(result, WriteResult::NoData) {
+                break;
+            }
+            self.sequence = self.sequence.wrapping_add(1);
+            t.packets += 1;
+            t.payload_bits += w.position() - MAX_HEADER_BITS;
+            t.wire_bytes += wire_bytes(w.byte_len(), self.netcode_sequence);
+            self.netcode_sequence += 1;
+            if self.defer && self.client.is_some() {
+                self.pending.push((seq, w.to_bytes()));
+            } else if let Some(client) = &mut self.client {
+                let bytes = w.to_bytes();
+                let mut r = BitReader::new(&bytes);
+                r.skip(MAX_HEADER_BITS);
+                // A stream error here would be a bug; convergence checks catch it.
+                let _ = client.read_packet(now, seq, &mut r);
+            }
+            server.process_delivery(self.conn, seq, DeliveryStatus::Delivered);
+            if !matches!(result, WriteResult::HasMoreData) {
+                break;
+            }
+        }
+        t
+    }
+}
+
+/// Mean and 95th percentile of a sample.
+pub fn mean_p95(values: &[f64]) -> (f64, f64) {
+    if values.is_empty() {
+        return (0.0, 0.0);
+    }
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    let mut sorted = values.to_vec();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let idx = ((sorted.len() as f64 * 0.95).ceil() as usize).clamp(1, sorted.len()) - 1;
+    (mean, sorted[idx])
+}
+
+/// The median of a sample (0 when empty).
+pub fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    sorted[sorted.len() / 2]
+}
+
+/// A failed sanity check of a scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SanityError(pub String);
+
+impl std::fmt::Display for SanityError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SanityError {}
+
+/// Returns an error with `msg` unless `cond` holds.
+pub fn ensure(cond: bool, msg: impl FnOnce() -> String) -> Result<(), SanityError> {
+    if cond {
+        Ok(())
+    } else {
+        Err(SanityError(msg()))
+    }
+}
+
+/// A scenario's results: the markdown (tables and notes) and the JSON.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Markdown text (tables and notes).
+    pub markdown: String,
+    /// Machine-readable results.
+    pub json: crate::report::Json,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn netcode_sequence_is_packed_to_its_bytes() {
+        assert_eq!(netcode_sequence_bytes(0), 1);
+        assert_eq!(netcode_sequence_bytes(255), 1);
+        assert_eq!(netcode_sequence_bytes(256), 2);
+        assert_eq!(netcode_sequence_bytes(u64::MAX), 8);
+        assert_eq!(wire_bytes(100, 300), 100 + 17 + 2);
+    }
+
+    #[test]
+    fn baselines_split_at_the_mtu() {
+        let mut seq = 0;
+        assert_eq!(baseline_wire(0, &mut seq), (0, 0));
+        let room = MTU_BYTES - CONNECTION_HEADER_BYTES;
+        let (p, b) = baseline_wire(room + 1, &mut seq);
+        assert_eq!(p, 2);
+        assert_eq!(b, room + 1 + 2 * (CONNECTION_HEADER_BYTES + 18));
+        assert_eq!(seq, 2);
+    }
+
+    #[test]
+    fn s1_small_run_converges_and_beats_the_postcard_model() {
+        let p = s1::S1Params {
+            warmup: 5,
+            ticks: 40,
+            seed: 7,
+        };
+        let r = s1::replicate_run(p, s1::DeltaMode::Off).unwrap().unwrap();
+        assert_eq!(r.converged_objects, 90);
+        let b = s1::baseline_run(p);
+        let (replicate, _) = mean_p95(&r.series.wire);
+        let (replicon, _) = mean_p95(&b.replicon.wire);
+        assert!(
+            replicate > 0.0 && replicate < replicon,
+            "{replicate} vs {replicon}"
+        );
+        // The oracle bounds are below any real encoding, and prediction helps.
+        assert!(b.entropy_first < replicate && b.entropy_second < b.entropy_first);
+    }
+
+    #[test]
+    fn s2_grid_scope_converges_with_fewer_pairs_than_all_in_scope() {
+        let setup = s2::Setup {
+            objects: 600,
+            players: 6,
+            connections: 6,
+            dirty_fraction: 0.1,
+            scope: s2::ScopeMode::All,
+            ticks: 3,
+            seed: 3,
+        };
+        let all = s2::measure(setup).unwrap();
+        assert_eq!(all.converged, 600);
+        assert_eq!(all.pairs, 60.0 * 6.0);
+        assert!(all.payload_bytes > 0.0 && all.payload_bytes < all.baseline_bytes);
+        let grid = s2::measure(s2::Setup {
+            scope: s2::ScopeMode::Grid,
+            ..setup
+        })
+        .unwrap();
+        assert!(grid.converged < 600, "{}", grid.converged);
+        assert!(grid.pairs < all.pairs);
+    }
+
+    #[test]
+    fn percentiles() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(mean_p95(&v), (50.5, 95.0));
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+    }
+}

@@ -1,0 +1,728 @@
+//! S2 "battle royale" — server CPU and scale. 100 connections over an in-memory
+//! lossless link, 10 000 objects (100 players; 9 900 world objects: half NPCs that
+//! move, half pickups that do not), 10% of objects dirty per tick.
+//!
+//! Variants: everything in scope of every connection; the spatial grid filter (cell
+//! 5000, cull distance 50 000) on a 200 000 × 200 000 world, driven through
+//! `ReplicationServer::set_in_scope` by [`GridFilter`] (the interest layer's own wiring
+//! is not in this build); and "crowd" — 100 players in one place, all moving, each
+//! seeing all of them (100 × 100 = 10 000 object × connection updates per tick).
+//!
+//! The timed server tick is: apply the dirty objects' new values (`get_mut`), the scope
+//! update (grid variant), `ReplicationServer::tick` (quantize, hand changes to every
+//! connection), and writing every connection's packets until nothing is left (each
+//! reported delivered). Decoding on connection 0's client, kept for the convergence
+//! check, happens outside the timed part. The hand-rolled baseline is timed on the same
+//! dirty sets: per connection, postcard-serialize every dirty object in scope in full.
+
+use super::{Link, Outcome, SanityError, ensure, median};
+use crate::report::svg::{self, Series};
+use crate::report::{Json, Table, f, peak_rss_bytes, write_file};
+use glam::Vec3;
+use replicate::NetRefHandle;
+use replicate::Replicated;
+use replicate::interest::{GridFilter, GridFilterConfig};
+use replicate::link::SplitMix64;
+use replicate::protocol::ProtocolRegistry;
+use replicate::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
+use replicate::serialize::{AxesConfig, NetSerializer, Vec3AxesSerializer, VectorConfig};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Edge of the world, in world units.
+pub const WORLD_SIZE: f32 = 200_000.0;
+
+/// Positions: 0..200 000 at 1 unit horizontally (18 bits), 0..1000 vertically (10).
+pub const WORLD_POSITION: AxesConfig = AxesConfig {
+    x: VectorConfig::with_precision(0.0, WORLD_SIZE, 1.0),
+    y: VectorConfig::with_precision(0.0, WORLD_SIZE, 1.0),
+    z: VectorConfig::with_precision(0.0, 1000.0, 1.0),
+};
+
+/// A player.
+#[derive(Replicated, Debug, Clone, PartialEq, Default)]
+#[net(name = "bench::BrPlayer")]
+pub struct BrPlayer {
+    /// World position.
+    #[net(serializer = Vec3AxesSerializer, config = WORLD_POSITION)]
+    pub position: Vec3,
+    /// Heading, degrees.
+    #[net(min = -180.0, max = 180.0, bits = 10)]
+    pub yaw: f32,
+    /// 0..=100.
+    #[net(bits = 7)]
+    pub health: u8,
+    /// Weapon slot.
+    #[net(bits = 3)]
+    pub weapon: u8,
+}
+
+/// A moving non-player character.
+#[derive(Replicated, Debug, Clone, PartialEq, Default)]
+#[net(name = "bench::Npc")]
+pub struct Npc {
+    /// World position.
+    #[net(serializer = Vec3AxesSerializer, config = WORLD_POSITION)]
+    pub position: Vec3,
+    /// Heading, degrees.
+    #[net(min = -180.0, max = 180.0, bits = 10)]
+    pub yaw: f32,
+    /// 0..=100.
+    #[net(bits = 7)]
+    pub health: u8,
+}
+
+/// A pickup lying on the ground (never changes).
+#[derive(Replicated, Debug, Clone, PartialEq, Default)]
+#[net(name = "bench::Pickup")]
+pub struct Pickup {
+    /// World position.
+    #[net(serializer = Vec3AxesSerializer, config = WORLD_POSITION)]
+    pub position: Vec3,
+    /// Item kind.
+    #[net(bits = 6)]
+    pub kind: u8,
+    /// Stack size.
+    pub amount: u8,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Player,
+    Npc,
+    Pickup,
+}
+
+/// The server game's view of an object (and what the hand-rolled baseline encodes).
+#[derive(Debug, Clone, Serialize)]
+struct Mirror {
+    position: [f32; 3],
+    yaw: f32,
+    health: u8,
+    extra: u8,
+}
+
+/// How objects are put in scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScopeMode {
+    /// Every object in scope of every connection.
+    All,
+    /// The spatial grid filter around each connection's player.
+    Grid,
+    /// 100 players packed in one place, all moving, all in scope.
+    Crowd,
+}
+
+/// One measured configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct Setup {
+    /// Objects in the world.
+    pub objects: usize,
+    /// Players among them (each connection views from player `c % players`).
+    pub players: usize,
+    /// Connections.
+    pub connections: usize,
+    /// Fraction of objects dirty per tick (drawn from the movers).
+    pub dirty_fraction: f64,
+    /// Scope mode.
+    pub scope: ScopeMode,
+    /// Measured ticks (and as many idle ticks).
+    pub ticks: usize,
+    /// Seed.
+    pub seed: u64,
+}
+
+/// Results of one configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Measured {
+    /// Median timed tick.
+    pub tick_ns: f64,
+    /// Median tick with nothing dirty.
+    pub idle_ns: f64,
+    /// Dirty object × connection pairs per tick (in scope), mean.
+    pub pairs: f64,
+    /// Writer payload bytes per tick, all connections, mean.
+    pub payload_bytes: f64,
+    /// Median hand-rolled baseline time.
+    pub baseline_ns: f64,
+    /// Hand-rolled baseline bytes per tick, all connections, mean.
+    pub baseline_bytes: f64,
+    /// Objects checked equal on connection 0's client.
+    pub converged: usize,
+    /// Peak RSS of the process after this configuration.
+    pub peak_rss: Option<u64>,
+}
+
+impl Measured {
+    /// ns per (dirty object × connection).
+    pub fn ns_per_pair(&self) -> f64 {
+        self.tick_ns / self.pairs.max(1.0)
+    }
+    /// Baseline ns per (dirty object × connection).
+    pub fn baseline_ns_per_pair(&self) -> f64 {
+        self.baseline_ns / self.pairs.max(1.0)
+    }
+    /// Writer bytes per (dirty object × connection).
+    pub fn bytes_per_pair(&self) -> f64 {
+        self.payload_bytes / self.pairs.max(1.0)
+    }
+}
+
+const TICK: Duration = Duration::from_millis(33);
+
+fn update_object(server: &mut ReplicationServer, h: NetRefHandle, kind: Kind, m: &Mirror) {
+    let o = server.objects_mut();
+    let pos = Vec3::from_array(m.position);
+    match kind {
+        Kind::Player => {
+            if let Some(p) = o.get_mut::<BrPlayer>(h) {
+                p.position = pos;
+                p.yaw = m.yaw;
+                p.health = m.health;
+            }
+        }
+        Kind::Npc => {
+            if let Some(p) = o.get_mut::<Npc>(h) {
+                p.position = pos;
+                p.yaw = m.yaw;
+                p.health = m.health;
+            }
+        }
+        Kind::Pickup => {}
+    }
+}
+
+struct ScopeCtx<'a> {
+    handles: &'a [NetRefHandle],
+    players: usize,
+}
+
+impl ScopeCtx<'_> {
+    /// Moves the `moved` objects in the grid, then recomputes every connection's
+    /// visible set around its player and applies the differences with `set_in_scope`.
+    fn update(
+        &self,
+        server: &mut ReplicationServer,
+        mirrors: &[Mirror],
+        scope: &mut [Vec<bool>],
+        moved: &[usize],
+        grid: &mut GridFilter,
+        visible: &mut Vec<u32>,
+    ) {
+        for &i in moved {
+            grid.update_object(i as u32, Vec3::from_array(mirrors[i].position));
+        }
+        let mut fresh = vec![false; mirrors.len()];
+        for (c, current) in scope.iter_mut().enumerate() {
+            let view = Vec3::from_array(mirrors[c % self.players.max(1)].position);
+            visible.clear();
+            grid.visible_objects(view, visible);
+            fresh.iter_mut().for_each(|x| *x = false);
+            for &o in visible.iter() {
+                fresh[o as usize] = true;
+            }
+            for (i, (old, new)) in current.iter_mut().zip(&fresh).enumerate() {
+                if *old != *new {
+                    server.set_in_scope(c as u32, self.handles[i], *new);
+                    *old = *new;
+                }
+            }
+        }
+    }
+}
+
+/// Runs one configuration.
+pub fn measure(s: Setup) -> Result<Measured, SanityError> {
+    let registry = Arc::new(
+        ProtocolRegistry::from_inventory().map_err(|e| SanityError(format!("registry: {e}")))?,
+    );
+    let mut server = ReplicationServer::new(registry.clone(), ReplicationConfig::default());
+    let mut rng = SplitMix64::new(s.seed);
+    let n = s.objects;
+    let players = s.players.min(n);
+    let movers = players + (n - players) / 2;
+    let mut kinds = Vec::with_capacity(n);
+    let mut mirrors = Vec::with_capacity(n);
+    let mut handles = Vec::with_capacity(n);
+    let (lo, span) = match s.scope {
+        ScopeMode::Crowd => (WORLD_SIZE / 2.0 - 1000.0, 2000.0),
+        _ => (0.0, WORLD_SIZE),
+    };
+    for i in 0..n {
+        let kind = if i < players {
+            Kind::Player
+        } else if i < movers {
+            Kind::Npc
+        } else {
+            Kind::Pickup
+        };
+        let m = Mirror {
+            position: [
+                lo + rng.next_f64() as f32 * span,
+                lo + rng.next_f64() as f32 * span,
+                0.0,
+            ],
+            yaw: 0.0,
+            health: 100,
+            extra: (i % 8) as u8,
+        };
+        let pos = Vec3::from_array(m.position);
+        let objects = server.objects_mut();
+        let spawned = match kind {
+            Kind::Player => objects.spawn(BrPlayer {
+                position: pos,
+                health: 100,
+                weapon: m.extra,
+                ..Default::default()
+            }),
+            Kind::Npc => objects.spawn(Npc {
+                position: pos,
+                health: 100,
+                ..Default::default()
+            }),
+            Kind::Pickup => objects.spawn(Pickup {
+                position: pos,
+                kind: m.extra,
+                amount: 1,
+            }),
+        };
+        handles.push(spawned.map_err(|e| SanityError(format!("spawn: {e:?}")))?);
+        kinds.push(kind);
+        mirrors.push(m);
+    }
+    let mut links: Vec<Link> = (0..s.connections)
+        .map(|c| {
+            let conn = server.add_connection();
+            let client = (c == 0)
+                .then(|| ReplicationClient::new(registry.clone(), ReplicationConfig::default()));
+            let mut l = Link::new(conn, client);
+            l.defer = true;
+            l
+        })
+        .collect();
+    // Scope: all in scope by default; the grid variant keeps a per-connection set.
+    let mut grid = GridFilter::new(GridFilterConfig {
+        cell_size: 5000.0,
+        max_cull_distance: 50_000.0,
+    });
+    let grid_mode = s.scope == ScopeMode::Grid;
+    let mut scope: Vec<Vec<bool>> = vec![vec![true; n]; s.connections];
+    let mut visible = Vec::new();
+    if grid_mode {
+        let all: Vec<usize> = (0..n).collect();
+        let ctx = ScopeCtx {
+            handles: &handles,
+            players,
+        };
+        ctx.update(
+            &mut server,
+            &mirrors,
+            &mut scope,
+            &all,
+            &mut grid,
+            &mut visible,
+        );
+    }
+    // Warm-up: send every creation, then a few ordinary ticks.
+    let mut now = Duration::ZERO;
+    now += TICK;
+    server.tick(now);
+    for l in &mut links {
+        l.send(&mut server, now, usize::MAX);
+        l.flush(now);
+    }
+    let dirty_count = ((n as f64 * s.dirty_fraction).round() as usize).min(movers);
+    let mut order: Vec<usize> = (0..movers).collect();
+    let mut pick_dirty = |rng: &mut SplitMix64, count: usize| -> Vec<usize> {
+        for k in 0..count {
+            let j = k + rng.below((movers - k) as u64) as usize;
+            order.swap(k, j);
+        }
+        let mut d = order[..count].to_vec();
+        d.sort_unstable();
+        d
+    };
+    let move_objects = |rng: &mut SplitMix64, mirrors: &mut [Mirror], dirty: &[usize]| {
+        for &i in dirty {
+            let m = &mut mirrors[i];
+            let (slo, shi) = (lo, lo + span);
+            m.position[0] = (m.position[0] + (rng.next_f64() as f32 - 0.5) * 100.0).clamp(slo, shi);
+            m.position[1] = (m.position[1] + (rng.next_f64() as f32 - 0.5) * 100.0).clamp(slo, shi);
+            m.yaw = (rng.next_f64() as f32 - 0.5) * 360.0;
+            if rng.chance(0.05) {
+                m.health = rng.below(101) as u8;
+            }
+        }
+    };
+    let mut out = Measured::default();
+    let (mut tick_times, mut base_times, mut idle_times) = (Vec::new(), Vec::new(), Vec::new());
+    let mut buf: Vec<u8> = Vec::new();
+    let warm = 3;
+    for t in 0..warm + s.ticks * 2 {
+        let idle = t >= warm + s.ticks;
+        let dirty = if idle {
+            Vec::new()
+        } else {
+            pick_dirty(&mut rng, dirty_count)
+        };
+        move_objects(&mut rng, &mut mirrors, &dirty);
+        now += TICK;
+        let start = Instant::now();
+        for &i in &dirty {
+            update_object(&mut server, handles[i], kinds[i], &mirrors[i]);
+        }
+        if grid_mode {
+            let ctx = ScopeCtx {
+                handles: &handles,
+                players,
+            };
+            ctx.update(
+                &mut server,
+                &mirrors,
+                &mut scope,
+                &dirty,
+                &mut grid,
+                &mut visible,
+            );
+        }
+        server.tick(now);
+        let mut payload_bits = 0;
+        for l in &mut links {
+            payload_bits += l.send(&mut server, now, 64).payload_bits;
+        }
+        let elapsed = start.elapsed().as_nanos() as f64;
+        links[0].flush(now);
+        // The hand-rolled baseline on the same dirty set.
+        let start = Instant::now();
+        let mut base_bytes = 0;
+        let mut pairs = 0;
+        for c_scope in &scope {
+            buf.clear();
+            for &i in &dirty {
+                if c_scope[i] {
+                    pairs += 1;
+                    buf.extend_from_slice(&(i as u32).to_le_bytes());
+                    buf = postcard::to_extend(&mirrors[i], std::mem::take(&mut buf))
+                        .unwrap_or_default();
+                }
+            }
+            base_bytes += buf.len();
+        }
+        let base_elapsed = start.elapsed().as_nanos() as f64;
+        if t < warm {
+            continue;
+        }
+        if idle {
+            idle_times.push(elapsed);
+        } else {
+            tick_times.push(elapsed);
+            base_times.push(base_elapsed);
+            out.pairs += pairs as f64 / s.ticks as f64;
+            out.payload_bytes += payload_bits as f64 / 8.0 / s.ticks as f64;
+            out.baseline_bytes += base_bytes as f64 / s.ticks as f64;
+        }
+    }
+    out.tick_ns = median(&tick_times);
+    out.idle_ns = median(&idle_times);
+    out.baseline_ns = median(&base_times);
+    // Convergence on connection 0.
+    let client = links[0]
+        .client
+        .as_ref()
+        .ok_or(SanityError("no client".into()))?;
+    let q = |p: Vec3| Vec3AxesSerializer::quantize(&WORLD_POSITION, &p);
+    let mut in_scope = 0;
+    for i in 0..n {
+        if !scope[0][i] {
+            ensure(!client.contains(handles[i]), || {
+                format!("object {i} out of scope but on the client")
+            })?;
+            continue;
+        }
+        in_scope += 1;
+        let want = q(Vec3::from_array(mirrors[i].position));
+        let got = match kinds[i] {
+            Kind::Player => client.get::<BrPlayer>(handles[i]).map(|o| o.position),
+            Kind::Npc => client.get::<Npc>(handles[i]).map(|o| o.position),
+            Kind::Pickup => client.get::<Pickup>(handles[i]).map(|o| o.position),
+        }
+        .ok_or_else(|| SanityError(format!("object {i} missing on the client")))?;
+        ensure(q(got) == want, || {
+            format!("object {i} differs on the client")
+        })?;
+    }
+    ensure(client.len() == in_scope, || {
+        format!("client holds {} objects, expected {in_scope}", client.len())
+    })?;
+    out.converged = in_scope;
+    out.peak_rss = peak_rss_bytes();
+    Ok(out)
+}
+
+/// Parameters of an S2 run.
+#[derive(Debug, Clone)]
+pub struct S2Params {
+    /// Objects in the main variants.
+    pub objects: usize,
+    /// Connections (and players) in the main variants.
+    pub connections: usize,
+    /// Measured ticks per configuration.
+    pub ticks: usize,
+    /// Object counts of the scale curve.
+    pub scale_objects: Vec<usize>,
+    /// Connections of the object-scale curve.
+    pub scale_objects_connections: usize,
+    /// Connection counts of the scale curve.
+    pub scale_connections: Vec<usize>,
+    /// Objects of the connection-scale curve.
+    pub scale_connections_objects: usize,
+    /// Measured ticks per scale point.
+    pub scale_ticks: usize,
+}
+
+impl S2Params {
+    /// The full scenario.
+    pub fn full() -> Self {
+        Self {
+            objects: 10_000,
+            connections: 100,
+            ticks: 30,
+            scale_objects: vec![1_000, 3_000, 10_000, 30_000, 100_000],
+            scale_objects_connections: 16,
+            scale_connections: vec![1, 4, 16, 64, 256],
+            scale_connections_objects: 10_000,
+            scale_ticks: 15,
+        }
+    }
+
+    /// The CI smoke run: a tiny subset.
+    pub fn quick() -> Self {
+        Self {
+            objects: 2_000,
+            connections: 20,
+            ticks: 5,
+            scale_objects: vec![1_000, 3_000],
+            scale_objects_connections: 4,
+            scale_connections: vec![1, 4, 16],
+            scale_connections_objects: 1_000,
+            scale_ticks: 3,
+        }
+    }
+}
+
+fn ms(ns: f64) -> String {
+    f(ns / 1e6, 2)
+}
+
+fn json_measured(name: &str, s: &Setup, m: &Measured) -> Json {
+    Json::obj(vec![
+        ("variant", Json::str(name)),
+        ("objects", Json::Num(s.objects as f64)),
+        ("connections", Json::Num(s.connections as f64)),
+        ("dirty_fraction", Json::Num(s.dirty_fraction)),
+        ("median_tick_ns", Json::Num(m.tick_ns)),
+        ("idle_tick_ns", Json::Num(m.idle_ns)),
+        ("dirty_pairs_per_tick", Json::Num(m.pairs)),
+        ("ns_per_dirty_pair", Json::Num(m.ns_per_pair())),
+        ("writer_bytes_per_dirty_pair", Json::Num(m.bytes_per_pair())),
+        ("baseline_median_ns", Json::Num(m.baseline_ns)),
+        (
+            "baseline_ns_per_dirty_pair",
+            Json::Num(m.baseline_ns_per_pair()),
+        ),
+        (
+            "baseline_bytes_per_dirty_pair",
+            Json::Num(m.baseline_bytes / m.pairs.max(1.0)),
+        ),
+        ("peak_rss_bytes", Json::opt(m.peak_rss.map(|v| v as f64))),
+        ("converged_objects", Json::Num(m.converged as f64)),
+    ])
+}
+
+/// Runs S2, writes `s2.{md,json}` and `s2-objects.svg` / `s2-connections.svg`.
+pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
+    let base = Setup {
+        objects: p.objects,
+        players: p.connections,
+        connections: p.connections,
+        dirty_fraction: 0.1,
+        scope: ScopeMode::All,
+        ticks: p.ticks,
+        seed: 0x5EED_0002,
+    };
+    let variants = [
+        ("all in scope", base),
+        (
+            "grid filter (cell 5000, cull 50 000)",
+            Setup {
+                scope: ScopeMode::Grid,
+                ..base
+            },
+        ),
+        (
+            "crowd (players only, all moving, all in scope)",
+            Setup {
+                objects: p.connections,
+                dirty_fraction: 1.0,
+                scope: ScopeMode::Crowd,
+                ..base
+            },
+        ),
+    ];
+    let mut table = Table::new(&[
+        "variant",
+        "median tick ms",
+        "dirty obj×conn per tick",
+        "ns per dirty obj×conn",
+        "idle tick ms",
+        "writer B per dirty obj×conn",
+        "hand-rolled postcard: ms / ns per pair / B per pair",
+        "peak RSS MB",
+    ]);
+    let mut json_rows = Vec::new();
+    for (name, setup) in &variants {
+        let m = measure(*setup)?;
+        ensure(m.payload_bytes > 0.0 && m.pairs > 0.0, || {
+            format!("S2 {name}: no traffic")
+        })?;
+        ensure(m.payload_bytes < m.baseline_bytes, || {
+            format!(
+                "S2 {name}: replicate {:.0} B not smaller than postcard {:.0} B",
+                m.payload_bytes, m.baseline_bytes
+            )
+        })?;
+        table.row(vec![
+            name.to_string(),
+            ms(m.tick_ns),
+            f(m.pairs, 0),
+            f(m.ns_per_pair(), 1),
+            ms(m.idle_ns),
+            f(m.bytes_per_pair(), 2),
+            format!(
+                "{} / {} / {}",
+                ms(m.baseline_ns),
+                f(m.baseline_ns_per_pair(), 1),
+                f(m.baseline_bytes / m.pairs.max(1.0), 2)
+            ),
+            m.peak_rss
+                .map_or("—".into(), |b| f(b as f64 / 1048576.0, 0)),
+        ]);
+        json_rows.push(json_measured(name, setup, &m));
+    }
+    // Scale curves (everything in scope).
+    let mut obj_table = Table::new(&[
+        "objects",
+        "connections",
+        "10% dirty: tick ms",
+        "ns per dirty obj×conn",
+        "0% dirty: tick ms",
+    ]);
+    let (mut obj_dirty, mut obj_idle) = (Vec::new(), Vec::new());
+    let mut scale_json = Vec::new();
+    for &objects in &p.scale_objects {
+        let setup = Setup {
+            objects,
+            players: p.scale_objects_connections.min(objects),
+            connections: p.scale_objects_connections,
+            ticks: p.scale_ticks,
+            ..base
+        };
+        let m = measure(setup)?;
+        obj_table.row(vec![
+            objects.to_string(),
+            setup.connections.to_string(),
+            ms(m.tick_ns),
+            f(m.ns_per_pair(), 1),
+            ms(m.idle_ns),
+        ]);
+        obj_dirty.push((objects as f64, m.tick_ns / 1e6));
+        obj_idle.push((objects as f64, m.idle_ns / 1e6));
+        scale_json.push(json_measured("scale objects", &setup, &m));
+    }
+    let mut conn_table = Table::new(&[
+        "connections",
+        "objects",
+        "10% dirty: tick ms",
+        "ns per dirty obj×conn",
+        "0% dirty: tick ms",
+    ]);
+    let (mut conn_dirty, mut conn_idle) = (Vec::new(), Vec::new());
+    for &connections in &p.scale_connections {
+        let setup = Setup {
+            objects: p.scale_connections_objects,
+            players: connections.min(100),
+            connections,
+            ticks: p.scale_ticks,
+            ..base
+        };
+        let m = measure(setup)?;
+        conn_table.row(vec![
+            connections.to_string(),
+            setup.objects.to_string(),
+            ms(m.tick_ns),
+            f(m.ns_per_pair(), 1),
+            ms(m.idle_ns),
+        ]);
+        conn_dirty.push((connections as f64, m.tick_ns / 1e6));
+        conn_idle.push((connections as f64, m.idle_ns / 1e6));
+        scale_json.push(json_measured("scale connections", &setup, &m));
+    }
+    let mut md = format!(
+        "### S2 battle royale — {} objects, {} connections, 10% dirty, {} measured ticks per configuration (medians)\n\n",
+        p.objects, p.connections, p.ticks
+    );
+    md.push_str(&table.markdown());
+    md.push_str(
+        "\nTimed tick: apply dirty values, scope update (grid), quantize, schedule and write every \
+         connection's packets. Peak RSS is the process high-water mark so far (cumulative).\n\n",
+    );
+    md.push_str("Scale with objects (everything in scope):\n\n");
+    md.push_str(&obj_table.markdown());
+    md.push_str("\nScale with connections (everything in scope):\n\n");
+    md.push_str(&conn_table.markdown());
+    let _ = write_file(
+        "s2-objects.svg",
+        &svg::line_chart(
+            "S2: median tick time against objects",
+            "objects",
+            "tick ms",
+            &[
+                Series {
+                    name: "10% dirty".into(),
+                    points: obj_dirty,
+                },
+                Series {
+                    name: "0% dirty".into(),
+                    points: obj_idle,
+                },
+            ],
+        ),
+    );
+    let _ = write_file(
+        "s2-connections.svg",
+        &svg::line_chart(
+            "S2: median tick time against connections",
+            "connections",
+            "tick ms",
+            &[
+                Series {
+                    name: "10% dirty".into(),
+                    points: conn_dirty,
+                },
+                Series {
+                    name: "0% dirty".into(),
+                    points: conn_idle,
+                },
+            ],
+        ),
+    );
+    let json = Json::obj(vec![
+        ("scenario", Json::str("s2")),
+        ("variants", Json::Arr(json_rows)),
+        ("scale", Json::Arr(scale_json)),
+    ]);
+    let _ = write_file("s2.md", &md);
+    let _ = write_file("s2.json", &json.render());
+    Ok(Outcome { markdown: md, json })
+}

@@ -1,0 +1,331 @@
+//! S3 "cubes" — the Gaffer on Games anchor: 901 cubes at 60 Hz (Glenn Fiedler's
+//! *Snapshot Compression* scene), position at 1/512 m in ±256 × ±256 × 0–32 m,
+//! orientation as a smallest-three quaternion. Cubes rest; every second a seeded pusher
+//! sets a random cluster of 50 cubes rolling for a second.
+//!
+//! Reports bits per changed cube and kbps next to his figures: 321 bits raw per cube,
+//! 80 bits quantized, ~55 bits per changed cube with his delta encoding, 256 kbps target.
+
+use super::{Link, Outcome, SanityError, ensure, mean_p95};
+use crate::report::{Json, Table, f, svg, write_file};
+use glam::{Quat, Vec3};
+use replicate::Replicated;
+use replicate::link::SplitMix64;
+use replicate::protocol::ProtocolRegistry;
+use replicate::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
+use replicate::serialize::{AxesConfig, QuatConfig, Vec3AxesSerializer, VectorConfig};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// 1/512 m over ±256 m horizontally (19 bits: 262 145 values) and 0–32 m vertically
+/// (15 bits).
+pub const CUBE_POSITION: AxesConfig = AxesConfig {
+    x: VectorConfig::with_precision(-256.0, 256.0, 1.0 / 512.0),
+    y: VectorConfig::with_precision(-256.0, 256.0, 1.0 / 512.0),
+    z: VectorConfig::with_precision(0.0, 32.0, 1.0 / 512.0),
+};
+
+/// Smallest three at 9 bits per component (2 + 27 = 29 bits), Fiedler's choice.
+pub const CUBE_ORIENTATION: QuatConfig = QuatConfig { bits: 9 };
+
+/// One cube of the scene.
+#[derive(Replicated, Debug, Clone, PartialEq, Default)]
+#[net(name = "bench::Cube")]
+pub struct Cube {
+    /// Centre, 1/512 m.
+    #[net(serializer = Vec3AxesSerializer, config = CUBE_POSITION)]
+    pub position: Vec3,
+    /// Smallest three, 9 bits per component.
+    #[net(config = CUBE_ORIENTATION)]
+    pub orientation: Quat,
+    /// Whether the cube is being pushed (Fiedler's `interacting` bit).
+    pub interacting: bool,
+}
+
+/// Parameters of a run.
+#[derive(Debug, Clone, Copy)]
+pub struct S3Params {
+    /// Simulated seconds measured (after one second of warm-up).
+    pub seconds: usize,
+    /// Pusher seed.
+    pub seed: u64,
+}
+
+impl S3Params {
+    /// The full run: 30 s.
+    pub const FULL: S3Params = S3Params {
+        seconds: 30,
+        seed: 0x5EED_0003,
+    };
+    /// The CI smoke run: 4 s.
+    pub const QUICK: S3Params = S3Params {
+        seconds: 4,
+        seed: 0x5EED_0003,
+    };
+}
+
+/// Number of cubes.
+pub const CUBES: usize = 901;
+/// Cubes pushed per cluster.
+pub const CLUSTER: usize = 50;
+const HZ: usize = 60;
+const HALF: f32 = 0.5;
+
+struct Sim {
+    cubes: Vec<Cube>,
+    velocity: Vec<Vec3>,
+    rolling_until: Vec<usize>,
+    rng: SplitMix64,
+}
+
+impl Sim {
+    fn new(seed: u64) -> Self {
+        let mut rng = SplitMix64::new(seed);
+        // A 31 x 30 grid with 4 m spacing, random resting yaw.
+        let cubes = (0..CUBES)
+            .map(|i| {
+                let (gx, gy) = ((i % 31) as f32, (i / 31) as f32);
+                let yaw = rng.next_f64() as f32 * std::f32::consts::TAU;
+                Cube {
+                    position: Vec3::new((gx - 15.0) * 4.0, (gy - 15.0) * 4.0, HALF),
+                    orientation: Quat::from_rotation_z(yaw),
+                    interacting: false,
+                }
+            })
+            .collect();
+        Self {
+            cubes,
+            velocity: vec![Vec3::ZERO; CUBES],
+            rolling_until: vec![0; CUBES],
+            rng,
+        }
+    }
+
+    fn push_cluster(&mut self, tick: usize) {
+        let centre = self.cubes[self.rng.below(CUBES as u64) as usize].position;
+        let mut order: Vec<usize> = (0..CUBES).collect();
+        order.sort_by(|&a, &b| {
+            let da = self.cubes[a].position.distance_squared(centre);
+            let db = self.cubes[b].position.distance_squared(centre);
+            da.total_cmp(&db).then(a.cmp(&b))
+        });
+        let angle = self.rng.next_f64() as f32 * std::f32::consts::TAU;
+        for &i in &order[..CLUSTER] {
+            let speed = 2.0 + self.rng.next_f64() as f32 * 2.0;
+            let jitter = (self.rng.next_f64() as f32 - 0.5) * 0.6;
+            let a = angle + jitter;
+            self.velocity[i] = Vec3::new(a.cos(), a.sin(), 0.0) * speed;
+            self.rolling_until[i] = tick + HZ;
+            self.cubes[i].interacting = true;
+        }
+    }
+
+    fn step(&mut self, tick: usize) {
+        let dt = 1.0 / HZ as f32;
+        for i in 0..CUBES {
+            if self.rolling_until[i] <= tick {
+                if self.cubes[i].interacting {
+                    // Settle: back on the ground, at rest.
+                    self.cubes[i].interacting = false;
+                    self.cubes[i].position.z = HALF;
+                    self.velocity[i] = Vec3::ZERO;
+                }
+                continue;
+            }
+            let v = self.velocity[i];
+            let c = &mut self.cubes[i];
+            let mut p = c.position + v * dt;
+            p.x = p.x.clamp(-255.0, 255.0);
+            p.y = p.y.clamp(-255.0, 255.0);
+            // Rolling about the horizontal axis perpendicular to the motion.
+            let axis = Vec3::Z.cross(v).normalize_or_zero();
+            let omega = v.length() / HALF;
+            c.orientation = (Quat::from_axis_angle(axis, omega * dt) * c.orientation).normalize();
+            // The centre rises and falls as the cube tips over its edges.
+            let tip = (tick as f32 * omega * dt * 2.0).sin().abs();
+            p.z = HALF + 0.2 * tip;
+            c.position = p;
+        }
+    }
+}
+
+/// Runs S3, writes `s3.{md,json,svg}`.
+pub fn run(p: S3Params) -> Result<Outcome, SanityError> {
+    let registry = Arc::new(
+        ProtocolRegistry::from_inventory().map_err(|e| SanityError(format!("registry: {e}")))?,
+    );
+    let mut server = ReplicationServer::new(registry.clone(), ReplicationConfig::default());
+    let conn = server.add_connection();
+    let mut link = Link::new(
+        conn,
+        Some(ReplicationClient::new(
+            registry,
+            ReplicationConfig::default(),
+        )),
+    );
+    let mut sim = Sim::new(p.seed);
+    let mut handles = Vec::with_capacity(CUBES);
+    for c in &sim.cubes {
+        handles.push(
+            server
+                .objects_mut()
+                .spawn(c.clone())
+                .map_err(|e| SanityError(format!("spawn: {e:?}")))?,
+        );
+    }
+    let quant = |c: &Cube| {
+        let mut s = <Cube as Replicated>::State::default();
+        c.quantize(&mut s);
+        s
+    };
+    let mut prev: Vec<_> = sim.cubes.iter().map(quant).collect();
+    let tick_len = Duration::from_nanos(1_000_000_000 / HZ as u64);
+    let mut now = Duration::ZERO;
+    let warmup = HZ;
+    let total = warmup + p.seconds * HZ;
+    let (mut changed_total, mut payload_bits, mut wire) = (0usize, 0usize, 0usize);
+    let mut kbps_per_tick = Vec::new();
+    for tick in 0..total {
+        if tick >= warmup && (tick - warmup).is_multiple_of(HZ) {
+            sim.push_cluster(tick);
+        }
+        sim.step(tick);
+        let mut changed = 0;
+        for (i, c) in sim.cubes.iter().enumerate() {
+            let q = quant(c);
+            if q != prev[i] {
+                changed += 1;
+                if let Some(o) = server.objects_mut().get_mut::<Cube>(handles[i]) {
+                    o.clone_from(c);
+                }
+                prev[i] = q;
+            }
+        }
+        now += tick_len;
+        server.tick(now);
+        let t = link.send(&mut server, now, 64);
+        if tick >= warmup {
+            changed_total += changed;
+            payload_bits += t.payload_bits;
+            wire += t.wire_bytes;
+            kbps_per_tick.push(t.wire_bytes as f64 * 8.0 * HZ as f64 / 1000.0);
+        }
+    }
+    // Convergence: the client holds every cube with the server's quantized state.
+    let client = link
+        .client
+        .as_ref()
+        .ok_or(SanityError("no client".into()))?;
+    ensure(client.len() == CUBES, || {
+        format!("client holds {} cubes, expected {CUBES}", client.len())
+    })?;
+    for (i, &h) in handles.iter().enumerate() {
+        let c = client
+            .get::<Cube>(h)
+            .ok_or_else(|| SanityError(format!("cube {i} missing")))?;
+        ensure(quant(c) == prev[i], || {
+            format!("cube {i} differs on the client")
+        })?;
+    }
+    ensure(changed_total > 0 && payload_bits > 0, || {
+        "no traffic".into()
+    })?;
+    let measured = (total - warmup) as f64;
+    let bits_per_changed = payload_bits as f64 / changed_total as f64;
+    let wire_bits_per_changed = wire as f64 * 8.0 / changed_total as f64;
+    let kbps = wire as f64 * 8.0 / (measured / HZ as f64) / 1000.0;
+    let payload_kbps = payload_bits as f64 / (measured / HZ as f64) / 1000.0;
+    let (_, p95_kbps) = mean_p95(&kbps_per_tick);
+    let full_bits = 19 * 2 + 15 + 29 + 1;
+    let mut table = Table::new(&["", "bits per changed cube", "kbps"]);
+    table.row(vec![
+        "replicate, payload (object headers, masks, values)".into(),
+        f(bits_per_changed, 1),
+        f(payload_kbps, 0),
+    ]);
+    table.row(vec![
+        "replicate, on the wire (+ connection header + netcode.io)".into(),
+        f(wire_bits_per_changed, 1),
+        format!("{} (p95 tick {})", f(kbps, 0), f(p95_kbps, 0)),
+    ]);
+    table.row(vec![
+        "replicate, one cube's full quantized state".into(),
+        full_bits.to_string(),
+        "—".into(),
+    ]);
+    table.row(vec!["Fiedler: raw".into(), "321".into(), "—".into()]);
+    table.row(vec!["Fiedler: quantized".into(), "80".into(), "—".into()]);
+    table.row(vec![
+        "Fiedler: delta (5.5 index + 26.1 position + 23.3 orientation)".into(),
+        "~55".into(),
+        "256 (target)".into(),
+    ]);
+    let mut md = format!(
+        "### S3 cubes — {CUBES} cubes at {HZ} Hz, {} s measured, a cluster of {CLUSTER} pushed every second\n\n",
+        p.seconds
+    );
+    md.push_str(&table.markdown());
+    md.push_str(&format!(
+        "\n{:.1} changed cubes per tick on average.\n",
+        changed_total as f64 / measured
+    ));
+    let json = Json::obj(vec![
+        ("scenario", Json::str("s3")),
+        ("seconds", Json::Num(p.seconds as f64)),
+        (
+            "changed_cubes_per_tick",
+            Json::Num(changed_total as f64 / measured),
+        ),
+        ("payload_bits_per_changed_cube", Json::Num(bits_per_changed)),
+        (
+            "wire_bits_per_changed_cube",
+            Json::Num(wire_bits_per_changed),
+        ),
+        ("wire_kbps", Json::Num(kbps)),
+        ("payload_kbps", Json::Num(payload_kbps)),
+        ("p95_tick_kbps", Json::Num(p95_kbps)),
+        ("full_state_bits", Json::Num(f64::from(full_bits))),
+        ("fiedler_raw_bits", Json::Num(321.0)),
+        ("fiedler_quantized_bits", Json::Num(80.0)),
+        ("fiedler_delta_bits", Json::Num(55.0)),
+        ("fiedler_target_kbps", Json::Num(256.0)),
+    ]);
+    let bars = vec![
+        ("replicate payload".to_string(), Some(bits_per_changed)),
+        (
+            "replicate on the wire".to_string(),
+            Some(wire_bits_per_changed),
+        ),
+        (
+            "replicate full state".to_string(),
+            Some(f64::from(full_bits)),
+        ),
+        ("Fiedler raw".to_string(), Some(321.0)),
+        ("Fiedler quantized".to_string(), Some(80.0)),
+        ("Fiedler delta".to_string(), Some(55.0)),
+    ];
+    let _ = write_file(
+        "s3.svg",
+        &svg::bar_chart("S3 cubes: bits per changed cube", "bits", &bars),
+    );
+    let _ = write_file("s3.md", &md);
+    let _ = write_file("s3.json", &json.render());
+    Ok(Outcome { markdown: md, json })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use replicate::serialize::{NetSerializer, QuatSerializer};
+
+    #[test]
+    fn position_config_is_exactly_one_512th_metre() {
+        assert_eq!(CUBE_POSITION.x.component_bits(), 19);
+        assert_eq!(CUBE_POSITION.z.component_bits(), 15);
+        let q = Vec3AxesSerializer::quantize(&CUBE_POSITION, &Vec3::new(1.0 / 512.0, -256.0, 0.0));
+        let r = Vec3AxesSerializer::quantize(&CUBE_POSITION, &Vec3::new(0.0, -256.0, 0.0));
+        assert_eq!(q[0] - r[0], 1);
+        assert_eq!(q[1], 0);
+        assert!(QuatSerializer::validate_config(&CUBE_ORIENTATION).is_ok());
+    }
+}
