@@ -95,22 +95,27 @@ pub fn replicate_run(p: S1Params, delta: DeltaMode) -> Option<Result<ReplicateRu
     if delta == DeltaMode::On && !DELTA_AVAILABLE {
         return None;
     }
-    Some(replicate_run_inner(p))
+    Some(replicate_run_inner(p, delta))
 }
 
-fn replicate_run_inner(p: S1Params) -> Result<ReplicateRun, SanityError> {
+/// The replication settings of a variant: the one place the delta switch is set.
+///
+/// When the `delta` layer is merged, `ReplicationConfig` gains `delta:
+/// DeltaSettings { enabled, .. }` (on by default): set `enabled` from `delta` here and
+/// flip [`DELTA_AVAILABLE`], or the "no delta" row silently measures delta.
+pub fn replication_config(delta: DeltaMode) -> ReplicationConfig {
+    let _ = delta;
+    ReplicationConfig::default()
+}
+
+fn replicate_run_inner(p: S1Params, delta: DeltaMode) -> Result<ReplicateRun, SanityError> {
     let registry = Arc::new(
         ProtocolRegistry::from_inventory().map_err(|e| SanityError(format!("registry: {e}")))?,
     );
-    let mut server = ReplicationServer::new(registry.clone(), ReplicationConfig::default());
+    let config = replication_config(delta);
+    let mut server = ReplicationServer::new(registry.clone(), config.clone());
     let conn = server.add_connection();
-    let mut link = Link::new(
-        conn,
-        Some(ReplicationClient::new(
-            registry,
-            ReplicationConfig::default(),
-        )),
-    );
+    let mut link = Link::new(conn, Some(ReplicationClient::new(registry, config)));
     let mut world = ArenaWorld::new(p.seed);
     let spawn_err = |e| SanityError(format!("spawn: {e:?}"));
     let objects = server.objects_mut();
