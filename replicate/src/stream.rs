@@ -346,6 +346,14 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
             // packet's padding).
             return Ok(());
         }
+        if reader.bits_left() < 8 {
+            // Only zero padding left means no stream data; a real header is never all
+            // zero when two or more streams exist, and means "nothing" with one.
+            let mut peek = reader.clone();
+            if peek.read_bits(peek.bits_left() as u32) == 0 {
+                return Ok(());
+            }
+        }
         let got = reader.read_bits(STREAM_COUNT_BITS) as u32 + 1;
         if reader.is_overflown() {
             return Err(StreamError::malformed("manager", "truncated header"));
