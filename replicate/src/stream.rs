@@ -588,6 +588,36 @@ mod tests {
         ));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_subset_of_streams_roundtrips(
+            data in proptest::collection::vec(proptest::option::of(proptest::num::u8::ANY), 1..32),
+            paused in proptest::collection::vec(proptest::bool::ANY, 32),
+        ) {
+            let mut tx = DataStreamManager::<()>::new();
+            let mut rx = DataStreamManager::<()>::new();
+            for (i, d) in data.iter().enumerate() {
+                let name = format!("s{i}");
+                tx.add_stream(probe(&name, d.as_slice())).unwrap();
+                rx.add_stream(probe(&name, &[])).unwrap();
+                if paused[i] {
+                    tx.set_send_status(&name, SendStatus::Pause);
+                }
+            }
+            let mut w = BitWriter::with_capacity_bytes(256);
+            tx.write_packet(&mut (), PacketSequence(0), &mut w);
+            let sent = data.iter().zip(&paused).filter(|(d, p)| d.is_some() && !**p).count();
+            proptest::prop_assert_eq!(w.position(), 5 + data.len() + 8 * sent);
+            let bytes = w.finish().unwrap();
+            rx.read_packet(&mut (), &mut BitReader::new(&bytes)).unwrap();
+            for (i, d) in data.iter().enumerate() {
+                let got = &rx.stream::<Probe>(&format!("s{i}")).unwrap().received;
+                let expect: Vec<u8> = d.iter().copied().filter(|_| !paused[i]).collect();
+                proptest::prop_assert_eq!(got, &expect);
+            }
+        }
+    }
+
     #[test]
     fn ack_only_packets_carry_no_stream_data_and_have_no_record() {
         let mut m = DataStreamManager::<()>::new();
