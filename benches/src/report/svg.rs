@@ -197,8 +197,10 @@ fn fmt_num(v: f64) -> String {
         format!("{v:.0}")
     } else if v.abs() >= 1.0 {
         format!("{v:.1}")
-    } else {
+    } else if v.abs() >= 0.001 {
         format!("{v:.3}")
+    } else {
+        format!("{v:.0e}")
     }
 }
 
