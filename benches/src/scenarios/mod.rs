@@ -15,9 +15,32 @@ pub mod s3;
 use replicate::bits::{BitReader, BitWriter};
 use replicate::connection::{DeliveryStatus, MAX_HEADER_BITS, PacketSequence};
 use replicate::object::ConnectionId;
-use replicate::replication::{ReplicationClient, ReplicationServer};
+use replicate::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
 use replicate::stream::WriteResult;
 use std::time::Duration;
+
+/// Whether replicate sends members as deltas against acked baselines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeltaMode {
+    /// Delta compression on (needs the `delta` layer).
+    On,
+    /// Every changed member in full.
+    Off,
+}
+
+/// Whether this build has the delta-compression layer wired into the writer. Flip to
+/// `true` (and set the switch in [`replication_config`]) when the `delta` branch lands.
+pub const DELTA_AVAILABLE: bool = false;
+
+/// The replication settings of a variant: the one place the delta switch is set.
+///
+/// When the `delta` layer is merged, `ReplicationConfig` gains `delta:
+/// DeltaSettings { enabled, .. }` (on by default): set `enabled` from `delta` here and
+/// flip [`DELTA_AVAILABLE`], or the "no delta" rows silently measure delta.
+pub fn replication_config(delta: DeltaMode) -> ReplicationConfig {
+    let _ = delta;
+    ReplicationConfig::default()
+}
 
 /// Largest packet payload netcode.io carries (`NETCODE_MAX_PAYLOAD_BYTES`): the
 /// connection header plus the replication data must fit in it.

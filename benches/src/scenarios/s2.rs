@@ -15,7 +15,10 @@
 //! check, happens outside the timed part. The hand-rolled baseline is timed on the same
 //! dirty sets: per connection, postcard-serialize every dirty object in scope in full.
 
-use super::{Link, Outcome, SanityError, Stopwatch, ensure, median};
+use super::{
+    DELTA_AVAILABLE, DeltaMode, Link, Outcome, SanityError, Stopwatch, ensure, median,
+    replication_config,
+};
 use crate::report::svg::{self, Series};
 use crate::report::{Json, Table, f, peak_rss_bytes, write_file};
 use glam::Vec3;
@@ -24,7 +27,7 @@ use replicate::Replicated;
 use replicate::interest::{GridFilter, GridFilterConfig};
 use replicate::link::SplitMix64;
 use replicate::protocol::ProtocolRegistry;
-use replicate::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
+use replicate::replication::{ReplicationClient, ReplicationServer};
 use replicate::serialize::{AxesConfig, NetSerializer, Vec3AxesSerializer, VectorConfig};
 use serde::Serialize;
 use std::sync::Arc;
@@ -238,12 +241,22 @@ impl ScopeCtx<'_> {
     }
 }
 
+/// S2 runs the production configuration: delta compression on when the build has it.
+fn s2_delta_mode() -> DeltaMode {
+    if DELTA_AVAILABLE {
+        DeltaMode::On
+    } else {
+        DeltaMode::Off
+    }
+}
+
 /// Runs one configuration.
 pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     let registry = Arc::new(
         ProtocolRegistry::from_inventory().map_err(|e| SanityError(format!("registry: {e}")))?,
     );
-    let mut server = ReplicationServer::new(registry.clone(), ReplicationConfig::default());
+    let config = replication_config(s2_delta_mode());
+    let mut server = ReplicationServer::new(registry.clone(), config.clone());
     let mut rng = SplitMix64::new(s.seed);
     let n = s.objects;
     let players = s.players.min(n);
@@ -300,8 +313,7 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     let mut links: Vec<Link> = (0..s.connections)
         .map(|c| {
             let conn = server.add_connection();
-            let client = (c == 0)
-                .then(|| ReplicationClient::new(registry.clone(), ReplicationConfig::default()));
+            let client = (c == 0).then(|| ReplicationClient::new(registry.clone(), config.clone()));
             let mut l = Link::new(conn, client);
             l.defer = true;
             l
@@ -683,11 +695,12 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         p.objects, p.connections, p.ticks
     );
     md.push_str(&table.markdown());
-    md.push_str(
-        "\nTimes are thread CPU time (the machine is shared; wall medians are in s2.json). \
+    md.push_str(&format!(
+        "\nDelta compression: {}. Times are thread CPU time (the machine is shared; wall medians are in s2.json). \
          Timed tick: apply dirty values, scope update (grid), quantize, schedule and write every \
          connection's packets. Peak RSS is the process high-water mark so far (cumulative).\n\n",
-    );
+        if s2_delta_mode() == DeltaMode::On { "on" } else { "off (not in this build)" }
+    ));
     md.push_str("Scale with objects (everything in scope):\n\n");
     md.push_str(&obj_table.markdown());
     md.push_str("\nScale with connections (everything in scope):\n\n");

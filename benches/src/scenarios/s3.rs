@@ -6,13 +6,15 @@
 //! Reports bits per changed cube and kbps next to his figures: 321 bits raw per cube,
 //! 80 bits quantized, ~55 bits per changed cube with his delta encoding, 256 kbps target.
 
-use super::{Link, Outcome, SanityError, ensure, mean_p95};
+use super::{
+    DELTA_AVAILABLE, DeltaMode, Link, Outcome, SanityError, ensure, mean_p95, replication_config,
+};
 use crate::report::{Json, Table, f, svg, write_file};
 use glam::{Quat, Vec3};
 use replicate::Replicated;
 use replicate::link::SplitMix64;
 use replicate::protocol::ProtocolRegistry;
-use replicate::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
+use replicate::replication::{ReplicationClient, ReplicationServer};
 use replicate::serialize::{AxesConfig, QuatConfig, Vec3AxesSerializer, VectorConfig};
 use std::sync::Arc;
 use std::time::Duration;
@@ -149,20 +151,56 @@ impl Sim {
     }
 }
 
-/// Runs S3, writes `s3.{md,json,svg}`.
-pub fn run(p: S3Params) -> Result<Outcome, SanityError> {
+/// What one replicate run of the scene measured.
+#[derive(Debug, Clone)]
+pub struct CubeStats {
+    /// Measured ticks.
+    pub ticks: usize,
+    /// Changed cubes summed over the measured ticks.
+    pub changed: usize,
+    /// Replication payload bits summed over the measured ticks.
+    pub payload_bits: usize,
+    /// Wire bytes summed over the measured ticks.
+    pub wire_bytes: usize,
+    /// Wire kbps of each measured tick.
+    pub kbps_per_tick: Vec<f64>,
+}
+
+impl CubeStats {
+    /// Payload bits per changed cube.
+    pub fn bits_per_changed(&self) -> f64 {
+        self.payload_bits as f64 / self.changed.max(1) as f64
+    }
+    /// Wire bits per changed cube.
+    pub fn wire_bits_per_changed(&self) -> f64 {
+        self.wire_bytes as f64 * 8.0 / self.changed.max(1) as f64
+    }
+    /// Mean wire kbps.
+    pub fn kbps(&self) -> f64 {
+        self.wire_bytes as f64 * 8.0 / (self.ticks as f64 / HZ as f64) / 1000.0
+    }
+    /// Mean payload kbps.
+    pub fn payload_kbps(&self) -> f64 {
+        self.payload_bits as f64 / (self.ticks as f64 / HZ as f64) / 1000.0
+    }
+}
+
+/// Replicates the scene once; `None` when the delta mode is not available.
+pub fn cubes_run(p: S3Params, delta: DeltaMode) -> Option<Result<CubeStats, SanityError>> {
+    if delta == DeltaMode::On && !DELTA_AVAILABLE {
+        return None;
+    }
+    Some(cubes_run_inner(p, delta))
+}
+
+fn cubes_run_inner(p: S3Params, delta: DeltaMode) -> Result<CubeStats, SanityError> {
     let registry = Arc::new(
         ProtocolRegistry::from_inventory().map_err(|e| SanityError(format!("registry: {e}")))?,
     );
-    let mut server = ReplicationServer::new(registry.clone(), ReplicationConfig::default());
+    let config = replication_config(delta);
+    let mut server = ReplicationServer::new(registry.clone(), config.clone());
     let conn = server.add_connection();
-    let mut link = Link::new(
-        conn,
-        Some(ReplicationClient::new(
-            registry,
-            ReplicationConfig::default(),
-        )),
-    );
+    let mut link = Link::new(conn, Some(ReplicationClient::new(registry, config)));
     let mut sim = Sim::new(p.seed);
     let mut handles = Vec::with_capacity(CUBES);
     for c in &sim.cubes {
@@ -230,24 +268,75 @@ pub fn run(p: S3Params) -> Result<Outcome, SanityError> {
     ensure(changed_total > 0 && payload_bits > 0, || {
         "no traffic".into()
     })?;
-    let measured = (total - warmup) as f64;
-    let bits_per_changed = payload_bits as f64 / changed_total as f64;
-    let wire_bits_per_changed = wire as f64 * 8.0 / changed_total as f64;
-    let kbps = wire as f64 * 8.0 / (measured / HZ as f64) / 1000.0;
-    let payload_kbps = payload_bits as f64 / (measured / HZ as f64) / 1000.0;
-    let (_, p95_kbps) = mean_p95(&kbps_per_tick);
+    Ok(CubeStats {
+        ticks: total - warmup,
+        changed: changed_total,
+        payload_bits,
+        wire_bytes: wire,
+        kbps_per_tick,
+    })
+}
+
+/// Runs S3 (delta on when available, and off), writes `s3.{md,json,svg}`.
+pub fn run(p: S3Params) -> Result<Outcome, SanityError> {
+    let with_delta = cubes_run(p, DeltaMode::On).transpose()?;
+    let without = cubes_run(p, DeltaMode::Off)
+        .ok_or_else(|| SanityError("replicate without delta is always available".into()))??;
     let full_bits = 19 * 2 + 15 + 29 + 1;
     let mut table = Table::new(&["", "bits per changed cube", "kbps"]);
-    table.row(vec![
-        "replicate, payload (object headers, masks, values)".into(),
-        f(bits_per_changed, 1),
-        f(payload_kbps, 0),
-    ]);
-    table.row(vec![
-        "replicate, on the wire (+ connection header + netcode.io)".into(),
-        f(wire_bits_per_changed, 1),
-        format!("{} (p95 tick {})", f(kbps, 0), f(p95_kbps, 0)),
-    ]);
+    let mut bars = Vec::new();
+    let mut json_rows = Vec::new();
+    for (name, stats) in [
+        ("replicate (delta)", with_delta.as_ref()),
+        ("replicate (no delta)", Some(&without)),
+    ] {
+        match stats {
+            Some(st) => {
+                let (_, p95) = mean_p95(&st.kbps_per_tick);
+                table.row(vec![
+                    format!("{name}, payload (object framing, masks, values)"),
+                    f(st.bits_per_changed(), 1),
+                    f(st.payload_kbps(), 0),
+                ]);
+                table.row(vec![
+                    format!("{name}, on the wire (+ connection header + netcode.io)"),
+                    f(st.wire_bits_per_changed(), 1),
+                    format!("{} (p95 tick {})", f(st.kbps(), 0), f(p95, 0)),
+                ]);
+                bars.push((format!("{name} payload"), Some(st.bits_per_changed())));
+                bars.push((
+                    format!("{name} on the wire"),
+                    Some(st.wire_bits_per_changed()),
+                ));
+                json_rows.push(Json::obj(vec![
+                    ("variant", Json::str(name)),
+                    (
+                        "changed_cubes_per_tick",
+                        Json::Num(st.changed as f64 / st.ticks as f64),
+                    ),
+                    (
+                        "payload_bits_per_changed_cube",
+                        Json::Num(st.bits_per_changed()),
+                    ),
+                    (
+                        "wire_bits_per_changed_cube",
+                        Json::Num(st.wire_bits_per_changed()),
+                    ),
+                    ("wire_kbps", Json::Num(st.kbps())),
+                    ("payload_kbps", Json::Num(st.payload_kbps())),
+                    ("p95_tick_wire_kbps", Json::Num(p95)),
+                ]));
+            }
+            None => {
+                table.row(vec![format!("{name}"), "pending".into(), "pending".into()]);
+                bars.push((name.to_string(), None));
+                json_rows.push(Json::obj(vec![
+                    ("variant", Json::str(name)),
+                    ("pending", Json::Bool(true)),
+                ]));
+            }
+        }
+    }
     table.row(vec![
         "replicate, one cube's full quantized state".into(),
         full_bits.to_string(),
@@ -260,50 +349,35 @@ pub fn run(p: S3Params) -> Result<Outcome, SanityError> {
         "~55".into(),
         "256 (target)".into(),
     ]);
+    bars.push((
+        "replicate full state".to_string(),
+        Some(f64::from(full_bits)),
+    ));
+    bars.push(("Fiedler raw".to_string(), Some(321.0)));
+    bars.push(("Fiedler quantized".to_string(), Some(80.0)));
+    bars.push(("Fiedler delta".to_string(), Some(55.0)));
     let mut md = format!(
         "### S3 cubes — {CUBES} cubes at {HZ} Hz, {} s measured, a cluster of {CLUSTER} pushed every second\n\n",
         p.seconds
     );
     md.push_str(&table.markdown());
     md.push_str(&format!(
-        "\n{:.1} changed cubes per tick on average.\n",
-        changed_total as f64 / measured
+        "\n{:.1} changed cubes per tick on average; every cube on the client equals the server's quantized state at the end.\n",
+        without.changed as f64 / without.ticks as f64
     ));
+    if with_delta.is_none() {
+        md.push_str("\nThe delta rows are pending: delta compression is not in this build yet.\n");
+    }
     let json = Json::obj(vec![
         ("scenario", Json::str("s3")),
         ("seconds", Json::Num(p.seconds as f64)),
-        (
-            "changed_cubes_per_tick",
-            Json::Num(changed_total as f64 / measured),
-        ),
-        ("payload_bits_per_changed_cube", Json::Num(bits_per_changed)),
-        (
-            "wire_bits_per_changed_cube",
-            Json::Num(wire_bits_per_changed),
-        ),
-        ("wire_kbps", Json::Num(kbps)),
-        ("payload_kbps", Json::Num(payload_kbps)),
-        ("p95_tick_kbps", Json::Num(p95_kbps)),
+        ("variants", Json::Arr(json_rows)),
         ("full_state_bits", Json::Num(f64::from(full_bits))),
         ("fiedler_raw_bits", Json::Num(321.0)),
         ("fiedler_quantized_bits", Json::Num(80.0)),
         ("fiedler_delta_bits", Json::Num(55.0)),
         ("fiedler_target_kbps", Json::Num(256.0)),
     ]);
-    let bars = vec![
-        ("replicate payload".to_string(), Some(bits_per_changed)),
-        (
-            "replicate on the wire".to_string(),
-            Some(wire_bits_per_changed),
-        ),
-        (
-            "replicate full state".to_string(),
-            Some(f64::from(full_bits)),
-        ),
-        ("Fiedler raw".to_string(), Some(321.0)),
-        ("Fiedler quantized".to_string(), Some(80.0)),
-        ("Fiedler delta".to_string(), Some(55.0)),
-    ];
     let _ = write_file(
         "s3.svg",
         &svg::bar_chart("S3 cubes: bits per changed cube", "bits", &bars),
