@@ -99,6 +99,10 @@ pub struct BaselineStats {
     pub baselines_created: u64,
     /// Baselines created in the current frame (Iris's `CreatedBaselineCount`).
     pub created_this_frame: u32,
+    /// Batches planned against an acknowledged baseline (delta path).
+    pub delta_batches: u64,
+    /// Batches of delta-enabled objects planned without a baseline (full path).
+    pub full_batches: u64,
 }
 
 struct StateInfo {
@@ -214,6 +218,14 @@ impl BaselineStorage {
     /// Counters.
     pub fn stats(&self) -> &BaselineStats {
         &self.stats
+    }
+
+    pub(crate) fn count_batch(&mut self, delta: bool) {
+        if delta {
+            self.stats.delta_batches += 1;
+        } else {
+            self.stats.full_batches += 1;
+        }
     }
 
     /// Snapshots alive (reserved or committed).

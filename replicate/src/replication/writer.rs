@@ -326,6 +326,7 @@ impl ReplicationWriter {
             && st.may_create(index, entry.handle(), first))
         .then_some(slot);
         let default = st.default_state(entry.protocol(), new_state);
+        st.count_batch(reference.is_some());
         if nominate.is_some() {
             // The client builds the new baseline from the reference and this batch:
             // carry every allowed member that differs from the reference.
