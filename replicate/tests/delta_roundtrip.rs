@@ -146,8 +146,51 @@ proptest! {
     }
 }
 
+#[derive(Replicated, Debug, Clone, Default, PartialEq)]
+#[net(
+    crate = "replicate",
+    name = "delta::Plain",
+    delta = false,
+    register = false
+)]
+struct Plain {
+    n: u32,
+}
+
 fn registry() -> Arc<ProtocolRegistry> {
-    Arc::new(ProtocolRegistry::from_registrations([Registration::of::<Thing>()]).unwrap())
+    Arc::new(
+        ProtocolRegistry::from_registrations([
+            Registration::of::<Thing>(),
+            Registration::of::<Plain>(),
+        ])
+        .unwrap(),
+    )
+}
+
+fn baselines_of(server: &ReplicationServer, conn: u32, h: replicate::NetRefHandle) -> usize {
+    let i = server.objects().index_of(h).unwrap();
+    server.writer(conn).unwrap().baselines().count(i)
+}
+
+#[test]
+fn container_attribute_turns_delta_off_and_run_time_override_turns_it_on() {
+    assert!(!<Plain as Replicated>::descriptor().delta_compression);
+    assert!(<Thing as Replicated>::descriptor().delta_compression);
+    let mut server = ReplicationServer::new(registry(), ReplicationConfig::default());
+    let conn = server.add_connection();
+    let plain = server.objects_mut().spawn(Plain { n: 1 }).unwrap();
+    let thing = server.objects_mut().spawn(Thing::default()).unwrap();
+    server.tick(Duration::from_millis(33));
+    let mut w = BitWriter::with_capacity_bytes(1200);
+    server.write_packet(conn, PacketSequence(1), &mut w);
+    assert_eq!(baselines_of(&server, conn, plain), 0);
+    assert_eq!(baselines_of(&server, conn, thing), 1);
+    assert!(server.set_type_delta_compression::<Plain>(true));
+    server.objects_mut().get_mut::<Plain>(plain).unwrap().n = 2;
+    server.tick(Duration::from_millis(66));
+    let mut w = BitWriter::with_capacity_bytes(1200);
+    server.write_packet(conn, PacketSequence(2), &mut w);
+    assert_eq!(baselines_of(&server, conn, plain), 1);
 }
 
 proptest! {

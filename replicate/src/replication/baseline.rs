@@ -686,6 +686,7 @@ pub(crate) fn read_delta_body(
     seq: u64,
     r: &mut BitReader,
 ) -> Result<Option<DeltaBody>, ObjectReadError> {
+    let _span = tracing::trace_span!("DeltaCompressed").entered();
     let index = r.read_bits(BASELINE_INDEX_BITS) as u8;
     bits_error(r)?;
     if index > INVALID_BASELINE_INDEX {
