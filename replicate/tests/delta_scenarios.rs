@@ -414,3 +414,52 @@ fn a_batch_naming_a_missing_baseline_breaks_that_object_only() {
     )));
     assert!(m.client.world().is_broken(h));
 }
+
+#[test]
+fn a_packet_in_flight_during_an_invalidation_still_decodes() {
+    // Throttled: no nomination rides on the delta batches below.
+    let mut m = Manual::with_config(config(1000));
+    let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();
+    let i = index(&m.server, h);
+    m.round_trip();
+    m.round_trip();
+    let acked = m
+        .server
+        .writer(m.conn)
+        .unwrap()
+        .info(i)
+        .unwrap()
+        .last_acked_baseline();
+    assert!(acked < 2);
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x = 5;
+    let (late_seq, late) = m.tick_and_write();
+    // A condition change releases the baselines; the next batch takes the full path
+    // and nominates the slot the packet in flight does not reference.
+    m.server.invalidate_baselines(m.conn, h);
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().y = 6;
+    let (seq, bytes) = m.tick_and_write();
+    assert_eq!(
+        m.server
+            .writer(m.conn)
+            .unwrap()
+            .info(i)
+            .unwrap()
+            .pending_baseline(),
+        1 - acked
+    );
+    m.deliver_to_client(&bytes);
+    m.ack(seq, DeliveryStatus::Delivered);
+    // The older packet arrives last (reordered) and still decodes.
+    m.deliver_to_client(&late);
+    m.ack(late_seq, DeliveryStatus::Delivered);
+    assert!(
+        m.client
+            .drain_events()
+            .iter()
+            .all(|e| !matches!(e, ReplicationEvent::ObjectError { .. }))
+    );
+    assert_eq!(m.client.world().stats().stale_batches, 0);
+    let p = m.client.get::<Pawn>(h).unwrap();
+    assert_eq!((p.x, p.y), (5, 6));
+    assert!(same_state(&m.server, &m.client, h));
+}

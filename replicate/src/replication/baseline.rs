@@ -424,6 +424,10 @@ struct ObjectBaselines {
 #[derive(Debug, Default)]
 pub struct ConnectionBaselines {
     objects: HashMap<InternalIndex, ObjectBaselines>,
+    /// The slot each object's last delta batch referenced: a full-path nomination
+    /// (after an invalidation) goes in the other one, so packets still in flight that
+    /// reference it decode against the content they were written for.
+    last_reference: HashMap<InternalIndex, u8>,
 }
 
 /// What a packet's fate did to an object's baselines.
@@ -445,6 +449,24 @@ impl ConnectionBaselines {
             .slots
             .get(index as usize)?
             .as_ref()
+    }
+
+    /// Remembers the slot a delta batch of `object` referenced.
+    pub fn note_reference(&mut self, object: InternalIndex, index: u8) {
+        self.last_reference.insert(object, index);
+    }
+
+    /// The slot a full-path nomination of `object` uses: the one its last delta batch
+    /// did not reference (0 for an object never delta-encoded).
+    pub fn full_path_slot(&self, object: InternalIndex) -> u8 {
+        self.last_reference
+            .get(&object)
+            .map_or(0, |k| (k + 1) % MAX_BASELINE_COUNT)
+    }
+
+    /// Forgets an object (it leaves the remote): the next nomination starts at slot 0.
+    pub fn forget(&mut self, object: InternalIndex) {
+        self.last_reference.remove(&object);
     }
 
     /// Number of live slots of an object (at most 2).
@@ -523,6 +545,7 @@ impl ConnectionBaselines {
 
     /// Releases everything (the connection goes away).
     pub fn release_all(&mut self, storage: &mut BaselineStorage) {
+        self.last_reference.clear();
         for (_, o) in self.objects.drain() {
             for s in o.slots.into_iter().flatten() {
                 storage.release(s.snapshot);

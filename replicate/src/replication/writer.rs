@@ -318,8 +318,11 @@ impl ReplicationWriter {
             }
         }
         let slot = match &reference {
-            Some((k, _)) => (k + 1) % MAX_BASELINE_COUNT,
-            None => 0,
+            Some((k, _)) => {
+                self.baselines.note_reference(index, *k);
+                (k + 1) % MAX_BASELINE_COUNT
+            }
+            None => self.baselines.full_path_slot(index),
         };
         let first = self.baselines.count(index) == 0;
         let nominate = (self.baselines.pending(index).is_none()
@@ -578,6 +581,7 @@ impl ReplicationWriter {
 
     fn release(&mut self, table: &mut ObjectTable, index: InternalIndex) {
         self.drop_baselines(index);
+        self.baselines.forget(index);
         let Some(info) = self.infos.get_mut(index as usize) else {
             return;
         };
@@ -605,6 +609,7 @@ impl ReplicationWriter {
     ) {
         // The remote loses the object (and its stored baselines) or keeps a final state.
         self.drop_baselines(index);
+        self.baselines.forget(index);
         let Some(info) = self.infos.get_mut(index as usize) else {
             return;
         };
