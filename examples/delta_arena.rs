@@ -26,11 +26,12 @@ struct Run {
     full_batches: u64,
 }
 
-fn run(delta: bool, warmup: usize, ticks: usize) -> Run {
+fn run(delta: bool, min_frames: u32, warmup: usize, ticks: usize) -> Run {
     let registry = Arc::new(ProtocolRegistry::from_inventory().expect("registry"));
     let config = ReplicationConfig {
         delta: DeltaSettings {
             enabled: delta,
+            min_frames_between_baselines: min_frames,
             ..DeltaSettings::default()
         },
         ..ReplicationConfig::default()
@@ -126,21 +127,28 @@ fn run(delta: bool, warmup: usize, ticks: usize) -> Run {
 }
 
 fn main() {
-    let off = run(false, 60, 900);
-    let on = run(true, 60, 900);
+    let off = run(false, 60, 60, 900);
+    let on = run(true, 60, 60, 900);
+    let on30 = run(true, 30, 60, 900);
+    let on120 = run(true, 120, 60, 900);
     println!("S1 arena, 30 Hz, 60 warm-up + 900 measured ticks, replication bytes per tick");
     println!(
-        "{:<10} {:>10} {:>8} {:>8} {:>11}",
+        "{:<14} {:>10} {:>8} {:>8} {:>11}",
         "delta", "mean", "p95", "max", "mismatches"
     );
-    for (name, r) in [("off", &off), ("on", &on)] {
+    for (name, r) in [
+        ("off", &off),
+        ("on (60)", &on),
+        ("on (30)", &on30),
+        ("on (120)", &on120),
+    ] {
         println!(
-            "{:<10} {:>10.1} {:>8} {:>8} {:>11}",
+            "{:<14} {:>10.1} {:>8} {:>8} {:>11}",
             name, r.mean, r.p95, r.max, r.mismatches
         );
     }
     println!(
-        "delta on: {} batches against a baseline, {} full; saving {:.1}%",
+        "delta on (60): {} batches against a baseline, {} full; saving {:.1}%",
         on.delta_batches,
         on.full_batches,
         100.0 * (1.0 - on.mean / off.mean)
