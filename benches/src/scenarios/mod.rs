@@ -15,7 +15,9 @@ pub mod s3;
 use replicate::bits::{BitReader, BitWriter};
 use replicate::connection::{DeliveryStatus, MAX_HEADER_BITS, PacketSequence};
 use replicate::object::ConnectionId;
-use replicate::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
+use replicate::replication::{
+    DeltaSettings, ReplicationClient, ReplicationConfig, ReplicationServer,
+};
 use replicate::stream::WriteResult;
 use std::time::Duration;
 
@@ -28,18 +30,21 @@ pub enum DeltaMode {
     Off,
 }
 
-/// Whether this build has the delta-compression layer wired into the writer. Flip to
-/// `true` (and set the switch in [`replication_config`]) when the `delta` branch lands.
-pub const DELTA_AVAILABLE: bool = false;
+/// Whether this build has the delta-compression layer wired into the writer (it has,
+/// since the `delta` branch landed; the switch is [`replication_config`]).
+pub const DELTA_AVAILABLE: bool = true;
 
-/// The replication settings of a variant: the one place the delta switch is set.
-///
-/// When the `delta` layer is merged, `ReplicationConfig` gains `delta:
-/// DeltaSettings { enabled, .. }` (on by default): set `enabled` from `delta` here and
-/// flip [`DELTA_AVAILABLE`], or the "no delta" rows silently measure delta.
+/// The replication settings of a variant: the one place the delta switch is set
+/// (`ReplicationConfig::delta.enabled`, on by default; per-type `#[net(delta = ..)]`
+/// defaults stay as declared).
 pub fn replication_config(delta: DeltaMode) -> ReplicationConfig {
-    let _ = delta;
-    ReplicationConfig::default()
+    ReplicationConfig {
+        delta: DeltaSettings {
+            enabled: delta == DeltaMode::On,
+            ..DeltaSettings::default()
+        },
+        ..ReplicationConfig::default()
+    }
 }
 
 /// Largest packet payload netcode.io carries (`NETCODE_MAX_PAYLOAD_BYTES`): the
@@ -334,6 +339,10 @@ mod tests {
         };
         let r = s1::replicate_run(p, s1::DeltaMode::Off).unwrap().unwrap();
         assert_eq!(r.converged_objects, 90);
+        // The switch works both ways: delta on converges too and sends fewer bytes.
+        let d = s1::replicate_run(p, s1::DeltaMode::On).unwrap().unwrap();
+        assert_eq!(d.converged_objects, 90);
+        assert!(mean_p95(&d.series.wire).0 < mean_p95(&r.series.wire).0);
         let b = s1::baseline_run(p);
         let (replicate, _) = mean_p95(&r.series.wire);
         let (replicon, _) = mean_p95(&b.replicon.wire);

@@ -3,8 +3,8 @@
 //! 900 measured ticks after 60 warm-up ticks, everything in scope.
 //!
 //! Variants, measured in the same run from the same seeded motion:
-//! 1. replicate with delta compression against acked baselines (pending until the
-//!    `delta` layer lands; [`DeltaMode::On`] is the switch);
+//! 1. replicate with delta compression against acked baselines ([`DeltaMode::On`];
+//!    the row reads "pending" in a build without the `delta` layer);
 //! 2. replicate without delta compression;
 //! 3. the bevy_replicon model: each entity with any change sends its changed
 //!    components in full, postcard-encoded `f32`s, with an entity id;
