@@ -364,6 +364,7 @@ mod tests {
             scope: s2::ScopeMode::All,
             ticks: 3,
             seed: 3,
+            delta: DeltaMode::On,
         };
         let all = s2::measure(setup).unwrap();
         assert_eq!(all.converged, 600);

@@ -134,6 +134,8 @@ pub struct Setup {
     pub ticks: usize,
     /// Seed.
     pub seed: u64,
+    /// Delta compression (the production setting is on when the build has it).
+    pub delta: DeltaMode,
 }
 
 /// Results of one configuration.
@@ -255,7 +257,7 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     let registry = Arc::new(
         ProtocolRegistry::from_inventory().map_err(|e| SanityError(format!("registry: {e}")))?,
     );
-    let config = replication_config(s2_delta_mode());
+    let config = replication_config(s.delta);
     let mut server = ReplicationServer::new(registry.clone(), config.clone());
     let mut rng = SplitMix64::new(s.seed);
     let n = s.objects;
@@ -542,6 +544,7 @@ fn json_measured(name: &str, s: &Setup, m: &Measured) -> Json {
         ("objects", Json::Num(s.objects as f64)),
         ("connections", Json::Num(s.connections as f64)),
         ("dirty_fraction", Json::Num(s.dirty_fraction)),
+        ("delta", Json::Bool(s.delta == DeltaMode::On)),
         ("median_tick_cpu_ns", Json::Num(m.tick_ns)),
         ("median_tick_wall_ns", Json::Num(m.tick_wall_ns)),
         ("idle_tick_ns", Json::Num(m.idle_ns)),
@@ -572,6 +575,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         scope: ScopeMode::All,
         ticks: p.ticks,
         seed: 0x5EED_0002,
+        delta: s2_delta_mode(),
     };
     let variants = [
         ("all in scope", base),
@@ -579,6 +583,13 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
             "grid filter (cell 5000, cull 50 000)",
             Setup {
                 scope: ScopeMode::Grid,
+                ..base
+            },
+        ),
+        (
+            "all in scope, delta off",
+            Setup {
+                delta: DeltaMode::Off,
                 ..base
             },
         ),
@@ -696,7 +707,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
     );
     md.push_str(&table.markdown());
     md.push_str(&format!(
-        "\nDelta compression: {}. Times are thread CPU time (the machine is shared; wall medians are in s2.json). \
+        "\nDelta compression: {} (except the \"delta off\" row). Times are thread CPU time (the machine is shared; wall medians are in s2.json). \
          Timed tick: apply dirty values, scope update (grid), quantize, schedule and write every \
          connection's packets. Peak RSS is the process high-water mark so far (cumulative).\n\n",
         if s2_delta_mode() == DeltaMode::On { "on" } else { "off (not in this build)" }
