@@ -72,7 +72,7 @@ const FILL_TARGET: usize = 64;
 /// The channel configuration of the huge-object stream for `config`.
 pub fn huge_channel_config(config: &AttachmentConfig) -> ChannelConfig {
     let mut c = ChannelConfig::new(DeliveryMode::ReliableOrdered);
-    c.max_message_bits = config.split.max_part_bits.min(u16::MAX as u32) + 64;
+    c.max_message_bits = config.split.max_part_bits.min(u16::MAX as u32) + 128;
     c.window = 1024;
     c.max_queued = 1024;
     c.max_buffered_bits = c.max_message_bits as u64 * 1024;
