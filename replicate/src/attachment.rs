@@ -322,6 +322,8 @@ fn object_gate(writer: &ReplicationWriter, table: &ObjectTable, handle: NetRefHa
     match writer.object_state(index) {
         S::Created => Gate::Send,
         S::PendingCreate | S::WaitOnCreateConfirmation | S::HugeObject => Gate::Hold,
+        // Spawned since the last tick: the writer decides on its scope at the next one.
+        S::Invalid if table.tick_created().contains(&index) => Gate::Hold,
         _ => Gate::Drop,
     }
 }
