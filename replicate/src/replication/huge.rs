@@ -851,9 +851,11 @@ mod tests {
 
     #[test]
     fn receiver_limits_transfers_and_memory() {
-        let mut config = AttachmentConfig::default();
-        config.max_huge_in_transit = 2;
-        config.max_huge_receive_bits = 10 * 1024;
+        let config = AttachmentConfig {
+            max_huge_in_transit: 2,
+            max_huge_receive_bits: 10 * 1024,
+            ..AttachmentConfig::default()
+        };
         let mut rx = HugeObjectReceiver::new(&config);
         let first = |count| PartialBlob {
             part_index: 0,
