@@ -54,6 +54,49 @@
 //! [`send_object_message`](ReplicationClient::send_object_message),
 //! [`drain_messages`](ReplicationClient::drain_messages).
 //!
+//! ```
+//! use replicate::Replicated;
+//! use replicate::bits::{BitReader, BitWriter};
+//! use replicate::blob::DeliveryMode;
+//! use replicate::connection::{DeliveryStatus, PacketSequence};
+//! use replicate::protocol::ProtocolRegistry;
+//! use replicate::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! #[derive(Replicated, Debug, Clone, Default, PartialEq)]
+//! struct Chat {
+//!     #[net(max_len = 64)]
+//!     text: String,
+//! }
+//!
+//! let registry = Arc::new(ProtocolRegistry::from_inventory().unwrap());
+//! let mut server = ReplicationServer::new(registry.clone(), ReplicationConfig::default());
+//! let mut client = ReplicationClient::new(registry, ReplicationConfig::default());
+//! let conn = server.add_connection();
+//!
+//! server.send_message(conn, &Chat { text: "welcome".into() }, DeliveryMode::ReliableOrdered).unwrap();
+//! server.tick(Duration::ZERO);
+//! let mut w = BitWriter::with_capacity_bytes(1200);
+//! server.write_packet(conn, PacketSequence(0), &mut w);
+//! let bytes = w.finish().unwrap();
+//! client.read_packet(Duration::ZERO, PacketSequence(0), &mut BitReader::new(&bytes)).unwrap();
+//! server.process_delivery(conn, PacketSequence(0), DeliveryStatus::Delivered);
+//!
+//! let got = client.drain_messages();
+//! assert_eq!(got[0].get::<Chat>().unwrap().text, "welcome");
+//!
+//! // And back: the server validates before game code sees it.
+//! client.send_message(&Chat { text: "hi".into() }, DeliveryMode::Unreliable).unwrap();
+//! let mut w = BitWriter::with_capacity_bytes(1200);
+//! client.write_packet(PacketSequence(0), &mut w);
+//! let bytes = w.finish().unwrap();
+//! server.read_packet(conn, &mut BitReader::new(&bytes)).unwrap();
+//! let msg = server.drain_messages(conn).remove(0);
+//! assert_eq!(msg.from, Some(conn));
+//! assert_eq!(msg.take::<Chat>().unwrap().text, "hi");
+//! ```
+//!
 //! Ordering with state: on the receiving side the message stream is read after the
 //! replication stream of the same packet, so a packet's state is applied before its
 //! messages are queued for game code.
