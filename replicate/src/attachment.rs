@@ -133,6 +133,10 @@ pub struct AttachmentConfig {
     pub max_huge_in_transit: usize,
     /// Most bits a client reserves for partly assembled huge objects (default 16 MiB).
     pub max_huge_receive_bits: u64,
+    /// Share of each packet the replication writer leaves to huge-object parts while
+    /// some wait to be sent (default 0.25, at most 0.9), so a busy world cannot starve
+    /// them (0 turns the reservation off: parts then get what the writer leaves).
+    pub huge_packet_share: f32,
     /// Largest message in bits (default 8 KiB).
     pub max_message_bits: u32,
     /// Most messages queued per channel on the sender (default 4096).
@@ -151,6 +155,7 @@ impl Default for AttachmentConfig {
             split: SplitConfig::default(),
             max_huge_in_transit: 16,
             max_huge_receive_bits: 16 * 1024 * 1024 * 8,
+            huge_packet_share: 0.25,
             max_message_bits: 8192 * 8,
             max_queued_messages: 4096,
             max_received_messages: 4096,

@@ -194,3 +194,37 @@ fn destroying_an_object_in_flight_cancels_its_transfer_on_both_ends() {
         "the destroyed object was released"
     );
 }
+
+#[test]
+fn a_busy_world_does_not_starve_huge_objects() {
+    let run = |share: f32| {
+        let mut config = ReplicationConfig::default();
+        config.attachments.huge_packet_share = share;
+        let mut sim = Sim::new(13, LinkConditioner::lan(), config);
+        sim.packets_per_tick = 1;
+        let doors: Vec<_> = (0..400)
+            .map(|_| sim.server.objects_mut().spawn(Door::default()).unwrap())
+            .collect();
+        let big = sim
+            .server
+            .objects_mut()
+            .spawn(Blobby {
+                id: 1,
+                data: bytes(4, 10_000),
+            })
+            .unwrap();
+        for step in 0..400u32 {
+            for d in &doors {
+                sim.server.objects_mut().get_mut::<Door>(*d).unwrap().code = step;
+            }
+            sim.step(Duration::from_millis(16));
+            if sim.peers[0].client.contains(big) {
+                return Some(step);
+            }
+        }
+        None
+    };
+    assert!(run(0.0).is_none(), "without a share the parts starve");
+    let steps = run(0.25).expect("with the default share the object arrives");
+    assert!(steps < 200, "{steps}");
+}

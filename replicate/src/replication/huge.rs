@@ -138,6 +138,7 @@ enum Finished {
 pub struct HugeSendQueue {
     split: SplitConfig,
     max_in_transit: usize,
+    packet_share: f32,
     channel: ChannelSender,
     waiting: VecDeque<Transfer>,
     active: Vec<Transfer>,
@@ -174,6 +175,7 @@ impl HugeSendQueue {
         Self {
             split: config.split,
             max_in_transit: config.max_huge_in_transit.max(1),
+            packet_share: config.huge_packet_share,
             channel: ChannelSender::new(huge_channel_config(config)),
             waiting: VecDeque::new(),
             active: Vec::new(),
@@ -414,6 +416,21 @@ impl ReplicationWriter {
     /// parked in `HugeObject` and never sent.
     pub fn set_huge_queue(&mut self, queue: SharedHugeQueue) {
         self.huge.queue = Some(queue);
+    }
+
+    /// Bits of a packet with `bits_left` free that the writer leaves to the huge-object
+    /// stream: `huge_packet_share` of it while parts wait to be sent, else 0.
+    pub(super) fn huge_reserve_bits(&self, bits_left: usize) -> usize {
+        let Some(queue) = self.huge.queue.as_ref() else {
+            return 0;
+        };
+        let q = lock(queue);
+        let busy = q.channel.waiting() > 0 || q.active.iter().any(|t| !t.parts.is_empty());
+        if !busy {
+            return 0;
+        }
+        let share = q.packet_share.clamp(0.0, 0.9) as f64;
+        (bits_left as f64 * share) as usize
     }
 
     /// Exchanges with the huge-object queue before a packet: confirms finished

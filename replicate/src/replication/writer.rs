@@ -1116,7 +1116,15 @@ impl DataStream<ObjectTable> for ReplicationWriter {
     }
 
     fn write_data(&mut self, ctx: &mut ObjectTable, writer: &mut BitWriter) -> WriteResult {
-        self.write(ctx, writer)
+        // Leave huge-object parts their share of the packet (see `huge`).
+        let reserve = self.huge_reserve_bits(writer.bits_left());
+        if reserve == 0 {
+            return self.write(ctx, writer);
+        }
+        let sub = writer.begin_substream(writer.bits_left() - reserve);
+        let result = self.write(ctx, writer);
+        let _ = writer.commit_substream(sub);
+        result
     }
 
     /// Reads the client's reports of objects it could not decode (Iris's
