@@ -228,3 +228,45 @@ fn a_busy_world_does_not_starve_huge_objects() {
     let steps = run(0.25).expect("with the default share the object arrives");
     assert!(steps < 200, "{steps}");
 }
+
+#[test]
+fn a_destroy_racing_a_completed_transfer_still_removes_the_object() {
+    // Every part is on the wire before the destroy; the client completes the blob, so
+    // the destroy must follow the cancel, never overtake it.
+    let slow = LinkConditioner {
+        latency: Duration::from_millis(120),
+        jitter: Duration::from_millis(40),
+        ..LinkConditioner::perfect()
+    };
+    let mut sim = Sim::new(17, slow, ReplicationConfig::default());
+    let big = sim
+        .server
+        .objects_mut()
+        .spawn(Blobby {
+            id: 3,
+            data: bytes(8, 3000),
+        })
+        .unwrap();
+    sim.run_until(20, |s| {
+        let st = huge_stats(s);
+        st.parts_sent >= 3 && st.active == 1
+    });
+    sim.step(Duration::from_millis(16));
+    sim.server.objects_mut().destroy(big).unwrap();
+    sim.run(200);
+    assert!(!sim.peers[0].client.contains(big), "destroyed in the end");
+    let conn = sim.peers[0].conn;
+    assert_eq!(sim.server.writer(conn).unwrap().tracked_objects(), 0);
+    let st = huge_stats(&mut sim);
+    assert_eq!((st.cancelled, st.completed), (1, 0), "{st:?}");
+    let rx = sim.peers[0]
+        .client
+        .stream_mut::<HugeObjectReceiver>(HugeObjectReceiver::NAME)
+        .unwrap();
+    assert_eq!(rx.assembling(), 0);
+    assert_eq!(
+        rx.stats().blobs,
+        1,
+        "the client had completed the blob before the cancel"
+    );
+}
