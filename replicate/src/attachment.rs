@@ -515,21 +515,24 @@ impl MessageStream {
         let start = w.mark();
         let mut record: [ChannelRecord; 3] = Default::default();
         let mut wrote = 0;
+        if w.bits_left() < 3 {
+            return WriteResult::NoData;
+        }
         for (i, sender) in self.senders.iter_mut().enumerate() {
+            // Keep room for the flags of the channels after this one.
+            let later = 2 - i;
             let flag = w.mark();
+            let sub = w.begin_substream(w.bits_left().saturating_sub(later));
             w.write_bool(true);
-            if w.is_overflown() {
-                w.rollback(flag);
-                break;
-            }
-            let n = sender.write(w, &mut record[i]);
+            let n = if w.is_overflown() {
+                0
+            } else {
+                sender.write(w, &mut record[i])
+            };
+            let _ = w.commit_substream(sub);
             if n == 0 {
                 w.rollback(flag);
                 w.write_bool(false);
-                if w.is_overflown() {
-                    w.rollback(flag);
-                    break;
-                }
             }
             wrote += n;
         }
@@ -858,5 +861,39 @@ impl ReplicationClient {
     /// The message counters.
     pub fn message_stats(&mut self) -> Option<MessageStats> {
         self.messages_mut().ok().map(|m| m.stats())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_keep_every_channel_flag_even_when_the_packet_is_tight() {
+        let registry = Arc::new(ProtocolRegistry::default());
+        let config = AttachmentConfig::default();
+        let mut tx = MessageStream::new(registry.clone(), &config, None);
+        let mut rx = MessageStream::new(registry, &config, Some(0));
+        for mode in MODES {
+            tx.push(mode, NetBlob::from_bytes(vec![0xAB; 4])).unwrap();
+        }
+        // Room for about one message: the section must still carry three flags.
+        for budget in 3..200 {
+            let mut w = BitWriter::with_capacity_bits(budget);
+            if tx.write_channels(&mut w) == WriteResult::NoData {
+                assert_eq!(w.position(), 0);
+                continue;
+            }
+            assert!(!w.is_overflown());
+            let bytes = w.finish().unwrap();
+            let mut r = BitReader::with_bit_len(&bytes, w.position());
+            let table = ObjectTable::new(Arc::new(ProtocolRegistry::default()), 0);
+            // Payloads are not valid messages (rejected after framing), but the
+            // framing must read back exactly.
+            rx.read_channels(&table, &mut r).unwrap();
+            assert_eq!(r.bits_left(), 0, "budget {budget}");
+            tx.delivery(DeliveryStatus::Lost);
+        }
+        assert!(rx.stats().rejected > 0);
     }
 }
