@@ -38,7 +38,8 @@
 //! # Client to server
 //!
 //! The client sends with the same API. The server decodes and validates the state,
-//! drops messages targeting objects it does not have, then runs the connection's
+//! drops messages targeting objects it does not have (or, when game code drains them,
+//! that are not in that client's scope), then runs the connection's
 //! [`MessageValidator`] (if any) before game code sees anything. Messages are values
 //! handed to game code: nothing a client sends ever writes server state.
 //!
@@ -792,11 +793,36 @@ impl ReplicationServer {
         Ok(n)
     }
 
-    /// Takes the messages received from one client (already validated).
+    /// Takes the messages received from one client (already validated). A message
+    /// targeting an object that is not in that client's scope is dropped here.
     pub fn drain_messages(&mut self, conn: ConnectionId) -> Vec<ReceivedMessage> {
-        self.messages_mut(conn)
+        let msgs = self
+            .messages_mut(conn)
             .map(|m| m.drain())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        if msgs.iter().all(|m| m.target.is_none()) {
+            return msgs;
+        }
+        let mut keep = Vec::with_capacity(msgs.len());
+        let mut dropped = Vec::new();
+        for m in msgs {
+            let visible = match (m.target, self.writer(conn)) {
+                (None, _) => true,
+                (Some(h), Some(w)) => object_gate(w, self.objects(), h) != Gate::Drop,
+                (Some(_), None) => false,
+            };
+            if visible {
+                keep.push(m);
+            } else if let Some(h) = m.target {
+                dropped.push(h);
+            }
+        }
+        if let Ok(ms) = self.messages_mut(conn) {
+            for h in dropped {
+                ms.drop_not_in_scope(h, "server");
+            }
+        }
+        keep
     }
 
     /// Installs (or removes) the validator of one client's messages.

@@ -203,6 +203,8 @@ fn client_messages_are_validated_by_the_server() {
     let mut sim = Sim::new(25, lossy(), ReplicationConfig::default());
     let conn = sim.peers[0].conn;
     let door = sim.server.objects_mut().spawn(Door::default()).unwrap();
+    let hidden = sim.server.objects_mut().spawn(Door::default()).unwrap();
+    sim.server.set_in_scope(conn, hidden, false);
     sim.server.set_message_validator(
         conn,
         Some(Arc::new(|_, m: &ReceivedMessage| {
@@ -224,6 +226,10 @@ fn client_messages_are_validated_by_the_server() {
     }
     client
         .send_object_message(door, &chat(1), DeliveryMode::ReliableOrdered)
+        .unwrap();
+    // An object this client cannot see.
+    client
+        .send_object_message(hidden, &chat(3), DeliveryMode::ReliableOrdered)
         .unwrap();
     // An object the server does not have.
     client
@@ -256,7 +262,10 @@ fn client_messages_are_validated_by_the_server() {
     assert_eq!(chats[0].target, Some(door));
     let stats = sim.server.message_stats(conn).unwrap();
     assert_eq!(stats.rejected, 9);
-    assert_eq!(stats.dropped_not_in_scope, 1);
+    assert_eq!(
+        stats.dropped_not_in_scope, 2,
+        "unknown object, object out of scope"
+    );
     let typed = got.into_iter().find(|m| m.is::<Buy>()).unwrap();
     assert_eq!(typed.take::<Buy>().unwrap().item, 0);
 }
