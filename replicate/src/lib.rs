@@ -182,6 +182,7 @@
 
 #![warn(missing_docs)]
 
+pub mod attachment;
 pub mod bits;
 pub mod blob;
 pub mod connection;
@@ -195,6 +196,7 @@ pub mod protocol;
 pub mod replication;
 pub mod serialize;
 pub mod state;
+pub mod stats;
 pub mod stream;
 pub mod transport;
 
