@@ -391,9 +391,10 @@ impl<T: ClientTransport> Client<T> {
         self.events.pop_front()
     }
 
-    /// Drains every queued event.
-    pub fn events(&mut self) -> std::collections::vec_deque::Drain<'_, ClientEvent> {
-        self.events.drain(..)
+    /// Takes every queued event. The iterator owns them, so `self` stays free to use
+    /// while handling them (`for e in client.events() { client.get(..) }`).
+    pub fn events(&mut self) -> std::collections::vec_deque::IntoIter<ClientEvent> {
+        std::mem::take(&mut self.events).into_iter()
     }
 
     /// A replicated object as its concrete type.

@@ -451,9 +451,10 @@ impl<T: ServerTransport> Server<T> {
         self.events.pop_front()
     }
 
-    /// Drains every queued event.
-    pub fn events(&mut self) -> std::collections::vec_deque::Drain<'_, ServerEvent> {
-        self.events.drain(..)
+    /// Takes every queued event. The iterator owns them, so `self` stays free to use
+    /// while handling them (`for e in client.events() { client.get(..) }`).
+    pub fn events(&mut self) -> std::collections::vec_deque::IntoIter<ServerEvent> {
+        std::mem::take(&mut self.events).into_iter()
     }
 
     /// Spawns an object (push mode: change it through [`get_mut`](Self::get_mut)); it
