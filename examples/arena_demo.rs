@@ -225,9 +225,6 @@ fn main() -> ExitCode {
     }
     session.check_convergence();
     let report = session.report();
-    if let Err(e) = session.finish() {
-        eprintln!("warning: shutdown: {e}");
-    }
     let _ = writeln!(out, "\nsummary ({:.1} s):", session.elapsed().as_secs_f64());
     let _ = writeln!(
         out,
@@ -246,6 +243,26 @@ fn main() -> ExitCode {
             r.loss * 100.0,
             if r.converged { "yes" } else { "NO" }
         );
+    }
+    for bot in session.bots.iter().filter(|b| !b.converged) {
+        let _ = writeln!(
+            out,
+            "client {} differs: {}",
+            bot.id,
+            replicate_examples::arena_session::differences(&session.server, &bot.client)
+        );
+        if std::env::var_os("ARENA_DEBUG").is_some() {
+            let _ = writeln!(out, "client stats {:?}", bot.client.stats());
+            let _ = writeln!(out, "reader stats {:?}", bot.client.world().stats());
+            let _ = writeln!(out, "server stats {:?}", session.server.stats(bot.id));
+            let conn = session.server.connection_id(bot.id).unwrap_or(0);
+            let _ = writeln!(out, "writer stats {:?}", session.server.replication().writer(conn).map(|w| w.stats()));
+            let _ = writeln!(out, "conn stats {:?}", session.server.connection(bot.id).map(|c| c.stats()));
+            let _ = writeln!(out, "client conn stats {:?}", bot.client.connection().stats());
+        }
+    }
+    if let Err(e) = session.finish() {
+        eprintln!("warning: shutdown: {e}");
     }
     let converged = report.iter().filter(|r| r.converged).count();
     let _ = writeln!(

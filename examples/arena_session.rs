@@ -375,6 +375,34 @@ impl Session {
     }
 }
 
+/// What differs between the server's objects and a client's: handles missing on the
+/// client, extra on the client, and with another state (for diagnostics).
+pub fn differences<T: replicate::transport::ServerTransport>(
+    server: &Server<T>,
+    client: &Client,
+) -> String {
+    let objects = server.objects();
+    let missing: Vec<String> = objects
+        .handles_iter()
+        .filter(|&h| client.world().object(h).is_none())
+        .map(|h| format!("{h:?}"))
+        .collect();
+    let extra: Vec<String> = client
+        .objects()
+        .filter(|o| !objects.contains(o.handle()))
+        .map(|o| format!("{:?}", o.handle()))
+        .collect();
+    let differ: Vec<String> = objects
+        .handles_iter()
+        .filter(|&h| match (objects.state(h), client.world().object(h)) {
+            (Some(a), Some(b)) => !a.eq_dyn(b.state()),
+            _ => false,
+        })
+        .map(|h| format!("{h:?}"))
+        .collect();
+    format!("missing {missing:?}, extra {extra:?}, differing {differ:?}")
+}
+
 /// Whether `client` (connected as `id`) holds exactly the server's objects with the
 /// server's quantized states. A player the client does not own is compared without
 /// its owner-only ammo (the client never receives it).
