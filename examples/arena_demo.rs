@@ -33,10 +33,7 @@ fn parse_args() -> Result<SessionConfig, String> {
     let mut quick = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
-        let mut value = |name: &str| {
-            args.next()
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
+        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
         match arg.as_str() {
             "--clients" => {
                 config.clients = value("--clients")?
@@ -256,9 +253,21 @@ fn main() -> ExitCode {
             let _ = writeln!(out, "reader stats {:?}", bot.client.world().stats());
             let _ = writeln!(out, "server stats {:?}", session.server.stats(bot.id));
             let conn = session.server.connection_id(bot.id).unwrap_or(0);
-            let _ = writeln!(out, "writer stats {:?}", session.server.replication().writer(conn).map(|w| w.stats()));
-            let _ = writeln!(out, "conn stats {:?}", session.server.connection(bot.id).map(|c| c.stats()));
-            let _ = writeln!(out, "client conn stats {:?}", bot.client.connection().stats());
+            let _ = writeln!(
+                out,
+                "writer stats {:?}",
+                session.server.replication().writer(conn).map(|w| w.stats())
+            );
+            let _ = writeln!(
+                out,
+                "conn stats {:?}",
+                session.server.connection(bot.id).map(|c| c.stats())
+            );
+            let _ = writeln!(
+                out,
+                "client conn stats {:?}",
+                bot.client.connection().stats()
+            );
         }
     }
     if let Err(e) = session.finish() {

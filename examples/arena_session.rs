@@ -285,8 +285,7 @@ impl Session {
                     self.check_convergence();
                 }
                 let started = self.settle_started.unwrap_or(now);
-                if self.all_converged()
-                    || now.saturating_sub(started) >= self.config.settle_timeout
+                if self.all_converged() || now.saturating_sub(started) >= self.config.settle_timeout
                 {
                     self.phase = SessionPhase::Done;
                 }
@@ -353,10 +352,9 @@ impl Session {
                 let s = b.client.stats();
                 let server_side = self.server.stats(b.id);
                 let rtt = server_side.map_or(s.rtt, |st| st.rtt);
-                let (lost, sent) = server_side
-                    .map_or((s.packets_lost, s.packets_out), |st| {
-                        (st.packets_lost, st.packets_out)
-                    });
+                let (lost, sent) = server_side.map_or((s.packets_lost, s.packets_out), |st| {
+                    (st.packets_lost, st.packets_out)
+                });
                 ClientReport {
                     id: b.id,
                     objects: b.client.object_count(),

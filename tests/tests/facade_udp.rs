@@ -15,7 +15,7 @@ use replicate::{
     Client, ClientConfig, ClientEvent, DisconnectReason, ProtocolRegistry, Registration,
     Replicated, Server, ServerConfig, ServerEvent,
 };
-use replicate_examples::arena_session::{differences, Session, SessionConfig, SessionPhase};
+use replicate_examples::arena_session::{Session, SessionConfig, SessionPhase, differences};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -107,7 +107,12 @@ fn eight_clients_converge_in_a_compressed_arena_session() {
             differences(&session.server, &bot.client)
         );
         assert_eq!(bot.client.object_count(), session.server_objects());
-        assert!(bot.spawned >= 90, "client {} saw {} spawns", bot.id, bot.spawned);
+        assert!(
+            bot.spawned >= 90,
+            "client {} saw {} spawns",
+            bot.id,
+            bot.spawned
+        );
         assert!(bot.changes > 0);
         assert!(bot.client.stats().bytes_in > 0);
     }
@@ -167,9 +172,7 @@ fn a_client_with_other_replicated_types_is_refused_on_both_sides() {
         &mut sev,
         &mut cev,
         Duration::from_secs(30),
-        |_, clients, _| {
-            clients[0].is_disconnected() && clients[1].get::<Door>(door).is_some()
-        },
+        |_, clients, _| clients[0].is_disconnected() && clients[1].get::<Door>(door).is_some(),
     );
     assert!(finished, "bad: {:?}, good: {:?}", bad.state(), good.state());
 
@@ -177,15 +180,16 @@ fn a_client_with_other_replicated_types_is_refused_on_both_sides() {
         ours: registry.hash(),
         theirs: server.registry_hash(),
     };
-    assert_eq!(
-        bad.state(),
-        ClientState::Disconnected(expected_client_side)
-    );
+    assert_eq!(bad.state(), ClientState::Disconnected(expected_client_side));
     assert!(cev[0].contains(&ClientEvent::Disconnected {
         reason: expected_client_side
     }));
     assert!(!cev[0].contains(&ClientEvent::Connected));
-    assert_eq!(bad.object_count(), 0, "a refused client receives no objects");
+    assert_eq!(
+        bad.object_count(),
+        0,
+        "a refused client receives no objects"
+    );
     assert!(expected_client_side.to_string().contains("rebuild both"));
 
     assert!(sev.contains(&ServerEvent::ClientRefused {
@@ -327,12 +331,23 @@ fn unauthenticated_and_replayed_packets_change_nothing() {
         client.tick(clock.now()).unwrap();
         let _ = client.events();
         forward(true, &mut recorded);
-        if client.get::<Door>(door) == Some(&Door { open: true, count: 3 }) {
+        if client.get::<Door>(door)
+            == Some(&Door {
+                open: true,
+                count: 3,
+            })
+        {
             break;
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(client.get::<Door>(door), Some(&Door { open: true, count: 3 }));
+    assert_eq!(
+        client.get::<Door>(door),
+        Some(&Door {
+            open: true,
+            count: 3
+        })
+    );
     assert!(recorded.len() > 3, "{} client packets seen", recorded.len());
     // Let in-flight acks settle, then freeze the client (it stops sending).
     for _ in 0..20 {
@@ -386,7 +401,13 @@ fn unauthenticated_and_replayed_packets_change_nothing() {
     );
     assert_eq!(server.clients().collect::<Vec<_>>(), vec![9]);
     assert_eq!(server.connection_id(9), client_id);
-    assert_eq!(server.get::<Door>(door), Some(&Door { open: true, count: 3 }));
+    assert_eq!(
+        server.get::<Door>(door),
+        Some(&Door {
+            open: true,
+            count: 3
+        })
+    );
 
     // The client, resumed, is still served.
     server.get_mut::<Door>(door).unwrap().count = 4;

@@ -127,7 +127,10 @@ impl From<ReplicationEvent> for ClientEvent {
 /// #[derive(Replicated, Debug, Default)]
 /// struct Score { points: u32 }
 ///
-/// # fn token_from_backend() -> ConnectToken { unimplemented!() }
+/// # fn token_from_backend() -> ConnectToken {
+/// #     let issuer = replicate::transport::udp::ConnectTokenIssuer::with_random_key(1);
+/// #     issuer.issue(1, vec!["127.0.0.1:5000".parse().unwrap()], 30, 5).unwrap()
+/// # }
 /// let token: ConnectToken = token_from_backend(); // e.g. over HTTPS, ConnectToken::read
 /// let mut client = Client::connect(token, Default::default()).unwrap();
 /// let start = Instant::now();

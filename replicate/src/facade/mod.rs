@@ -258,6 +258,11 @@ impl Control {
     }
 }
 
+/// The README's Rust snippets compile and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
+
 /// How often an unanswered hello is resent.
 const HELLO_RESEND: Duration = Duration::from_millis(100);
 
