@@ -28,11 +28,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     while start.elapsed() < Duration::from_secs(3) {
         let now = start.elapsed();
         // Server frame: game logic, then one tick sends what changed.
-        if now > Duration::from_secs(1) {
-            if let Some(d) = server.get_mut::<Door>(door).filter(|d| !d.open) {
-                d.open = true;
-                d.opened_count += 1;
-            }
+        if now > Duration::from_secs(1)
+            && let Some(d) = server.get_mut::<Door>(door).filter(|d| !d.open)
+        {
+            d.open = true;
+            d.opened_count += 1;
         }
         server.tick(now)?;
         for event in server.events() {

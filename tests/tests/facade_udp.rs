@@ -319,11 +319,11 @@ fn unauthenticated_and_replayed_packets_change_nothing() {
     let mut step = 0u32;
     while clock.now() < end {
         step += 1;
-        if step % 10 == 0 {
-            if let Some(d) = server.get_mut::<Door>(door).filter(|d| d.count < 3) {
-                d.count += 1;
-                d.open = true;
-            }
+        if step.is_multiple_of(10)
+            && let Some(d) = server.get_mut::<Door>(door).filter(|d| d.count < 3)
+        {
+            d.count += 1;
+            d.open = true;
         }
         server.tick(clock.now()).unwrap();
         let _ = server.events();
