@@ -241,6 +241,20 @@ fn main() -> ExitCode {
             if r.converged { "yes" } else { "NO" }
         );
     }
+    if let Some(first) = session.bots.first() {
+        let per_type = session.server.bits_per_type(first.id);
+        let total: u64 = per_type.iter().map(|(_, b)| b).sum();
+        let _ = write!(out, "object data sent to client {} by type:", first.id);
+        for (name, bits) in &per_type {
+            let _ = write!(
+                out,
+                " {name} {:.1} kB ({:.0}%)",
+                *bits as f64 / 8000.0,
+                100.0 * *bits as f64 / total.max(1) as f64
+            );
+        }
+        let _ = writeln!(out);
+    }
     for bot in session.bots.iter().filter(|b| !b.converged) {
         let _ = writeln!(
             out,

@@ -116,6 +116,11 @@ fn eight_clients_converge_in_a_compressed_arena_session() {
         assert!(bot.changes > 0);
         assert!(bot.client.stats().bytes_in > 0);
     }
+    let per_type = session.server.bits_per_type(1);
+    let names: Vec<&str> = per_type.iter().map(|(n, _)| *n).collect();
+    for ty in ["arena::Player", "arena::Projectile", "arena::Vehicle"] {
+        assert!(names.contains(&ty), "{per_type:?}");
+    }
     // Projectiles respawn every 2 s: at least one respawn reached the clients as a
     // destroy (unless a client joined after every respawn, which 2 s of motion rules out).
     assert!(session.bots.iter().any(|b| b.destroyed > 0));

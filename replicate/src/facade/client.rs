@@ -125,6 +125,7 @@ impl From<ReplicationEvent> for ClientEvent {
 /// use std::time::Instant;
 ///
 /// #[derive(Replicated, Debug, Default)]
+/// #[net(name = "docs::client::Score")] // unique among the crate's doc tests
 /// struct Score { points: u32 }
 ///
 /// # fn token_from_backend() -> ConnectToken {

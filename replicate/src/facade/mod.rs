@@ -33,6 +33,7 @@
 //! use std::time::{Duration, Instant};
 //!
 //! #[derive(Replicated, Debug, Default)]
+//! #[net(name = "docs::facade::Door")] // unique among the crate's doc tests
 //! struct Door { open: bool }
 //!
 //! let issuer = ConnectTokenIssuer::with_random_key(0x5EED);

@@ -11,7 +11,7 @@ use crate::NetRefHandle;
 use crate::bits::{BitReader, BitWriter};
 use crate::connection::{Connection, ConnectionConfig, MAX_HEADER_BITS};
 use crate::object::{ConnectionId, ObjectError, ObjectTable};
-use crate::protocol::ProtocolRegistry;
+use crate::protocol::{ProtocolIndex, ProtocolRegistry};
 use crate::replication::{ReplicationConfig, ReplicationServer};
 use crate::state::Replicated;
 use crate::stream::WriteResult;
@@ -121,6 +121,7 @@ struct Peer {
 /// use std::time::Instant;
 ///
 /// #[derive(Replicated, Debug, Default)]
+/// #[net(name = "docs::server::Score")] // unique among the crate's doc tests
 /// struct Score { points: u32 }
 ///
 /// let issuer = ConnectTokenIssuer::with_random_key(0x5EED);
@@ -538,6 +539,31 @@ impl<T: ServerTransport> Server<T> {
     /// Statistics of a client's connection.
     pub fn stats(&self, client: ClientId) -> Option<&NetStats> {
         self.peers.get(&client).map(|p| &p.stats.stats)
+    }
+
+    /// Bits of object batches sent to a client so far, per replicated type name (the
+    /// types that were sent at all), largest first.
+    pub fn bits_per_type(&self, client: ClientId) -> Vec<(&'static str, u64)> {
+        let Some(writer) = self
+            .connection_id(client)
+            .and_then(|c| self.replication.writer(c))
+        else {
+            return Vec::new();
+        };
+        let registry = self.replication.objects().registry();
+        let mut out: Vec<(&'static str, u64)> = writer
+            .stats()
+            .bits_per_type
+            .iter()
+            .enumerate()
+            .filter(|&(_, &bits)| bits > 0)
+            .filter_map(|(i, &bits)| {
+                let index = ProtocolIndex::try_from(i).ok()?;
+                Some(((registry.get(index)?.descriptor)().name, bits))
+            })
+            .collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1));
+        out
     }
 
     /// The sans-IO connection of a connected client (acks, RTT, loss counters).

@@ -68,6 +68,8 @@ pub struct WriterStats {
     pub bits: u64,
     /// Objects taken out of scope because the client reported them broken.
     pub disabled_by_remote: u64,
+    /// Bits of object batches written, per protocol index (the replicated type).
+    pub bits_per_type: Vec<u64>,
 }
 
 /// Per-connection hooks the interest layer plugs into a writer: the priority an object
@@ -947,6 +949,11 @@ impl ReplicationWriter {
         self.dirty.clear(index);
         self.priorities[index as usize] = 0.0;
         self.stats.batches += 1;
+        let protocol = usize::from(entry.protocol());
+        if self.stats.bits_per_type.len() <= protocol {
+            self.stats.bits_per_type.resize(protocol + 1, 0);
+        }
+        self.stats.bits_per_type[protocol] += (w.position() - m.position()) as u64;
         if creating {
             self.stats.creations += 1;
         }

@@ -1,0 +1,198 @@
+//! The facade over the in-memory transport with a simulated clock (deterministic):
+//! convergence over a bad link with a small packet cap the transport enforces,
+//! disconnects in both directions, and configuration checks.
+
+use replicate::link::LinkConditioner;
+use replicate::transport::memory::{MemoryClientTransport, MemoryServerTransport};
+use replicate::{
+    Client, ClientConfig, ClientEvent, DisconnectReason, ProtocolRegistry, Replicated, Server,
+    ServerConfig, ServerEvent,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Replicated, Debug, Default, Clone, PartialEq)]
+#[net(name = "facade_memory::Crate")]
+struct Crate {
+    #[net(min = -100.0, max = 100.0, precision = 0.01)]
+    position: glam::Vec3,
+    #[net(bits = 10)]
+    hp: u16,
+}
+
+type MemServer = Server<MemoryServerTransport>;
+type MemClient = Client<MemoryClientTransport>;
+
+fn setup(
+    conditioner: LinkConditioner,
+    max_packet: usize,
+    clients: usize,
+) -> (MemServer, Vec<MemClient>) {
+    let registry = Arc::new(ProtocolRegistry::from_inventory().unwrap());
+    let transport = MemoryServerTransport::with_limits(conditioner, 42, max_packet, 16);
+    let network = transport.network();
+    let server = Server::new(
+        transport,
+        registry.clone(),
+        ServerConfig {
+            max_packet_bytes: max_packet,
+            ..ServerConfig::default()
+        },
+    )
+    .unwrap();
+    let clients = (0..clients)
+        .map(|_| {
+            Client::new(
+                network.connect(&[]),
+                registry.clone(),
+                ClientConfig {
+                    max_packet_bytes: max_packet,
+                    ..ClientConfig::default()
+                },
+            )
+            .unwrap()
+        })
+        .collect();
+    (server, clients)
+}
+
+fn converged(server: &MemServer, client: &MemClient) -> bool {
+    client.is_connected()
+        && client.object_count() == server.objects().len()
+        && server.objects().handles_iter().all(|h| {
+            client.get::<Crate>(h).is_some() && server.get::<Crate>(h).is_some() && {
+                let ours = server.objects().state(h).unwrap();
+                ours.eq_dyn(client.world().object(h).unwrap().state())
+            }
+        })
+}
+
+#[test]
+fn converges_over_a_bad_link_with_a_small_packet_cap() {
+    let (mut server, mut clients) = setup(LinkConditioner::bad(), 300, 4);
+    let crates: Vec<_> = (0..40)
+        .map(|i| {
+            server
+                .spawn(Crate {
+                    position: glam::Vec3::splat(i as f32),
+                    hp: 100,
+                })
+                .unwrap()
+        })
+        .collect();
+    let dt = Duration::from_millis(16);
+    let mut now = Duration::ZERO;
+    let mut connected = 0;
+    for tick in 0..6000u32 {
+        now += dt;
+        if tick < 300 {
+            for (i, &h) in crates.iter().enumerate() {
+                let c = server.get_mut::<Crate>(h).unwrap();
+                c.position.x = ((tick as f32) * 0.1 + i as f32).sin() * 90.0;
+                if (tick as usize + i).is_multiple_of(17) {
+                    c.hp = (c.hp + 7) % 1000;
+                }
+            }
+        }
+        server.tick(now).unwrap();
+        connected += server
+            .events()
+            .filter(|e| matches!(e, ServerEvent::ClientConnected { .. }))
+            .count();
+        for c in &mut clients {
+            c.tick(now).unwrap();
+            let _ = c.events();
+        }
+        if tick > 300 && clients.iter().all(|c| converged(&server, c)) {
+            break;
+        }
+    }
+    assert_eq!(connected, 4);
+    for (i, c) in clients.iter().enumerate() {
+        assert!(converged(&server, c), "client {i}: {:?}", c.state());
+        // The transport refuses anything over 300 bytes: everything went through it.
+        let s = c.stats();
+        assert!(s.packets_in > 0 && s.bytes_in > 0);
+    }
+    let id = server.clients().next().unwrap();
+    let stats = server.stats(id).unwrap();
+    assert!(stats.packets_lost > 0, "the bad link loses packets");
+    assert!(stats.bytes_out as f64 / stats.packets_out as f64 <= 300.0);
+    assert_eq!(
+        server.bits_per_type(id).first().map(|(n, _)| *n),
+        Some("facade_memory::Crate")
+    );
+}
+
+#[test]
+fn disconnects_are_reported_on_both_sides() {
+    let (mut server, mut clients) = setup(LinkConditioner::perfect(), 1200, 2);
+    server.spawn(Crate::default()).unwrap();
+    let mut now = Duration::ZERO;
+    let mut run = |server: &mut MemServer, clients: &mut [MemClient], ticks: u32| {
+        let mut sev = Vec::new();
+        let mut cev = vec![Vec::new(); clients.len()];
+        for _ in 0..ticks {
+            now += Duration::from_millis(16);
+            server.tick(now).unwrap();
+            sev.extend(server.events());
+            for (i, c) in clients.iter_mut().enumerate() {
+                c.tick(now).unwrap();
+                cev[i].extend(c.events());
+            }
+        }
+        (sev, cev)
+    };
+    let (_, cev) = run(&mut server, &mut clients, 20);
+    for ev in &cev {
+        assert_eq!(ev.first(), Some(&ClientEvent::Connected));
+        assert!(ev.iter().any(|e| matches!(e, ClientEvent::Spawned { .. })));
+    }
+    let ids: Vec<_> = server.clients().collect();
+    assert_eq!(ids.len(), 2);
+
+    // The server kicks the first client; the second leaves by itself.
+    server.disconnect(ids[0]);
+    clients[1].disconnect();
+    let (sev, cev) = run(&mut server, &mut clients, 20);
+    assert_eq!(
+        clients[0].disconnect_reason(),
+        Some(DisconnectReason::ClosedByServer)
+    );
+    assert!(cev[0].contains(&ClientEvent::Disconnected {
+        reason: DisconnectReason::ClosedByServer
+    }));
+    assert_eq!(
+        clients[1].disconnect_reason(),
+        Some(DisconnectReason::ClosedByClient)
+    );
+    assert!(sev.contains(&ServerEvent::ClientDisconnected {
+        client: ids[1],
+        reason: DisconnectReason::ClosedByClient
+    }));
+    assert_eq!(server.client_count(), 0);
+    // Disconnected clients stay disconnected and quiet.
+    let before = clients[0].stats().packets_out;
+    let _ = run(&mut server, &mut clients, 10);
+    assert_eq!(clients[0].stats().packets_out, before);
+}
+
+#[test]
+fn invalid_configurations_are_refused() {
+    let registry = Arc::new(ProtocolRegistry::from_inventory().unwrap());
+    let transport = MemoryServerTransport::with_limits(LinkConditioner::perfect(), 1, 500, 4);
+    let err = Server::new(transport, registry.clone(), ServerConfig::default()).unwrap_err();
+    assert!(err.to_string().contains("max_packet_bytes"), "{err}");
+
+    let transport = MemoryServerTransport::new(LinkConditioner::perfect(), 1);
+    let mut config = ServerConfig::default();
+    config.connection.protocol_tag = replicate::facade::CONTROL_TAG;
+    assert!(Server::new(transport, registry.clone(), config).is_err());
+
+    let transport = MemoryServerTransport::new(LinkConditioner::perfect(), 1);
+    let config = ServerConfig {
+        max_packet_bytes: 4,
+        ..ServerConfig::default()
+    };
+    assert!(Server::new(transport, registry, config).is_err());
+}
