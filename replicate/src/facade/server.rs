@@ -562,7 +562,7 @@ impl<T: ServerTransport> Server<T> {
                 Some(((registry.get(index)?.descriptor)().name, bits))
             })
             .collect();
-        out.sort_by(|a, b| b.1.cmp(&a.1));
+        out.sort_by_key(|&(_, bits)| std::cmp::Reverse(bits));
         out
     }
 
