@@ -256,7 +256,10 @@ impl Session {
         for event in self.server.events().collect::<Vec<_>>() {
             if let ServerEvent::ClientConnected { client, .. } = event {
                 // Client n owns player n - 1: it alone sees that player's ammo.
-                if let Some(&h) = self.players.get(client as usize - 1) {
+                if let Some(&h) = (client as usize)
+                    .checked_sub(1)
+                    .and_then(|i| self.players.get(i))
+                {
                     let _ = self.server.set_owner(h, Some(client));
                 }
             }
