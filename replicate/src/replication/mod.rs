@@ -24,8 +24,9 @@
 //! - priority and per-member filtering: [`WriterHooks`], installed with
 //!   [`ReplicationServer::set_writer_hooks`]; the built-in conditions are
 //!   [`apply_conditions`]; [`ReplicationServer::mark_members_dirty`] re-owes members;
-//! - delta compression: the batch's `is_delta` bit, [`RecordInfo::baseline`] and the
-//!   baseline fields of [`ReplicationInfo`] are reserved for it;
+//! - delta compression ([`baseline`]): [`ReplicationConfig::delta`],
+//!   [`ReplicationServer::set_type_delta_compression`] and
+//!   [`ReplicationServer::invalidate_baselines`] (for condition changes);
 //! - huge objects: a creation that does not fit in an empty packet parks the object in
 //!   [`ReplicatedObjectState::HugeObject`] (counted in [`WriterStats::huge_objects`]).
 //!
@@ -55,11 +56,15 @@
 //! assert!(client.drain_events().is_empty());
 //! ```
 
+pub mod baseline;
 mod reader;
 mod record;
 mod scheduler;
 mod writer;
 
+pub use baseline::{
+    BaselineStats, BaselineStorage, DeltaSettings, MAX_BASELINE_COUNT, SharedBaselineStorage,
+};
 pub use reader::{
     ClientObject, ClientWorld, ObjectReadError, ReaderStats, ReferenceResolver, ReplicationReader,
 };
@@ -111,6 +116,8 @@ pub struct ReplicationConfig {
     pub cold_resolving_retry: Duration,
     /// Most objects a client accepts (default 2^20).
     pub max_client_objects: usize,
+    /// Delta compression against acknowledged baselines (on by default).
+    pub delta: DeltaSettings,
 }
 
 impl Default for ReplicationConfig {
@@ -126,6 +133,7 @@ impl Default for ReplicationConfig {
             hot_resolving_lifetime: Duration::from_millis(1000),
             cold_resolving_retry: Duration::from_millis(200),
             max_client_objects: 1 << 20,
+            delta: DeltaSettings::default(),
         }
     }
 }
@@ -191,6 +199,7 @@ pub struct ReplicationServer {
     connections: Vec<Option<ServerConnection>>,
     config: ReplicationConfig,
     now: Duration,
+    baselines: SharedBaselineStorage,
 }
 
 impl std::fmt::Debug for ReplicationServer {
@@ -208,6 +217,7 @@ impl ReplicationServer {
         Self {
             objects: ObjectTable::new(registry, 0),
             connections: Vec::new(),
+            baselines: Arc::new(std::sync::Mutex::new(BaselineStorage::new(config.delta))),
             config,
             now: Duration::ZERO,
         }
@@ -237,6 +247,7 @@ impl ReplicationServer {
             .unwrap_or(self.connections.len()) as ConnectionId;
         let exports = SharedExports::default();
         let mut writer = ReplicationWriter::with_exports(id, self.config.clone(), exports.clone());
+        writer.set_baseline_storage(self.baselines.clone());
         writer.start_all(&mut self.objects);
         let mut streams = DataStreamManager::new();
         // Two streams: cannot exceed the limit.
@@ -386,6 +397,7 @@ impl ReplicationServer {
     /// them. Poll-mode objects must have been polled before.
     pub fn tick(&mut self, now: Duration) {
         self.now = now;
+        baseline::lock_storage(&self.baselines).begin_frame();
         self.objects.begin_tick();
         for conn in self.connections.iter_mut().flatten() {
             if let Some(w) = conn
@@ -414,8 +426,51 @@ impl ReplicationServer {
         else {
             return WriteResult::NoData;
         };
-        conn.streams
-            .write_packet(&mut self.objects, sequence, writer)
+        let result = conn
+            .streams
+            .write_packet(&mut self.objects, sequence, writer);
+        // Baselines reserved by this packet are cloned (once) or cancelled now, while
+        // the objects' state is still the one written.
+        baseline::lock_storage(&self.baselines).commit_reservations(&self.objects);
+        result
+    }
+
+    /// The baseline storage shared by every connection (counters, run-time settings).
+    pub fn baselines(&self) -> std::sync::MutexGuard<'_, BaselineStorage> {
+        baseline::lock_storage(&self.baselines)
+    }
+
+    /// Turns delta compression on or off for type `T` at run time (overrides
+    /// `#[net(delta = false)]`; the global switch is [`ReplicationConfig::delta`]).
+    /// Returns false when `T` is not registered.
+    pub fn set_type_delta_compression<T: 'static>(&mut self, enabled: bool) -> bool {
+        match self.objects.registry().index_of::<T>() {
+            Some(p) => {
+                baseline::lock_storage(&self.baselines).set_type_enabled(p, enabled);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Releases connection `id`'s baselines of an object and its subobjects, merging
+    /// their masks back (call when a condition that decides what the connection
+    /// receives changed: owner, custom switch). Owner changes call it by themselves.
+    pub fn invalidate_baselines(&mut self, id: ConnectionId, handle: NetRefHandle) {
+        let Some(index) = self.objects.index_of(handle) else {
+            return;
+        };
+        if let Some(w) = self
+            .connections
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+            .and_then(|c| {
+                c.streams
+                    .stream_mut::<ReplicationWriter>(ReplicationWriter::NAME)
+            })
+        {
+            w.invalidate_baselines(&self.objects, index);
+        }
     }
 
     /// The fate of packet `sequence` of connection `id`.
