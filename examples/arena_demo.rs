@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 const USAGE: &str = "\
 usage: arena [--clients N] [--seconds S] [--loss P] [--latency-ms MS] [--jitter-ms MS]
-             [--seed N] [--quick] [--plain]
+             [--seed N] [--no-delta] [--quick] [--plain]
 
   --clients N       bot clients (default 8)
   --seconds S       seconds the world moves (default 10; 3 with --quick)
@@ -24,6 +24,7 @@ usage: arena [--clients N] [--seconds S] [--loss P] [--latency-ms MS] [--jitter-
   --latency-ms MS   one-way latency added per direction (default 0)
   --jitter-ms MS    up to this much extra latency (default 0)
   --seed N          world and link seed (default 1)
+  --no-delta        send full values instead of deltas against acked baselines
   --quick           a short run for CI smoke tests
   --plain           periodic lines instead of the live view";
 
@@ -76,6 +77,7 @@ fn parse_args() -> Result<SessionConfig, String> {
                     .map_err(|e| format!("--seed: {e}"))?
             }
             "--quick" => quick = true,
+            "--no-delta" => config.delta = false,
             "--plain" => {}
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument `{other}`")),
@@ -169,13 +171,14 @@ fn main() -> ExitCode {
     };
     let plain = std::env::args().any(|a| a == "--plain") || !std::io::stdout().is_terminal();
     println!(
-        "arena: {} clients, {:?} of simulation at {} Hz, loss {:.1}%, latency {:?} (+ up to {:?} jitter), netcode.io over UDP on 127.0.0.1",
+        "arena: {} clients, {:?} of simulation at {} Hz, loss {:.1}%, latency {:?} (+ up to {:?} jitter), delta {}, netcode.io over UDP on 127.0.0.1",
         config.clients,
         config.run_for,
         config.tick_rate,
         config.conditioner.loss * 100.0,
         config.conditioner.latency,
-        config.conditioner.jitter
+        config.conditioner.jitter,
+        if config.delta { "on" } else { "off" }
     );
     let mut session = match Session::start(config) {
         Ok(s) => s,

@@ -44,6 +44,8 @@ pub struct SessionConfig {
     pub counts: (usize, usize, usize),
     /// Seconds of silence after which netcode drops a connection.
     pub timeout_seconds: i32,
+    /// Delta compression against acknowledged baselines (default on).
+    pub delta: bool,
 }
 
 impl SessionConfig {
@@ -58,6 +60,7 @@ impl SessionConfig {
             seed: 1,
             counts: (32, 50, 8),
             timeout_seconds: 10,
+            delta: true,
         }
     }
 }
@@ -151,7 +154,9 @@ impl Session {
         let addr = udp.local_addr();
         let transport = ConditionedServer::new(udp, config.conditioner.clone(), config.seed);
         let registry = Arc::new(ProtocolRegistry::from_inventory()?);
-        let mut server = Server::new(transport, registry.clone(), ServerConfig::default())?;
+        let mut server_config = ServerConfig::default();
+        server_config.replication.delta.enabled = config.delta;
+        let mut server = Server::new(transport, registry.clone(), server_config)?;
         let (np, npr, nv) = config.counts;
         let world = ArenaWorld::with_counts(config.seed, np, npr, nv);
         let spawn_err = |e: replicate::object::ObjectError| FacadeError::Config(e.to_string());
