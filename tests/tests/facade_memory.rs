@@ -196,3 +196,36 @@ fn invalid_configurations_are_refused() {
     };
     assert!(Server::new(transport, registry, config).is_err());
 }
+
+#[test]
+fn scope_per_client_through_the_server() {
+    let (mut server, mut clients) = setup(LinkConditioner::lan(), 1200, 2);
+    let a = server.spawn(Crate::default()).unwrap();
+    let b = server.spawn(Crate::default()).unwrap();
+    let mut now = Duration::ZERO;
+    let mut run = |server: &mut MemServer, clients: &mut [MemClient], ticks: u32| {
+        for _ in 0..ticks {
+            now += Duration::from_millis(16);
+            server.tick(now).unwrap();
+            let _ = server.events();
+            for c in clients.iter_mut() {
+                c.tick(now).unwrap();
+                let _ = c.events();
+            }
+        }
+    };
+    run(&mut server, &mut clients, 30);
+    let ids: Vec<_> = server.clients().collect();
+    assert_eq!(ids.len(), 2);
+    assert!(clients.iter().all(|c| c.object_count() == 2));
+    // Which client has which id: the ids follow the connection order.
+    assert!(server.set_in_scope(ids[0], b, false));
+    assert!(!server.set_in_scope(999, b, false));
+    server.get_mut::<Crate>(a).unwrap().hp = 5;
+    run(&mut server, &mut clients, 30);
+    let counts: Vec<usize> = clients.iter().map(|c| c.object_count()).collect();
+    assert!(counts.contains(&1) && counts.contains(&2), "{counts:?}");
+    for c in &clients {
+        assert_eq!(c.get::<Crate>(a).map(|x| x.hp), Some(5));
+    }
+}

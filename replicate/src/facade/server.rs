@@ -492,6 +492,19 @@ impl<T: ServerTransport> Server<T> {
             .set_owner_connection(handle, conn)
     }
 
+    /// Puts a root object in or out of a connected client's scope (every object is in
+    /// scope by default); leaving the scope destroys it on that client. Returns false
+    /// when the client is not connected.
+    pub fn set_in_scope(&mut self, client: ClientId, handle: NetRefHandle, in_scope: bool) -> bool {
+        match self.connection_id(client) {
+            Some(conn) => {
+                self.replication.set_in_scope(conn, handle, in_scope);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The object table (subobjects, dependents, tags, priorities, poll mode).
     pub fn objects(&self) -> &ObjectTable {
         self.replication.objects()
