@@ -185,6 +185,7 @@
 
 #![warn(missing_docs)]
 
+pub mod attachment;
 pub mod bits;
 pub mod blob;
 pub mod connection;
@@ -199,6 +200,7 @@ pub mod protocol;
 pub mod replication;
 pub mod serialize;
 pub mod state;
+pub mod stats;
 pub mod stream;
 pub mod transport;
 

@@ -223,10 +223,11 @@ fn without_the_cache_every_reference_is_retried_each_pass() {
 
 // ---- hand-made packets ----
 
-/// `[streams - 1: 5 = 1][mask: 2 = replication only]`, then the destroy list.
+/// `[streams - 1: 5 = 3][mask: 4 = replication only]` (replication, tokens, huge
+/// objects, messages), then the destroy list.
 fn packet_start(w: &mut BitWriter, destroys: &[NetRefHandle]) {
-    w.write_bits(1, 5);
-    w.write_bits(0b01, 2);
+    w.write_bits(3, 5);
+    w.write_bits(0b0001, 4);
     for d in destroys {
         w.write_bool(true);
         d.write(w);

@@ -378,8 +378,8 @@ fn a_batch_naming_a_missing_baseline_breaks_that_object_only() {
     let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();
     m.round_trip();
     let mut w = BitWriter::with_capacity_bytes(256);
-    w.write_bits(1, 5); // one stream
-    w.write_bits(0b01, 2); // the replication stream has data
+    w.write_bits(3, 5); // four streams (replication, tokens, huge objects, messages)
+    w.write_bits(0b0001, 4); // the replication stream has data
     w.write_bool(false); // no destroys
     w.write_bool(true);
     h.write(&mut w);

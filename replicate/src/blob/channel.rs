@@ -112,6 +112,8 @@ enum SendState {
 struct Outgoing {
     blob: Option<NetBlob>,
     state: SendState,
+    /// Whether the message was ever written into a packet.
+    sent: bool,
 }
 
 /// What a packet carried for one channel: the ids of the reliable messages in it.
@@ -167,8 +169,9 @@ impl ChannelSender {
         &self.config
     }
 
-    /// Queues a message.
-    pub fn push(&mut self, blob: NetBlob) -> Result<(), ChannelError> {
+    /// Queues a message. Returns its id (reliable modes: ids count up from 0 in push
+    /// order; see [`is_acked`](Self::is_acked)).
+    pub fn push(&mut self, blob: NetBlob) -> Result<u64, ChannelError> {
         if blob.bit_len() as u64 > self.config.max_message_bits as u64 {
             return Err(ChannelError::MessageTooLarge {
                 bits: blob.bit_len() as u64,
@@ -178,12 +181,55 @@ impl ChannelSender {
         if self.entries.len() >= self.config.max_queued {
             return Err(ChannelError::QueueFull(self.entries.len()));
         }
+        let id = self.base + self.entries.len() as u64;
         self.entries.push_back(Outgoing {
             blob: Some(blob),
             state: SendState::Waiting,
+            sent: false,
         });
         self.waiting += 1;
-        Ok(())
+        Ok(id)
+    }
+
+    /// The lowest reliable message id not yet acknowledged (every id below it was).
+    pub fn first_unacked(&self) -> u64 {
+        self.base
+    }
+
+    /// Replaces the payload of reliable message `id` if it was never written into a
+    /// packet (the peer cannot know it), keeping its place in the sequence. Returns
+    /// whether it was replaced. Used to cancel queued data without leaving a hole in
+    /// an ordered channel.
+    pub fn replace_unsent(&mut self, id: u64, blob: NetBlob) -> bool {
+        let Some(i) = id.checked_sub(self.base) else {
+            return false;
+        };
+        match self.entries.get_mut(i as usize) {
+            Some(e) if !e.sent && e.state == SendState::Waiting => {
+                e.blob = Some(blob);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether reliable message `id` was ever written into a packet.
+    pub fn was_sent(&self, id: u64) -> bool {
+        match id.checked_sub(self.base) {
+            None => true,
+            Some(i) => self.entries.get(i as usize).is_some_and(|e| e.sent),
+        }
+    }
+
+    /// Whether reliable message `id` was acknowledged.
+    pub fn is_acked(&self, id: u64) -> bool {
+        match id.checked_sub(self.base) {
+            None => true,
+            Some(i) => self
+                .entries
+                .get(i as usize)
+                .is_some_and(|e| e.state == SendState::Acked),
+        }
     }
 
     /// Messages not yet acknowledged (reliable) or not yet sent (unreliable).
@@ -242,6 +288,7 @@ impl ChannelSender {
             self.waiting -= 1;
             if reliable {
                 self.entries[i].state = SendState::InFlight;
+                self.entries[i].sent = true;
                 record.push(self.base + i as u64);
                 i += 1;
             } else {

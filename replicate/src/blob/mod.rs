@@ -15,7 +15,9 @@ pub mod channel;
 pub mod partial;
 
 pub use assembler::{BlobAssembler, PartAccepted};
-pub use channel::{ChannelConfig, ChannelError, ChannelReceiver, ChannelSender, DeliveryMode};
+pub use channel::{
+    ChannelConfig, ChannelError, ChannelReceiver, ChannelRecord, ChannelSender, DeliveryMode,
+};
 pub use partial::{PartialBlob, SplitConfig, split_blob};
 
 use crate::bits::{BitReader, BitWriter};

@@ -27,8 +27,10 @@
 //! - delta compression ([`baseline`]): [`ReplicationConfig::delta`],
 //!   [`ReplicationServer::set_type_delta_compression`] and
 //!   [`ReplicationServer::invalidate_baselines`] (for condition changes);
-//! - huge objects: a creation that does not fit in an empty packet parks the object in
-//!   [`ReplicatedObjectState::HugeObject`] (counted in [`WriterStats::huge_objects`]).
+//! - huge objects: a batch that does not fit in an empty packet parks the object in
+//!   [`ReplicatedObjectState::HugeObject`] and travels as a blob split into parts on the
+//!   huge-object stream (`writer::huge`: [`HugeObjectStream`], [`HugeObjectReceiver`]);
+//! - messages and RPCs: the [`crate::attachment`] message stream of every connection.
 //!
 //! Packets may be lost, duplicated or reordered: the writer re-sends the *current*
 //! values of lost members, and the reader never lets an older packet overwrite a newer
@@ -73,6 +75,10 @@ pub use record::{
     ReplicatedObjectState, ReplicationInfo,
 };
 pub use scheduler::{ScheduledObject, schedule_objects, sort_scheduled_objects};
+pub use writer::huge::{
+    HugeObjectReceiver, HugeObjectStream, HugeReceiveStats, HugeSendQueue, HugeSendStats,
+    SharedHugeQueue,
+};
 pub use writer::{
     BATCH_SIZE_BITS, MAX_REPORTS_PER_PACKET, ReplicationWriter, WriterHooks, WriterStats,
     apply_conditions,
@@ -116,6 +122,8 @@ pub struct ReplicationConfig {
     pub cold_resolving_retry: Duration,
     /// Most objects a client accepts (default 2^20).
     pub max_client_objects: usize,
+    /// Messages and huge objects (see [`crate::attachment`]).
+    pub attachments: crate::attachment::AttachmentConfig,
     /// Delta compression against acknowledged baselines (on by default).
     pub delta: DeltaSettings,
 }
@@ -133,6 +141,7 @@ impl Default for ReplicationConfig {
             hot_resolving_lifetime: Duration::from_millis(1000),
             cold_resolving_retry: Duration::from_millis(200),
             max_client_objects: 1 << 20,
+            attachments: Default::default(),
             delta: DeltaSettings::default(),
         }
     }
@@ -238,6 +247,19 @@ impl ReplicationServer {
         self.now
     }
 
+    /// The configuration.
+    pub fn config(&self) -> &ReplicationConfig {
+        &self.config
+    }
+
+    /// The ids of the open connections.
+    pub fn connection_ids(&self) -> Vec<ConnectionId> {
+        (0..self.connections.len())
+            .filter(|&i| self.connections[i].is_some())
+            .map(|i| i as ConnectionId)
+            .collect()
+    }
+
     /// Adds a connection; every live object starts replicating to it.
     pub fn add_connection(&mut self) -> ConnectionId {
         let id = self
@@ -247,14 +269,22 @@ impl ReplicationServer {
             .unwrap_or(self.connections.len()) as ConnectionId;
         let exports = SharedExports::default();
         let mut writer = ReplicationWriter::with_exports(id, self.config.clone(), exports.clone());
+        let huge = HugeSendQueue::shared(&self.config.attachments);
+        writer.set_huge_queue(huge.clone());
         writer.set_baseline_storage(self.baselines.clone());
         writer.start_all(&mut self.objects);
         let mut streams = DataStreamManager::new();
-        // Two streams: cannot exceed the limit.
+        // Four streams: cannot exceed the limit.
         let _ = streams.add_stream(Box::new(writer));
         let _ = streams.add_stream(Box::new(TokenStream::with_tables(
             exports,
             SharedImports::default(),
+        )));
+        let _ = streams.add_stream(Box::new(HugeObjectStream::new(huge)));
+        let _ = streams.add_stream(Box::new(crate::attachment::MessageStream::new(
+            self.objects.registry().clone(),
+            &self.config.attachments,
+            Some(id),
         )));
         let conn = ServerConnection { streams };
         if (id as usize) < self.connections.len() {
@@ -304,8 +334,8 @@ impl ReplicationServer {
             .stream_mut::<TokenStream>(TokenStream::NAME)
     }
 
-    /// Adds a stream (messages, huge-object parts, ...) to a connection, after the
-    /// replication and token streams. The client must add the matching stream at the
+    /// Adds a stream to a connection, after the replication, token, huge-object and
+    /// message streams. The client must add the matching stream at the
     /// same position ([`ReplicationClient::add_stream`]).
     pub fn add_stream(
         &mut self,
@@ -406,6 +436,7 @@ impl ReplicationServer {
             {
                 w.update(&mut self.objects);
             }
+            crate::attachment::after_tick(&mut conn.streams, &self.objects, now);
         }
         self.objects.end_tick();
     }
@@ -526,12 +557,19 @@ impl std::fmt::Debug for ReplicationClient {
 impl ReplicationClient {
     /// A client for the types in `registry` (must equal the server's).
     pub fn new(registry: Arc<ProtocolRegistry>, config: ReplicationConfig) -> Self {
-        let world = ClientWorld::new(registry, config);
+        let attachments = config.attachments.clone();
+        let world = ClientWorld::new(registry.clone(), config);
         let mut streams = DataStreamManager::new();
         let _ = streams.add_stream(Box::new(ReplicationReader::default()));
         let _ = streams.add_stream(Box::new(TokenStream::with_tables(
             SharedExports::default(),
             world.shared_imports(),
+        )));
+        let _ = streams.add_stream(Box::new(HugeObjectReceiver::new(&attachments)));
+        let _ = streams.add_stream(Box::new(crate::attachment::MessageStream::new(
+            registry,
+            &attachments,
+            None,
         )));
         Self { world, streams }
     }
@@ -622,7 +660,7 @@ impl ReplicationClient {
         self.world.take_torn_off(handle)
     }
 
-    /// Adds a stream after the replication and token streams (the server adds the
+    /// Adds a stream after the replication, token, huge-object and message streams (the server adds the
     /// matching one at the same position for this connection).
     pub fn add_stream(
         &mut self,

@@ -836,7 +836,11 @@ impl ReplicationReader {
         r: &mut BitReader,
     ) -> Result<(), StreamError> {
         let handle = NetRefHandle::read(r).map_err(framing)?;
-        let size = r.read_bits(BATCH_SIZE_BITS) as usize;
+        let mut size = r.read_bits(BATCH_SIZE_BITS) as usize;
+        if size as u64 == super::writer::huge::WIDE_BATCH_SIZE {
+            // A huge object's batch (only inside a blob): a 32-bit size follows.
+            size = r.read_bits(32) as usize;
+        }
         r.check().map_err(framing)?;
         if size > r.bits_left() {
             return Err(framing(format!(

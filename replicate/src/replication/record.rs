@@ -141,6 +141,8 @@ impl ReplicatedObjectState {
                 | (PendingCreate, HugeObject)
                 | (WaitOnCreateConfirmation, HugeObject)
                 | (HugeObject, PendingCreate)
+                | (HugeObject, Created)
+                | (Created, HugeObject)
                 | (HugeObject, Invalid)
                 | (WaitOnCreateConfirmation, PendingDestroy)
                 | (WaitOnCreateConfirmation, PendingTearOff)

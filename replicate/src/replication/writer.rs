@@ -48,6 +48,9 @@ use crate::stream::tokens::{NetToken, SharedExports, lock};
 use crate::stream::{DataStream, StreamError, WriteResult};
 use std::collections::VecDeque;
 
+#[path = "huge.rs"]
+pub mod huge;
+
 /// Bits of a batch's size prefix: a batch holds at most `2^16 - 1` bits; a creation
 /// larger than that (or than an empty packet) is a huge object.
 pub const BATCH_SIZE_BITS: u32 = 16;
@@ -163,6 +166,7 @@ pub struct ReplicationWriter {
     stats: WriterStats,
     exports: SharedExports,
     hooks: Hooks,
+    huge: huge::WriterHuge,
     storage: Option<SharedBaselineStorage>,
     baselines: ConnectionBaselines,
     records_popped: u64,
@@ -188,6 +192,7 @@ impl ReplicationWriter {
         Self {
             exports,
             hooks: Hooks(None),
+            huge: huge::WriterHuge::default(),
             connection,
             config,
             infos: Vec::new(),
@@ -501,7 +506,7 @@ impl ReplicationWriter {
             };
             if !matches!(
                 info.state(),
-                S::PendingCreate | S::WaitOnCreateConfirmation | S::Created
+                S::PendingCreate | S::WaitOnCreateConfirmation | S::Created | S::HugeObject
             ) {
                 continue;
             }
@@ -750,6 +755,7 @@ impl ReplicationWriter {
     /// Writes destroys, then scheduled objects, into `w` (up to its capacity). Returns
     /// `NoData` (and writes nothing) when there was nothing to send or nothing fit.
     pub fn write(&mut self, table: &ObjectTable, w: &mut BitWriter) -> WriteResult {
+        self.pump_huge(table);
         let start = w.mark();
         let mut record = PacketRecord::default();
         let mut more = false;
@@ -961,6 +967,13 @@ impl ReplicationWriter {
         }
         let info = &mut self.infos[index as usize];
         match info.state() {
+            S::PendingCreate | S::WaitOnCreateConfirmation | S::Created if self.huge.enabled() => {
+                // Sent as a blob in parts on the huge-object stream (see `huge`).
+                info.set_state(S::HugeObject);
+                self.dirty.clear(index);
+                self.stats.huge_objects += 1;
+                self.huge.park(index);
+            }
             S::PendingCreate | S::WaitOnCreateConfirmation => {
                 tracing::error!(
                     "replication writer (connection {}): object at index {index} does not fit in a packet; \
@@ -1018,7 +1031,8 @@ impl ReplicationWriter {
             self.dirty.clear(index);
             return Ok(false);
         }
-        let plan = if tear_off {
+        // A huge object's blob is never a delta: its baseline could not be tied to a packet.
+        let plan = if tear_off || self.huge.wide {
             None
         } else {
             self.plan_delta(table, index, creating, is_owner, &mut mask)
@@ -1029,6 +1043,10 @@ impl ReplicationWriter {
         handle.write(w);
         let size_pos = w.position();
         w.write_bits(0, BATCH_SIZE_BITS);
+        let wide = self.huge.wide;
+        if wide {
+            w.write_bits(0, 32); // huge::WIDE_BATCH_SIZE escape, then the size
+        }
         let body = w.position();
         let exports_flag_pos = w.position();
         w.write_bool(false); // has_exports, patched below
@@ -1067,7 +1085,7 @@ impl ReplicationWriter {
             }
         }
         let size = w.position().saturating_sub(body);
-        if size >= 1 << BATCH_SIZE_BITS {
+        if size as u64 >= huge::WIDE_BATCH_SIZE && !wide {
             w.rollback(m);
             return Err(BatchError::TooLarge);
         }
@@ -1075,7 +1093,12 @@ impl ReplicationWriter {
             w.rollback(m);
             return Err(BatchError::DidNotFit);
         }
-        w.patch_bits(size_pos, size as u64, BATCH_SIZE_BITS);
+        if wide {
+            w.patch_bits(size_pos, huge::WIDE_BATCH_SIZE, BATCH_SIZE_BITS);
+            w.patch_bits(size_pos + BATCH_SIZE_BITS as usize, size as u64, 32);
+        } else {
+            w.patch_bits(size_pos, size as u64, BATCH_SIZE_BITS);
+        }
         // Exports follow the state: the tokens the peer may not know yet.
         let mut exported = Vec::new();
         {
@@ -1357,7 +1380,15 @@ impl DataStream<ObjectTable> for ReplicationWriter {
     }
 
     fn write_data(&mut self, ctx: &mut ObjectTable, writer: &mut BitWriter) -> WriteResult {
-        self.write(ctx, writer)
+        // Leave huge-object parts their share of the packet (see `huge`).
+        let reserve = self.huge_reserve_bits(writer.bits_left());
+        if reserve == 0 {
+            return self.write(ctx, writer);
+        }
+        let sub = writer.begin_substream(writer.bits_left() - reserve);
+        let result = self.write(ctx, writer);
+        let _ = writer.commit_substream(sub);
+        result
     }
 
     /// Reads the client's reports of objects it could not decode (Iris's

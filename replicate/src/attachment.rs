@@ -1,0 +1,925 @@
+//! Attachments: typed messages and RPCs, server to client and client to server (Iris's
+//! NetBlob attachments), plus the configuration of the huge-object path.
+//!
+//! # Messages are replicated types
+//!
+//! A message is any type registered in the [`ProtocolRegistry`] — in practice a
+//! `#[derive(Replicated)]` struct — so it gets the same serializers, configs and
+//! validation as object state. Sending serializes the *full* quantized state (an
+//! all-ones change mask) after the type's wire id; the receiver builds a fresh state,
+//! deserializes it, runs [`ReplicatedState::validate`](crate::ReplicatedState::validate)
+//! on it, and builds the value with `from_state`. Game code gets a [`ReceivedMessage`]
+//! and downcasts it ([`ReceivedMessage::get`], [`ReceivedMessage::take`]).
+//!
+//! Wire form of one message (a [`NetBlob`] on a channel):
+//!
+//! ```text
+//! [has_target: 1][target handle]?  [protocol index: registry.index_bits()]  [full state]
+//! ```
+//!
+//! # Delivery
+//!
+//! Each connection has one [`MessageStream`] with three channels, one per
+//! [`DeliveryMode`]: reliable ordered and reliable unordered messages are re-sent
+//! until acknowledged and delivered exactly once (in send order for the ordered one);
+//! unreliable ones are sent once and delivered at most once (the connection drops
+//! duplicate packets). Stream section: `([has: 1][channel section])` for each channel.
+//!
+//! # Object messages (RPCs)
+//!
+//! A message may target an object. On the server it is queued only for connections
+//! that have the object in scope: when the object is `Created` there it goes out at
+//! once; while its creation is in flight (or it travels as a huge object) it is held
+//! back until the creation is acknowledged, so the client always has the object when
+//! the message arrives; otherwise it is dropped (with a warning when
+//! [`AttachmentConfig::warn_dropped_messages`] is on, default off). The receiver drops
+//! an object message whose object it does not have (destroyed in between).
+//!
+//! # Client to server
+//!
+//! The client sends with the same API. The server decodes and validates the state,
+//! drops messages targeting objects it does not have (or, when game code drains them,
+//! that are not in that client's scope), then runs the connection's
+//! [`MessageValidator`] (if any) before game code sees anything. Messages are values
+//! handed to game code: nothing a client sends ever writes server state.
+//!
+//! # Entry points
+//!
+//! Server ([`ReplicationServer`]): [`send_message`](ReplicationServer::send_message),
+//! [`send_object_message`](ReplicationServer::send_object_message),
+//! [`broadcast_message`](ReplicationServer::broadcast_message),
+//! [`send_object_message_to_scope`](ReplicationServer::send_object_message_to_scope),
+//! [`drain_messages`](ReplicationServer::drain_messages),
+//! [`set_message_validator`](ReplicationServer::set_message_validator).
+//! Client ([`ReplicationClient`]): [`send_message`](ReplicationClient::send_message),
+//! [`send_object_message`](ReplicationClient::send_object_message),
+//! [`drain_messages`](ReplicationClient::drain_messages).
+//!
+//! ```
+//! use replicate::Replicated;
+//! use replicate::bits::{BitReader, BitWriter};
+//! use replicate::blob::DeliveryMode;
+//! use replicate::connection::{DeliveryStatus, PacketSequence};
+//! use replicate::protocol::ProtocolRegistry;
+//! use replicate::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! #[derive(Replicated, Debug, Clone, Default, PartialEq)]
+//! struct Chat {
+//!     #[net(max_len = 64)]
+//!     text: String,
+//! }
+//!
+//! let registry = Arc::new(ProtocolRegistry::from_inventory().unwrap());
+//! let mut server = ReplicationServer::new(registry.clone(), ReplicationConfig::default());
+//! let mut client = ReplicationClient::new(registry, ReplicationConfig::default());
+//! let conn = server.add_connection();
+//!
+//! server.send_message(conn, &Chat { text: "welcome".into() }, DeliveryMode::ReliableOrdered).unwrap();
+//! server.tick(Duration::ZERO);
+//! let mut w = BitWriter::with_capacity_bytes(1200);
+//! server.write_packet(conn, PacketSequence(0), &mut w);
+//! let bytes = w.finish().unwrap();
+//! client.read_packet(Duration::ZERO, PacketSequence(0), &mut BitReader::new(&bytes)).unwrap();
+//! server.process_delivery(conn, PacketSequence(0), DeliveryStatus::Delivered);
+//!
+//! let got = client.drain_messages();
+//! assert_eq!(got[0].get::<Chat>().unwrap().text, "welcome");
+//!
+//! // And back: the server validates before game code sees it.
+//! client.send_message(&Chat { text: "hi".into() }, DeliveryMode::Unreliable).unwrap();
+//! let mut w = BitWriter::with_capacity_bytes(1200);
+//! client.write_packet(PacketSequence(0), &mut w);
+//! let bytes = w.finish().unwrap();
+//! server.read_packet(conn, &mut BitReader::new(&bytes)).unwrap();
+//! let msg = server.drain_messages(conn).remove(0);
+//! assert_eq!(msg.from, Some(conn));
+//! assert_eq!(msg.take::<Chat>().unwrap().text, "hi");
+//! ```
+//!
+//! Ordering with state: on the receiving side the message stream is read after the
+//! replication stream of the same packet, so a packet's state is applied before its
+//! messages are queued for game code.
+
+use crate::NetRefHandle;
+use crate::bits::{BitReader, BitWriter};
+use crate::blob::{
+    ChannelConfig, ChannelError, ChannelReceiver, ChannelRecord, ChannelSender, DeliveryMode,
+    NetBlob, SplitConfig,
+};
+use crate::connection::DeliveryStatus;
+use crate::object::{ConnectionId, ObjectTable};
+use crate::protocol::{ErasedObject, ProtocolIndex, ProtocolRegistry};
+use crate::replication::{
+    ClientWorld, HugeObjectStream, ReplicatedObjectState, ReplicationClient, ReplicationServer,
+    ReplicationWriter,
+};
+use crate::state::{ChangeMask, Replicated};
+use crate::stream::tokens::lock;
+use crate::stream::{DataStream, DataStreamManager, StreamError, WriteResult};
+use std::any::Any;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+use thiserror::Error;
+
+/// Settings of attachments and huge objects; both ends must use the same values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttachmentConfig {
+    /// How huge objects are split: at most `max_part_bits` (default 1024) per part and
+    /// `max_part_count` (default 8192) parts per blob.
+    pub split: SplitConfig,
+    /// Huge objects in transit at once per connection (default 16, at least 1).
+    pub max_huge_in_transit: usize,
+    /// Most bits a client reserves for partly assembled huge objects (default 16 MiB).
+    pub max_huge_receive_bits: u64,
+    /// Share of each packet the replication writer leaves to huge-object parts while
+    /// some wait to be sent (default 0.25, at most 0.9), so a busy world cannot starve
+    /// them (0 turns the reservation off: parts then get what the writer leaves).
+    pub huge_packet_share: f32,
+    /// Largest message in bits (default 8 KiB).
+    pub max_message_bits: u32,
+    /// Most messages queued per channel on the sender (default 4096).
+    pub max_queued_messages: usize,
+    /// Most received messages waiting for game code (default 4096); beyond it new
+    /// ones are dropped with a warning.
+    pub max_received_messages: usize,
+    /// Warn when an object message is dropped because the object is not in scope
+    /// (default off, as in Iris).
+    pub warn_dropped_messages: bool,
+}
+
+impl Default for AttachmentConfig {
+    fn default() -> Self {
+        Self {
+            split: SplitConfig::default(),
+            max_huge_in_transit: 16,
+            max_huge_receive_bits: 16 * 1024 * 1024 * 8,
+            huge_packet_share: 0.25,
+            max_message_bits: 8192 * 8,
+            max_queued_messages: 4096,
+            max_received_messages: 4096,
+            warn_dropped_messages: false,
+        }
+    }
+}
+
+impl AttachmentConfig {
+    fn channel(&self, mode: DeliveryMode) -> ChannelConfig {
+        let mut c = ChannelConfig::new(mode);
+        c.max_message_bits = self.max_message_bits;
+        c.max_queued = self.max_queued_messages.max(1);
+        c
+    }
+}
+
+/// Errors of sending a message.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum MessageError {
+    /// The message type is not in the registry.
+    #[error("message type `{0}` is not registered in the protocol registry")]
+    NotRegistered(&'static str),
+    /// The serialized message exceeds `max_message_bits`.
+    #[error("message of type `{ty}` exceeds {max} bits")]
+    TooLarge {
+        /// The type.
+        ty: &'static str,
+        /// The cap.
+        max: u32,
+    },
+    /// No such connection (or it has no message stream).
+    #[error("no connection {0}")]
+    NoConnection(ConnectionId),
+    /// The channel refused the message.
+    #[error(transparent)]
+    Channel(#[from] ChannelError),
+}
+
+/// What happened to an object message on one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageOutcome {
+    /// Queued for sending.
+    Queued,
+    /// Held until the object's creation is acknowledged on that connection.
+    Held,
+    /// Dropped: the object is not in that connection's scope.
+    NotInScope,
+}
+
+/// A message received from the peer.
+pub struct ReceivedMessage {
+    /// The sending connection (server side; `None` on the client).
+    pub from: Option<ConnectionId>,
+    /// The object it targets, if any.
+    pub target: Option<NetRefHandle>,
+    /// How it was delivered.
+    pub mode: DeliveryMode,
+    /// The message type's wire id.
+    pub protocol: ProtocolIndex,
+    value: Box<dyn ErasedObject>,
+}
+
+impl std::fmt::Debug for ReceivedMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReceivedMessage")
+            .field("from", &self.from)
+            .field("target", &self.target)
+            .field("mode", &self.mode)
+            .field("protocol", &self.protocol)
+            .finish()
+    }
+}
+
+impl ReceivedMessage {
+    /// Whether the message is a `T`.
+    pub fn is<T: Replicated>(&self) -> bool {
+        self.value.as_any().is::<T>()
+    }
+
+    /// The message as a `T`.
+    pub fn get<T: Replicated>(&self) -> Option<&T> {
+        self.value.as_any().downcast_ref::<T>()
+    }
+
+    /// Takes the message as a `T` (`None` if it is another type; check with
+    /// [`is`](Self::is) first to keep it).
+    pub fn take<T: Replicated>(self) -> Option<T> {
+        let any: Box<dyn Any> = self.value;
+        any.downcast::<T>().ok().map(|b| *b)
+    }
+
+    /// The value, type-erased.
+    pub fn value(&self) -> &dyn ErasedObject {
+        self.value.as_ref()
+    }
+}
+
+/// A server-side check run on every message a client sends, after decoding and state
+/// validation, before game code sees it; `false` drops the message.
+pub type MessageValidator = Arc<dyn Fn(ConnectionId, &ReceivedMessage) -> bool + Send + Sync>;
+
+/// Counters of a [`MessageStream`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MessageStats {
+    /// Messages queued for sending.
+    pub queued: u64,
+    /// Message copies written into packets (re-sends included).
+    pub written: u64,
+    /// Messages received and handed to game code.
+    pub received: u64,
+    /// Object messages dropped because the object was not in scope (either end).
+    pub dropped_not_in_scope: u64,
+    /// Received messages rejected (undecodable, invalid state, validator, full queue).
+    pub rejected: u64,
+    /// Object messages held now, waiting for their object's creation to be acked.
+    pub held: usize,
+}
+
+/// Serializes `value` as a message (see the module docs).
+pub fn encode_message<T: Replicated>(
+    registry: &ProtocolRegistry,
+    target: Option<NetRefHandle>,
+    value: &T,
+    max_bits: u32,
+) -> Result<NetBlob, MessageError> {
+    let ty = std::any::type_name::<T>();
+    let index = registry
+        .index_of::<T>()
+        .ok_or(MessageError::NotRegistered(ty))?;
+    let state = value.to_state();
+    let mask = ChangeMask::all(T::descriptor().change_mask_bits);
+    let mut w = BitWriter::with_capacity_bits(max_bits as usize);
+    if w.write_bool(target.is_some()) {
+        target.unwrap_or(NetRefHandle::INVALID).write(&mut w);
+    }
+    w.write_bits(index as u64, registry.index_bits());
+    crate::state::ReplicatedState::serialize(&state, &mask, 0, &mut w);
+    if w.is_overflown() {
+        return Err(MessageError::TooLarge { ty, max: max_bits });
+    }
+    Ok(NetBlob::from_writer(&w))
+}
+
+/// Decodes a message written by [`encode_message`], validating its state.
+pub fn decode_message(
+    registry: &ProtocolRegistry,
+    blob: &NetBlob,
+    mode: DeliveryMode,
+) -> Result<ReceivedMessage, String> {
+    let mut r = blob.reader();
+    let target = if r.read_bool() {
+        Some(NetRefHandle::read(&mut r).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    let protocol = r.read_bits(registry.index_bits()) as ProtocolIndex;
+    r.check().map_err(|e| e.to_string())?;
+    let reg = registry
+        .get(protocol)
+        .ok_or_else(|| format!("unknown message type {protocol}"))?;
+    let mask = ChangeMask::all((reg.descriptor)().change_mask_bits);
+    let mut state = (reg.new_state)();
+    state
+        .deserialize(&mask, &mut r)
+        .map_err(|e| e.to_string())?;
+    r.check().map_err(|e| e.to_string())?;
+    state.validate(&mask).map_err(|e| e.to_string())?;
+    let value = (reg.create)(state.as_ref()).ok_or("message factory failed")?;
+    Ok(ReceivedMessage {
+        from: None,
+        target,
+        mode,
+        protocol,
+        value,
+    })
+}
+
+const MODES: [DeliveryMode; 3] = [
+    DeliveryMode::ReliableOrdered,
+    DeliveryMode::ReliableUnordered,
+    DeliveryMode::Unreliable,
+];
+
+fn mode_index(mode: DeliveryMode) -> usize {
+    match mode {
+        DeliveryMode::ReliableOrdered => 0,
+        DeliveryMode::ReliableUnordered => 1,
+        DeliveryMode::Unreliable => 2,
+    }
+}
+
+struct Held {
+    handle: NetRefHandle,
+    mode: DeliveryMode,
+    blob: NetBlob,
+}
+
+/// Where an object message may go on one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    Send,
+    Hold,
+    Drop,
+}
+
+fn object_gate(writer: &ReplicationWriter, table: &ObjectTable, handle: NetRefHandle) -> Gate {
+    use ReplicatedObjectState as S;
+    let Some(index) = table.index_of(handle) else {
+        return Gate::Drop;
+    };
+    match writer.object_state(index) {
+        S::Created => Gate::Send,
+        S::PendingCreate | S::WaitOnCreateConfirmation | S::HugeObject => Gate::Hold,
+        // Spawned since the last tick: the writer decides on its scope at the next one.
+        S::Invalid if table.tick_created().contains(&index) => Gate::Hold,
+        _ => Gate::Drop,
+    }
+}
+
+/// What a [`MessageStream`] checks about the objects messages target.
+pub trait MessageContext {
+    /// Whether the object exists here.
+    fn has_object(&self, handle: NetRefHandle) -> bool;
+}
+
+impl MessageContext for ObjectTable {
+    fn has_object(&self, handle: NetRefHandle) -> bool {
+        self.contains(handle)
+    }
+}
+
+impl MessageContext for ClientWorld {
+    fn has_object(&self, handle: NetRefHandle) -> bool {
+        self.object(handle).is_some()
+    }
+}
+
+/// The message stream of one connection (one on each end): three channels, held
+/// object messages (server) and the received queue.
+pub struct MessageStream {
+    registry: Arc<ProtocolRegistry>,
+    config: AttachmentConfig,
+    connection: Option<ConnectionId>,
+    senders: [ChannelSender; 3],
+    receivers: [ChannelReceiver; 3],
+    records: VecDeque<[ChannelRecord; 3]>,
+    held: Vec<Held>,
+    received: VecDeque<ReceivedMessage>,
+    validator: Option<MessageValidator>,
+    stats: MessageStats,
+}
+
+impl std::fmt::Debug for MessageStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MessageStream")
+            .field("connection", &self.connection)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl MessageStream {
+    /// The stream's name.
+    pub const NAME: &'static str = "messages";
+
+    /// A stream; `connection` is the peer's id on the server, `None` on the client.
+    pub fn new(
+        registry: Arc<ProtocolRegistry>,
+        config: &AttachmentConfig,
+        connection: Option<ConnectionId>,
+    ) -> Self {
+        Self {
+            senders: MODES.map(|m| ChannelSender::new(config.channel(m))),
+            receivers: MODES.map(|m| ChannelReceiver::new(config.channel(m))),
+            registry,
+            config: config.clone(),
+            connection,
+            records: VecDeque::new(),
+            held: Vec::new(),
+            received: VecDeque::new(),
+            validator: None,
+            stats: MessageStats::default(),
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> MessageStats {
+        let mut s = self.stats.clone();
+        s.held = self.held.len();
+        s
+    }
+
+    /// Installs the check run on every received message (server side).
+    pub fn set_validator(&mut self, validator: Option<MessageValidator>) {
+        self.validator = validator;
+    }
+
+    /// Queues a serialized message.
+    pub fn push(&mut self, mode: DeliveryMode, blob: NetBlob) -> Result<(), MessageError> {
+        self.senders[mode_index(mode)].push(blob)?;
+        self.stats.queued += 1;
+        Ok(())
+    }
+
+    /// Serializes and queues a connection-level message.
+    pub fn send<T: Replicated>(
+        &mut self,
+        value: &T,
+        mode: DeliveryMode,
+    ) -> Result<(), MessageError> {
+        let blob = encode_message(&self.registry, None, value, self.config.max_message_bits)?;
+        self.push(mode, blob)
+    }
+
+    /// Takes the next received message.
+    pub fn receive(&mut self) -> Option<ReceivedMessage> {
+        self.received.pop_front()
+    }
+
+    /// Takes every received message.
+    pub fn drain(&mut self) -> Vec<ReceivedMessage> {
+        self.received.drain(..).collect()
+    }
+
+    /// Whether nothing is queued or unacknowledged.
+    pub fn is_idle(&self) -> bool {
+        self.held.is_empty() && self.senders.iter().all(ChannelSender::is_idle)
+    }
+
+    fn drop_not_in_scope(&mut self, handle: NetRefHandle, side: &str) {
+        self.stats.dropped_not_in_scope += 1;
+        if self.config.warn_dropped_messages {
+            tracing::warn!("{side}: a message to {handle} was dropped: the object is not in scope");
+        }
+    }
+
+    /// Moves held object messages on by `gate`, in their order.
+    fn release_held(&mut self, mut gate: impl FnMut(NetRefHandle) -> Gate) {
+        if self.held.is_empty() {
+            return;
+        }
+        for h in std::mem::take(&mut self.held) {
+            match gate(h.handle) {
+                Gate::Send => {
+                    if let Err(e) = self.senders[mode_index(h.mode)].push(h.blob) {
+                        tracing::warn!("message to {} not queued: {e}", h.handle);
+                    }
+                }
+                Gate::Hold => self.held.push(h),
+                Gate::Drop => self.drop_not_in_scope(h.handle, "server"),
+            }
+        }
+    }
+
+    fn write_channels(&mut self, w: &mut BitWriter) -> WriteResult {
+        let start = w.mark();
+        let mut record: [ChannelRecord; 3] = Default::default();
+        let mut wrote = 0;
+        if w.bits_left() < 3 {
+            return WriteResult::NoData;
+        }
+        for (i, sender) in self.senders.iter_mut().enumerate() {
+            // Keep room for the flags of the channels after this one.
+            let later = 2 - i;
+            let flag = w.mark();
+            let sub = w.begin_substream(w.bits_left().saturating_sub(later));
+            w.write_bool(true);
+            let n = if w.is_overflown() {
+                0
+            } else {
+                sender.write(w, &mut record[i])
+            };
+            let _ = w.commit_substream(sub);
+            if n == 0 {
+                w.rollback(flag);
+                w.write_bool(false);
+            }
+            wrote += n;
+        }
+        if wrote == 0 || w.is_overflown() {
+            w.rollback(start);
+            // Anything recorded was rolled back with the bits: re-queue it.
+            for (i, rec) in record.iter().enumerate() {
+                self.senders[i].on_delivery(rec, DeliveryStatus::Lost);
+            }
+            return WriteResult::NoData;
+        }
+        self.stats.written += wrote as u64;
+        self.records.push_back(record);
+        if self.senders.iter().any(|s| s.waiting() > 0) {
+            WriteResult::HasMoreData
+        } else {
+            WriteResult::Ok
+        }
+    }
+
+    fn read_channels<C: MessageContext>(
+        &mut self,
+        ctx: &C,
+        r: &mut BitReader,
+    ) -> Result<(), StreamError> {
+        let mut result = Ok(());
+        for i in 0..3 {
+            let has = r.read_bool();
+            if r.check().is_err() {
+                result = Err(StreamError::malformed(Self::NAME, "truncated channel flag"));
+                break;
+            }
+            if !has {
+                continue;
+            }
+            if let Err(e) = self.receivers[i].read(r) {
+                result = Err(StreamError::malformed(Self::NAME, e));
+                break;
+            }
+        }
+        // Whatever was read completely is delivered, even after an error.
+        let side = if self.connection.is_some() {
+            "server"
+        } else {
+            "client"
+        };
+        for (i, mode) in MODES.into_iter().enumerate() {
+            while let Some(blob) = self.receivers[i].receive() {
+                let mut msg = match decode_message(&self.registry, &blob, mode) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        tracing::warn!("{side}: undecodable message dropped: {e}");
+                        self.stats.rejected += 1;
+                        continue;
+                    }
+                };
+                msg.from = self.connection;
+                if let Some(h) = msg.target
+                    && !ctx.has_object(h)
+                {
+                    self.drop_not_in_scope(h, side);
+                    continue;
+                }
+                if let (Some(v), Some(conn)) = (&self.validator, self.connection)
+                    && !v(conn, &msg)
+                {
+                    self.stats.rejected += 1;
+                    continue;
+                }
+                if self.received.len() >= self.config.max_received_messages {
+                    tracing::warn!("{side}: received-message queue full; a message is dropped");
+                    self.stats.rejected += 1;
+                    continue;
+                }
+                self.stats.received += 1;
+                self.received.push_back(msg);
+            }
+        }
+        result
+    }
+
+    fn delivery(&mut self, status: DeliveryStatus) {
+        if let Some(record) = self.records.pop_front() {
+            for (i, rec) in record.iter().enumerate() {
+                self.senders[i].on_delivery(rec, status);
+            }
+        }
+    }
+}
+
+impl DataStream<ObjectTable> for MessageStream {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+    fn write_data(&mut self, _ctx: &mut ObjectTable, w: &mut BitWriter) -> WriteResult {
+        self.write_channels(w)
+    }
+    fn read_data(&mut self, ctx: &mut ObjectTable, r: &mut BitReader) -> Result<(), StreamError> {
+        self.read_channels(&*ctx, r)
+    }
+    fn process_delivery(&mut self, _ctx: &mut ObjectTable, status: DeliveryStatus) {
+        self.delivery(status)
+    }
+    fn has_acknowledged_all_reliable_data(&self) -> bool {
+        self.is_idle()
+    }
+}
+
+impl DataStream<ClientWorld> for MessageStream {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+    fn write_data(&mut self, _ctx: &mut ClientWorld, w: &mut BitWriter) -> WriteResult {
+        self.write_channels(w)
+    }
+    fn read_data(&mut self, ctx: &mut ClientWorld, r: &mut BitReader) -> Result<(), StreamError> {
+        self.read_channels(&*ctx, r)
+    }
+    fn process_delivery(&mut self, _ctx: &mut ClientWorld, status: DeliveryStatus) {
+        self.delivery(status)
+    }
+    fn has_acknowledged_all_reliable_data(&self) -> bool {
+        self.is_idle()
+    }
+}
+
+/// Called by [`ReplicationServer::tick`] for each connection after the writer's
+/// update: releases held object messages whose object is now created there (or drops
+/// those whose object left), and gives the huge-object queue the time.
+pub(crate) fn after_tick(
+    streams: &mut DataStreamManager<ObjectTable>,
+    table: &ObjectTable,
+    now: Duration,
+) {
+    if let Some(huge) = streams.stream::<HugeObjectStream>(HugeObjectStream::NAME) {
+        lock(huge.queue()).set_now(now);
+    }
+    let gates: Vec<Gate> = {
+        let Some(ms) = streams.stream::<MessageStream>(MessageStream::NAME) else {
+            return;
+        };
+        if ms.held.is_empty() {
+            return;
+        }
+        let Some(w) = streams.stream::<ReplicationWriter>(ReplicationWriter::NAME) else {
+            return;
+        };
+        ms.held
+            .iter()
+            .map(|h| object_gate(w, table, h.handle))
+            .collect()
+    };
+    if let Some(ms) = streams.stream_mut::<MessageStream>(MessageStream::NAME) {
+        let mut it = gates.into_iter();
+        ms.release_held(|_| it.next().unwrap_or(Gate::Hold));
+    }
+}
+
+impl ReplicationServer {
+    fn messages_mut(&mut self, conn: ConnectionId) -> Result<&mut MessageStream, MessageError> {
+        self.stream_mut::<MessageStream>(conn, MessageStream::NAME)
+            .ok_or(MessageError::NoConnection(conn))
+    }
+
+    /// Sends a connection-level message to one client.
+    pub fn send_message<T: Replicated>(
+        &mut self,
+        conn: ConnectionId,
+        value: &T,
+        mode: DeliveryMode,
+    ) -> Result<(), MessageError> {
+        let max = self.config().attachments.max_message_bits;
+        let blob = encode_message(self.objects().registry(), None, value, max)?;
+        self.messages_mut(conn)?.push(mode, blob)
+    }
+
+    /// Sends a connection-level message to every client.
+    pub fn broadcast_message<T: Replicated>(
+        &mut self,
+        value: &T,
+        mode: DeliveryMode,
+    ) -> Result<(), MessageError> {
+        let max = self.config().attachments.max_message_bits;
+        let blob = encode_message(self.objects().registry(), None, value, max)?;
+        for conn in self.connection_ids() {
+            self.messages_mut(conn)?.push(mode, blob.clone())?;
+        }
+        Ok(())
+    }
+
+    /// Sends a message targeting `object` to one client: queued if the object is
+    /// created there, held until its creation is acknowledged if that is in flight,
+    /// dropped if the object is not in that client's scope.
+    pub fn send_object_message<T: Replicated>(
+        &mut self,
+        conn: ConnectionId,
+        object: NetRefHandle,
+        value: &T,
+        mode: DeliveryMode,
+    ) -> Result<MessageOutcome, MessageError> {
+        let max = self.config().attachments.max_message_bits;
+        let blob = encode_message(self.objects().registry(), Some(object), value, max)?;
+        self.send_object_blob(conn, object, blob, mode)
+    }
+
+    fn send_object_blob(
+        &mut self,
+        conn: ConnectionId,
+        object: NetRefHandle,
+        blob: NetBlob,
+        mode: DeliveryMode,
+    ) -> Result<MessageOutcome, MessageError> {
+        let gate = self
+            .writer(conn)
+            .map(|w| object_gate(w, self.objects(), object))
+            .ok_or(MessageError::NoConnection(conn))?;
+        let ms = self.messages_mut(conn)?;
+        match gate {
+            Gate::Send => {
+                ms.push(mode, blob)?;
+                Ok(MessageOutcome::Queued)
+            }
+            Gate::Hold => {
+                ms.stats.queued += 1;
+                ms.held.push(Held {
+                    handle: object,
+                    mode,
+                    blob,
+                });
+                Ok(MessageOutcome::Held)
+            }
+            Gate::Drop => {
+                ms.drop_not_in_scope(object, "server");
+                Ok(MessageOutcome::NotInScope)
+            }
+        }
+    }
+
+    /// Sends a message targeting `object` to every client that has it in scope;
+    /// returns how many connections it was queued or held for.
+    pub fn send_object_message_to_scope<T: Replicated>(
+        &mut self,
+        object: NetRefHandle,
+        value: &T,
+        mode: DeliveryMode,
+    ) -> Result<usize, MessageError> {
+        let max = self.config().attachments.max_message_bits;
+        let blob = encode_message(self.objects().registry(), Some(object), value, max)?;
+        let mut n = 0;
+        for conn in self.connection_ids() {
+            if self.send_object_blob(conn, object, blob.clone(), mode)?
+                != MessageOutcome::NotInScope
+            {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Takes the messages received from one client (already validated). A message
+    /// targeting an object that is not in that client's scope is dropped here.
+    pub fn drain_messages(&mut self, conn: ConnectionId) -> Vec<ReceivedMessage> {
+        let msgs = self
+            .messages_mut(conn)
+            .map(|m| m.drain())
+            .unwrap_or_default();
+        if msgs.iter().all(|m| m.target.is_none()) {
+            return msgs;
+        }
+        let mut keep = Vec::with_capacity(msgs.len());
+        let mut dropped = Vec::new();
+        for m in msgs {
+            let visible = match (m.target, self.writer(conn)) {
+                (None, _) => true,
+                (Some(h), Some(w)) => object_gate(w, self.objects(), h) != Gate::Drop,
+                (Some(_), None) => false,
+            };
+            if visible {
+                keep.push(m);
+            } else if let Some(h) = m.target {
+                dropped.push(h);
+            }
+        }
+        if let Ok(ms) = self.messages_mut(conn) {
+            for h in dropped {
+                ms.drop_not_in_scope(h, "server");
+            }
+        }
+        keep
+    }
+
+    /// Installs (or removes) the validator of one client's messages.
+    pub fn set_message_validator(
+        &mut self,
+        conn: ConnectionId,
+        validator: Option<MessageValidator>,
+    ) -> bool {
+        match self.messages_mut(conn) {
+            Ok(m) => {
+                m.set_validator(validator);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The message counters of one connection.
+    pub fn message_stats(&mut self, conn: ConnectionId) -> Option<MessageStats> {
+        self.messages_mut(conn).ok().map(|m| m.stats())
+    }
+}
+
+impl ReplicationClient {
+    fn messages_mut(&mut self) -> Result<&mut MessageStream, MessageError> {
+        self.stream_mut::<MessageStream>(MessageStream::NAME)
+            .ok_or(MessageError::NoConnection(0))
+    }
+
+    /// Sends a connection-level message to the server.
+    pub fn send_message<T: Replicated>(
+        &mut self,
+        value: &T,
+        mode: DeliveryMode,
+    ) -> Result<(), MessageError> {
+        self.messages_mut()?.send(value, mode)
+    }
+
+    /// Sends a message targeting a replicated object to the server (dropped there if
+    /// the server has no such object).
+    pub fn send_object_message<T: Replicated>(
+        &mut self,
+        object: NetRefHandle,
+        value: &T,
+        mode: DeliveryMode,
+    ) -> Result<(), MessageError> {
+        let ms = self.messages_mut()?;
+        let blob = encode_message(
+            &ms.registry,
+            Some(object),
+            value,
+            ms.config.max_message_bits,
+        )?;
+        ms.push(mode, blob)
+    }
+
+    /// Takes the messages received from the server.
+    pub fn drain_messages(&mut self) -> Vec<ReceivedMessage> {
+        self.messages_mut().map(|m| m.drain()).unwrap_or_default()
+    }
+
+    /// The message counters.
+    pub fn message_stats(&mut self) -> Option<MessageStats> {
+        self.messages_mut().ok().map(|m| m.stats())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_keep_every_channel_flag_even_when_the_packet_is_tight() {
+        let registry = Arc::new(ProtocolRegistry::default());
+        let config = AttachmentConfig::default();
+        let mut tx = MessageStream::new(registry.clone(), &config, None);
+        let mut rx = MessageStream::new(registry, &config, Some(0));
+        for mode in MODES {
+            tx.push(mode, NetBlob::from_bytes(vec![0xAB; 4])).unwrap();
+        }
+        // Room for about one message: the section must still carry three flags.
+        for budget in 3..200 {
+            let mut w = BitWriter::with_capacity_bits(budget);
+            if tx.write_channels(&mut w) == WriteResult::NoData {
+                assert_eq!(w.position(), 0);
+                continue;
+            }
+            assert!(!w.is_overflown());
+            let bytes = w.finish().unwrap();
+            let mut r = BitReader::with_bit_len(&bytes, w.position());
+            let table = ObjectTable::new(Arc::new(ProtocolRegistry::default()), 0);
+            // Payloads are not valid messages (rejected after framing), but the
+            // framing must read back exactly.
+            rx.read_channels(&table, &mut r).unwrap();
+            assert_eq!(r.bits_left(), 0, "budget {budget}");
+            tx.delivery(DeliveryStatus::Lost);
+        }
+        assert!(rx.stats().rejected > 0);
+    }
+}
