@@ -229,3 +229,88 @@ fn scope_per_client_through_the_server() {
         assert_eq!(c.get::<Crate>(a).map(|x| x.hp), Some(5));
     }
 }
+
+/// A chat line: messages are replicated types too.
+#[derive(Replicated, Debug, Default, Clone, PartialEq)]
+#[net(name = "facade_memory::Chat")]
+struct Chat {
+    #[net(bits = 16)]
+    seq: u16,
+    #[net(max_len = 64)]
+    text: String,
+}
+
+#[test]
+fn reliable_messages_both_ways_over_a_bad_link() {
+    let (mut server, mut clients) = setup(LinkConditioner::bad(), 1200, 1);
+    let mut now = Duration::ZERO;
+    let mut client_sent = 0u16;
+    let mut at_server = Vec::new();
+    let mut at_client = Vec::new();
+    for tick in 0..5000u32 {
+        now += Duration::from_millis(16);
+        server.tick(now).unwrap();
+        for e in server.events() {
+            if let ServerEvent::ClientConnected { client, .. } = e {
+                for seq in 0..20u16 {
+                    let line = Chat {
+                        seq,
+                        text: format!("welcome {seq}"),
+                    };
+                    server
+                        .send_message(
+                            client,
+                            &line,
+                            replicate::blob::DeliveryMode::ReliableOrdered,
+                        )
+                        .unwrap();
+                }
+            }
+        }
+        for (from, m) in server.receive_messages() {
+            at_server.push((from, m.take::<Chat>().unwrap().seq));
+        }
+        let c = &mut clients[0];
+        c.tick(now).unwrap();
+        let _ = c.events();
+        if c.is_connected() && client_sent < 20 && tick % 3 == 0 {
+            let line = Chat {
+                seq: client_sent,
+                text: "hi".into(),
+            };
+            c.send_message(&line, replicate::blob::DeliveryMode::ReliableOrdered)
+                .unwrap();
+            client_sent += 1;
+        }
+        at_client.extend(
+            c.receive_messages()
+                .into_iter()
+                .map(|m| m.take::<Chat>().unwrap()),
+        );
+        if at_server.len() == 20 && at_client.len() == 20 {
+            break;
+        }
+    }
+    let id = server.clients().next().unwrap();
+    let seqs: Vec<u16> = at_server.iter().map(|&(_, s)| s).collect();
+    assert_eq!(seqs, (0..20).collect::<Vec<_>>(), "exactly once, in order");
+    assert!(at_server.iter().all(|&(from, _)| from == id));
+    assert_eq!(
+        at_client,
+        (0..20)
+            .map(|seq| Chat {
+                seq,
+                text: format!("welcome {seq}")
+            })
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        server
+            .send_message(
+                999,
+                &Chat::default(),
+                replicate::blob::DeliveryMode::Unreliable
+            )
+            .is_err()
+    );
+}

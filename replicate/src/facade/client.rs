@@ -8,7 +8,9 @@ use super::{
     NetStats, PROTOCOL_VERSION,
 };
 use crate::NetRefHandle;
+use crate::attachment::{MessageError, ReceivedMessage};
 use crate::bits::{BitReader, BitWriter};
+use crate::blob::DeliveryMode;
 use crate::connection::{Connection, ConnectionConfig, MAX_HEADER_BITS};
 use crate::protocol::{ProtocolIndex, ProtocolRegistry};
 use crate::replication::{
@@ -404,6 +406,32 @@ impl<T: ClientTransport> Client<T> {
     /// A replicated object as its concrete type.
     pub fn get<O: Replicated>(&self, handle: NetRefHandle) -> Option<&O> {
         self.replication.get(handle)
+    }
+
+    /// Sends a message (any registered replicated type) to the server. Messages sent
+    /// before the server accepted this client wait for the connection.
+    pub fn send_message<M: Replicated>(
+        &mut self,
+        message: &M,
+        mode: DeliveryMode,
+    ) -> Result<(), MessageError> {
+        self.replication.send_message(message, mode)
+    }
+
+    /// Sends a message targeting a replicated object (an RPC) to the server.
+    pub fn send_object_message<M: Replicated>(
+        &mut self,
+        object: NetRefHandle,
+        message: &M,
+        mode: DeliveryMode,
+    ) -> Result<(), MessageError> {
+        self.replication.send_object_message(object, message, mode)
+    }
+
+    /// Takes the messages received from the server. Read them with
+    /// [`ReceivedMessage::get`] / [`ReceivedMessage::take`].
+    pub fn receive_messages(&mut self) -> Vec<ReceivedMessage> {
+        self.replication.drain_messages()
     }
 
     /// Every replicated object (handle, type, last received state).

@@ -8,7 +8,9 @@ use super::{
     PROTOCOL_VERSION,
 };
 use crate::NetRefHandle;
+use crate::attachment::{MessageError, ReceivedMessage};
 use crate::bits::{BitReader, BitWriter};
+use crate::blob::DeliveryMode;
 use crate::connection::{Connection, ConnectionConfig, MAX_HEADER_BITS};
 use crate::object::{ConnectionId, ObjectError, ObjectTable};
 use crate::protocol::{ProtocolIndex, ProtocolRegistry};
@@ -490,6 +492,68 @@ impl<T: ServerTransport> Server<T> {
         self.replication
             .objects_mut()
             .set_owner_connection(handle, conn)
+    }
+
+    /// Sends a message (any registered replicated type) to a connected client.
+    pub fn send_message<M: Replicated>(
+        &mut self,
+        client: ClientId,
+        message: &M,
+        mode: DeliveryMode,
+    ) -> Result<(), MessageError> {
+        let conn = self
+            .connection_id(client)
+            .ok_or(MessageError::NoConnection(u32::MAX))?;
+        self.replication.send_message(conn, message, mode)
+    }
+
+    /// Sends a message to every connected client.
+    pub fn broadcast_message<M: Replicated>(
+        &mut self,
+        message: &M,
+        mode: DeliveryMode,
+    ) -> Result<(), MessageError> {
+        self.replication.broadcast_message(message, mode)
+    }
+
+    /// Sends a message targeting an object (an RPC) to a connected client; it is held
+    /// until the client has the object, dropped if the object is not in its scope.
+    pub fn send_object_message<M: Replicated>(
+        &mut self,
+        client: ClientId,
+        object: NetRefHandle,
+        message: &M,
+        mode: DeliveryMode,
+    ) -> Result<(), MessageError> {
+        let conn = self
+            .connection_id(client)
+            .ok_or(MessageError::NoConnection(u32::MAX))?;
+        self.replication
+            .send_object_message(conn, object, message, mode)
+            .map(|_| ())
+    }
+
+    /// Takes the messages received from every connected client (validated), with
+    /// their sender. Read them with [`ReceivedMessage::get`] / [`ReceivedMessage::take`].
+    pub fn receive_messages(&mut self) -> Vec<(ClientId, ReceivedMessage)> {
+        let active: Vec<(ClientId, ConnectionId)> = self
+            .peers
+            .iter()
+            .filter_map(|(&id, p)| match p.phase {
+                Phase::Active { conn, .. } => Some((id, conn)),
+                _ => None,
+            })
+            .collect();
+        let mut out = Vec::new();
+        for (client, conn) in active {
+            out.extend(
+                self.replication
+                    .drain_messages(conn)
+                    .into_iter()
+                    .map(|m| (client, m)),
+            );
+        }
+        out
     }
 
     /// Puts a root object in or out of a connected client's scope (every object is in
