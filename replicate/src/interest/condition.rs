@@ -63,6 +63,40 @@ pub fn allows(condition: Condition, init_only: bool, ctx: ConditionContext) -> b
     }
 }
 
+/// Removes from `mask` the members a connection in role `ctx` must not receive: the
+/// descriptor's init-only members outside the creation batch and every member whose
+/// condition `ctx` does not meet. `Custom` members stay (their per-object switches are
+/// applied by the interest layer). This is what the replication writer applies to every
+/// batch.
+///
+/// ```
+/// use replicate::interest::ConditionContext;
+/// use replicate::interest::condition::apply_role_conditions;
+/// # use replicate::{ChangeMask, Condition, StateDescriptor, MemberDescriptor};
+/// # fn m(name: &'static str, bit: u32, condition: Condition) -> MemberDescriptor {
+/// #     MemberDescriptor { name, serializer: "u8", change_mask_offset: bit, change_mask_bits: 1,
+/// #         condition, init_only: false, has_notify: false, group: None,
+/// #         has_object_references: false, has_dynamic_state: false, max_bits: Some(8), fingerprint: 0 }
+/// # }
+/// let d = StateDescriptor::new("T", vec![m("hp", 0, Condition::None), m("ammo", 1, Condition::OwnerOnly)], true);
+/// let mut mask = ChangeMask::all(2);
+/// apply_role_conditions(&mut mask, &d, ConditionContext::default());
+/// assert_eq!(mask.to_u64(), 0b01);
+/// ```
+pub fn apply_role_conditions(mask: &mut ChangeMask, desc: &StateDescriptor, ctx: ConditionContext) {
+    if !desc.has_conditions() {
+        return;
+    }
+    if !ctx.is_initial {
+        mask.and_not(&desc.init_mask);
+    }
+    for (cond, bits) in &desc.condition_masks {
+        if !allows(*cond, false, ctx) {
+            mask.and_not(bits);
+        }
+    }
+}
+
 /// The allowed-member masks of one type for every role combination.
 #[derive(Debug, Clone)]
 pub struct ConditionMasks {

@@ -55,11 +55,13 @@
 //! assert!(client.drain_events().is_empty());
 //! ```
 
+mod interest_hooks;
 mod reader;
 mod record;
 mod scheduler;
 mod writer;
 
+pub use interest_hooks::{InterestHooks, SharedInterest};
 pub use reader::{
     ClientObject, ClientWorld, ObjectReadError, ReaderStats, ReferenceResolver, ReplicationReader,
 };
@@ -191,6 +193,8 @@ pub struct ReplicationServer {
     connections: Vec<Option<ServerConnection>>,
     config: ReplicationConfig,
     now: Duration,
+    /// Filters, prioritizers, conditions switches, budgets (see `interest_hooks`).
+    interest: SharedInterest,
 }
 
 impl std::fmt::Debug for ReplicationServer {
@@ -210,6 +214,7 @@ impl ReplicationServer {
             connections: Vec::new(),
             config,
             now: Duration::ZERO,
+            interest: Self::new_interest(),
         }
     }
 
@@ -237,6 +242,7 @@ impl ReplicationServer {
             .unwrap_or(self.connections.len()) as ConnectionId;
         let exports = SharedExports::default();
         let mut writer = ReplicationWriter::with_exports(id, self.config.clone(), exports.clone());
+        self.interest_add_connection(id, &mut writer);
         writer.start_all(&mut self.objects);
         let mut streams = DataStreamManager::new();
         // Two streams: cannot exceed the limit.
@@ -259,6 +265,7 @@ impl ReplicationServer {
         let Some(mut conn) = self.connections.get_mut(id as usize).and_then(Option::take) else {
             return;
         };
+        self.interest_remove_connection(id);
         conn.streams.discard_all(&mut self.objects);
         if let Some(w) = conn
             .streams
@@ -387,6 +394,7 @@ impl ReplicationServer {
     pub fn tick(&mut self, now: Duration) {
         self.now = now;
         self.objects.begin_tick();
+        self.interest_begin_tick();
         for conn in self.connections.iter_mut().flatten() {
             if let Some(w) = conn
                 .streams
@@ -400,22 +408,17 @@ impl ReplicationServer {
 
     /// Writes connection `id`'s streams for packet `sequence` into `writer` (after the
     /// transport's header). Call [`process_delivery`](Self::process_delivery) for every
-    /// sequence written, in send order.
+    /// sequence written, in send order. The streams write at most what the connection's
+    /// bandwidth budget allows, and nothing once the tick's packets
+    /// (`1 + max_extra_packets`) are used up: then the result is `NoData`.
     pub fn write_packet(
         &mut self,
         id: ConnectionId,
         sequence: PacketSequence,
         writer: &mut BitWriter,
     ) -> WriteResult {
-        let Some(conn) = self
-            .connections
-            .get_mut(id as usize)
-            .and_then(Option::as_mut)
-        else {
-            return WriteResult::NoData;
-        };
-        conn.streams
-            .write_packet(&mut self.objects, sequence, writer)
+        // Within the connection's bandwidth budget and packets per tick (interest layer).
+        self.write_packet_budgeted(id, sequence, writer)
     }
 
     /// The fate of packet `sequence` of connection `id`.

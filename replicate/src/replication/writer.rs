@@ -38,7 +38,7 @@ use crate::NetRefHandle;
 use crate::bits::BitWriter;
 use crate::connection::DeliveryStatus;
 use crate::object::{ConnectionId, InternalIndex, ObjectTable};
-use crate::state::{ChangeMask, Condition, StateDescriptor};
+use crate::state::{ChangeMask, StateDescriptor};
 use crate::stream::tokens::{NetToken, SharedExports, lock};
 use crate::stream::{DataStream, StreamError, WriteResult};
 use std::collections::VecDeque;
@@ -318,7 +318,7 @@ impl ReplicationWriter {
                 for (_, m) in &entry.descriptor().condition_masks {
                     bits.or_with(m);
                 }
-                self.mark_members_dirty(table, i, &bits);
+                self.on_conditions_changed(table, i, &bits);
             }
         }
         for &i in table.tick_tags_changed() {
@@ -358,6 +358,28 @@ impl ReplicationWriter {
                 *slot += if p.is_finite() { p.max(0.0) } else { 0.0 };
             }
         }
+    }
+
+    /// The members this connection may receive of an object changed: its owner or
+    /// autonomous flag changed (called from [`update`](Self::update)), or a `Custom`
+    /// condition was switched (called by the interest layer,
+    /// [`ReplicationServer::set_custom_condition`](super::ReplicationServer::set_custom_condition)).
+    /// `affected` holds the members whose condition may have changed; their current
+    /// values are owed afresh (a connection that newly qualifies receives them, one that
+    /// no longer qualifies has them filtered out when the batch is written).
+    ///
+    /// Delta compression hook: a baseline acked under the old conditions does not hold
+    /// the members the connection newly qualifies for, so baselines of this object for
+    /// this connection must be invalidated here (seed 000: "baselines are invalidated
+    /// when lifetime conditionals change").
+    pub fn on_conditions_changed(
+        &mut self,
+        table: &ObjectTable,
+        index: InternalIndex,
+        affected: &ChangeMask,
+    ) {
+        // (delta compression: invalidate this object's baselines for this connection)
+        self.mark_members_dirty(table, index, affected);
     }
 
     /// Marks members of an object as owed to this connection (for example when a hook
@@ -835,7 +857,15 @@ impl ReplicationWriter {
             info.change_mask(&self.pool)
         };
         let is_owner = entry.owner_connection() == Some(self.connection);
-        apply_conditions(&mut mask, desc, creating, is_owner);
+        crate::interest::condition::apply_role_conditions(
+            &mut mask,
+            desc,
+            crate::interest::ConditionContext {
+                is_owner,
+                is_autonomous: is_owner && entry.is_autonomous(),
+                is_initial: creating,
+            },
+        );
         if let Some(h) = self.hooks.0.as_mut() {
             let before = mask.clone();
             h.filter_members(table, index, creating, &mut mask);
@@ -1058,34 +1088,25 @@ impl ReplicationWriter {
     }
 }
 
-/// Removes from `mask` the members this connection must not receive in this batch.
-/// The hook where per-connection conditions plug in (the interest layer can extend it
-/// with `Custom` switches).
+/// Removes from `mask` the members this connection must not receive in this batch,
+/// for an owner that controls the object (autonomous) or a non-owner (simulated).
+/// A shorthand for [`apply_role_conditions`](crate::interest::condition::apply_role_conditions),
+/// which the writer applies with the object's autonomous flag.
 pub fn apply_conditions(
     mask: &mut ChangeMask,
     desc: &StateDescriptor,
     creating: bool,
     is_owner: bool,
 ) {
-    if !desc.has_conditions() {
-        return;
-    }
-    if !creating {
-        mask.and_not(&desc.init_mask);
-    }
-    for (cond, bits) in &desc.condition_masks {
-        let allowed = match cond {
-            Condition::None | Condition::Custom => true,
-            Condition::InitialOnly => creating,
-            Condition::OwnerOnly | Condition::AutonomousOnly => is_owner,
-            Condition::SkipOwner | Condition::SimulatedOnly => !is_owner,
-            Condition::InitialOrOwner => is_owner || creating,
-            Condition::Never => false,
-        };
-        if !allowed {
-            mask.and_not(bits);
-        }
-    }
+    crate::interest::condition::apply_role_conditions(
+        mask,
+        desc,
+        crate::interest::ConditionContext {
+            is_owner,
+            is_autonomous: is_owner,
+            is_initial: creating,
+        },
+    );
 }
 
 impl DataStream<ObjectTable> for ReplicationWriter {
