@@ -379,7 +379,15 @@ impl ReplicationWriter {
         affected: &ChangeMask,
     ) {
         // (delta compression: invalidate this object's baselines for this connection)
-        self.mark_members_dirty(table, index, affected);
+        let Some(info) = self.infos.get_mut(index as usize) else {
+            return;
+        };
+        // A creation sent under the old conditions may be acked without a later batch:
+        // the members are owed until confirmed too.
+        if matches!(info.state(), S::Created | S::WaitOnCreateConfirmation) && affected.any() {
+            info.or_mask(affected, &mut self.pool);
+            self.mark_dirty(table, index);
+        }
     }
 
     /// Marks members of an object as owed to this connection (for example when a hook
