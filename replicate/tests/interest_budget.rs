@@ -117,8 +117,14 @@ fn budget_holds_within_5_percent_over_10_seconds() {
         let (sent, _) = saturate(BandwidthBudget::BytesPerSecond(rate), 400);
         let expected = rate as f64 * 10.0;
         let err = (sent as f64 - expected) / expected;
-        eprintln!("budget {rate} B/s: sent {sent} bytes in 10 s ({:+.2}%)", err * 100.0);
-        assert!(err.abs() < 0.05, "budget {rate}: sent {sent}, expected {expected}");
+        eprintln!(
+            "budget {rate} B/s: sent {sent} bytes in 10 s ({:+.2}%)",
+            err * 100.0
+        );
+        assert!(
+            err.abs() < 0.05,
+            "budget {rate}: sent {sent}, expected {expected}"
+        );
     }
     // Unlimited: only the packet size and packets per tick bound it (4 x 1200 x 30).
     let (sent, _) = saturate(BandwidthBudget::Unlimited, 400);
@@ -129,7 +135,8 @@ fn budget_holds_within_5_percent_over_10_seconds() {
 #[test]
 fn extra_packets_per_tick_are_capped() {
     let mut net = Net::new(1);
-    net.server.set_connection_budget(0, BandwidthBudget::Unlimited);
+    net.server
+        .set_connection_budget(0, BandwidthBudget::Unlimited);
     net.server.set_max_extra_packets(1);
     let rocks = spawn_rocks(&mut net, 400, 10.0);
     let mut rng = Rng(3);

@@ -3,6 +3,8 @@
 //! bit), so a member leaking to a connection that must not receive it fails the test
 //! even if the client would ignore it.
 
+#![allow(clippy::needless_range_loop)]
+
 mod interest_common;
 
 use interest_common::*;
@@ -68,7 +70,9 @@ fn owner_only_member_never_reaches_a_non_owner_and_follows_owner_changes() {
     let sent = net.tick();
     let first: Vec<&WireBatch> = sent[1].iter().flat_map(|p| p.batches.iter()).collect();
     assert!(
-        first.iter().any(|bt| bt.has(ammo) && state(bt).ammo == 1009),
+        first
+            .iter()
+            .any(|bt| bt.has(ammo) && state(bt).ammo == 1009),
         "the new owner gets the current value in the next tick"
     );
     assert_eq!(net.client(1).get::<Hero>(h).unwrap().ammo, 1009);
@@ -82,18 +86,19 @@ fn owner_only_member_never_reaches_a_non_owner_and_follows_owner_changes() {
     );
     assert_eq!(net.client(0).get::<Hero>(h).unwrap().ammo, 1009);
     assert_eq!(net.client(1).get::<Hero>(h).unwrap().ammo, 2004);
-    assert!(batches_of(&net, 1, mark_b).filter(|bt| bt.has(ammo)).count() >= 6);
+    assert!(
+        batches_of(&net, 1, mark_b)
+            .filter(|bt| bt.has(ammo))
+            .count()
+            >= 6
+    );
 }
 
 #[test]
 fn skip_owner_autonomous_and_simulated_roles() {
     let mut net = Net::new(2);
     let a = net.clients[0].conn;
-    let h = net
-        .server
-        .objects_mut()
-        .spawn(Hero::default())
-        .unwrap();
+    let h = net.server.objects_mut().spawn(Hero::default()).unwrap();
     net.server.set_owner(h, Some(a), true).unwrap();
     let set = |net: &mut Net, v: u16| {
         let hero = net.server.objects_mut().get_mut::<Hero>(h).unwrap();
@@ -169,10 +174,12 @@ fn custom_switch_takes_effect_at_once_for_every_connection() {
     assert!(net.server.set_custom_condition(h, "secret", true).unwrap());
     let sent = net.tick();
     for c in 0..2 {
-        assert!(sent[c]
-            .iter()
-            .flat_map(|p| p.batches.iter())
-            .any(|bt| bt.has(secret) && state(bt).secret == 5));
+        assert!(
+            sent[c]
+                .iter()
+                .flat_map(|p| p.batches.iter())
+                .any(|bt| bt.has(secret) && state(bt).secret == 5)
+        );
         assert_eq!(net.client(c).get::<Hero>(h).unwrap().secret, 5);
     }
 }
@@ -234,10 +241,16 @@ fn init_only_values_arrive_once_and_are_never_sent_again() {
     }
     for c in 0..2 {
         assert!(
-            batches_of(&net, c, marks[c]).all(|bt| !bt.has(team) && !bt.has(seed) && !bt.has(never)),
+            batches_of(&net, c, marks[c])
+                .all(|bt| !bt.has(team) && !bt.has(seed) && !bt.has(never)),
             "an init-only member was sent again to client {c}"
         );
-        assert!(batches_of(&net, c, marks[c]).filter(|bt| bt.hp_bit()).count() >= 7);
+        assert!(
+            batches_of(&net, c, marks[c])
+                .filter(|bt| bt.hp_bit())
+                .count()
+                >= 7
+        );
         let hero = net.client(c).get::<Hero>(h).unwrap();
         assert_eq!((hero.team, hero.seed, hero.server_only), (3, 77, 0));
     }
@@ -245,4 +258,47 @@ fn init_only_values_arrive_once_and_are_never_sent_again() {
     assert_eq!(net.client(0).get::<Hero>(h).unwrap().spawn_point, 57);
     assert_eq!(net.client(1).get::<Hero>(h).unwrap().spawn_point, 5);
     assert!(batches_of(&net, 1, marks[1]).all(|bt| !bt.has(spawn)));
+}
+
+#[test]
+fn condition_change_while_the_creation_awaits_its_ack_is_not_lost() {
+    use replicate::bits::{BitReader, BitWriter};
+    use replicate::connection::{DeliveryStatus, PacketSequence};
+    use std::time::Duration;
+    let mut net = Net::new(1);
+    let conn = net.clients[0].conn;
+    let h = net
+        .server
+        .objects_mut()
+        .spawn(Hero {
+            secret: 5,
+            ..Default::default()
+        })
+        .unwrap();
+    net.server.set_custom_condition(h, "secret", false).unwrap();
+    let write = |net: &mut Net, seq: u16, t: u64| {
+        let now = Duration::from_millis(t);
+        net.server.tick(now);
+        let mut w = BitWriter::with_capacity_bytes(1200);
+        net.server.write_packet(conn, PacketSequence(seq), &mut w);
+        let bytes = w.finish().unwrap();
+        net.clients[0]
+            .client
+            .read_packet(now, PacketSequence(seq), &mut BitReader::new(&bytes))
+            .unwrap();
+    };
+    // The creation goes out without the switched-off member; before its ack arrives
+    // the switch turns on.
+    write(&mut net, 0, 33);
+    assert_eq!(net.client(0).get::<Hero>(h).unwrap().secret, 0);
+    net.server.set_custom_condition(h, "secret", true).unwrap();
+    write(&mut net, 1, 66);
+    net.server
+        .process_delivery(conn, PacketSequence(0), DeliveryStatus::Delivered);
+    net.server
+        .process_delivery(conn, PacketSequence(1), DeliveryStatus::Delivered);
+    write(&mut net, 2, 99);
+    net.server
+        .process_delivery(conn, PacketSequence(2), DeliveryStatus::Delivered);
+    assert_eq!(net.client(0).get::<Hero>(h).unwrap().secret, 5);
 }

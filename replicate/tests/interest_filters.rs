@@ -11,9 +11,7 @@ use glam::Vec3;
 use interest_common::*;
 use replicate::NetRefHandle;
 use replicate::Replicated;
-use replicate::interest::{
-    FilterKind, InterestConfig, ObjectFilter, ObjectFilterInfo, ViewInfo,
-};
+use replicate::interest::{FilterKind, InterestConfig, ObjectFilter, ObjectFilterInfo, ViewInfo};
 
 fn destroyed(sent: &[WirePacket], h: NetRefHandle) -> bool {
     sent.iter().any(|p| p.destroys.contains(&h))
@@ -73,13 +71,15 @@ fn grid_filter_enter_leave_reenter_with_current_state() {
     assert_eq!(net.client(0).get::<Rock>(h).unwrap().hp, 7);
 
     // The view moves away, then back: the same transitions.
-    net.server.set_view_position(0, Vec3::new(0.0, -200_000.0, 0.0));
+    net.server
+        .set_view_position(0, Vec3::new(0.0, -200_000.0, 0.0));
     let sent = net.tick();
     assert!(destroyed(&sent[0], h));
     assert!(!net.client(0).contains(h));
     net.server.objects_mut().get_mut::<Rock>(h).unwrap().payload = 99;
     net.tick();
-    net.server.set_view_position(0, Vec3::new(29_000.0, 4000.0, 0.0));
+    net.server
+        .set_view_position(0, Vec3::new(29_000.0, 4000.0, 0.0));
     let sent = net.tick();
     assert!(created(&sent[0], h));
     let rock = net.client(0).get::<Rock>(h).unwrap();
@@ -94,9 +94,12 @@ fn grid_filter_as_default_with_positions_from_a_location_function() {
         ..InterestConfig::default()
     });
     net.server
-        .set_location_fn::<<Rock as Replicated>::State>(|s| Vec3::new(s.x as f32, s.y as f32, 0.0));
+        .set_location_fn::<<Rock as Replicated>::State>(|s| {
+            Vec3::new(s.x as i32 as f32, s.y as i32 as f32, 0.0)
+        });
     net.server.set_view_position(0, Vec3::ZERO);
-    net.server.set_view_position(1, Vec3::new(1_000_000.0, 0.0, 0.0));
+    net.server
+        .set_view_position(1, Vec3::new(1_000_000.0, 0.0, 0.0));
     // Spawned out of client 1's range: never created there.
     let h = net
         .server
@@ -111,7 +114,12 @@ fn grid_filter_as_default_with_positions_from_a_location_function() {
     }
     assert!(net.client(0).contains(h));
     assert!(!net.client(1).contains(h));
-    assert!(net.clients[1].wire.iter().all(|p| !mentioned(std::slice::from_ref(p), h)));
+    assert!(
+        net.clients[1]
+            .wire
+            .iter()
+            .all(|p| !mentioned(std::slice::from_ref(p), h))
+    );
     // The object walks (its replicated x) over to client 1.
     net.server.objects_mut().get_mut::<Rock>(h).unwrap().x = 990_000;
     let sent = net.tick();
@@ -132,12 +140,7 @@ impl ObjectFilter for EvenConnections {
 fn owner_only_allow_deny_groups_and_user_filters() {
     let mut net = Net::new(2);
     let (a, b) = (net.clients[0].conn, net.clients[1].conn);
-    let spawn = |net: &mut Net| {
-        net.server
-            .objects_mut()
-            .spawn(Rock::default())
-            .unwrap()
-    };
+    let spawn = |net: &mut Net| net.server.objects_mut().spawn(Rock::default()).unwrap();
     let owned = spawn(&mut net);
     net.server
         .set_object_filter(owned, Some(FilterKind::OwnerOnly))
@@ -165,7 +168,10 @@ fn owner_only_allow_deny_groups_and_user_filters() {
     assert!(!has(&net, 0, denied) && has(&net, 1, denied));
     assert!(!has(&net, 0, far) && has(&net, 1, far));
     assert!(has(&net, 0, grouped) && !has(&net, 1, grouped));
-    assert_eq!((has(&net, 0, even), has(&net, 1, even)), (a % 2 == 0, b % 2 == 0));
+    assert_eq!(
+        (has(&net, 0, even), has(&net, 1, even)),
+        (a % 2 == 0, b % 2 == 0)
+    );
 
     // Every rule changes at once; the next tick follows.
     net.server.set_owner(owned, Some(b), true).unwrap();
@@ -174,7 +180,11 @@ fn owner_only_allow_deny_groups_and_user_filters() {
     net.server.set_object_allowed(b, far, false).unwrap();
     net.server.set_group_subscription(a, 7, false);
     net.server.set_group_subscription(b, 7, true);
-    net.server.objects_mut().get_mut::<Rock>(grouped).unwrap().hp = 42;
+    net.server
+        .objects_mut()
+        .get_mut::<Rock>(grouped)
+        .unwrap()
+        .hp = 42;
     net.tick();
     assert!(!has(&net, 0, owned) && has(&net, 1, owned));
     assert!(has(&net, 0, denied) && !has(&net, 1, denied));

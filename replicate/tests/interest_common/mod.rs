@@ -130,7 +130,8 @@ pub fn decode_packet(
         return out;
     }
     while r.read_bool() {
-        out.destroys.push(NetRefHandle::read(&mut r).expect("destroy handle"));
+        out.destroys
+            .push(NetRefHandle::read(&mut r).expect("destroy handle"));
     }
     while r.read_bool() {
         let handle = NetRefHandle::read(&mut r).expect("batch handle");
@@ -151,7 +152,9 @@ pub fn decode_packet(
         assert!(!delta, "decoder does not read delta batches");
         let has_tags = b.read_bool();
         assert!(!has_tags);
-        let p = *types.get(&handle).expect("batch of an object never created");
+        let p = *types
+            .get(&handle)
+            .expect("batch of an object never created");
         let reg = registry.get(p as u16).expect("protocol");
         let bits = (reg.descriptor)().change_mask_bits;
         let mask = ChangeMask::read(bits, &mut b).expect("mask");
@@ -227,7 +230,10 @@ impl Net {
     /// `packets_per_tick`, while the writer has more); `lose(client, packet)` decides
     /// which packets are lost (reported lost, not delivered). Returns what each client
     /// was sent this tick.
-    pub fn tick_with(&mut self, mut lose: impl FnMut(usize, usize) -> bool) -> Vec<Vec<WirePacket>> {
+    pub fn tick_with(
+        &mut self,
+        mut lose: impl FnMut(usize, usize) -> bool,
+    ) -> Vec<Vec<WirePacket>> {
         self.now += self.dt;
         self.server.tick(self.now);
         let mut sent = Vec::new();
