@@ -77,6 +77,9 @@ pub struct BitWriter {
     words: Vec<u64>,
     pos: usize,
     capacity: usize,
+    /// The capacity given at construction or the last reset: `capacity` never exceeds
+    /// it, whatever mark is passed back (a stale mark from before a `reset` included).
+    limit: usize,
     overflow: Option<BitError>,
 }
 
@@ -114,6 +117,7 @@ impl BitWriter {
             words: vec![0; bits.div_ceil(64) + 1],
             pos: 0,
             capacity: bits,
+            limit: bits,
             overflow: None,
         }
     }
@@ -130,6 +134,7 @@ impl BitWriter {
         self.words.resize(words, 0);
         self.pos = 0;
         self.capacity = capacity_bits;
+        self.limit = capacity_bits;
         self.overflow = None;
     }
 
@@ -250,12 +255,14 @@ impl BitWriter {
     /// Overwrites `bits` bits at an earlier position without moving the write position,
     /// for patching a size prefix written before its payload.
     ///
-    /// Does nothing (and sets the overflow flag) if the range was never written.
+    /// Does nothing (and sets the overflow flag) if the range was never written. Like
+    /// every other write it is ignored once the writer has overflowed, so a patch can
+    /// never outlive a rollback to a mark taken before the overflow.
     pub fn patch_bits(&mut self, position: usize, value: u64, bits: u32) {
-        if bits == 0 {
+        if bits == 0 || self.overflow.is_some() {
             return;
         }
-        if bits > 64 || position + bits as usize > self.pos {
+        if bits > 64 || position.saturating_add(bits as usize) > self.pos {
             self.overflow.get_or_insert(BitError::WriteOverflow {
                 position,
                 requested: bits as usize,
@@ -299,13 +306,14 @@ impl BitWriter {
 
     /// Returns to `mark`: what was written since is discarded; an overflow that happened
     /// since is cleared; a capacity narrowed by [`begin_substream`](Self::begin_substream)
-    /// since is restored.
+    /// since is restored (never beyond the capacity of the last [`reset`](Self::reset),
+    /// so a stale mark cannot widen the writer).
     pub fn rollback(&mut self, mark: WriterMark) {
         if mark.pos <= self.pos {
             self.clear_from(mark.pos);
             self.pos = mark.pos;
         }
-        self.capacity = mark.capacity;
+        self.capacity = mark.capacity.min(self.limit);
         if !mark.overflowed {
             self.overflow = None;
         }
@@ -330,7 +338,7 @@ impl BitWriter {
                 Err(err)
             }
             _ => {
-                self.capacity = mark.capacity;
+                self.capacity = mark.capacity.min(self.limit);
                 Ok(())
             }
         }
@@ -387,6 +395,8 @@ impl BitWriter {
 pub struct BitReader<'a> {
     data: &'a [u8],
     pos: usize,
+    /// First readable bit (non-zero for a substream); `seek` stays in `start..=end`.
+    start: usize,
     end: usize,
     error: Option<BitError>,
 }
@@ -402,6 +412,7 @@ impl<'a> BitReader<'a> {
         Self {
             data,
             pos: 0,
+            start: 0,
             end: bits.min(data.len() * 8),
             error: None,
         }
@@ -473,11 +484,15 @@ impl<'a> BitReader<'a> {
         true
     }
 
-    /// Reads `bits` bits (`0..=64`) as the low bits of a `u64`.
+    /// Reads `bits` bits (`0..=64`) as the low bits of a `u64`. A width over 64 (a
+    /// length decoded from bad input) sets the error flag and yields 0.
     #[inline]
     pub fn read_bits(&mut self, bits: u32) -> u64 {
-        debug_assert!(bits <= 64, "read_bits takes at most 64 bits, got {bits}");
-        if bits == 0 || bits > 64 || !self.reserve(bits as usize) {
+        if bits > 64 {
+            self.set_overflow(bits as usize);
+            return 0;
+        }
+        if bits == 0 || !self.reserve(bits as usize) {
             return 0;
         }
         let byte = self.pos >> 3;
@@ -526,10 +541,10 @@ impl<'a> BitReader<'a> {
         }
     }
 
-    /// Moves to an absolute bit position inside the readable range; a position past the
-    /// end sets the error flag instead.
+    /// Moves to an absolute bit position inside the readable range (for a substream,
+    /// its own range); a position outside it sets the error flag instead.
     pub fn seek(&mut self, position: usize) {
-        if position > self.end {
+        if position < self.start || position > self.end {
             self.set_overflow(position.saturating_sub(self.pos));
         } else {
             self.pos = position;
@@ -543,6 +558,7 @@ impl<'a> BitReader<'a> {
             return BitReader {
                 data: self.data,
                 pos: 0,
+                start: 0,
                 end: 0,
                 error: self.error,
             };
@@ -550,6 +566,7 @@ impl<'a> BitReader<'a> {
         let sub = BitReader {
             data: self.data,
             pos: self.pos,
+            start: self.pos,
             end: self.pos + bits,
             error: None,
         };

@@ -346,6 +346,14 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
             // packet's padding).
             return Ok(());
         }
+        if reader.bits_left() < 8 {
+            // Only zero padding left means no stream data; a real header is never all
+            // zero when two or more streams exist, and means "nothing" with one.
+            let mut peek = reader.clone();
+            if peek.read_bits(peek.bits_left() as u32) == 0 {
+                return Ok(());
+            }
+        }
         let got = reader.read_bits(STREAM_COUNT_BITS) as u32 + 1;
         if reader.is_overflown() {
             return Err(StreamError::malformed("manager", "truncated header"));
@@ -578,6 +586,36 @@ mod tests {
                 expected: 1
             })
         ));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_subset_of_streams_roundtrips(
+            data in proptest::collection::vec(proptest::option::of(proptest::num::u8::ANY), 1..32),
+            paused in proptest::collection::vec(proptest::bool::ANY, 32),
+        ) {
+            let mut tx = DataStreamManager::<()>::new();
+            let mut rx = DataStreamManager::<()>::new();
+            for (i, d) in data.iter().enumerate() {
+                let name = format!("s{i}");
+                tx.add_stream(probe(&name, d.as_slice())).unwrap();
+                rx.add_stream(probe(&name, &[])).unwrap();
+                if paused[i] {
+                    tx.set_send_status(&name, SendStatus::Pause);
+                }
+            }
+            let mut w = BitWriter::with_capacity_bytes(256);
+            tx.write_packet(&mut (), PacketSequence(0), &mut w);
+            let sent = data.iter().zip(&paused).filter(|(d, p)| d.is_some() && !**p).count();
+            proptest::prop_assert_eq!(w.position(), 5 + data.len() + 8 * sent);
+            let bytes = w.finish().unwrap();
+            rx.read_packet(&mut (), &mut BitReader::new(&bytes)).unwrap();
+            for (i, d) in data.iter().enumerate() {
+                let got = &rx.stream::<Probe>(&format!("s{i}")).unwrap().received;
+                let expect: Vec<u8> = d.iter().copied().filter(|_| !paused[i]).collect();
+                proptest::prop_assert_eq!(got, &expect);
+            }
+        }
     }
 
     #[test]

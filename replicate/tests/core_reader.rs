@@ -609,3 +609,34 @@ fn only_the_members_with_missing_references_wait() {
             .is_none()
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Random values through the writer and the reader: after each packet the client's
+    /// quantized state equals the server's.
+    #[test]
+    fn random_states_roundtrip_through_batches(
+        ops in proptest::collection::vec((0usize..4, proptest::num::i32::ANY, proptest::num::u8::ANY, proptest::bool::ANY), 1..40)
+    ) {
+        let mut m = Manual::new();
+        let handles: Vec<_> = (0..4)
+            .map(|i| m.server.objects_mut().spawn(Pawn { x: i, ..Default::default() }).unwrap())
+            .collect();
+        m.round_trip();
+        for (k, x, hp, alive) in ops {
+            let p = m.server.objects_mut().get_mut::<Pawn>(handles[k]).unwrap();
+            p.x = x;
+            p.hp = hp;
+            if alive {
+                p.alive = !p.alive;
+            }
+            m.round_trip();
+            for h in &handles {
+                let server = m.server.objects().state(*h).unwrap();
+                let client = m.client.state(*h).unwrap();
+                proptest::prop_assert!(client.eq_dyn(server), "{:?} != {:?}", client, server);
+            }
+        }
+    }
+}

@@ -561,6 +561,48 @@ mod tests {
         assert_eq!(info.change_mask(&pool).to_u64(), 0);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn info_fields_do_not_overlap(
+            bits in 1u32..300,
+            state in 0usize..14,
+            sub: bool,
+            confirmed: bool,
+            tear: bool,
+            sent: bool,
+            tags: bool,
+            last in 0u8..4,
+            pending in 0u8..4,
+            set in proptest::collection::vec(0u32..300, 0..10),
+        ) {
+            let mut pool = MaskPool::default();
+            let mut info = ReplicationInfo::default();
+            info.init(bits, &mut pool);
+            info.force_state(ReplicatedObjectState::ALL[state]);
+            info.set_subobject(sub);
+            info.set_creation_confirmed(confirmed);
+            info.set_tear_off(tear);
+            info.set_creation_sent(sent);
+            info.set_tags_dirty(tags);
+            info.set_baselines(last, pending);
+            let mut m = ChangeMask::new(bits);
+            for b in &set {
+                m.set(*b);
+            }
+            info.or_mask(&m, &mut pool);
+            proptest::prop_assert_eq!(info.mask_bits(), bits);
+            proptest::prop_assert_eq!(info.state(), ReplicatedObjectState::ALL[state]);
+            proptest::prop_assert_eq!(
+                (info.is_subobject(), info.is_creation_confirmed(), info.is_tear_off()),
+                (sub, confirmed, tear)
+            );
+            proptest::prop_assert_eq!((info.is_creation_sent(), info.has_dirty_tags()), (sent, tags));
+            proptest::prop_assert_eq!((info.last_acked_baseline(), info.pending_baseline()), (last, pending));
+            proptest::prop_assert_eq!(info.change_mask(&pool), m.clone());
+            proptest::prop_assert_eq!(info.has_dirty_mask(), m.any());
+        }
+    }
+
     #[test]
     fn wide_masks_live_in_the_pool() {
         let mut pool = MaskPool::default();

@@ -315,6 +315,28 @@ mod tests {
         assert_eq!(w.position(), 5 + 1);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn exports_roundtrip_exactly(strings in proptest::collection::vec("\\PC{0,40}", 0..20)) {
+            let mut e = TokenExports::default();
+            let tokens: Vec<NetToken> = strings.iter().filter_map(|s| e.token_for(s)).collect();
+            let mut w = BitWriter::with_capacity_bytes(64 * 1024);
+            let written = e.write_exports(&tokens, &mut w);
+            let bytes = w.finish().unwrap();
+            let mut r = BitReader::with_bit_len(&bytes, w.position());
+            let mut imp = TokenImports::default();
+            imp.read_exports(&mut r).unwrap();
+            proptest::prop_assert_eq!(r.position(), w.position());
+            for (s, t) in strings.iter().zip(&tokens) {
+                proptest::prop_assert_eq!(imp.resolve(*t), Some(s.as_str()));
+            }
+            let mut unique = tokens.clone();
+            unique.sort();
+            unique.dedup();
+            proptest::prop_assert_eq!(written.len(), unique.len());
+        }
+    }
+
     #[test]
     fn too_long_is_refused_and_bad_utf8_is_an_error() {
         let mut e = TokenExports::default();
