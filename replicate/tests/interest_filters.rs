@@ -127,6 +127,16 @@ fn grid_filter_as_default_with_positions_from_a_location_function() {
     assert!(created(&sent[1], h));
     assert_eq!(net.client(1).get::<Rock>(h).unwrap().x, 990_000);
     assert!(!net.client(0).contains(h));
+    // A connection added later is evaluated in full at its first tick.
+    let near = net.server.objects_mut().spawn(Rock::default()).unwrap();
+    net.tick();
+    let late = net.add_client();
+    net.server
+        .set_view_position(net.clients[late].conn, Vec3::new(0.0, 0.0, 0.0));
+    let sent = net.tick();
+    assert!(created(&sent[late], near));
+    assert!(!mentioned(&sent[late], h));
+    assert!(!net.client(late).contains(h));
 }
 
 struct EvenConnections;

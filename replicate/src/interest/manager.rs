@@ -104,6 +104,12 @@ struct ConnectionInterest {
     scope: ConnectionScope,
     /// Root objects this layer took out of the connection's scope.
     excluded: HashSet<u32>,
+    /// Objects in grid cells visible from the view at the last tick (a bit per index).
+    visible: Vec<u64>,
+    /// Objects whose allow/deny entry changed since the last tick.
+    touched: Vec<u32>,
+    /// Evaluate every object at the next tick (a new connection, new settings).
+    full: bool,
     budget: BandwidthBudget,
     bucket: Option<TokenBucket>,
     packets_this_tick: u32,
@@ -131,8 +137,12 @@ pub struct InterestManager {
     prioritizers: Vec<Box<dyn Prioritizer>>,
     location_fns: HashMap<TypeId, LocationFn>,
     objects: Vec<ObjectInterest>,
-    /// Indices with a filter or groups of their own (evaluated every tick).
-    filtered: HashSet<u32>,
+    /// Objects whose scope may change any tick for reasons this state does not see
+    /// (owner-only and user filters, groups): evaluated every tick.
+    per_tick: HashSet<u32>,
+    /// Objects whose filter, groups or grid presence changed, or that were created,
+    /// since the last tick: evaluated once for every connection.
+    touched: Vec<u32>,
     connections: Vec<Option<ConnectionInterest>>,
     now: Duration,
 }
@@ -141,7 +151,7 @@ impl std::fmt::Debug for InterestManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("InterestManager")
             .field("config", &self.config)
-            .field("filtered", &self.filtered.len())
+            .field("per_tick", &self.per_tick.len())
             .field("connections", &self.connections.iter().flatten().count())
             .finish()
     }
@@ -175,7 +185,8 @@ impl InterestManager {
             prioritizers: Vec::new(),
             location_fns: HashMap::new(),
             objects: Vec::new(),
-            filtered: HashSet::new(),
+            per_tick: HashSet::new(),
+            touched: Vec::new(),
             connections: Vec::new(),
             now: Duration::ZERO,
         }
@@ -199,6 +210,11 @@ impl InterestManager {
             self.grid = grid;
         }
         self.sphere = SpherePrioritizer::new(config.sphere);
+        if config.default_filter != self.config.default_filter || config.grid != self.config.grid {
+            for c in self.connections.iter_mut().flatten() {
+                c.full = true;
+            }
+        }
         self.config = config;
     }
 
@@ -247,7 +263,8 @@ impl InterestManager {
             *o = ObjectInterest::default();
         }
         self.grid.remove_object(index);
-        self.filtered.remove(&index);
+        self.per_tick.remove(&index);
+        self.touched.push(index);
         for c in self.connections.iter_mut().flatten() {
             c.scope.allow.remove(&index);
             c.scope.deny.remove(&index);
@@ -262,15 +279,19 @@ impl InterestManager {
     }
 
     fn refresh_filtered(&mut self, index: InternalIndex) {
-        let has = self
-            .objects
-            .get(index as usize)
-            .is_some_and(|o| o.filter.is_some() || !o.groups.is_empty());
-        if has {
-            self.filtered.insert(index);
+        let per_tick = self.objects.get(index as usize).is_some_and(|o| {
+            !o.groups.is_empty()
+                || matches!(
+                    o.filter,
+                    Some(FilterKind::OwnerOnly | FilterKind::Custom(_))
+                )
+        });
+        if per_tick {
+            self.per_tick.insert(index);
         } else {
-            self.filtered.remove(&index);
+            self.per_tick.remove(&index);
         }
+        self.touched.push(index);
     }
 
     /// Sets the filter of the root object at `index` (`None`: the default filter).
@@ -299,7 +320,12 @@ impl InterestManager {
         position: Option<Vec3>,
     ) {
         let position = position.filter(|p| p.is_finite());
-        self.slot(index, handle).position = position;
+        let slot = self.slot(index, handle);
+        let had = slot.position.is_some();
+        slot.position = position;
+        if had != position.is_some() {
+            self.touched.push(index);
+        }
         match position {
             Some(p) => {
                 self.grid.update_object(index, p);
@@ -384,6 +410,9 @@ impl InterestManager {
             view: Vec3::ZERO,
             scope: ConnectionScope::default(),
             excluded: HashSet::new(),
+            visible: Vec::new(),
+            touched: Vec::new(),
+            full: true,
             budget,
             bucket: TokenBucket::for_budget(budget, self.config.tick_rate, 1200),
             packets_this_tick: 0,
@@ -444,6 +473,7 @@ impl InterestManager {
     ) {
         self.slot(index, handle);
         if let Some(c) = self.conn_mut(id) {
+            c.touched.push(index);
             if on {
                 c.scope.allow.insert(index);
             } else {
@@ -462,6 +492,7 @@ impl InterestManager {
     ) {
         self.slot(index, handle);
         if let Some(c) = self.conn_mut(id) {
+            c.touched.push(index);
             if on {
                 c.scope.deny.insert(index);
             } else {
@@ -586,20 +617,55 @@ impl InterestManager {
     }
 
     fn scope_changes(&mut self, table: &ObjectTable) -> Vec<ScopeChange> {
+        // Created roots are decided before the writers start them.
+        self.touched.extend(table.tick_created().iter().copied());
+        let touched = std::mem::take(&mut self.touched);
         let mut changes = Vec::new();
-        let all = self.config.default_filter != FilterKind::AlwaysRelevant;
-        for (id, c) in self.connections.iter().enumerate() {
-            let Some(c) = c else {
+        // Owner-only or user filters as the default: every object, every tick.
+        let all = matches!(
+            self.config.default_filter,
+            FilterKind::OwnerOnly | FilterKind::Custom(_)
+        );
+        let words = table.index_capacity().div_ceil(64);
+        let mut visible_now = Vec::new();
+        let mut seen = Vec::new();
+        for id in 0..self.connections.len() {
+            let Some(c) = self.connections[id].as_mut() else {
+                continue;
+            };
+            let conn_touched = std::mem::take(&mut c.touched);
+            let full = std::mem::take(&mut c.full);
+            // Grid visibility: only objects whose cell entered or left the view's range
+            // are re-evaluated (cost follows the visible cells, not the world).
+            seen.clear();
+            self.grid.visible_objects(c.view, &mut seen);
+            visible_now.clear();
+            visible_now.resize(words.max(c.visible.len()), 0u64);
+            for &i in &seen {
+                if let Some(w) = visible_now.get_mut(i as usize / 64) {
+                    *w |= 1 << (i % 64);
+                }
+            }
+            c.visible.resize(visible_now.len(), 0);
+            let mut flipped = Vec::new();
+            for (wi, (now, before)) in visible_now.iter().zip(c.visible.iter()).enumerate() {
+                let mut x = now ^ before;
+                while x != 0 {
+                    let b = x.trailing_zeros();
+                    flipped.push((wi * 64) as u32 + b);
+                    x &= x - 1;
+                }
+            }
+            std::mem::swap(&mut c.visible, &mut visible_now);
+            let Some(c) = self.connections[id].as_ref() else {
                 continue;
             };
             let id = id as ConnectionId;
             let check = |index: InternalIndex, changes: &mut Vec<ScopeChange>| {
-                let want = self.evaluate(table, id, c, index);
-                let Some(want) = want else {
+                let Some(want) = self.evaluate(table, id, c, index) else {
                     return;
                 };
-                let now_in = !c.excluded.contains(&index);
-                if want != now_in {
+                if want == c.excluded.contains(&index) {
                     changes.push(ScopeChange {
                         connection: id,
                         object: index,
@@ -607,25 +673,17 @@ impl InterestManager {
                     });
                 }
             };
-            if all {
+            if all || full {
                 for i in 0..table.index_capacity() as InternalIndex {
                     check(i, &mut changes);
                 }
             } else {
-                for &i in &self.filtered {
-                    check(i, &mut changes);
-                }
-                for &i in c.scope.allow.iter().chain(&c.scope.deny) {
-                    if !self.filtered.contains(&i) {
-                        check(i, &mut changes);
-                    }
-                }
-            }
-            for &i in &c.excluded {
-                if !all
-                    && !self.filtered.contains(&i)
-                    && !c.scope.allow.contains(&i)
-                    && !c.scope.deny.contains(&i)
+                for &i in self
+                    .per_tick
+                    .iter()
+                    .chain(&touched)
+                    .chain(&conn_touched)
+                    .chain(&flipped)
                 {
                     check(i, &mut changes);
                 }
