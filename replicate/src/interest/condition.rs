@@ -72,7 +72,8 @@ pub fn allows(condition: Condition, init_only: bool, ctx: ConditionContext) -> b
 /// ```
 /// use replicate::interest::ConditionContext;
 /// use replicate::interest::condition::apply_role_conditions;
-/// # use replicate::{ChangeMask, Condition, StateDescriptor, MemberDescriptor};
+/// # use replicate::{ChangeMask, Condition, StateDescriptor};
+/// # use replicate::state::MemberDescriptor;
 /// # fn m(name: &'static str, bit: u32, condition: Condition) -> MemberDescriptor {
 /// #     MemberDescriptor { name, serializer: "u8", change_mask_offset: bit, change_mask_bits: 1,
 /// #         condition, init_only: false, has_notify: false, group: None,
