@@ -47,7 +47,7 @@ fn run(grid: bool, budget: BandwidthBudget, warmup: usize, measured: usize) -> R
     });
     let conns: Vec<_> = (0..CONNECTIONS).map(|_| server.add_connection()).collect();
     let mut rng = Rng(0x52);
-    let mut coord = |rng: &mut Rng| (rng.below(WORLD as u64) as f64 - WORLD / 2.0) as i32;
+    let coord = |rng: &mut Rng| (rng.below(WORLD as u64) as f64 - WORLD / 2.0) as i32;
     let objects: Vec<NetRefHandle> = (0..OBJECTS)
         .map(|_| {
             let (x, y) = (coord(&mut rng), coord(&mut rng));
@@ -62,7 +62,7 @@ fn run(grid: bool, budget: BandwidthBudget, warmup: usize, measured: usize) -> R
                 .unwrap()
         })
         .collect();
-    let mut seq = vec![0u16; CONNECTIONS];
+    let mut seq = [0u16; CONNECTIONS];
     let mut times = Vec::new();
     let mut bytes = 0u64;
     let mut dirty_in_scope = 0u64;

@@ -20,6 +20,14 @@
 //! server stops sending them) and is told each packet's fate.
 //!
 //! Hooks for the layers above:
+//! - interest management (issue 5) is built in: every connection's writer gets
+//!   [`InterestHooks`] over the server's [`InterestManager`](crate::interest::InterestManager);
+//!   game code steers it with the `ReplicationServer` methods `set_object_filter`,
+//!   `set_object_groups`, `set_object_position` / `set_location_fn`,
+//!   `set_view_position`, `set_group_subscription`, `set_object_allowed` /
+//!   `set_object_denied`, `set_object_prioritizer`, `set_owner` (with the autonomous
+//!   flag), `set_custom_condition`, `set_connection_budget`, `set_max_extra_packets`
+//!   and `set_interest_config` (see `interest_hooks.rs`);
 //! - scope: [`ReplicationServer::set_in_scope`] (per connection, per root object);
 //! - priority and per-member filtering: [`WriterHooks`], installed with
 //!   [`ReplicationServer::set_writer_hooks`]; the built-in conditions are
@@ -323,7 +331,9 @@ impl ReplicationServer {
         self.conn_mut(id)?.streams.stream_mut::<T>(name)
     }
 
-    /// Installs the interest layer's hooks on a connection's writer.
+    /// Replaces the hooks of a connection's writer. Every connection starts with the
+    /// interest layer's [`InterestHooks`]; replacing them turns the prioritizers and
+    /// `Custom` switches off for that connection (filters and budgets stay).
     pub fn set_writer_hooks(&mut self, id: ConnectionId, hooks: Box<dyn WriterHooks>) -> bool {
         match self.conn_mut(id).and_then(|c| {
             c.streams
