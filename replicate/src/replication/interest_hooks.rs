@@ -17,6 +17,10 @@
 //! an autonomous-flag change or a custom switch goes through
 //! [`ReplicationWriter::on_conditions_changed`] — the single place where delta
 //! baselines must be invalidated.
+//!
+//! Scope set by hand with [`ReplicationServer::set_in_scope`] and scope decided here do
+//! not know of each other: for objects under a filter, steer scope with the allow and
+//! deny lists instead.
 
 use super::{ReplicationServer, ReplicationWriter, WriterHooks};
 use crate::NetRefHandle;
@@ -178,6 +182,35 @@ impl ReplicationServer {
 
     /// Sets a root object's filter (`None`: the default filter,
     /// [`InterestConfig::default_filter`]). Takes effect at the next tick.
+    ///
+    /// ```
+    /// use glam::Vec3;
+    /// use replicate::interest::FilterKind;
+    /// use replicate::protocol::Registration;
+    /// use replicate::replication::{ReplicationConfig, ReplicationServer};
+    /// use replicate::{ProtocolRegistry, Replicated};
+    /// use std::sync::Arc;
+    ///
+    /// #[derive(Replicated, Debug, Default)]
+    /// #[net(register = false)]
+    /// struct Npc {
+    ///     hp: u8,
+    /// }
+    ///
+    /// let registry = ProtocolRegistry::from_registrations([Registration::of::<Npc>()]).unwrap();
+    /// let mut server = ReplicationServer::new(Arc::new(registry), ReplicationConfig::default());
+    /// let conn = server.add_connection();
+    /// let npc = server.objects_mut().spawn(Npc::default()).unwrap();
+    /// server.set_object_filter(npc, Some(FilterKind::Spatial)).unwrap();
+    /// server.set_object_position(npc, Vec3::new(90_000.0, 0.0, 0.0)).unwrap();
+    /// server.set_view_position(conn, Vec3::ZERO);
+    /// server.tick(std::time::Duration::ZERO);
+    /// // Beyond the grid's cull distance (50 000): never created there.
+    /// assert_eq!(server.writer(conn).unwrap().tracked_objects(), 0);
+    /// server.set_view_position(conn, Vec3::new(60_000.0, 0.0, 0.0));
+    /// server.tick(std::time::Duration::from_millis(33));
+    /// assert_eq!(server.writer(conn).unwrap().tracked_objects(), 1);
+    /// ```
     pub fn set_object_filter(
         &mut self,
         handle: NetRefHandle,
