@@ -770,3 +770,39 @@ impl InterestManager {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ProtocolRegistry;
+    use std::sync::Arc;
+
+    #[test]
+    fn packet_allowance_follows_budget_and_packet_cap() {
+        let table = ObjectTable::new(Arc::new(ProtocolRegistry::default()), 0);
+        let mut m = InterestManager::new(InterestConfig {
+            max_extra_packets: 1,
+            ..InterestConfig::default()
+        });
+        m.add_connection(0);
+        m.set_budget(0, BandwidthBudget::BytesPerSecond(3000));
+        m.begin_tick(&table, Duration::ZERO);
+        // Burst: at least one packet (1200 bytes).
+        assert_eq!(m.begin_packet(0), Some(1200 * 8));
+        m.end_packet(0, 1000 * 8);
+        assert_eq!(m.begin_packet(0), Some(200 * 8));
+        m.end_packet(0, 200 * 8);
+        // One packet plus one extra per tick.
+        assert_eq!(m.begin_packet(0), Some(0));
+        m.begin_tick(&table, Duration::from_millis(100));
+        // 300 bytes earned in 100 ms.
+        assert_eq!(m.begin_packet(0), Some(300 * 8));
+        m.end_packet(0, 300 * 8);
+        assert_eq!(m.begin_packet(0), Some(0), "spent");
+        assert_eq!(m.bytes_sent(0), 1500);
+        m.set_budget(0, BandwidthBudget::Unlimited);
+        m.begin_tick(&table, Duration::from_millis(133));
+        assert_eq!(m.begin_packet(0), None);
+        assert_eq!(m.begin_packet(1), None, "unknown connection: no limit");
+    }
+}
