@@ -291,6 +291,82 @@ impl ChangeMask {
     }
 }
 
+impl ChangeMask {
+    /// Writes the mask like [`write`](Self::write), or, with `mostly_ones` (the seed's
+    /// `ContainsMostlyOnes` hint, used for initial states), in an inverted sparse form:
+    /// raw when at most 8 bits, otherwise `[1][zero count: m][zero index: n]...` when
+    /// shorter than the raw `[0][bits]` form (`m` holds `0..=bits`, `n` an index).
+    pub fn write_with_hint(&self, w: &mut BitWriter, mostly_ones: bool) {
+        let bits = self.bits;
+        if !mostly_ones || bits <= 8 {
+            self.write(w);
+            return;
+        }
+        let zeros = bits - self.count_ones();
+        let count_bits = crate::bits::bits_for_count(bits as u64 + 1);
+        let index_bits = crate::bits::bits_for_count(bits as u64);
+        let sparse_cost = count_bits as u64 + index_bits as u64 * zeros as u64;
+        if sparse_cost < bits as u64 {
+            w.write_bool(true);
+            w.write_bits(zeros as u64, count_bits);
+            for i in (0..bits).filter(|&i| !self.get(i)) {
+                w.write_bits(i as u64, index_bits);
+            }
+        } else {
+            w.write_bool(false);
+            let mut left = bits;
+            for &word in self.words() {
+                let n = left.min(64);
+                w.write_bits(word, n);
+                left -= n;
+            }
+        }
+    }
+
+    /// Reads a mask written by [`write_with_hint`](Self::write_with_hint) with the same
+    /// hint.
+    pub fn read_with_hint(bits: u32, r: &mut BitReader, mostly_ones: bool) -> Result<Self> {
+        if !mostly_ones || bits <= 8 {
+            return Self::read(bits, r);
+        }
+        if !r.read_bool() {
+            let mut m = Self::new(bits);
+            let mut left = bits;
+            for word in m.words_mut() {
+                let n = left.min(64);
+                *word = r.read_bits(n);
+                left -= n;
+            }
+            r.check()?;
+            return Ok(m);
+        }
+        let count_bits = crate::bits::bits_for_count(bits as u64 + 1);
+        let index_bits = crate::bits::bits_for_count(bits as u64);
+        let zeros = r.read_bits(count_bits);
+        r.check()?;
+        if zeros > bits as u64 {
+            return Err(crate::serialize::SerializeError::TooLong {
+                what: "change mask clear-bit count",
+                len: zeros,
+                max: bits as u64,
+            });
+        }
+        let mut m = Self::all(bits);
+        for _ in 0..zeros {
+            let i = r.read_bits(index_bits) as u32;
+            r.check()?;
+            if i >= bits {
+                return Err(crate::serialize::SerializeError::invalid(
+                    "ChangeMask",
+                    "clear-bit index past the mask length",
+                ));
+            }
+            m.clear_bit(i);
+        }
+        Ok(m)
+    }
+}
+
 /// Who receives a member: evaluated per connection from its role towards the object.
 ///
 /// | condition | sent to |
@@ -602,6 +678,39 @@ mod tests {
         w.write_bits(15, 4); // index 15 >= 10
         let bytes = w.finish().unwrap();
         assert!(ChangeMask::read(10, &mut BitReader::new(&bytes)).is_err());
+    }
+
+    #[test]
+    fn hinted_mask_roundtrip_and_mostly_ones_is_short() {
+        for bits in [3u32, 9, 64, 65, 200] {
+            for pattern in 0..4u32 {
+                let mut m = ChangeMask::all(bits);
+                for i in 0..bits {
+                    let off = match pattern {
+                        0 => false,
+                        1 => true,
+                        2 => i % 37 == 5,
+                        _ => i % 2 == 0,
+                    };
+                    if off {
+                        m.clear_bit(i);
+                    }
+                }
+                for hint in [false, true] {
+                    let mut w = BitWriter::with_capacity_bits(4096);
+                    m.write_with_hint(&mut w, hint);
+                    let bytes = w.finish().unwrap();
+                    let mut r = BitReader::new(&bytes);
+                    assert_eq!(ChangeMask::read_with_hint(bits, &mut r, hint).unwrap(), m);
+                    assert_eq!(r.position(), w.position());
+                }
+            }
+        }
+        let mut m = ChangeMask::all(200);
+        m.clear_bit(7);
+        let mut w = BitWriter::with_capacity_bits(4096);
+        m.write_with_hint(&mut w, true);
+        assert_eq!(w.position(), 1 + 8 + 8);
     }
 
     #[test]

@@ -386,7 +386,7 @@ fn update_for_unknown_object_and_delta_flag_are_object_errors() {
     assert!(ev.iter().any(|e| matches!(
         e,
         ReplicationEvent::ObjectError {
-            error: ObjectReadError::DeltaUnsupported,
+            error: ObjectReadError::Decode(_),
             ..
         }
     )));

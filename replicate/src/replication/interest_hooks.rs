@@ -15,8 +15,8 @@
 //! Conditions: the writer applies the role conditions itself (owner, autonomous flag of
 //! the object, creation batch); the hooks add the `Custom` switches. An owner change,
 //! an autonomous-flag change or a custom switch goes through
-//! [`ReplicationWriter::on_conditions_changed`] — the single place where delta
-//! baselines must be invalidated.
+//! [`ReplicationWriter::on_conditions_changed`] (members owed afresh), after the
+//! object's delta baselines for that connection were released.
 //!
 //! Scope set by hand with [`ReplicationServer::set_in_scope`] and scope decided here do
 //! not know of each other: for objects under a filter, steer scope with the allow and
@@ -356,6 +356,9 @@ impl ReplicationServer {
                     .streams
                     .stream_mut::<ReplicationWriter>(ReplicationWriter::NAME)
                 {
+                    // Baselines taken while the switch was the other way hold values
+                    // this connection never received (or may no longer use).
+                    w.invalidate_baselines(&self.objects, i);
                     w.on_conditions_changed(&self.objects, i, &owed);
                 }
             }

@@ -32,8 +32,9 @@
 //! - priority and per-member filtering: [`WriterHooks`], installed with
 //!   [`ReplicationServer::set_writer_hooks`]; the built-in conditions are
 //!   [`apply_conditions`]; [`ReplicationServer::mark_members_dirty`] re-owes members;
-//! - delta compression: the batch's `is_delta` bit, [`RecordInfo::baseline`] and the
-//!   baseline fields of [`ReplicationInfo`] are reserved for it;
+//! - delta compression ([`baseline`]): [`ReplicationConfig::delta`],
+//!   [`ReplicationServer::set_type_delta_compression`] and
+//!   [`ReplicationServer::invalidate_baselines`] (for condition changes);
 //! - huge objects: a creation that does not fit in an empty packet parks the object in
 //!   [`ReplicatedObjectState::HugeObject`] (counted in [`WriterStats::huge_objects`]).
 //!
@@ -63,12 +64,16 @@
 //! assert!(client.drain_events().is_empty());
 //! ```
 
+pub mod baseline;
 mod interest_hooks;
 mod reader;
 mod record;
 mod scheduler;
 mod writer;
 
+pub use baseline::{
+    BaselineStats, BaselineStorage, DeltaSettings, MAX_BASELINE_COUNT, SharedBaselineStorage,
+};
 pub use interest_hooks::{InterestHooks, SharedInterest};
 pub use reader::{
     ClientObject, ClientWorld, ObjectReadError, ReaderStats, ReferenceResolver, ReplicationReader,
@@ -121,6 +126,8 @@ pub struct ReplicationConfig {
     pub cold_resolving_retry: Duration,
     /// Most objects a client accepts (default 2^20).
     pub max_client_objects: usize,
+    /// Delta compression against acknowledged baselines (on by default).
+    pub delta: DeltaSettings,
 }
 
 impl Default for ReplicationConfig {
@@ -136,6 +143,7 @@ impl Default for ReplicationConfig {
             hot_resolving_lifetime: Duration::from_millis(1000),
             cold_resolving_retry: Duration::from_millis(200),
             max_client_objects: 1 << 20,
+            delta: DeltaSettings::default(),
         }
     }
 }
@@ -201,6 +209,7 @@ pub struct ReplicationServer {
     connections: Vec<Option<ServerConnection>>,
     config: ReplicationConfig,
     now: Duration,
+    baselines: SharedBaselineStorage,
     /// Filters, prioritizers, conditions switches, budgets (see `interest_hooks`).
     interest: SharedInterest,
 }
@@ -220,6 +229,7 @@ impl ReplicationServer {
         Self {
             objects: ObjectTable::new(registry, 0),
             connections: Vec::new(),
+            baselines: Arc::new(std::sync::Mutex::new(BaselineStorage::new(config.delta))),
             config,
             now: Duration::ZERO,
             interest: Self::new_interest(),
@@ -250,6 +260,7 @@ impl ReplicationServer {
             .unwrap_or(self.connections.len()) as ConnectionId;
         let exports = SharedExports::default();
         let mut writer = ReplicationWriter::with_exports(id, self.config.clone(), exports.clone());
+        writer.set_baseline_storage(self.baselines.clone());
         self.interest_add_connection(id, &mut writer);
         writer.start_all(&mut self.objects);
         let mut streams = DataStreamManager::new();
@@ -403,6 +414,7 @@ impl ReplicationServer {
     /// them. Poll-mode objects must have been polled before.
     pub fn tick(&mut self, now: Duration) {
         self.now = now;
+        baseline::lock_storage(&self.baselines).begin_frame();
         self.objects.begin_tick();
         self.interest_begin_tick();
         for conn in self.connections.iter_mut().flatten() {
@@ -428,7 +440,49 @@ impl ReplicationServer {
         writer: &mut BitWriter,
     ) -> WriteResult {
         // Within the connection's bandwidth budget and packets per tick (interest layer).
-        self.write_packet_budgeted(id, sequence, writer)
+        let result = self.write_packet_budgeted(id, sequence, writer);
+        // Baselines reserved by this packet are cloned (once) or cancelled now, while
+        // the objects' state is still the one written.
+        baseline::lock_storage(&self.baselines).commit_reservations(&self.objects);
+        result
+    }
+
+    /// The baseline storage shared by every connection (counters, run-time settings).
+    pub fn baselines(&self) -> std::sync::MutexGuard<'_, BaselineStorage> {
+        baseline::lock_storage(&self.baselines)
+    }
+
+    /// Turns delta compression on or off for type `T` at run time (overrides
+    /// `#[net(delta = false)]`; the global switch is [`ReplicationConfig::delta`]).
+    /// Returns false when `T` is not registered.
+    pub fn set_type_delta_compression<T: 'static>(&mut self, enabled: bool) -> bool {
+        match self.objects.registry().index_of::<T>() {
+            Some(p) => {
+                baseline::lock_storage(&self.baselines).set_type_enabled(p, enabled);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Releases connection `id`'s baselines of an object and its subobjects, merging
+    /// their masks back (call when a condition that decides what the connection
+    /// receives changed: owner, custom switch). Owner changes call it by themselves.
+    pub fn invalidate_baselines(&mut self, id: ConnectionId, handle: NetRefHandle) {
+        let Some(index) = self.objects.index_of(handle) else {
+            return;
+        };
+        if let Some(w) = self
+            .connections
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+            .and_then(|c| {
+                c.streams
+                    .stream_mut::<ReplicationWriter>(ReplicationWriter::NAME)
+            })
+        {
+            w.invalidate_baselines(&self.objects, index);
+        }
     }
 
     /// The fate of packet `sequence` of connection `id`.

@@ -29,6 +29,7 @@
 //! sit in a hot cache retried on every packet for `hot_resolving_lifetime`, then in a
 //! cold cache retried every `cold_resolving_retry`.
 
+use super::baseline::{ReceiverBaselines, read_delta_body, store_baseline};
 use super::writer::BATCH_SIZE_BITS;
 use super::{ReplicationConfig, ReplicationEvent};
 use crate::NetRefHandle;
@@ -64,9 +65,13 @@ pub enum ObjectReadError {
     /// A static object the game did not register on this side.
     #[error("static object not registered on this side")]
     StaticNotRegistered,
-    /// The batch uses delta compression, which this reader does not support yet.
+    /// The batch uses delta compression, which this reader does not support (kept for
+    /// compatibility; this reader decodes delta batches).
     #[error("delta-compressed batch not supported")]
     DeltaUnsupported,
+    /// A delta batch names a baseline this side does not have.
+    #[error("delta batch against baseline {0}, which this side does not have")]
+    MissingBaseline(u8),
     /// The members did not decode or validate.
     #[error(transparent)]
     Decode(#[from] SerializeError),
@@ -99,6 +104,7 @@ pub struct ClientObject {
     member_seq: Vec<u64>,
     tags: Vec<String>,
     tags_seq: u64,
+    baselines: ReceiverBaselines,
 }
 
 impl std::fmt::Debug for ClientObject {
@@ -135,6 +141,10 @@ impl ClientObject {
     /// The object's tags (received as net tokens).
     pub fn tags(&self) -> &[String] {
         &self.tags
+    }
+    /// The stored delta-compression baselines.
+    pub fn baselines(&self) -> &ReceiverBaselines {
+        &self.baselines
     }
     /// Change-mask bits withheld until their references resolve.
     pub fn pending_reference_mask(&self) -> Option<&ChangeMask> {
@@ -357,6 +367,7 @@ impl ClientWorld {
                 member_seq: vec![0; T::descriptor().change_mask_bits as usize],
                 tags: Vec::new(),
                 tags_seq: 0,
+                baselines: ReceiverBaselines::default(),
             },
         );
         true
@@ -680,6 +691,70 @@ fn update_existing(
     Ok(fresh)
 }
 
+/// Like [`update_existing`] for a delta-compressed batch: decodes against the stored
+/// baseline (or the default state), stores a nominated baseline. `None`: the batch is
+/// older than the baseline it names and was skipped.
+fn update_existing_delta(
+    obj: &mut ClientObject,
+    protocol: Option<u64>,
+    new_state: fn() -> Box<dyn ErasedState>,
+    creating: bool,
+    seq: u64,
+    b: &mut BitReader,
+    stats: &mut ReaderStats,
+) -> Result<Option<ChangeMask>, ObjectReadError> {
+    if let Some(p) = protocol
+        && p != obj.protocol as u64
+    {
+        return Err(ObjectReadError::ProtocolMismatch {
+            expected: obj.protocol,
+            got: p,
+        });
+    }
+    let bits = obj.state.type_descriptor().change_mask_bits;
+    let Some(body) = read_delta_body(
+        Some(obj.state.as_ref()),
+        Some(&obj.baselines),
+        new_state,
+        bits,
+        creating,
+        seq,
+        b,
+    )?
+    else {
+        stats.stale_batches += 1;
+        return Ok(None);
+    };
+    if b.bits_left() != 0 {
+        return Err(ObjectReadError::TrailingBits(b.bits_left()));
+    }
+    let mask = body.mask;
+    let mut scratch = body.state;
+    store_baseline(&mut obj.baselines, body.store, seq);
+    let mut fresh = mask.clone();
+    let mut stale = ChangeMask::new(bits);
+    for bit in mask.iter_ones() {
+        if obj.member_seq.get(bit as usize).is_some_and(|s| *s > seq) {
+            fresh.clear_bit(bit);
+            stale.set(bit);
+        }
+    }
+    if stale.any() {
+        let mut w = BitWriter::with_capacity_bits(1 << 20);
+        obj.state.serialize(&stale, &mut w);
+        let bytes = w.finish().map_err(SerializeError::from)?;
+        scratch.deserialize(&stale, &mut BitReader::with_bit_len(&bytes, w.position()))?;
+        stats.stale_members += stale.count_ones() as u64;
+    }
+    obj.state = scratch;
+    for bit in fresh.iter_ones() {
+        if let Some(s) = obj.member_seq.get_mut(bit as usize) {
+            *s = seq;
+        }
+    }
+    Ok(Some(fresh))
+}
+
 struct Dispatch {
     handle: NetRefHandle,
     mask: ChangeMask,
@@ -812,9 +887,6 @@ impl ReplicationReader {
         let tear_off = b.read_bool();
         let delta = b.read_bool();
         b.check().map_err(SerializeError::from)?;
-        if delta {
-            return Err(ObjectReadError::DeltaUnsupported);
-        }
         let tags = if b.read_bool() {
             let n = b.read_bits(8) as usize;
             let mut tags = Vec::with_capacity(n);
@@ -831,9 +903,30 @@ impl ReplicationReader {
         } else {
             None
         };
+        b.check().map_err(SerializeError::from)?;
         let seq = world.packet_seq;
         if let Some(obj) = world.objects.get_mut(&handle) {
-            let fresh = update_existing(obj, protocol, seq, b, &mut world.stats)?;
+            let fresh = if delta {
+                let new_state = world
+                    .registry
+                    .get(obj.protocol)
+                    .ok_or(ObjectReadError::UnknownProtocol(obj.protocol as u64))?
+                    .new_state;
+                match update_existing_delta(
+                    obj,
+                    protocol,
+                    new_state,
+                    creating,
+                    seq,
+                    b,
+                    &mut world.stats,
+                )? {
+                    Some(f) => f,
+                    None => return Ok(()),
+                }
+            } else {
+                update_existing(obj, protocol, seq, b, &mut world.stats)?
+            };
             if let Some(tags) = tags
                 && seq > obj.tags_seq
             {
@@ -855,7 +948,17 @@ impl ReplicationReader {
         }
         if tear_off && let Some(obj) = world.torn_off.get_mut(&handle) {
             // A subobject torn off with its owner, whose final state came separately.
-            let fresh = update_existing(obj, protocol, seq, b, &mut world.stats)?;
+            let fresh = if delta {
+                let new_state = world
+                    .registry
+                    .get(obj.protocol)
+                    .ok_or(ObjectReadError::UnknownProtocol(obj.protocol as u64))?
+                    .new_state;
+                update_existing_delta(obj, protocol, new_state, creating, seq, b, &mut world.stats)?
+                    .unwrap_or_else(|| ChangeMask::new(0))
+            } else {
+                update_existing(obj, protocol, seq, b, &mut world.stats)?
+            };
             if fresh.any() {
                 if let Some(inst) = obj.instance.as_mut() {
                     inst.apply(obj.state.as_ref(), &fresh);
@@ -892,11 +995,20 @@ impl ReplicationReader {
                 world.config.max_client_objects,
             ));
         }
-        let mut state = (reg.new_state)();
         let bits = (reg.descriptor)().change_mask_bits;
-        let mask = ChangeMask::read(bits, b)?;
-        state.deserialize(&mask, b)?;
-        state.validate(&mask)?;
+        let mut baselines = ReceiverBaselines::default();
+        let (state, mask) = if delta {
+            let body = read_delta_body(None, None, reg.new_state, bits, creating, seq, b)?
+                .ok_or(ObjectReadError::MissingBaseline(0))?;
+            store_baseline(&mut baselines, body.store, seq);
+            (body.state, body.mask)
+        } else {
+            let mut state = (reg.new_state)();
+            let mask = ChangeMask::read(bits, b)?;
+            state.deserialize(&mask, b)?;
+            state.validate(&mask)?;
+            (state, mask)
+        };
         if b.bits_left() != 0 {
             return Err(ObjectReadError::TrailingBits(b.bits_left()));
         }
@@ -913,6 +1025,7 @@ impl ReplicationReader {
                 member_seq: vec![world.packet_seq; bits as usize],
                 tags: tags.unwrap_or_default(),
                 tags_seq: world.packet_seq,
+                baselines,
             },
         );
         if let Some(o) = owner {

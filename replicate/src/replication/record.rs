@@ -210,8 +210,9 @@ const CREATION_SENT: u64 = 1 << 31;
 const MASK_ALLOCATED: u64 = 1 << 32;
 const TAGS_DIRTY: u64 = 1 << 33;
 
-/// "No baseline" in the 2-bit baseline index fields.
-pub const INVALID_BASELINE_INDEX: u8 = 3;
+/// "No baseline" in the 2-bit baseline index fields (= the baseline count, 2; the
+/// value 3 is never used).
+pub const INVALID_BASELINE_INDEX: u8 = 2;
 
 /// One object's send state for one connection: exactly 16 bytes (Iris's
 /// `FReplicationInfo`): a change mask stored inline (up to 64 bits) or as a slot in a

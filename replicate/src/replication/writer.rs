@@ -17,9 +17,10 @@
 //! batches:  ([1][handle][size: 16][body: size bits][exports if has_exports])* [0]
 //! body:     [has_exports:1][is_creation:1]
 //!           (creation: [protocol index: registry.index_bits()][has_owner:1][owner handle]?)
-//!           [tear_off:1][is_delta:1 (reserved, 0)]
+//!           [tear_off:1][is_delta:1]
 //!           [has_tags:1]([count: 8][net token: 16]*)?
-//!           [change mask][members selected by the mask]
+//!           is_delta = 0: [change mask][members selected by the mask]
+//!           is_delta = 1: baseline indices, change mask, members (see `baseline`)
 //! exports:  the net token exports the batch references that the peer has not acked
 //!           (see `stream::tokens`), placed after the body and read first
 //! ```
@@ -29,6 +30,10 @@
 //! `OwnerOnly`, ...) are applied per connection when a batch is written.
 
 use super::ReplicationConfig;
+use super::baseline::{
+    BaselineOutcome, BaselineSlot, ConnectionBaselines, DeltaPlan, MAX_BASELINE_COUNT,
+    SharedBaselineStorage, is_subset, lock_storage, write_delta_body,
+};
 use super::record::{
     BitArray, INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
     ReplicatedObjectState as S, ReplicationInfo,
@@ -38,7 +43,7 @@ use crate::NetRefHandle;
 use crate::bits::BitWriter;
 use crate::connection::DeliveryStatus;
 use crate::object::{ConnectionId, InternalIndex, ObjectTable};
-use crate::state::{ChangeMask, StateDescriptor};
+use crate::state::{ChangeMask, Condition, StateDescriptor};
 use crate::stream::tokens::{NetToken, SharedExports, lock};
 use crate::stream::{DataStream, StreamError, WriteResult};
 use std::collections::VecDeque;
@@ -156,6 +161,9 @@ pub struct ReplicationWriter {
     stats: WriterStats,
     exports: SharedExports,
     hooks: Hooks,
+    storage: Option<SharedBaselineStorage>,
+    baselines: ConnectionBaselines,
+    records_popped: u64,
 }
 
 impl ReplicationWriter {
@@ -190,7 +198,172 @@ impl ReplicationWriter {
             scheduled: Vec::new(),
             tracked: 0,
             stats: WriterStats::default(),
+            storage: None,
+            baselines: ConnectionBaselines::default(),
+            records_popped: 0,
         }
+    }
+
+    /// Enables delta compression with the server's shared baseline storage (without
+    /// one, every batch is written in full).
+    pub fn set_baseline_storage(&mut self, storage: SharedBaselineStorage) {
+        self.storage = Some(storage);
+    }
+
+    /// This connection's baselines.
+    pub fn baselines(&self) -> &ConnectionBaselines {
+        &self.baselines
+    }
+
+    /// Releases this connection's baselines of an object and its subobjects, merging
+    /// their change masks back into the owed mask (a condition that decides what this
+    /// connection receives changed). The next batch takes the full path.
+    pub fn invalidate_baselines(&mut self, table: &ObjectTable, index: InternalIndex) {
+        let subs = table
+            .entry_at(index)
+            .map(|e| e.subobjects().to_vec())
+            .unwrap_or_default();
+        for j in std::iter::once(index).chain(subs) {
+            if let Some(merged) = self.drop_baselines(j) {
+                self.mark_members_dirty(table, j, &merged);
+            }
+        }
+    }
+
+    /// Releases an object's baselines for this connection; returns their merged masks.
+    fn drop_baselines(&mut self, index: InternalIndex) -> Option<ChangeMask> {
+        let merged = match &self.storage {
+            Some(s) => self.baselines.release_object(&mut lock_storage(s), index),
+            None => None,
+        };
+        if let Some(info) = self.infos.get_mut(index as usize) {
+            info.set_baselines(INVALID_BASELINE_INDEX, INVALID_BASELINE_INDEX);
+        }
+        merged
+    }
+
+    /// Whether an owner change altered which conditional members this connection
+    /// receives, compared with what its baselines hold in sync.
+    fn owner_change_affects_baselines(&self, table: &ObjectTable, index: InternalIndex) -> bool {
+        let Some(entry) = table.entry_at(index) else {
+            return false;
+        };
+        let desc = entry.descriptor();
+        let mut cond_bits = ChangeMask::new(desc.change_mask_bits);
+        for (c, m) in &desc.condition_masks {
+            if !matches!(
+                c,
+                Condition::InitialOnly | Condition::Never | Condition::Custom
+            ) {
+                cond_bits.or_with(m);
+            }
+        }
+        let mut allowed = ChangeMask::all(desc.change_mask_bits);
+        let is_owner = entry.owner_connection() == Some(self.connection);
+        crate::interest::condition::apply_role_conditions(
+            &mut allowed,
+            desc,
+            crate::interest::ConditionContext {
+                is_owner,
+                is_autonomous: is_owner && entry.is_autonomous(),
+                is_initial: false,
+            },
+        );
+        allowed.and_with(&cond_bits);
+        (0..MAX_BASELINE_COUNT).any(|k| {
+            self.baselines.slot(index, k).is_some_and(|slot| {
+                let mut synced = slot.synced.clone();
+                synced.and_with(&cond_bits);
+                synced != allowed
+            })
+        })
+    }
+
+    /// Decides the delta encoding of a batch (None: written without delta compression)
+    /// and adds to `mask` what a nominated baseline needs.
+    fn plan_delta(
+        &mut self,
+        table: &ObjectTable,
+        index: InternalIndex,
+        creating: bool,
+        is_owner: bool,
+        mask: &mut ChangeMask,
+    ) -> Option<DeltaPlan> {
+        let storage = self.storage.clone()?;
+        let entry = table.entry_at(index)?;
+        let desc = entry.descriptor();
+        let new_state = table.registry().get(entry.protocol())?.new_state;
+        let mut st = lock_storage(&storage);
+        if !st.is_enabled(entry.protocol(), desc.delta_compression) {
+            return None;
+        }
+        let mut allowed = ChangeMask::all(desc.change_mask_bits);
+        crate::interest::condition::apply_role_conditions(
+            &mut allowed,
+            desc,
+            crate::interest::ConditionContext {
+                is_owner,
+                is_autonomous: is_owner && entry.is_autonomous(),
+                is_initial: creating,
+            },
+        );
+        if let Some(h) = self.hooks.0.as_mut() {
+            let before = allowed.clone();
+            h.filter_members(table, index, creating, &mut allowed);
+            allowed.and_with(&before);
+        }
+        let acked = self.infos[index as usize].last_acked_baseline();
+        let mut reference = None;
+        if acked < MAX_BASELINE_COUNT {
+            match self.baselines.slot(index, acked) {
+                Some(slot) if is_subset(&allowed, &slot.synced) => {
+                    reference = st.state(slot.snapshot).map(|s| (acked, s));
+                }
+                Some(_) => {
+                    // A member the client's baseline does not hold is now allowed.
+                    if let Some(mut merged) = self.baselines.release_object(&mut st, index) {
+                        merged.and_with(&allowed);
+                        mask.or_with(&merged);
+                    }
+                }
+                None => {}
+            }
+            if reference.is_none() {
+                self.infos[index as usize]
+                    .set_baselines(INVALID_BASELINE_INDEX, INVALID_BASELINE_INDEX);
+            }
+        }
+        let slot = match &reference {
+            Some((k, _)) => {
+                self.baselines.note_reference(index, *k);
+                (k + 1) % MAX_BASELINE_COUNT
+            }
+            None => self.baselines.full_path_slot(index),
+        };
+        let first = self.baselines.count(index) == 0;
+        let nominate = (self.baselines.pending(index).is_none()
+            && st.may_create(index, entry.handle(), first))
+        .then_some(slot);
+        let default = st.default_state(entry.protocol(), new_state);
+        st.count_batch(reference.is_some());
+        if nominate.is_some() {
+            // The client builds the new baseline from the reference and this batch:
+            // carry every allowed member that differs from the reference.
+            let mut d = ChangeMask::new(desc.change_mask_bits);
+            let against = reference
+                .as_ref()
+                .map_or(default.as_ref(), |(_, s)| s.as_ref());
+            entry.state().diff(against, &mut d);
+            d.and_with(&allowed);
+            mask.or_with(&d);
+        }
+        Some(DeltaPlan {
+            reference,
+            nominate,
+            allowed,
+            default,
+            vs_default: st.settings().compress_initial_state,
+        })
     }
 
     /// Installs the interest layer's hooks (priority, member filter).
@@ -312,6 +485,12 @@ impl ReplicationWriter {
         }
         let owner_changed = table.tick_owner_changed().to_vec();
         for i in owner_changed {
+            // Baselines holding the old owner's view of conditional members go.
+            if self.owner_change_affects_baselines(table, i)
+                && let Some(merged) = self.drop_baselines(i)
+            {
+                self.mark_members_dirty(table, i, &merged);
+            }
             // Owner-dependent members are owed afresh to every connection.
             if let Some(entry) = table.entry_at(i) {
                 let mut bits = ChangeMask::new(entry.descriptor().change_mask_bits);
@@ -368,17 +547,16 @@ impl ReplicationWriter {
     /// values are owed afresh (a connection that newly qualifies receives them, one that
     /// no longer qualifies has them filtered out when the batch is written).
     ///
-    /// Delta compression hook: a baseline acked under the old conditions does not hold
-    /// the members the connection newly qualifies for, so baselines of this object for
-    /// this connection must be invalidated here (seed 000: "baselines are invalidated
-    /// when lifetime conditionals change").
+    /// Delta baselines: a baseline taken under the old conditions does not hold the
+    /// values the connection newly qualifies for. Owner changes release the affected
+    /// baselines in [`update`](Self::update) before calling this; a `Custom` switch
+    /// calls [`invalidate_baselines`](Self::invalidate_baselines) first.
     pub fn on_conditions_changed(
         &mut self,
         table: &ObjectTable,
         index: InternalIndex,
         affected: &ChangeMask,
     ) {
-        // (delta compression: invalidate this object's baselines for this connection)
         let Some(info) = self.infos.get_mut(index as usize) else {
             return;
         };
@@ -447,6 +625,8 @@ impl ReplicationWriter {
     }
 
     fn release(&mut self, table: &mut ObjectTable, index: InternalIndex) {
+        self.drop_baselines(index);
+        self.baselines.forget(index);
         let Some(info) = self.infos.get_mut(index as usize) else {
             return;
         };
@@ -472,6 +652,9 @@ impl ReplicationWriter {
         index: InternalIndex,
         subobject_alone: bool,
     ) {
+        // The remote loses the object (and its stored baselines) or keeps a final state.
+        self.drop_baselines(index);
+        self.baselines.forget(index);
         let Some(info) = self.infos.get_mut(index as usize) else {
             return;
         };
@@ -886,6 +1069,11 @@ impl ReplicationWriter {
             self.dirty.clear(index);
             return Ok(false);
         }
+        let plan = if tear_off {
+            None
+        } else {
+            self.plan_delta(table, index, creating, is_owner, &mut mask)
+        };
         let handle = entry.handle();
         let m = w.mark();
         w.write_bool(true);
@@ -907,7 +1095,7 @@ impl ReplicationWriter {
             }
         }
         w.write_bool(tear_off);
-        w.write_bool(false); // is_delta: reserved for delta compression
+        w.write_bool(plan.is_some());
         let mut tokens: Vec<NetToken> = Vec::new();
         if w.write_bool(send_tags) {
             let mut exports = lock(&self.exports);
@@ -922,8 +1110,13 @@ impl ReplicationWriter {
                 w.write_bits(t.0 as u64, 16);
             }
         }
-        mask.write(w);
-        entry.state().serialize(&mask, w);
+        match &plan {
+            Some(plan) => write_delta_body(plan, entry.state(), &mask, creating, w),
+            None => {
+                mask.write(w);
+                entry.state().serialize(&mask, w);
+            }
+        }
         let size = w.position().saturating_sub(body);
         if size >= 1 << BATCH_SIZE_BITS {
             w.rollback(m);
@@ -956,6 +1149,33 @@ impl ReplicationWriter {
         }
         record.exports.extend(exported);
 
+        let mut reference_index = INVALID_BASELINE_INDEX;
+        if let Some(plan) = plan {
+            if let Some((k, _)) = plan.reference {
+                reference_index = k;
+            }
+            if let (Some(slot), Some(storage)) = (plan.nominate, self.storage.as_ref()) {
+                let mut st = lock_storage(storage);
+                let first = self.baselines.count(index) == 0;
+                if let Some(snapshot) = st.create_baseline(index, handle, first) {
+                    let ordinal = self.records_popped + self.records.len() as u64;
+                    self.baselines.nominate(
+                        &mut st,
+                        index,
+                        slot,
+                        BaselineSlot {
+                            snapshot,
+                            mask: mask.clone(),
+                            synced: plan.allowed,
+                        },
+                        ordinal,
+                    );
+                    let acked = self.infos[index as usize].last_acked_baseline();
+                    self.infos[index as usize].set_baselines(acked, slot);
+                }
+            }
+        }
+
         let kind = if tear_off {
             RecordKind::TearOff
         } else if creating {
@@ -968,7 +1188,7 @@ impl ReplicationWriter {
             handle,
             kind,
             mask,
-            baseline: INVALID_BASELINE_INDEX,
+            baseline: reference_index,
             tags: send_tags,
         });
         let info = &mut self.infos[index as usize];
@@ -999,6 +1219,11 @@ impl ReplicationWriter {
         let Some(record) = self.records.pop_front() else {
             return;
         };
+        let ordinal = self.records_popped;
+        self.records_popped += 1;
+        if let Some(storage) = self.storage.clone() {
+            self.baseline_delivery(table, &record, ordinal, status, &storage);
+        }
         if status == DeliveryStatus::Lost {
             self.stats.lost_records += 1;
         }
@@ -1079,9 +1304,55 @@ impl ReplicationWriter {
         }
     }
 
+    /// Promotes (ack) or releases and merges back (loss, discard) the baselines the
+    /// packet `ordinal` nominated.
+    fn baseline_delivery(
+        &mut self,
+        table: &ObjectTable,
+        record: &PacketRecord,
+        ordinal: u64,
+        status: DeliveryStatus,
+        storage: &SharedBaselineStorage,
+    ) {
+        for ri in &record.infos {
+            let i = ri.index;
+            if table.entry_at(i).map(|e| e.handle()) != Some(ri.handle) {
+                continue;
+            }
+            let Some(info) = self.infos.get(i as usize).copied() else {
+                continue;
+            };
+            let acked = info.last_acked_baseline();
+            let outcome =
+                self.baselines
+                    .on_delivery(&mut lock_storage(storage), i, ordinal, acked, status);
+            match outcome {
+                BaselineOutcome::None => {}
+                BaselineOutcome::Promoted(k) => {
+                    self.infos[i as usize].set_baselines(k, INVALID_BASELINE_INDEX);
+                }
+                BaselineOutcome::Lost(mask) => {
+                    self.infos[i as usize].set_baselines(acked, INVALID_BASELINE_INDEX);
+                    if matches!(
+                        info.state(),
+                        S::PendingCreate | S::WaitOnCreateConfirmation | S::Created
+                    ) {
+                        self.infos[i as usize].or_mask(&mask, &mut self.pool);
+                        if self.infos[i as usize].has_dirty_mask() {
+                            self.mark_dirty(table, i);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Releases everything (the connection is going away): records are discarded and
     /// every tracked object is released in the table.
     pub fn release_all(&mut self, table: &mut ObjectTable) {
+        if let Some(s) = &self.storage {
+            self.baselines.release_all(&mut lock_storage(s));
+        }
         self.records.clear();
         self.pending_destroys.clear();
         for i in 0..self.infos.len() {

@@ -184,7 +184,8 @@ pub struct NetClient {
 }
 
 /// A server and clients driven packet by packet (no link): every packet arrives and
-/// is acked, unless the test drops it.
+/// is acked, unless the test drops it. Delta compression is off, so every batch can be
+/// decoded on its own.
 pub struct Net {
     pub server: ReplicationServer,
     pub clients: Vec<NetClient>,
@@ -199,8 +200,12 @@ pub struct Net {
 impl Net {
     pub fn new(clients: usize) -> Self {
         let registry = registry();
+        // The wire decoder reads full batches: delta compression off here (the
+        // simulation keeps it on).
+        let mut config = ReplicationConfig::default();
+        config.delta.enabled = false;
         let mut net = Self {
-            server: ReplicationServer::new(registry.clone(), ReplicationConfig::default()),
+            server: ReplicationServer::new(registry.clone(), config),
             clients: Vec::new(),
             registry,
             now: Duration::ZERO,

@@ -1,0 +1,917 @@
+//! Delta compression against acknowledged baselines (Iris's
+//! `DeltaCompressionBaselineManager`, `DeltaCompressionBaselineStorage` and the
+//! reader's stored baselines).
+//!
+//! A *baseline* is a snapshot of an object's quantized state that a connection's client
+//! also holds. Each (object, connection) has at most [`MAX_BASELINE_COUNT`] = 2 baseline
+//! slots, named on the wire by a 2-bit index ([`INVALID_BASELINE_INDEX`] = 2 = none).
+//! The writer delta-encodes an object against the slot its client acknowledged; a batch
+//! may *nominate* a new baseline in the other slot; the nominating packet's ack promotes
+//! it (and destroys the previously acked one), its loss merges the baseline's change
+//! mask back into the connection's owed mask and keeps the acked one.
+//!
+//! This module owns:
+//! - [`BaselineStorage`]: the server's snapshots, shared by every connection through a
+//!   [`SharedBaselineStorage`]. A snapshot created in a frame is *reserved* (no copy),
+//!   every connection that takes it in the same frame adds a reference, and at the end
+//!   of the write pass the reservation is *committed* (cloned exactly once) if someone
+//!   kept it, or *cancelled* (never copied) if nobody did. It also owns the per-object
+//!   creation throttle (`min_frames_between_baselines`, a connection's first baseline is
+//!   always allowed), the per-type switches and the types' default states.
+//! - [`ConnectionBaselines`]: one connection's slots per object (snapshot reference,
+//!   the change mask the nominating batch carried, the members the client holds in sync).
+//! - [`ReceiverBaselines`] and the client-side decoding of a delta batch.
+//!
+//! # Baselines the client can rebuild exactly
+//!
+//! The client builds a nominated baseline as *reference + the batch's members*, where
+//! the reference is the acknowledged baseline (delta path) or the type's default state
+//! (full path), never its live state: the live state may hold members of newer
+//! (reordered) packets. So a nominating batch carries, besides the owed members, every
+//! member allowed to this connection whose current value differs from the reference
+//! (`synced` members); the server remembers which members those were. A later batch
+//! that needs a member outside the acknowledged baseline's `synced` set (a member newly
+//! allowed after an owner or condition change) releases the baselines (their masks
+//! merged back) and takes the full path.
+//!
+//! Wire format, after the batch header's `is_delta` bit (see `writer`):
+//!
+//! ```text
+//! [reference index: 2]
+//!   0|1: [has new baseline: 1] [change mask] [members, each delta vs the reference]
+//!        (the new baseline is the other slot)
+//!   2:   [created index: 2 (2 = none)] [vs default: 1]
+//!        [change mask ("mostly ones" hint on creation) if vs default, plain otherwise]
+//!        [members, each delta vs the type's default state if vs default, full otherwise]
+//! ```
+
+use super::reader::ObjectReadError;
+use super::record::INVALID_BASELINE_INDEX;
+use crate::bits::{BitReader, BitWriter};
+use crate::object::{InternalIndex, ObjectTable};
+use crate::protocol::{ErasedState, ProtocolIndex};
+use crate::serialize::SerializeError;
+use crate::state::ChangeMask;
+use crate::{NetRefHandle, connection::DeliveryStatus};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Most baselines per (object, connection).
+pub const MAX_BASELINE_COUNT: u8 = 2;
+
+/// Bits of a baseline index on the wire.
+pub const BASELINE_INDEX_BITS: u32 = 2;
+
+/// Settings of delta compression (part of
+/// [`ReplicationConfig`](super::ReplicationConfig)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeltaSettings {
+    /// Global switch (Iris's `net.Iris.EnableDeltaCompression`, default true).
+    pub enabled: bool,
+    /// Frames between two baseline creations for one object
+    /// (`net.Iris.MinimumNumberOfFramesBetweenBaselines`, default 60).
+    pub min_frames_between_baselines: u32,
+    /// Encode the initial state against the type's default state
+    /// (`net.Iris.DeltaCompressInitialState`, default true).
+    pub compress_initial_state: bool,
+}
+
+impl Default for DeltaSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            min_frames_between_baselines: 60,
+            compress_initial_state: true,
+        }
+    }
+}
+
+/// Counters of the baseline storage.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BaselineStats {
+    /// Snapshots reserved (new baselines, one per object per frame at most).
+    pub reserved: u64,
+    /// Reservations committed: each is exactly one clone of an object's state.
+    pub clones: u64,
+    /// Reservations nobody kept, cancelled without a copy.
+    pub cancelled: u64,
+    /// Connection references taken on a snapshot (a new baseline of one connection).
+    pub baselines_created: u64,
+    /// Baselines created in the current frame (Iris's `CreatedBaselineCount`).
+    pub created_this_frame: u32,
+    /// Batches planned against an acknowledged baseline (delta path).
+    pub delta_batches: u64,
+    /// Batches of delta-enabled objects planned without a baseline (full path).
+    pub full_batches: u64,
+}
+
+struct StateInfo {
+    object: InternalIndex,
+    state: Option<Arc<dyn ErasedState>>,
+    refs: u32,
+    live: bool,
+}
+
+#[derive(Default)]
+struct ObjectShared {
+    handle: NetRefHandle,
+    prev_creation_frame: u32,
+    /// The snapshot created for the object this frame (the sharing context).
+    shared: Option<(u32, u32)>,
+}
+
+/// The server's baseline snapshots and per-object creation state, shared by every
+/// connection's writer (the seed's storage plus the shared half of its manager).
+///
+/// ```
+/// use replicate::replication::{BaselineStorage, DeltaSettings};
+/// let mut s = BaselineStorage::new(DeltaSettings::default());
+/// let snapshot = s.reserve(7);
+/// s.add_ref(snapshot); // one connection keeps it
+/// assert_eq!(s.ref_count(snapshot), 2);
+/// ```
+pub struct BaselineStorage {
+    settings: DeltaSettings,
+    infos: Vec<StateInfo>,
+    free: Vec<u32>,
+    frame: u32,
+    objects: HashMap<InternalIndex, ObjectShared>,
+    reservations: Vec<u32>,
+    type_overrides: HashMap<ProtocolIndex, bool>,
+    defaults: HashMap<ProtocolIndex, Arc<dyn ErasedState>>,
+    stats: BaselineStats,
+}
+
+impl std::fmt::Debug for BaselineStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BaselineStorage")
+            .field("frame", &self.frame)
+            .field("live", &self.live_snapshots())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+/// A [`BaselineStorage`] shared by the writers of one server.
+pub type SharedBaselineStorage = Arc<Mutex<BaselineStorage>>;
+
+/// Locks a shared storage (a poisoned lock still yields the data: the storage has no
+/// invariant a panic elsewhere could half-update in a harmful way).
+pub fn lock_storage(s: &SharedBaselineStorage) -> std::sync::MutexGuard<'_, BaselineStorage> {
+    s.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl BaselineStorage {
+    /// An empty storage.
+    pub fn new(settings: DeltaSettings) -> Self {
+        Self {
+            settings,
+            infos: Vec::new(),
+            free: Vec::new(),
+            frame: 0,
+            objects: HashMap::new(),
+            reservations: Vec::new(),
+            type_overrides: HashMap::new(),
+            defaults: HashMap::new(),
+            stats: BaselineStats::default(),
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &DeltaSettings {
+        &self.settings
+    }
+
+    /// Changes the settings at run time.
+    pub fn set_settings(&mut self, settings: DeltaSettings) {
+        self.settings = settings;
+    }
+
+    /// Turns delta compression on or off for one type at run time (overrides
+    /// `#[net(delta = false)]`).
+    pub fn set_type_enabled(&mut self, protocol: ProtocolIndex, enabled: bool) {
+        self.type_overrides.insert(protocol, enabled);
+    }
+
+    /// Whether objects of `protocol` (whose descriptor says `descriptor_default`) are
+    /// delta-compressed.
+    pub fn is_enabled(&self, protocol: ProtocolIndex, descriptor_default: bool) -> bool {
+        self.settings.enabled
+            && self
+                .type_overrides
+                .get(&protocol)
+                .copied()
+                .unwrap_or(descriptor_default)
+    }
+
+    /// The current frame (advanced once per server tick).
+    pub fn frame(&self) -> u32 {
+        self.frame
+    }
+
+    /// Starts a new frame: the sharing context is reset.
+    pub fn begin_frame(&mut self) {
+        self.frame = self.frame.wrapping_add(1);
+        self.stats.created_this_frame = 0;
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &BaselineStats {
+        &self.stats
+    }
+
+    pub(crate) fn count_batch(&mut self, delta: bool) {
+        if delta {
+            self.stats.delta_batches += 1;
+        } else {
+            self.stats.full_batches += 1;
+        }
+    }
+
+    /// Snapshots alive (reserved or committed).
+    pub fn live_snapshots(&self) -> usize {
+        self.infos.iter().filter(|i| i.live).count()
+    }
+
+    /// References on a snapshot (0 when freed).
+    pub fn ref_count(&self, info: u32) -> u32 {
+        self.infos
+            .get(info as usize)
+            .filter(|i| i.live)
+            .map_or(0, |i| i.refs)
+    }
+
+    /// A committed snapshot.
+    pub fn state(&self, info: u32) -> Option<Arc<dyn ErasedState>> {
+        self.infos
+            .get(info as usize)
+            .filter(|i| i.live)
+            .and_then(|i| i.state.clone())
+    }
+
+    /// The type's default state (cached per type).
+    pub fn default_state(
+        &mut self,
+        protocol: ProtocolIndex,
+        new_state: impl FnOnce() -> Box<dyn ErasedState>,
+    ) -> Arc<dyn ErasedState> {
+        self.defaults
+            .entry(protocol)
+            .or_insert_with(|| Arc::from(new_state()))
+            .clone()
+    }
+
+    /// Phase 1: reserves a snapshot of an object's current state without copying it
+    /// (the reservation holds one reference).
+    pub fn reserve(&mut self, object: InternalIndex) -> u32 {
+        let info = StateInfo {
+            object,
+            state: None,
+            refs: 1,
+            live: true,
+        };
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.infos[i as usize] = info;
+                i
+            }
+            None => {
+                self.infos.push(info);
+                (self.infos.len() - 1) as u32
+            }
+        };
+        self.reservations.push(idx);
+        self.stats.reserved += 1;
+        idx
+    }
+
+    /// A connection takes a reference on a snapshot.
+    pub fn add_ref(&mut self, info: u32) {
+        if let Some(i) = self.infos.get_mut(info as usize).filter(|i| i.live) {
+            i.refs += 1;
+        }
+    }
+
+    /// Drops a reference; the snapshot is freed at zero.
+    pub fn release(&mut self, info: u32) {
+        let Some(i) = self.infos.get_mut(info as usize).filter(|i| i.live) else {
+            return;
+        };
+        i.refs = i.refs.saturating_sub(1);
+        if i.refs == 0 {
+            let object = i.object;
+            i.live = false;
+            i.state = None;
+            self.free.push(info);
+            if let Some(o) = self.objects.get_mut(&object)
+                && o.shared.is_some_and(|(_, s)| s == info)
+            {
+                o.shared = None;
+            }
+        }
+    }
+
+    /// Phase 2, at the end of a write pass: each reservation drops its own reference;
+    /// one nobody kept is cancelled (no copy), one that was kept is cloned exactly once
+    /// from the object's current state in `table`.
+    pub fn commit_reservations(&mut self, table: &ObjectTable) {
+        for idx in std::mem::take(&mut self.reservations) {
+            let Some(i) = self.infos.get(idx as usize).filter(|i| i.live) else {
+                continue;
+            };
+            if i.refs <= 1 {
+                self.stats.cancelled += 1;
+                self.release(idx);
+                continue;
+            }
+            let object = i.object;
+            let snapshot = table
+                .entry_at(object)
+                .map(|e| Arc::<dyn ErasedState>::from(e.state().clone_box()));
+            self.stats.clones += 1;
+            if let Some(i) = self.infos.get_mut(idx as usize) {
+                i.state = snapshot;
+            }
+            self.release(idx);
+        }
+    }
+
+    /// Whether a connection may create a baseline for an object now:
+    /// its first baseline always, a snapshot already created this frame (shared), or
+    /// `min_frames_between_baselines` frames since the object's last creation.
+    pub fn may_create(&self, object: InternalIndex, handle: NetRefHandle, first: bool) -> bool {
+        if first {
+            return true;
+        }
+        match self.objects.get(&object).filter(|o| o.handle == handle) {
+            None => true,
+            Some(o) => {
+                o.shared.is_some_and(|(f, _)| f == self.frame)
+                    || self.frame.wrapping_sub(o.prev_creation_frame)
+                        >= self.settings.min_frames_between_baselines
+            }
+        }
+    }
+
+    /// Creates (or shares, within a frame) a snapshot of an object's current state for
+    /// one connection, which holds one reference on it. `None` when throttled.
+    pub fn create_baseline(
+        &mut self,
+        object: InternalIndex,
+        handle: NetRefHandle,
+        first: bool,
+    ) -> Option<u32> {
+        let frame = self.frame;
+        let shared = self
+            .objects
+            .get(&object)
+            .filter(|o| o.handle == handle)
+            .and_then(|o| o.shared)
+            .filter(|(f, _)| *f == frame)
+            .map(|(_, s)| s);
+        let info = match shared {
+            Some(s) => s,
+            None => {
+                if !self.may_create(object, handle, first) {
+                    return None;
+                }
+                let s = self.reserve(object);
+                let o = self.objects.entry(object).or_default();
+                if o.handle != handle {
+                    *o = ObjectShared {
+                        handle,
+                        ..ObjectShared::default()
+                    };
+                }
+                o.shared = Some((frame, s));
+                o.prev_creation_frame = frame;
+                self.stats.created_this_frame += 1;
+                s
+            }
+        };
+        self.add_ref(info);
+        self.stats.baselines_created += 1;
+        tracing::trace!("create baseline: object {object} snapshot {info} frame {frame}");
+        Some(info)
+    }
+
+    /// Forgets an object's throttle state (its index is being reused).
+    pub fn forget_object(&mut self, object: InternalIndex) {
+        self.objects.remove(&object);
+    }
+}
+
+/// One baseline of one (object, connection).
+#[derive(Debug, Clone)]
+pub struct BaselineSlot {
+    /// The snapshot in the [`BaselineStorage`].
+    pub snapshot: u32,
+    /// The members the nominating batch carried (merged back on loss).
+    pub mask: ChangeMask,
+    /// The members the client holds equal to the snapshot.
+    pub synced: ChangeMask,
+}
+
+#[derive(Debug, Default)]
+struct ObjectBaselines {
+    slots: [Option<BaselineSlot>; 2],
+    /// The slot nominated by a packet in flight, with the packet's ordinal.
+    pending: Option<(u8, u64)>,
+}
+
+/// One connection's baselines per object (at most two each), and the packet in flight
+/// that nominated a new one.
+#[derive(Debug, Default)]
+pub struct ConnectionBaselines {
+    objects: HashMap<InternalIndex, ObjectBaselines>,
+    /// The slot each object's last delta batch referenced: a full-path nomination
+    /// (after an invalidation) goes in the other one, so packets still in flight that
+    /// reference it decode against the content they were written for.
+    last_reference: HashMap<InternalIndex, u8>,
+}
+
+/// What a packet's fate did to an object's baselines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BaselineOutcome {
+    /// The record nominated nothing still pending for the object.
+    None,
+    /// The nominated slot is now the acknowledged one.
+    Promoted(u8),
+    /// The nomination was lost: the slot was released and its mask must be merged back.
+    Lost(ChangeMask),
+}
+
+impl ConnectionBaselines {
+    /// A slot of an object.
+    pub fn slot(&self, object: InternalIndex, index: u8) -> Option<&BaselineSlot> {
+        self.objects
+            .get(&object)?
+            .slots
+            .get(index as usize)?
+            .as_ref()
+    }
+
+    /// Remembers the slot a delta batch of `object` referenced.
+    pub fn note_reference(&mut self, object: InternalIndex, index: u8) {
+        self.last_reference.insert(object, index);
+    }
+
+    /// The slot a full-path nomination of `object` uses: the one its last delta batch
+    /// did not reference (0 for an object never delta-encoded).
+    pub fn full_path_slot(&self, object: InternalIndex) -> u8 {
+        self.last_reference
+            .get(&object)
+            .map_or(0, |k| (k + 1) % MAX_BASELINE_COUNT)
+    }
+
+    /// Forgets an object (it leaves the remote): the next nomination starts at slot 0.
+    pub fn forget(&mut self, object: InternalIndex) {
+        self.last_reference.remove(&object);
+    }
+
+    /// Number of live slots of an object (at most 2).
+    pub fn count(&self, object: InternalIndex) -> usize {
+        self.objects
+            .get(&object)
+            .map_or(0, |o| o.slots.iter().flatten().count())
+    }
+
+    /// The pending nomination of an object.
+    pub fn pending(&self, object: InternalIndex) -> Option<u8> {
+        self.objects.get(&object)?.pending.map(|(s, _)| s)
+    }
+
+    /// Total live slots over all objects.
+    pub fn total(&self) -> usize {
+        self.objects
+            .values()
+            .map(|o| o.slots.iter().flatten().count())
+            .sum()
+    }
+
+    /// Stores a new baseline in `index`, nominated by the packet with `ordinal`.
+    pub fn nominate(
+        &mut self,
+        storage: &mut BaselineStorage,
+        object: InternalIndex,
+        index: u8,
+        slot: BaselineSlot,
+        ordinal: u64,
+    ) {
+        let o = self.objects.entry(object).or_default();
+        if let Some(old) = o.slots.get_mut(index as usize).and_then(Option::take) {
+            storage.release(old.snapshot);
+        }
+        if let Some(s) = o.slots.get_mut(index as usize) {
+            *s = Some(slot);
+            o.pending = Some((index, ordinal));
+        }
+    }
+
+    /// Releases one slot; returns its mask (for a merge).
+    pub fn release_slot(
+        &mut self,
+        storage: &mut BaselineStorage,
+        object: InternalIndex,
+        index: u8,
+    ) -> Option<ChangeMask> {
+        let o = self.objects.get_mut(&object)?;
+        let old = o.slots.get_mut(index as usize)?.take()?;
+        storage.release(old.snapshot);
+        if o.slots.iter().all(Option::is_none) && o.pending.is_none() {
+            self.objects.remove(&object);
+        }
+        Some(old.mask)
+    }
+
+    /// Releases every slot of an object (the pending nomination is forgotten, so its
+    /// packet's fate changes nothing); returns the merged masks.
+    pub fn release_object(
+        &mut self,
+        storage: &mut BaselineStorage,
+        object: InternalIndex,
+    ) -> Option<ChangeMask> {
+        let o = self.objects.remove(&object)?;
+        let mut merged: Option<ChangeMask> = None;
+        for s in o.slots.into_iter().flatten() {
+            storage.release(s.snapshot);
+            match merged.as_mut() {
+                Some(m) => m.or_with(&s.mask),
+                None => merged = Some(s.mask),
+            }
+        }
+        merged
+    }
+
+    /// Releases everything (the connection goes away).
+    pub fn release_all(&mut self, storage: &mut BaselineStorage) {
+        self.last_reference.clear();
+        for (_, o) in self.objects.drain() {
+            for s in o.slots.into_iter().flatten() {
+                storage.release(s.snapshot);
+            }
+        }
+    }
+
+    /// The fate of the packet with `ordinal` for one object: an ack promotes its
+    /// nomination (destroying the previously acknowledged slot `acked`), a loss or a
+    /// discard releases it and hands back its mask for a merge.
+    pub fn on_delivery(
+        &mut self,
+        storage: &mut BaselineStorage,
+        object: InternalIndex,
+        ordinal: u64,
+        acked: u8,
+        status: DeliveryStatus,
+    ) -> BaselineOutcome {
+        let Some(o) = self.objects.get_mut(&object) else {
+            return BaselineOutcome::None;
+        };
+        let Some((index, ord)) = o.pending else {
+            return BaselineOutcome::None;
+        };
+        if ord != ordinal {
+            return BaselineOutcome::None;
+        }
+        o.pending = None;
+        match status {
+            DeliveryStatus::Delivered => {
+                if acked < MAX_BASELINE_COUNT
+                    && acked != index
+                    && let Some(old) = o.slots.get_mut(acked as usize).and_then(Option::take)
+                {
+                    storage.release(old.snapshot);
+                }
+                if o.slots.get(index as usize).is_some_and(Option::is_some) {
+                    BaselineOutcome::Promoted(index)
+                } else {
+                    BaselineOutcome::None
+                }
+            }
+            DeliveryStatus::Lost | DeliveryStatus::Discard => {
+                let mask = self.release_slot(storage, object, index);
+                mask.map_or(BaselineOutcome::None, BaselineOutcome::Lost)
+            }
+        }
+    }
+}
+
+/// Whether every bit of `a` is set in `b`.
+pub(crate) fn is_subset(a: &ChangeMask, b: &ChangeMask) -> bool {
+    let mut x = a.clone();
+    x.and_not(b);
+    !x.any()
+}
+
+/// What the writer decided for one delta batch.
+pub(crate) struct DeltaPlan {
+    /// The acknowledged slot and its snapshot (delta path), or none (full path).
+    pub reference: Option<(u8, Arc<dyn ErasedState>)>,
+    /// The slot to nominate.
+    pub nominate: Option<u8>,
+    /// The members allowed to this connection now (the new baseline's synced set).
+    pub allowed: ChangeMask,
+    /// The type's default state (full path).
+    pub default: Arc<dyn ErasedState>,
+    /// Whether the full path encodes against the default state.
+    pub vs_default: bool,
+}
+
+/// Writes the part of a delta batch after the header: see the module docs.
+pub(crate) fn write_delta_body(
+    plan: &DeltaPlan,
+    state: &dyn ErasedState,
+    mask: &ChangeMask,
+    creating: bool,
+    w: &mut BitWriter,
+) {
+    match &plan.reference {
+        Some((index, reference)) => {
+            w.write_bits(*index as u64, BASELINE_INDEX_BITS);
+            w.write_bool(plan.nominate.is_some());
+            mask.write(w);
+            state.serialize_delta(reference.as_ref(), mask, w);
+        }
+        None => {
+            w.write_bits(INVALID_BASELINE_INDEX as u64, BASELINE_INDEX_BITS);
+            w.write_bits(
+                plan.nominate.unwrap_or(INVALID_BASELINE_INDEX) as u64,
+                BASELINE_INDEX_BITS,
+            );
+            w.write_bool(plan.vs_default);
+            if plan.vs_default {
+                mask.write_with_hint(w, creating);
+                state.serialize_delta(plan.default.as_ref(), mask, w);
+            } else {
+                mask.write(w);
+                state.serialize(mask, w);
+            }
+        }
+    }
+}
+
+/// The client's stored baselines of one object (quantized snapshots, with the
+/// sequence of the packet that stored each).
+#[derive(Debug, Default)]
+pub struct ReceiverBaselines {
+    slots: [Option<(Box<dyn ErasedState>, u64)>; 2],
+}
+
+impl ReceiverBaselines {
+    /// A stored baseline.
+    pub fn get(&self, index: u8) -> Option<&dyn ErasedState> {
+        self.slots
+            .get(index as usize)?
+            .as_ref()
+            .map(|(s, _)| s.as_ref())
+    }
+
+    /// Number of stored baselines.
+    pub fn count(&self) -> usize {
+        self.slots.iter().flatten().count()
+    }
+
+    fn store(&mut self, index: u8, state: Box<dyn ErasedState>, seq: u64) {
+        if let Some(slot) = self.slots.get_mut(index as usize)
+            && slot.as_ref().is_none_or(|(_, s)| *s < seq)
+        {
+            *slot = Some((state, seq));
+        }
+    }
+}
+
+/// A decoded delta batch body (client side).
+pub(crate) struct DeltaBody {
+    /// The members carried.
+    pub mask: ChangeMask,
+    /// The live state with the members applied (from `live`, or from the default
+    /// state for a new object).
+    pub state: Box<dyn ErasedState>,
+    /// A baseline to store: (slot, reference + the batch's members).
+    pub store: Option<(u8, Box<dyn ErasedState>)>,
+}
+
+fn bits_error(r: &BitReader) -> Result<(), ObjectReadError> {
+    r.check()
+        .map_err(|e| ObjectReadError::Decode(SerializeError::from(e)))
+}
+
+/// Reads a delta batch body (after the batch header) for an object whose live state is
+/// `live` (`None` for a creation), decoding against `baselines` or the default state.
+/// `Ok(None)`: the packet is older than the baseline it names (reordered past a newer
+/// baseline); the batch is skipped.
+pub(crate) fn read_delta_body(
+    live: Option<&dyn ErasedState>,
+    baselines: Option<&ReceiverBaselines>,
+    new_state: fn() -> Box<dyn ErasedState>,
+    bits: u32,
+    creating: bool,
+    seq: u64,
+    r: &mut BitReader,
+) -> Result<Option<DeltaBody>, ObjectReadError> {
+    let _span = tracing::trace_span!("DeltaCompressed").entered();
+    let index = r.read_bits(BASELINE_INDEX_BITS) as u8;
+    bits_error(r)?;
+    if index > INVALID_BASELINE_INDEX {
+        return Err(ObjectReadError::Decode(SerializeError::invalid(
+            "baseline index",
+            "index 3 is not used",
+        )));
+    }
+    if index < MAX_BASELINE_COUNT {
+        let is_new = r.read_bool();
+        bits_error(r)?;
+        let slot = baselines
+            .and_then(|b| b.slots.get(index as usize))
+            .and_then(Option::as_ref)
+            .ok_or(ObjectReadError::MissingBaseline(index))?;
+        if slot.1 > seq {
+            return Ok(None);
+        }
+        let reference = slot.0.as_ref();
+        let mask = ChangeMask::read(bits, r)?;
+        let start = r.clone();
+        let mut state = match live {
+            Some(l) => l.clone_box(),
+            None => reference.clone_box(),
+        };
+        state.deserialize_delta(reference, &mask, r)?;
+        state.validate(&mask)?;
+        let store = if is_new {
+            let mut again = start;
+            let mut b = reference.clone_box();
+            b.deserialize_delta(reference, &mask, &mut again)?;
+            Some(((index + 1) % MAX_BASELINE_COUNT, b))
+        } else {
+            None
+        };
+        return Ok(Some(DeltaBody { mask, state, store }));
+    }
+    let created = r.read_bits(BASELINE_INDEX_BITS) as u8;
+    let vs_default = r.read_bool();
+    bits_error(r)?;
+    if created > INVALID_BASELINE_INDEX {
+        return Err(ObjectReadError::Decode(SerializeError::invalid(
+            "baseline index",
+            "index 3 is not used",
+        )));
+    }
+    let default = new_state();
+    let mask = if vs_default {
+        ChangeMask::read_with_hint(bits, r, creating)?
+    } else {
+        ChangeMask::read(bits, r)?
+    };
+    let start = r.clone();
+    let mut state = match live {
+        Some(l) => l.clone_box(),
+        None => default.clone_box(),
+    };
+    if vs_default {
+        state.deserialize_delta(default.as_ref(), &mask, r)?;
+    } else {
+        state.deserialize(&mask, r)?;
+    }
+    state.validate(&mask)?;
+    let store = if created < MAX_BASELINE_COUNT {
+        let mut again = start;
+        let mut b = default.clone_box();
+        if vs_default {
+            b.deserialize_delta(default.as_ref(), &mask, &mut again)?;
+        } else {
+            b.deserialize(&mask, &mut again)?;
+        }
+        Some((created, b))
+    } else {
+        None
+    };
+    Ok(Some(DeltaBody { mask, state, store }))
+}
+
+/// Stores a decoded body's new baseline.
+pub(crate) fn store_baseline(
+    baselines: &mut ReceiverBaselines,
+    store: Option<(u8, Box<dyn ErasedState>)>,
+    seq: u64,
+) {
+    if let Some((index, state)) = store {
+        baselines.store(index, state, seq);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reservation_nobody_keeps_is_cancelled_without_a_copy() {
+        let table = ObjectTable::new(Arc::new(crate::protocol::ProtocolRegistry::default()), 0);
+        let mut s = BaselineStorage::new(DeltaSettings::default());
+        let r = s.reserve(3);
+        assert_eq!(s.live_snapshots(), 1);
+        s.commit_reservations(&table);
+        assert_eq!(s.stats().clones, 0);
+        assert_eq!(s.stats().cancelled, 1);
+        assert_eq!(s.live_snapshots(), 0);
+        assert_eq!(s.ref_count(r), 0);
+        // The freed index is reused.
+        assert_eq!(s.reserve(4), r);
+    }
+
+    #[test]
+    fn shared_reservation_is_committed_once() {
+        let table = ObjectTable::new(Arc::new(crate::protocol::ProtocolRegistry::default()), 0);
+        let mut s = BaselineStorage::new(DeltaSettings::default());
+        let h = NetRefHandle::new(9, false, 0);
+        let first = s.create_baseline(1, h, true).unwrap();
+        for _ in 0..9 {
+            assert_eq!(s.create_baseline(1, h, false), Some(first));
+        }
+        assert_eq!(s.ref_count(first), 11);
+        s.commit_reservations(&table);
+        assert_eq!(s.stats().clones, 1);
+        assert_eq!(s.ref_count(first), 10);
+        for _ in 0..10 {
+            s.release(first);
+        }
+        assert_eq!(s.live_snapshots(), 0);
+    }
+
+    #[test]
+    fn throttle_is_per_object_and_first_is_free() {
+        let mut s = BaselineStorage::new(DeltaSettings {
+            min_frames_between_baselines: 5,
+            ..DeltaSettings::default()
+        });
+        let h = NetRefHandle::new(9, false, 0);
+        assert!(s.create_baseline(1, h, true).is_some());
+        s.begin_frame();
+        assert!(s.create_baseline(1, h, false).is_none());
+        assert!(s.create_baseline(1, h, true).is_some(), "first is free");
+        for _ in 0..4 {
+            s.begin_frame();
+        }
+        assert!(s.create_baseline(1, h, false).is_none());
+        s.begin_frame();
+        assert!(s.create_baseline(1, h, false).is_some());
+    }
+
+    #[test]
+    fn lost_nomination_hands_back_its_mask_and_ack_promotes() {
+        let mut s = BaselineStorage::new(DeltaSettings::default());
+        let mut c = ConnectionBaselines::default();
+        let h = NetRefHandle::new(9, false, 0);
+        let snap = s.create_baseline(1, h, true).unwrap();
+        let mask = ChangeMask::from_u64(4, 0b0111);
+        let slot = BaselineSlot {
+            snapshot: snap,
+            mask: mask.clone(),
+            synced: ChangeMask::all(4),
+        };
+        c.nominate(&mut s, 1, 0, slot.clone(), 5);
+        assert_eq!(
+            c.on_delivery(&mut s, 1, 4, 2, DeliveryStatus::Lost),
+            BaselineOutcome::None,
+            "another packet"
+        );
+        assert_eq!(
+            c.on_delivery(&mut s, 1, 5, 2, DeliveryStatus::Lost),
+            BaselineOutcome::Lost(mask)
+        );
+        assert_eq!(c.count(1), 0);
+        let snap = s.create_baseline(1, h, true).unwrap();
+        c.nominate(
+            &mut s,
+            1,
+            0,
+            BaselineSlot {
+                snapshot: snap,
+                ..slot.clone()
+            },
+            6,
+        );
+        assert_eq!(
+            c.on_delivery(&mut s, 1, 6, 2, DeliveryStatus::Delivered),
+            BaselineOutcome::Promoted(0)
+        );
+        s.begin_frame();
+        let snap2 = s.create_baseline(1, h, true).unwrap();
+        c.nominate(
+            &mut s,
+            1,
+            1,
+            BaselineSlot {
+                snapshot: snap2,
+                ..slot
+            },
+            7,
+        );
+        assert_eq!(c.count(1), 2);
+        assert_eq!(
+            c.on_delivery(&mut s, 1, 7, 0, DeliveryStatus::Delivered),
+            BaselineOutcome::Promoted(1)
+        );
+        assert_eq!(c.count(1), 1, "the previous acked baseline is destroyed");
+        assert!(c.slot(1, 1).is_some());
+    }
+}

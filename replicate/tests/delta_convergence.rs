@@ -1,0 +1,266 @@
+//! Convergence with delta compression on, over the lossy, duplicating, reordering link
+//! simulator: objects change, change owner, leave and re-enter scope, are destroyed
+//! and spawned; after the links quiet every client equals the server, and baselines
+//! were created, promoted and used all along.
+
+mod core_common;
+
+use core_common::*;
+use replicate::NetRefHandle;
+use replicate::link::LinkConditioner;
+use replicate::replication::DeltaSettings;
+use std::time::Duration;
+
+struct World {
+    sim: Sim,
+    rng: Rng,
+    objects: Vec<NetRefHandle>,
+    secrets: Vec<NetRefHandle>,
+}
+
+impl World {
+    fn spawn(&mut self) {
+        let o = self.sim.server.objects_mut();
+        match self.rng.below(3) {
+            0 => self.objects.push(
+                o.spawn(Pawn {
+                    x: self.rng.below(1000) as i32,
+                    ..Default::default()
+                })
+                .unwrap(),
+            ),
+            1 => self.objects.push(
+                o.spawn(Big {
+                    a: self.rng.next_u64(),
+                    ..Default::default()
+                })
+                .unwrap(),
+            ),
+            _ => {
+                let h = o
+                    .spawn(Secret {
+                        public: 1,
+                        mine: 2,
+                        theirs: 3,
+                        initial: 4,
+                        ..Default::default()
+                    })
+                    .unwrap();
+                self.secrets.push(h);
+            }
+        }
+    }
+
+    fn mutate(&mut self) {
+        let all = self.objects.len() + self.secrets.len();
+        let k = self.rng.below(all as u64) as usize;
+        let step = self.rng.below(7) as i64 - 3;
+        let o = self.sim.server.objects_mut();
+        if k < self.objects.len() {
+            let h = self.objects[k];
+            if let Some(p) = o.get_mut::<Pawn>(h) {
+                p.x = p.x.wrapping_add(step as i32);
+                if step == 3 {
+                    p.hp = p.hp.wrapping_add(1);
+                }
+            } else if let Some(b) = o.get_mut::<Big>(h) {
+                b.b = b.b.wrapping_add(step as u64);
+                if step == -3 {
+                    b.f = b.f.wrapping_mul(31).wrapping_add(7);
+                }
+            }
+        } else {
+            let h = self.secrets[k - self.objects.len()];
+            let s = o.get_mut::<Secret>(h).unwrap();
+            match self.rng.below(3) {
+                0 => s.public = s.public.wrapping_add(1),
+                1 => s.mine = s.mine.wrapping_add(1),
+                _ => s.theirs = s.theirs.wrapping_add(1),
+            }
+        }
+    }
+
+    fn change_owner(&mut self) {
+        if self.secrets.is_empty() {
+            return;
+        }
+        let h = self.secrets[self.rng.below(self.secrets.len() as u64) as usize];
+        let peers = self.sim.peers.len() as u64;
+        let owner = match self.rng.below(peers + 1) {
+            n if n == peers => None,
+            n => Some(self.sim.peers[n as usize].conn),
+        };
+        self.sim
+            .server
+            .objects_mut()
+            .set_owner_connection(h, owner)
+            .unwrap();
+    }
+
+    fn destroy(&mut self) {
+        if self.objects.len() < 2 {
+            return;
+        }
+        let k = self.rng.below(self.objects.len() as u64) as usize;
+        let h = self.objects.swap_remove(k);
+        self.sim.server.objects_mut().destroy(h).unwrap();
+    }
+
+    fn toggle_scope(&mut self) {
+        if self.objects.is_empty() {
+            return;
+        }
+        let h = self.objects[self.rng.below(self.objects.len() as u64) as usize];
+        let p = self.rng.below(self.sim.peers.len() as u64) as usize;
+        let conn = self.sim.peers[p].conn;
+        let now_in = self.rng.chance(0.5);
+        self.sim.server.set_in_scope(conn, h, now_in);
+    }
+}
+
+fn run(seed: u64, objects: usize, ticks: usize, peers: usize, min_frames: u32) {
+    let mut w = World {
+        sim: Sim::new(seed, LinkConditioner::bad()),
+        rng: Rng(seed ^ 0xD17A),
+        objects: Vec::new(),
+        secrets: Vec::new(),
+    };
+    w.sim.server.baselines().set_settings(DeltaSettings {
+        min_frames_between_baselines: min_frames,
+        ..DeltaSettings::default()
+    });
+    for _ in 1..peers {
+        w.sim.add_peer();
+    }
+    for _ in 0..objects {
+        w.spawn();
+    }
+    let dt = Duration::from_millis(33);
+    for t in 0..ticks {
+        for _ in 0..objects / 4 {
+            w.mutate();
+        }
+        if w.rng.chance(0.1) {
+            w.change_owner();
+        }
+        if w.rng.chance(0.05) {
+            w.destroy();
+            w.spawn();
+        }
+        if w.rng.chance(0.05) {
+            w.toggle_scope();
+        }
+        w.sim.step(dt);
+        if t == ticks / 2 {
+            // Everything back in scope for the second half.
+            let conns: Vec<_> = w.sim.peers.iter().map(|p| p.conn).collect();
+            for &h in &w.objects {
+                for &c in &conns {
+                    w.sim.server.set_in_scope(c, h, true);
+                }
+            }
+        }
+    }
+    let conns: Vec<_> = w.sim.peers.iter().map(|p| p.conn).collect();
+    for &h in &w.objects {
+        for &c in &conns {
+            w.sim.server.set_in_scope(c, h, true);
+        }
+    }
+    w.sim.set_conditioner(LinkConditioner {
+        loss: 0.0,
+        duplicate: 0.0,
+        ..LinkConditioner::bad()
+    });
+    let mut idle_run = 0;
+    for _ in 0..2000 {
+        w.sim.step(dt);
+        let idle = w
+            .sim
+            .peers
+            .iter()
+            .all(|p| w.sim.server.writer(p.conn).unwrap().is_idle());
+        idle_run = if idle { idle_run + 1 } else { 0 };
+        if idle_run >= 30 {
+            break;
+        }
+    }
+    assert!(idle_run >= 30, "writers never went idle");
+    let mut mismatches = Vec::new();
+    for p in &w.sim.peers {
+        assert_eq!(p.stream_errors, 0);
+        assert!(
+            !p.client
+                .world()
+                .objects()
+                .any(|o| p.client.world().is_broken(o.handle())),
+            "no object broken"
+        );
+        for &h in &w.objects {
+            let server = w.sim.server.objects().state(h).unwrap();
+            match p.client.state(h) {
+                Some(c) if c.eq_dyn(server) => {}
+                other => mismatches.push(format!("conn {} {h}: {other:?} vs {server:?}", p.conn)),
+            }
+        }
+        for &h in &w.secrets {
+            let s = w.sim.server.objects().get::<Secret>(h).unwrap();
+            let owner = w
+                .sim
+                .server
+                .objects()
+                .entry_at(w.sim.server.objects().index_of(h).unwrap())
+                .unwrap()
+                .owner_connection();
+            let Some(c) = p.client.get::<Secret>(h) else {
+                mismatches.push(format!("conn {} {h}: missing", p.conn));
+                continue;
+            };
+            let ok = c.public == s.public
+                && c.initial == s.initial
+                && if owner == Some(p.conn) {
+                    c.mine == s.mine
+                } else {
+                    c.theirs == s.theirs
+                };
+            if !ok {
+                mismatches.push(format!("conn {} secret {h}: {c:?} vs {s:?}", p.conn));
+            }
+        }
+        let stats = w.sim.server.writer(p.conn).unwrap().stats().clone();
+        assert!(stats.lost_records > 0, "the link lost packets");
+    }
+    assert!(
+        mismatches.is_empty(),
+        "{} mismatches: {:?}",
+        mismatches.len(),
+        &mismatches[..mismatches.len().min(5)]
+    );
+    let b = w.sim.server.baselines().stats().clone();
+    eprintln!("seed {seed}: baselines {b:?}");
+    assert!(b.baselines_created > objects as u64, "{b:?}");
+    assert!(b.clones > 0 && b.clones <= b.reserved);
+    assert!(b.delta_batches > b.full_batches, "{b:?}");
+    // Memory stays bounded: at most two snapshots per (object, connection).
+    let tracked: usize = w.sim.server.objects().len() * peers;
+    assert!(w.sim.server.baselines().live_snapshots() <= 2 * tracked);
+    for p in &w.sim.peers {
+        let wr = w.sim.server.writer(p.conn).unwrap();
+        assert!(wr.baselines().total() <= 2 * w.sim.server.objects().len());
+    }
+}
+
+#[test]
+fn converges_with_delta_on_one_connection() {
+    run(0xDE17A, 120, 600, 1, 4);
+}
+
+#[test]
+fn converges_with_delta_on_three_connections_and_owner_changes() {
+    run(0xBA5E, 60, 500, 3, 2);
+}
+
+#[test]
+fn converges_with_default_throttle() {
+    run(3, 40, 400, 2, 60);
+}

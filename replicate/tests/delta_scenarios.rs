@@ -1,0 +1,465 @@
+//! Delta compression against acknowledged baselines: the seed's loss and owner-change
+//! scenarios, shared snapshots across 100 connections, creation throttling, and a
+//! baseline the receiver does not have.
+
+mod core_common;
+
+use core_common::*;
+use replicate::NetRefHandle;
+use replicate::bits::{BitReader, BitWriter};
+use replicate::connection::{DeliveryStatus, PacketSequence};
+use replicate::object::ConnectionId;
+use replicate::replication::{
+    DeltaSettings, INVALID_BASELINE_INDEX, ObjectReadError, ReplicationClient, ReplicationConfig,
+    ReplicationEvent, ReplicationServer,
+};
+use replicate::state::ChangeMask;
+use std::time::Duration;
+
+fn config(min_frames: u32) -> ReplicationConfig {
+    ReplicationConfig {
+        delta: DeltaSettings {
+            min_frames_between_baselines: min_frames,
+            ..DeltaSettings::default()
+        },
+        ..ReplicationConfig::default()
+    }
+}
+
+fn index(server: &ReplicationServer, h: NetRefHandle) -> u32 {
+    server.objects().index_of(h).unwrap()
+}
+
+fn same_state(server: &ReplicationServer, client: &ReplicationClient, h: NetRefHandle) -> bool {
+    match (server.objects().state(h), client.state(h)) {
+        (Some(a), Some(b)) => a.eq_dyn(b),
+        _ => false,
+    }
+}
+
+#[test]
+fn lost_baseline_merges_its_mask_back() {
+    // The seed's scenario: A, B, C go out in a packet that nominates a new baseline, D
+    // changes afterwards, the packet is lost: the next packet carries A, B, C and D.
+    let mut m = Manual::with_config(config(1));
+    let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();
+    let i = index(&m.server, h);
+    m.round_trip();
+    m.round_trip();
+    let w = m.server.writer(m.conn).unwrap();
+    assert!(
+        w.info(i).unwrap().last_acked_baseline() < 2,
+        "creation baseline acked"
+    );
+    {
+        let p = m.server.objects_mut().get_mut::<Pawn>(h).unwrap();
+        p.x = 10; // A
+        p.y = -20; // B
+        p.hp = 7; // C
+    }
+    let (lost_seq, _lost_bytes) = m.tick_and_write();
+    let w = m.server.writer(m.conn).unwrap();
+    let acked = w.info(i).unwrap().last_acked_baseline();
+    let pending = w.info(i).unwrap().pending_baseline();
+    assert!(pending < 2, "the packet nominated a new baseline");
+    assert_ne!(pending, acked, "a new baseline goes in the other slot");
+    assert_eq!(w.baselines().count(i), 2);
+    assert_eq!(w.change_mask(i).unwrap().to_u64(), 0);
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().alive = true; // D
+    m.now += Duration::from_millis(16);
+    m.server.tick(m.now);
+    assert_eq!(
+        m.server
+            .writer(m.conn)
+            .unwrap()
+            .change_mask(i)
+            .unwrap()
+            .to_u64(),
+        0b1000
+    );
+    m.ack(lost_seq, DeliveryStatus::Lost);
+    let w = m.server.writer(m.conn).unwrap();
+    assert_eq!(
+        w.change_mask(i).unwrap().to_u64(),
+        0b1111,
+        "A, B, C merged back with D"
+    );
+    assert_eq!(
+        w.info(i).unwrap().pending_baseline(),
+        INVALID_BASELINE_INDEX
+    );
+    assert_eq!(
+        w.info(i).unwrap().last_acked_baseline(),
+        acked,
+        "acked kept"
+    );
+    assert_eq!(w.baselines().count(i), 1);
+    let (seq, bytes) = m.write();
+    m.deliver_to_client(&bytes);
+    m.ack(seq, DeliveryStatus::Delivered);
+    let p = m.client.get::<Pawn>(h).unwrap();
+    assert_eq!((p.x, p.y, p.hp, p.alive), (10, -20, 7, true));
+    assert!(same_state(&m.server, &m.client, h));
+}
+
+#[test]
+fn acks_and_losses_keep_at_most_two_baselines_and_the_client_decodes() {
+    let mut m = Manual::with_config(config(1));
+    let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();
+    let i = index(&m.server, h);
+    let mut rng = Rng(7);
+    for step in 0..300 {
+        {
+            let p = m.server.objects_mut().get_mut::<Pawn>(h).unwrap();
+            p.x = p.x.wrapping_add(rng.below(5) as i32 - 2);
+            if rng.chance(0.3) {
+                p.hp = rng.below(256) as u8;
+            }
+        }
+        let (seq, bytes) = m.tick_and_write();
+        let lose = rng.chance(0.3);
+        if !lose {
+            m.deliver_to_client(&bytes);
+        }
+        m.ack(
+            seq,
+            if lose {
+                DeliveryStatus::Lost
+            } else {
+                DeliveryStatus::Delivered
+            },
+        );
+        let w = m.server.writer(m.conn).unwrap();
+        assert!(w.baselines().count(i) <= 2);
+        if !lose {
+            assert!(same_state(&m.server, &m.client, h), "step {step}");
+        }
+    }
+    assert!(m.server.baselines().stats().baselines_created > 50);
+    assert!(m.server.baselines().live_snapshots() <= 2);
+}
+
+/// A server with several connections and their clients, packets delivered by hand.
+struct Multi {
+    server: ReplicationServer,
+    clients: Vec<(ConnectionId, ReplicationClient)>,
+    seq: u16,
+    now: Duration,
+}
+
+impl Multi {
+    fn new(n: usize, config: ReplicationConfig) -> Self {
+        let mut server = ReplicationServer::new(registry(), config.clone());
+        let clients = (0..n)
+            .map(|_| {
+                (
+                    server.add_connection(),
+                    ReplicationClient::new(registry(), config.clone()),
+                )
+            })
+            .collect();
+        Self {
+            server,
+            clients,
+            seq: 1,
+            now: Duration::ZERO,
+        }
+    }
+
+    fn round_trip(&mut self) {
+        self.now += Duration::from_millis(33);
+        self.server.tick(self.now);
+        let seq = PacketSequence(self.seq);
+        self.seq += 1;
+        for (conn, client) in &mut self.clients {
+            let mut w = BitWriter::with_capacity_bytes(1200);
+            self.server.write_packet(*conn, seq, &mut w);
+            let bytes = w.finish().unwrap();
+            client
+                .read_packet(self.now, seq, &mut BitReader::new(&bytes))
+                .unwrap();
+            self.server
+                .process_delivery(*conn, seq, DeliveryStatus::Delivered);
+        }
+    }
+}
+
+#[test]
+fn owner_change_releases_the_old_owners_baselines() {
+    let mut m = Multi::new(3, config(1));
+    let (a, b, c) = (m.clients[0].0, m.clients[1].0, m.clients[2].0);
+    let h = m
+        .server
+        .objects_mut()
+        .spawn(Secret {
+            public: 1,
+            mine: 100,
+            theirs: 5,
+            initial: 9,
+            ..Default::default()
+        })
+        .unwrap();
+    m.server
+        .objects_mut()
+        .set_owner_connection(h, Some(a))
+        .unwrap();
+    let i = index(&m.server, h);
+    for _ in 0..3 {
+        m.server.objects_mut().get_mut::<Secret>(h).unwrap().public += 1;
+        m.round_trip();
+    }
+    for conn in [a, b, c] {
+        assert!(m.server.writer(conn).unwrap().baselines().count(i) > 0);
+    }
+    assert_eq!(m.clients[0].1.get::<Secret>(h).unwrap().mine, 100);
+    assert_eq!(m.clients[1].1.get::<Secret>(h).unwrap().mine, 0);
+
+    m.server
+        .objects_mut()
+        .set_owner_connection(h, Some(b))
+        .unwrap();
+    m.now += Duration::from_millis(33);
+    m.server.tick(m.now);
+    // The old and the new owner's baselines are gone; the bystander keeps its own.
+    let wa = m.server.writer(a).unwrap();
+    assert_eq!(wa.baselines().count(i), 0);
+    assert_eq!(
+        wa.info(i).unwrap().last_acked_baseline(),
+        INVALID_BASELINE_INDEX
+    );
+    assert_eq!(m.server.writer(b).unwrap().baselines().count(i), 0);
+    assert!(m.server.writer(c).unwrap().baselines().count(i) > 0);
+    // Drain the tick's packets without a new tick.
+    for (conn, client) in &mut m.clients {
+        let seq = PacketSequence(m.seq);
+        let mut w = BitWriter::with_capacity_bytes(1200);
+        m.server.write_packet(*conn, seq, &mut w);
+        let bytes = w.finish().unwrap();
+        client
+            .read_packet(m.now, seq, &mut BitReader::new(&bytes))
+            .unwrap();
+        m.server
+            .process_delivery(*conn, seq, DeliveryStatus::Delivered);
+    }
+    m.seq += 1;
+    // B now receives the owner-only value, A the skip-owner one.
+    assert_eq!(m.clients[1].1.get::<Secret>(h).unwrap().mine, 100);
+    assert_eq!(m.clients[0].1.get::<Secret>(h).unwrap().theirs, 5);
+    // Owner-only changes go to B; back to A later, which must see the new value (its
+    // old baseline held mine = 100 and must never serve as a reference).
+    m.server.objects_mut().get_mut::<Secret>(h).unwrap().mine = 100 - 1;
+    m.round_trip();
+    m.server.objects_mut().get_mut::<Secret>(h).unwrap().mine = 100;
+    m.round_trip();
+    m.server.objects_mut().get_mut::<Secret>(h).unwrap().mine = 42;
+    m.round_trip();
+    assert_eq!(m.clients[1].1.get::<Secret>(h).unwrap().mine, 42);
+    assert_eq!(m.clients[0].1.get::<Secret>(h).unwrap().mine, 100, "stale");
+    m.server
+        .objects_mut()
+        .set_owner_connection(h, Some(a))
+        .unwrap();
+    for _ in 0..3 {
+        m.round_trip();
+    }
+    assert_eq!(m.clients[0].1.get::<Secret>(h).unwrap().mine, 42);
+    for (conn, client) in &m.clients {
+        let s = client.get::<Secret>(h).unwrap();
+        assert_eq!(s.public, 4, "connection {conn}");
+        assert_eq!(s.initial, 9);
+    }
+}
+
+#[test]
+fn a_hundred_connections_share_one_snapshot_cloned_once() {
+    let mut server = ReplicationServer::new(registry(), ReplicationConfig::default());
+    let conns: Vec<_> = (0..100).map(|_| server.add_connection()).collect();
+    let h = server.objects_mut().spawn(Pawn::default()).unwrap();
+    let i = index(&server, h);
+    server.tick(Duration::from_millis(33));
+    for &c in &conns {
+        let mut w = BitWriter::with_capacity_bytes(1200);
+        server.write_packet(c, PacketSequence(1), &mut w);
+    }
+    let stats = server.baselines().stats().clone();
+    assert_eq!(stats.reserved, 1);
+    assert_eq!(stats.clones, 1, "one clone for 100 connections");
+    assert_eq!(stats.cancelled, 0);
+    assert_eq!(stats.baselines_created, 100);
+    assert_eq!(stats.created_this_frame, 1);
+    assert_eq!(server.baselines().live_snapshots(), 1);
+    for &c in &conns {
+        server.process_delivery(c, PacketSequence(1), DeliveryStatus::Delivered);
+        assert_eq!(
+            server
+                .writer(c)
+                .unwrap()
+                .info(i)
+                .unwrap()
+                .last_acked_baseline(),
+            0
+        );
+    }
+    assert_eq!(server.baselines().live_snapshots(), 1);
+    // Connections leave: the last reference frees the snapshot.
+    for &c in &conns {
+        server.remove_connection(c);
+    }
+    assert_eq!(server.baselines().live_snapshots(), 0);
+}
+
+#[test]
+fn a_batch_that_does_not_fit_reserves_and_copies_nothing() {
+    let mut server = ReplicationServer::new(registry(), ReplicationConfig::default());
+    let conn = server.add_connection();
+    let _ = server.objects_mut().spawn(Pawn::default()).unwrap();
+    server.tick(Duration::from_millis(33));
+    // A packet too small for the batch: nothing nominated, nothing reserved.
+    let mut w = BitWriter::with_capacity_bits(12);
+    server.write_packet(conn, PacketSequence(1), &mut w);
+    assert_eq!(server.baselines().stats().reserved, 0);
+    assert_eq!(server.baselines().stats().clones, 0);
+    assert_eq!(server.baselines().live_snapshots(), 0);
+}
+
+fn baselines_created_over(min_frames: u32, ticks: usize) -> u64 {
+    let mut m = Manual::with_config(config(min_frames));
+    let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();
+    for _ in 0..ticks {
+        m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x += 1;
+        m.round_trip();
+    }
+    assert!(same_state(&m.server, &m.client, h));
+    m.server.baselines().stats().reserved
+}
+
+#[test]
+fn creation_is_throttled_per_object() {
+    for (min, expected) in [(30u32, 13u64), (60, 7), (120, 4)] {
+        assert_eq!(
+            baselines_created_over(min, 361),
+            expected,
+            "min_frames_between_baselines = {min}"
+        );
+    }
+}
+
+#[test]
+fn delta_off_per_type_and_globally_writes_no_baselines() {
+    let mut m = Manual::new();
+    assert!(m.server.set_type_delta_compression::<Pawn>(false));
+    let p = m.server.objects_mut().spawn(Pawn::default()).unwrap();
+    let c = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    for _ in 0..3 {
+        m.server.objects_mut().get_mut::<Pawn>(p).unwrap().x += 1;
+        m.round_trip();
+    }
+    let w = m.server.writer(m.conn).unwrap();
+    assert_eq!(w.baselines().count(index(&m.server, p)), 0);
+    assert_eq!(w.baselines().count(index(&m.server, c)), 1);
+    assert!(same_state(&m.server, &m.client, p));
+
+    let mut m = Manual::with_config(ReplicationConfig {
+        delta: DeltaSettings {
+            enabled: false,
+            ..DeltaSettings::default()
+        },
+        ..ReplicationConfig::default()
+    });
+    let p = m.server.objects_mut().spawn(Pawn::default()).unwrap();
+    m.round_trip();
+    assert_eq!(m.server.baselines().stats().reserved, 0);
+    assert!(same_state(&m.server, &m.client, p));
+}
+
+#[test]
+fn a_batch_naming_a_missing_baseline_breaks_that_object_only() {
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();
+    m.round_trip();
+    let mut w = BitWriter::with_capacity_bytes(256);
+    w.write_bits(1, 5); // one stream
+    w.write_bits(0b01, 2); // the replication stream has data
+    w.write_bool(false); // no destroys
+    w.write_bool(true);
+    h.write(&mut w);
+    let at = w.position();
+    w.write_bits(0, 16);
+    let start = w.position();
+    w.write_bool(false); // exports
+    w.write_bool(false); // not creating
+    w.write_bool(false); // tear off
+    w.write_bool(true); // delta
+    w.write_bool(false); // tags
+    w.write_bits(1, 2); // against baseline 1, which the client never stored
+    w.write_bool(false);
+    ChangeMask::from_u64(4, 1).write(&mut w);
+    w.write_bits(0, 8);
+    let size = w.position() - start;
+    w.patch_bits(at, size as u64, 16);
+    w.write_bool(false);
+    let bytes = w.finish().unwrap();
+    let seq = PacketSequence(m.seq);
+    m.seq += 1;
+    m.client
+        .read_packet(m.now, seq, &mut BitReader::new(&bytes))
+        .unwrap();
+    let events = m.client.drain_events();
+    assert!(events.iter().any(|e| matches!(
+        e,
+        ReplicationEvent::ObjectError {
+            error: ObjectReadError::MissingBaseline(1),
+            ..
+        }
+    )));
+    assert!(m.client.world().is_broken(h));
+}
+
+#[test]
+fn a_packet_in_flight_during_an_invalidation_still_decodes() {
+    // Throttled: no nomination rides on the delta batches below.
+    let mut m = Manual::with_config(config(1000));
+    let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();
+    let i = index(&m.server, h);
+    m.round_trip();
+    m.round_trip();
+    let acked = m
+        .server
+        .writer(m.conn)
+        .unwrap()
+        .info(i)
+        .unwrap()
+        .last_acked_baseline();
+    assert!(acked < 2);
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x = 5;
+    let (late_seq, late) = m.tick_and_write();
+    // A condition change releases the baselines; the next batch takes the full path
+    // and nominates the slot the packet in flight does not reference.
+    m.server.invalidate_baselines(m.conn, h);
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().y = 6;
+    let (seq, bytes) = m.tick_and_write();
+    assert_eq!(
+        m.server
+            .writer(m.conn)
+            .unwrap()
+            .info(i)
+            .unwrap()
+            .pending_baseline(),
+        1 - acked
+    );
+    m.deliver_to_client(&bytes);
+    m.ack(seq, DeliveryStatus::Delivered);
+    // The older packet arrives last (reordered) and still decodes.
+    m.deliver_to_client(&late);
+    m.ack(late_seq, DeliveryStatus::Delivered);
+    assert!(
+        m.client
+            .drain_events()
+            .iter()
+            .all(|e| !matches!(e, ReplicationEvent::ObjectError { .. }))
+    );
+    assert_eq!(m.client.world().stats().stale_batches, 0);
+    let p = m.client.get::<Pawn>(h).unwrap();
+    assert_eq!((p.x, p.y), (5, 6));
+    assert!(same_state(&m.server, &m.client, h));
+}
