@@ -265,7 +265,7 @@ impl Session {
                     .checked_sub(1)
                     .and_then(|i| self.players.get(i))
                 {
-                    let _ = self.server.set_owner(h, Some(client));
+                    let _ = self.server.set_owner(h, Some(client), true);
                 }
             }
             self.server_events.push(event);

@@ -2,6 +2,7 @@
 //! convergence over a bad link with a small packet cap the transport enforces,
 //! disconnects in both directions, and configuration checks.
 
+use replicate::interest::BandwidthBudget;
 use replicate::link::LinkConditioner;
 use replicate::transport::memory::{MemoryClientTransport, MemoryServerTransport};
 use replicate::{
@@ -313,4 +314,48 @@ fn reliable_messages_both_ways_over_a_bad_link() {
             )
             .is_err()
     );
+}
+
+#[test]
+fn a_bandwidth_budget_per_client_limits_what_it_is_sent() {
+    let (mut server, mut clients) = setup(LinkConditioner::perfect(), 1200, 2);
+    let crates: Vec<_> = (0..60)
+        .map(|_| server.spawn(Crate::default()).unwrap())
+        .collect();
+    let mut now = Duration::ZERO;
+    let mut tick = |server: &mut MemServer, clients: &mut [MemClient], n: u32| {
+        for _ in 0..n {
+            now += Duration::from_millis(33);
+            for (i, &h) in crates.iter().enumerate() {
+                let c = server.get_mut::<Crate>(h).unwrap();
+                c.position.x = (now.as_secs_f32() * 3.0 + i as f32).sin() * 90.0;
+                c.position.y = (now.as_secs_f32() * 2.0 + i as f32).cos() * 90.0;
+            }
+            server.tick(now).unwrap();
+            let _ = server.events();
+            for c in clients.iter_mut() {
+                c.tick(now).unwrap();
+                let _ = c.events();
+            }
+        }
+    };
+    tick(&mut server, &mut clients, 10);
+    let ids: Vec<_> = server.clients().collect();
+    assert_eq!(ids.len(), 2);
+    assert!(server.set_bandwidth_budget(ids[0], BandwidthBudget::BytesPerSecond(2_000)));
+    assert!(server.set_view_position(ids[1], glam::Vec3::ZERO));
+    let before: Vec<u64> = ids
+        .iter()
+        .map(|&id| server.stats(id).unwrap().bytes_out)
+        .collect();
+    tick(&mut server, &mut clients, 90); // about 3 s
+    let sent: Vec<u64> = ids
+        .iter()
+        .map(|&id| server.stats(id).unwrap().bytes_out)
+        .zip(&before)
+        .map(|(after, before)| after - before)
+        .collect();
+    // 2 kB/s for 3 s, plus one burst and packet headers; the other is unthrottled.
+    assert!(sent[0] < 12_000, "{sent:?}");
+    assert!(sent[1] > 3 * sent[0], "{sent:?}");
 }

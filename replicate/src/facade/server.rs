@@ -12,6 +12,7 @@ use crate::attachment::{MessageError, ReceivedMessage};
 use crate::bits::{BitReader, BitWriter};
 use crate::blob::DeliveryMode;
 use crate::connection::{Connection, ConnectionConfig, MAX_HEADER_BITS};
+use crate::interest::BandwidthBudget;
 use crate::object::{ConnectionId, ObjectError, ObjectTable};
 use crate::protocol::{ProtocolIndex, ProtocolRegistry};
 use crate::replication::{ReplicationConfig, ReplicationServer};
@@ -482,16 +483,40 @@ impl<T: ServerTransport> Server<T> {
     }
 
     /// Makes `client` the owner of an object (owner conditions such as `OwnerOnly`
-    /// follow it), or nobody.
+    /// follow it), or nobody; `autonomous` says whether the owner controls it
+    /// (`AutonomousOnly` members go to it, `SimulatedOnly` ones to everyone else).
     pub fn set_owner(
         &mut self,
         handle: NetRefHandle,
         client: Option<ClientId>,
+        autonomous: bool,
     ) -> Result<(), ObjectError> {
         let conn = client.and_then(|c| self.connection_id(c));
-        self.replication
-            .objects_mut()
-            .set_owner_connection(handle, conn)
+        self.replication.set_owner(handle, conn, autonomous)
+    }
+
+    /// Sets a connected client's view position (for the grid filter and the sphere
+    /// prioritizer). Returns false when the client is not connected.
+    pub fn set_view_position(&mut self, client: ClientId, position: glam::Vec3) -> bool {
+        match self.connection_id(client) {
+            Some(conn) => {
+                self.replication.set_view_position(conn, position);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sets a connected client's bandwidth budget. Returns false when the client is
+    /// not connected.
+    pub fn set_bandwidth_budget(&mut self, client: ClientId, budget: BandwidthBudget) -> bool {
+        match self.connection_id(client) {
+            Some(conn) => {
+                self.replication.set_connection_budget(conn, budget);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Sends a message (any registered replicated type) to a connected client.
@@ -584,7 +609,9 @@ impl<T: ServerTransport> Server<T> {
         &self.replication
     }
 
-    /// The replication core, mutably: [`set_in_scope`](ReplicationServer::set_in_scope),
+    /// The replication core, mutably (interest filters, prioritizers, groups, allow
+    /// and deny lists, custom conditions, delta switches):
+    /// [`set_in_scope`](ReplicationServer::set_in_scope),
     /// [`set_writer_hooks`](ReplicationServer::set_writer_hooks),
     /// [`add_stream`](ReplicationServer::add_stream), addressed by
     /// [`connection_id`](Self::connection_id).
