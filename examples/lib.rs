@@ -3,3 +3,4 @@
 //! motion, so the demo and the measurements replicate exactly the same thing.
 
 pub mod arena;
+pub mod arena_session;

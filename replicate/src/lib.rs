@@ -179,6 +179,9 @@
 //! | [`object`] | the handle manager and the server's object table (poll and push modes) |
 //! | [`replication`] | the per-connection writer and reader, scheduling, the server and client drivers |
 //! | [`stream`] | data streams multiplexed into packets, net token exports |
+//! | [`connection`] | the sans-IO packet header, acks, RTT and loss |
+//! | [`transport`] | UDP with netcode.io, in-memory, link conditioner |
+//! | [`facade`] | [`Server`] and [`Client`]: the game-loop API, handshake, events, stats |
 
 #![warn(missing_docs)]
 
@@ -186,6 +189,7 @@ pub mod attachment;
 pub mod bits;
 pub mod blob;
 pub mod connection;
+pub mod facade;
 pub mod fragment;
 pub mod handle;
 pub mod interest;
@@ -200,6 +204,10 @@ pub mod stats;
 pub mod stream;
 pub mod transport;
 
+pub use facade::{
+    Client, ClientConfig, ClientEvent, DisconnectReason, NetStats, Server, ServerConfig,
+    ServerEvent,
+};
 pub use fragment::ReplicationFragment;
 pub use handle::NetRefHandle;
 pub use protocol::{ProtocolRegistry, Registration};

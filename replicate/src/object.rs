@@ -228,6 +228,7 @@ pub struct ObjectEntry {
     state: Box<dyn ErasedState>,
     storage: Option<Box<dyn ErasedObject>>,
     owner_connection: Option<ConnectionId>,
+    autonomous: bool,
     root: Option<InternalIndex>,
     owner_handle: Option<NetRefHandle>,
     subobjects: Vec<InternalIndex>,
@@ -272,6 +273,12 @@ impl ObjectEntry {
     /// The owning connection, if any.
     pub fn owner_connection(&self) -> Option<ConnectionId> {
         self.owner_connection
+    }
+    /// Whether the owning connection controls the object (its role is *autonomous*
+    /// there, `AutonomousOnly` members go to it); otherwise the owner sees it
+    /// *simulated* like everyone else. Default true.
+    pub fn is_autonomous(&self) -> bool {
+        self.autonomous
     }
     /// The root owner, for a live subobject (a subobject that ended is detached).
     pub fn root(&self) -> Option<InternalIndex> {
@@ -423,6 +430,7 @@ impl ObjectTable {
             state,
             storage,
             owner_connection: None,
+            autonomous: true,
             root,
             owner_handle: root.and_then(|r| self.entry_at(r)).map(|e| e.handle),
             subobjects: Vec::new(),
@@ -447,8 +455,10 @@ impl ObjectTable {
                 owner.subobjects.push(index);
             }
             let oc = self.entry_at(r).and_then(|e| e.owner_connection);
+            let auto = self.entry_at(r).is_none_or(|e| e.autonomous);
             if let Some(Some(e)) = self.entries.get_mut(i) {
                 e.owner_connection = oc;
+                e.autonomous = auto;
             }
         }
         self.created.push(index);
@@ -673,6 +683,34 @@ impl ObjectTable {
                 && e.owner_connection != owner
             {
                 e.owner_connection = owner;
+                if e.descriptor.has_conditions() && !self.owner_changed.contains(&j) {
+                    self.owner_changed.push(j);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets whether the owning connection controls the object (see
+    /// [`ObjectEntry::is_autonomous`]); subobjects follow their owner. A change counts
+    /// as an owner change for conditions (members are re-evaluated per connection).
+    pub fn set_autonomous(
+        &mut self,
+        handle: NetRefHandle,
+        autonomous: bool,
+    ) -> Result<(), ObjectError> {
+        let i = self
+            .live_index(handle)
+            .ok_or(ObjectError::UnknownHandle(handle))?;
+        let subs = self
+            .entry_at(i)
+            .map(|e| e.subobjects.clone())
+            .unwrap_or_default();
+        for j in std::iter::once(i).chain(subs) {
+            if let Some(Some(e)) = self.entries.get_mut(j as usize)
+                && e.autonomous != autonomous
+            {
+                e.autonomous = autonomous;
                 if e.descriptor.has_conditions() && !self.owner_changed.contains(&j) {
                     self.owner_changed.push(j);
                 }

@@ -323,6 +323,11 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
                 writer.patch_bits(mask_pos, mask as u64, count);
             }
         }
+        if mask == 0 {
+            // Nothing written: no record (the caller may cancel the packet and reuse
+            // its sequence; a record here would then shadow the real packet's).
+            return result;
+        }
         if self.records.len() >= Self::MAX_RECORDS_IN_FLIGHT
             && let Some(oldest) = self.records.pop_front()
         {
@@ -542,7 +547,8 @@ mod tests {
             let mut w = BitWriter::with_capacity_bytes(64);
             tx.write_packet(&mut (), PacketSequence(s), &mut w);
         }
-        assert_eq!(tx.packets_in_flight(), 3);
+        // The third packet carried nothing: it has no record.
+        assert_eq!(tx.packets_in_flight(), 2);
         tx.process_delivery(&mut (), PacketSequence(0), DeliveryStatus::Delivered);
         tx.process_delivery(&mut (), PacketSequence(1), DeliveryStatus::Lost);
         tx.process_delivery(&mut (), PacketSequence(2), DeliveryStatus::Delivered);

@@ -47,6 +47,18 @@ pub fn replication_config(delta: DeltaMode) -> ReplicationConfig {
     }
 }
 
+/// Extra packets per tick the interest layer allows each connection in the scenarios
+/// (its default is 3): the harness measures what a tick produces, not a bandwidth cap.
+pub const UNCAPPED_EXTRA_PACKETS: u32 = 100_000;
+
+/// Adds a server connection without the interest layer's bandwidth budget (its default
+/// is 64 KB/s): the scenarios measure what a tick produces, not a throttle.
+pub fn add_uncapped_connection(server: &mut ReplicationServer) -> ConnectionId {
+    let id = server.add_connection();
+    server.set_connection_budget(id, replicate::interest::BandwidthBudget::Unlimited);
+    id
+}
+
 /// Largest packet payload netcode.io carries (`NETCODE_MAX_PAYLOAD_BYTES`): the
 /// connection header plus the replication data must fit in it.
 pub const MTU_BYTES: usize = 1200;

@@ -92,7 +92,9 @@ fn replicate_run_inner(p: S1Params, delta: DeltaMode) -> Result<ReplicateRun, Sa
     );
     let config = replication_config(delta);
     let mut server = ReplicationServer::new(registry.clone(), config.clone());
-    let conn = server.add_connection();
+    // No per-tick packet cap: every scenario writes until nothing is left.
+    server.set_max_extra_packets(super::UNCAPPED_EXTRA_PACKETS);
+    let conn = super::add_uncapped_connection(&mut server);
     let mut link = Link::new(conn, Some(ReplicationClient::new(registry, config)));
     let mut world = ArenaWorld::new(p.seed);
     let spawn_err = |e| SanityError(format!("spawn: {e:?}"));

@@ -199,7 +199,9 @@ fn cubes_run_inner(p: S3Params, delta: DeltaMode) -> Result<CubeStats, SanityErr
     );
     let config = replication_config(delta);
     let mut server = ReplicationServer::new(registry.clone(), config.clone());
-    let conn = server.add_connection();
+    // No per-tick packet cap: every scenario writes until nothing is left.
+    server.set_max_extra_packets(super::UNCAPPED_EXTRA_PACKETS);
+    let conn = super::add_uncapped_connection(&mut server);
     let mut link = Link::new(conn, Some(ReplicationClient::new(registry, config)));
     let mut sim = Sim::new(p.seed);
     let mut handles = Vec::with_capacity(CUBES);

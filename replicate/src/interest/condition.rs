@@ -8,9 +8,12 @@
 //!   the object **simulated**;
 //! - **initial**: whether this is the creation batch for that connection.
 //!
-//! [`ConditionMasks`] precomputes, per descriptor, the member mask for each of the
-//! eight role combinations, so evaluating a condition per connection per object is one
-//! table lookup and (for `Custom` members) one AND with the object's switches.
+//! [`apply_role_conditions`] is the one place conditions are evaluated: the replication
+//! writer applies it to every batch (it replaced the core's own copy of these rules;
+//! `replication::apply_conditions` is now a shorthand for it). Per type it loops over
+//! the descriptor's per-condition masks (at most nine), so it costs a few mask ANDs per
+//! batch. `Custom` members pass here; their per-object runtime switches
+//! ([`CustomConditions`]) are applied by the interest layer's writer hook.
 
 use crate::state::{ChangeMask, Condition, StateDescriptor};
 
@@ -23,14 +26,6 @@ pub struct ConditionContext {
     pub is_autonomous: bool,
     /// The batch is the object's creation on this connection.
     pub is_initial: bool,
-}
-
-impl ConditionContext {
-    fn index(self) -> usize {
-        (self.is_owner as usize)
-            | (self.is_autonomous as usize) << 1
-            | (self.is_initial as usize) << 2
-    }
 }
 
 /// Whether a member with `condition` (and `init_only`) is sent in `ctx`. `Custom`
@@ -63,79 +58,37 @@ pub fn allows(condition: Condition, init_only: bool, ctx: ConditionContext) -> b
     }
 }
 
-/// The allowed-member masks of one type for every role combination.
-#[derive(Debug, Clone)]
-pub struct ConditionMasks {
-    by_role: [ChangeMask; 8],
-    custom: ChangeMask,
-    unconditional: bool,
-}
-
-impl ConditionMasks {
-    /// Precomputes the masks of `descriptor`.
-    pub fn new(descriptor: &StateDescriptor) -> Self {
-        let bits = descriptor.change_mask_bits;
-        let by_role = std::array::from_fn(|i| {
-            let ctx = ConditionContext {
-                is_owner: i & 1 != 0,
-                is_autonomous: i & 2 != 0,
-                is_initial: i & 4 != 0,
-            };
-            let mut mask = ChangeMask::new(bits);
-            for m in &descriptor.members {
-                if allows(m.condition, m.init_only, ctx) {
-                    mask.set_range(m.change_mask_offset, m.change_mask_bits);
-                }
-            }
-            mask
-        });
-        let custom = descriptor.condition_mask(Condition::Custom);
-        let unconditional = !descriptor.has_conditions();
-        Self {
-            by_role,
-            custom,
-            unconditional,
-        }
+/// Removes from `mask` the members a connection in role `ctx` must not receive: the
+/// descriptor's init-only members outside the creation batch and every member whose
+/// condition `ctx` does not meet. `Custom` members stay (their per-object switches are
+/// applied by the interest layer). This is what the replication writer applies to every
+/// batch.
+///
+/// ```
+/// use replicate::interest::ConditionContext;
+/// use replicate::interest::condition::apply_role_conditions;
+/// # use replicate::{ChangeMask, Condition, StateDescriptor};
+/// # use replicate::state::MemberDescriptor;
+/// # fn m(name: &'static str, bit: u32, condition: Condition) -> MemberDescriptor {
+/// #     MemberDescriptor { name, serializer: "u8", change_mask_offset: bit, change_mask_bits: 1,
+/// #         condition, init_only: false, has_notify: false, group: None,
+/// #         has_object_references: false, has_dynamic_state: false, max_bits: Some(8), fingerprint: 0 }
+/// # }
+/// let d = StateDescriptor::new("T", vec![m("hp", 0, Condition::None), m("ammo", 1, Condition::OwnerOnly)], true);
+/// let mut mask = ChangeMask::all(2);
+/// apply_role_conditions(&mut mask, &d, ConditionContext::default());
+/// assert_eq!(mask.to_u64(), 0b01);
+/// ```
+pub fn apply_role_conditions(mask: &mut ChangeMask, desc: &StateDescriptor, ctx: ConditionContext) {
+    if !desc.has_conditions() {
+        return;
     }
-
-    /// Whether every member is sent to everyone, always (no conditions, no init-only).
-    pub fn is_unconditional(&self) -> bool {
-        self.unconditional
+    if !ctx.is_initial {
+        mask.and_not(&desc.init_mask);
     }
-
-    /// The members allowed in `ctx`.
-    pub fn allowed(&self, ctx: ConditionContext) -> &ChangeMask {
-        &self.by_role[ctx.index()]
-    }
-
-    /// The members allowed in `ctx` with the object's custom switches applied.
-    pub fn allowed_with(
-        &self,
-        ctx: ConditionContext,
-        custom: Option<&CustomConditions>,
-    ) -> ChangeMask {
-        let mut mask = self.by_role[ctx.index()].clone();
-        if let Some(custom) = custom {
-            let mut disabled = self.custom.clone();
-            disabled.and_not(&custom.enabled);
-            mask.and_not(&disabled);
-        }
-        mask
-    }
-
-    /// Applies the allowed mask of `ctx` to `changes` in place.
-    pub fn restrict(
-        &self,
-        changes: &mut ChangeMask,
-        ctx: ConditionContext,
-        custom: Option<&CustomConditions>,
-    ) {
-        if self.unconditional {
-            return;
-        }
-        match custom {
-            None => changes.and_with(&self.by_role[ctx.index()]),
-            Some(_) => changes.and_with(&self.allowed_with(ctx, custom)),
+    for (cond, bits) in &desc.condition_masks {
+        if !allows(*cond, false, ctx) {
+            mask.and_not(bits);
         }
     }
 }
@@ -217,8 +170,11 @@ mod tests {
             ],
             true,
         );
-        let masks = ConditionMasks::new(&d);
-        let bits = |ctx| masks.allowed(ctx).iter_ones().collect::<Vec<_>>();
+        let bits = |ctx| {
+            let mut m = ChangeMask::all(d.change_mask_bits);
+            apply_role_conditions(&mut m, &d, ctx);
+            m.iter_ones().collect::<Vec<_>>()
+        };
         let owner_ctl = ConditionContext {
             is_owner: true,
             is_autonomous: true,
@@ -242,8 +198,6 @@ mod tests {
         let mut custom = CustomConditions::all_enabled(d.change_mask_bits);
         assert!(custom.set(4, 1, false));
         assert!(!custom.set(4, 1, false));
-        let mut changes = ChangeMask::all(d.change_mask_bits);
-        masks.restrict(&mut changes, other, Some(&custom));
-        assert_eq!(changes.iter_ones().collect::<Vec<_>>(), vec![0, 3, 7]);
+        assert!(!custom.is_enabled(4) && custom.is_enabled(3));
     }
 }

@@ -9,18 +9,26 @@
 //!   view position, user prioritizers).
 //! - [`budget`]: bytes per second per connection (a token bucket).
 //!
-//! These are pure components over dense object indices and connection ids; the
-//! replication writer consults them each tick.
+//! - [`manager`]: the server's interest state over all of these ([`InterestManager`]):
+//!   what each object and connection was given, and the per-tick decisions.
+//!
+//! The components are pure, over dense object indices and connection ids. The
+//! replication driver owns an [`InterestManager`], applies its scope changes to the
+//! writers each tick, and installs hooks on every writer that ask it for priorities and
+//! `Custom` switches (`replication::interest_hooks`; the game-facing API is on
+//! [`ReplicationServer`](crate::replication::ReplicationServer)).
 
 pub mod budget;
 pub mod condition;
 pub mod filter;
+pub mod manager;
 pub mod priority;
 
 pub use budget::{BandwidthBudget, TokenBucket};
-pub use condition::{ConditionContext, ConditionMasks, CustomConditions};
+pub use condition::{ConditionContext, CustomConditions, apply_role_conditions};
 pub use filter::{
     ConnectionScope, FilterKind, GridFilter, GridFilterConfig, ObjectFilter, ObjectFilterInfo,
     ViewInfo, in_scope,
 };
+pub use manager::{InterestConfig, InterestManager, PrioritizerKind, ScopeChange};
 pub use priority::{Prioritizer, SpherePrioritizer, SpherePrioritizerConfig, StaticPrioritizer};

@@ -20,6 +20,14 @@
 //! server stops sending them) and is told each packet's fate.
 //!
 //! Hooks for the layers above:
+//! - interest management (issue 5) is built in: every connection's writer gets
+//!   [`InterestHooks`] over the server's [`InterestManager`](crate::interest::InterestManager);
+//!   game code steers it with the `ReplicationServer` methods `set_object_filter`,
+//!   `set_object_groups`, `set_object_position` / `set_location_fn`,
+//!   `set_view_position`, `set_group_subscription`, `set_object_allowed` /
+//!   `set_object_denied`, `set_object_prioritizer`, `set_owner` (with the autonomous
+//!   flag), `set_custom_condition`, `set_connection_budget`, `set_max_extra_packets`
+//!   and `set_interest_config` (see `interest_hooks.rs`);
 //! - scope: [`ReplicationServer::set_in_scope`] (per connection, per root object);
 //! - priority and per-member filtering: [`WriterHooks`], installed with
 //!   [`ReplicationServer::set_writer_hooks`]; the built-in conditions are
@@ -59,6 +67,7 @@
 //! ```
 
 pub mod baseline;
+mod interest_hooks;
 mod reader;
 mod record;
 mod scheduler;
@@ -67,6 +76,7 @@ mod writer;
 pub use baseline::{
     BaselineStats, BaselineStorage, DeltaSettings, MAX_BASELINE_COUNT, SharedBaselineStorage,
 };
+pub use interest_hooks::{InterestHooks, SharedInterest};
 pub use reader::{
     ClientObject, ClientWorld, ObjectReadError, ReaderStats, ReferenceResolver, ReplicationReader,
 };
@@ -209,6 +219,8 @@ pub struct ReplicationServer {
     config: ReplicationConfig,
     now: Duration,
     baselines: SharedBaselineStorage,
+    /// Filters, prioritizers, conditions switches, budgets (see `interest_hooks`).
+    interest: SharedInterest,
 }
 
 impl std::fmt::Debug for ReplicationServer {
@@ -229,6 +241,7 @@ impl ReplicationServer {
             baselines: Arc::new(std::sync::Mutex::new(BaselineStorage::new(config.delta))),
             config,
             now: Duration::ZERO,
+            interest: Self::new_interest(),
         }
     }
 
@@ -272,6 +285,7 @@ impl ReplicationServer {
         let huge = HugeSendQueue::shared(&self.config.attachments);
         writer.set_huge_queue(huge.clone());
         writer.set_baseline_storage(self.baselines.clone());
+        self.interest_add_connection(id, &mut writer);
         writer.start_all(&mut self.objects);
         let mut streams = DataStreamManager::new();
         // Four streams: cannot exceed the limit.
@@ -300,6 +314,7 @@ impl ReplicationServer {
         let Some(mut conn) = self.connections.get_mut(id as usize).and_then(Option::take) else {
             return;
         };
+        self.interest_remove_connection(id);
         conn.streams.discard_all(&mut self.objects);
         if let Some(w) = conn
             .streams
@@ -357,7 +372,9 @@ impl ReplicationServer {
         self.conn_mut(id)?.streams.stream_mut::<T>(name)
     }
 
-    /// Installs the interest layer's hooks on a connection's writer.
+    /// Replaces the hooks of a connection's writer. Every connection starts with the
+    /// interest layer's [`InterestHooks`]; replacing them turns the prioritizers and
+    /// `Custom` switches off for that connection (filters and budgets stay).
     pub fn set_writer_hooks(&mut self, id: ConnectionId, hooks: Box<dyn WriterHooks>) -> bool {
         match self.conn_mut(id).and_then(|c| {
             c.streams
@@ -429,6 +446,7 @@ impl ReplicationServer {
         self.now = now;
         baseline::lock_storage(&self.baselines).begin_frame();
         self.objects.begin_tick();
+        self.interest_begin_tick();
         for conn in self.connections.iter_mut().flatten() {
             if let Some(w) = conn
                 .streams
@@ -443,23 +461,17 @@ impl ReplicationServer {
 
     /// Writes connection `id`'s streams for packet `sequence` into `writer` (after the
     /// transport's header). Call [`process_delivery`](Self::process_delivery) for every
-    /// sequence written, in send order.
+    /// sequence written, in send order. The streams write at most what the connection's
+    /// bandwidth budget allows, and nothing once the tick's packets
+    /// (`1 + max_extra_packets`) are used up: then the result is `NoData`.
     pub fn write_packet(
         &mut self,
         id: ConnectionId,
         sequence: PacketSequence,
         writer: &mut BitWriter,
     ) -> WriteResult {
-        let Some(conn) = self
-            .connections
-            .get_mut(id as usize)
-            .and_then(Option::as_mut)
-        else {
-            return WriteResult::NoData;
-        };
-        let result = conn
-            .streams
-            .write_packet(&mut self.objects, sequence, writer);
+        // Within the connection's bandwidth budget and packets per tick (interest layer).
+        let result = self.write_packet_budgeted(id, sequence, writer);
         // Baselines reserved by this packet are cloned (once) or cancelled now, while
         // the objects' state is still the one written.
         baseline::lock_storage(&self.baselines).commit_reservations(&self.objects);

@@ -76,6 +76,8 @@ pub struct WriterStats {
     pub bits: u64,
     /// Objects taken out of scope because the client reported them broken.
     pub disabled_by_remote: u64,
+    /// Bits of object batches written, per protocol index (the replicated type).
+    pub bits_per_type: Vec<u64>,
 }
 
 /// Per-connection hooks the interest layer plugs into a writer: the priority an object
@@ -265,7 +267,15 @@ impl ReplicationWriter {
         }
         let mut allowed = ChangeMask::all(desc.change_mask_bits);
         let is_owner = entry.owner_connection() == Some(self.connection);
-        apply_conditions(&mut allowed, desc, false, is_owner);
+        crate::interest::condition::apply_role_conditions(
+            &mut allowed,
+            desc,
+            crate::interest::ConditionContext {
+                is_owner,
+                is_autonomous: is_owner && entry.is_autonomous(),
+                is_initial: false,
+            },
+        );
         allowed.and_with(&cond_bits);
         (0..MAX_BASELINE_COUNT).any(|k| {
             self.baselines.slot(index, k).is_some_and(|slot| {
@@ -295,7 +305,15 @@ impl ReplicationWriter {
             return None;
         }
         let mut allowed = ChangeMask::all(desc.change_mask_bits);
-        apply_conditions(&mut allowed, desc, creating, is_owner);
+        crate::interest::condition::apply_role_conditions(
+            &mut allowed,
+            desc,
+            crate::interest::ConditionContext {
+                is_owner,
+                is_autonomous: is_owner && entry.is_autonomous(),
+                is_initial: creating,
+            },
+        );
         if let Some(h) = self.hooks.0.as_mut() {
             let before = allowed.clone();
             h.filter_members(table, index, creating, &mut allowed);
@@ -486,7 +504,7 @@ impl ReplicationWriter {
                 for (_, m) in &entry.descriptor().condition_masks {
                     bits.or_with(m);
                 }
-                self.mark_members_dirty(table, i, &bits);
+                self.on_conditions_changed(table, i, &bits);
             }
         }
         for &i in table.tick_tags_changed() {
@@ -525,6 +543,35 @@ impl ReplicationWriter {
             if let Some(slot) = self.priorities.get_mut(i as usize) {
                 *slot += if p.is_finite() { p.max(0.0) } else { 0.0 };
             }
+        }
+    }
+
+    /// The members this connection may receive of an object changed: its owner or
+    /// autonomous flag changed (called from [`update`](Self::update)), or a `Custom`
+    /// condition was switched (called by the interest layer,
+    /// [`ReplicationServer::set_custom_condition`](super::ReplicationServer::set_custom_condition)).
+    /// `affected` holds the members whose condition may have changed; their current
+    /// values are owed afresh (a connection that newly qualifies receives them, one that
+    /// no longer qualifies has them filtered out when the batch is written).
+    ///
+    /// Delta baselines: a baseline taken under the old conditions does not hold the
+    /// values the connection newly qualifies for. Owner changes release the affected
+    /// baselines in [`update`](Self::update) before calling this; a `Custom` switch
+    /// calls [`invalidate_baselines`](Self::invalidate_baselines) first.
+    pub fn on_conditions_changed(
+        &mut self,
+        table: &ObjectTable,
+        index: InternalIndex,
+        affected: &ChangeMask,
+    ) {
+        let Some(info) = self.infos.get_mut(index as usize) else {
+            return;
+        };
+        // A creation sent under the old conditions may be acked without a later batch:
+        // the members are owed until confirmed too.
+        if matches!(info.state(), S::Created | S::WaitOnCreateConfirmation) && affected.any() {
+            info.or_mask(affected, &mut self.pool);
+            self.mark_dirty(table, index);
         }
     }
 
@@ -1016,7 +1063,15 @@ impl ReplicationWriter {
             info.change_mask(&self.pool)
         };
         let is_owner = entry.owner_connection() == Some(self.connection);
-        apply_conditions(&mut mask, desc, creating, is_owner);
+        crate::interest::condition::apply_role_conditions(
+            &mut mask,
+            desc,
+            crate::interest::ConditionContext {
+                is_owner,
+                is_autonomous: is_owner && entry.is_autonomous(),
+                is_initial: creating,
+            },
+        );
         if let Some(h) = self.hooks.0.as_mut() {
             let before = mask.clone();
             h.filter_members(table, index, creating, &mut mask);
@@ -1175,6 +1230,11 @@ impl ReplicationWriter {
         self.dirty.clear(index);
         self.priorities[index as usize] = 0.0;
         self.stats.batches += 1;
+        let protocol = usize::from(entry.protocol());
+        if self.stats.bits_per_type.len() <= protocol {
+            self.stats.bits_per_type.resize(protocol + 1, 0);
+        }
+        self.stats.bits_per_type[protocol] += (w.position() - m.position()) as u64;
         if creating {
             self.stats.creations += 1;
         }
@@ -1337,34 +1397,25 @@ impl ReplicationWriter {
     }
 }
 
-/// Removes from `mask` the members this connection must not receive in this batch.
-/// The hook where per-connection conditions plug in (the interest layer can extend it
-/// with `Custom` switches).
+/// Removes from `mask` the members this connection must not receive in this batch,
+/// for an owner that controls the object (autonomous) or a non-owner (simulated).
+/// A shorthand for [`apply_role_conditions`](crate::interest::condition::apply_role_conditions),
+/// which the writer applies with the object's autonomous flag.
 pub fn apply_conditions(
     mask: &mut ChangeMask,
     desc: &StateDescriptor,
     creating: bool,
     is_owner: bool,
 ) {
-    if !desc.has_conditions() {
-        return;
-    }
-    if !creating {
-        mask.and_not(&desc.init_mask);
-    }
-    for (cond, bits) in &desc.condition_masks {
-        let allowed = match cond {
-            Condition::None | Condition::Custom => true,
-            Condition::InitialOnly => creating,
-            Condition::OwnerOnly | Condition::AutonomousOnly => is_owner,
-            Condition::SkipOwner | Condition::SimulatedOnly => !is_owner,
-            Condition::InitialOrOwner => is_owner || creating,
-            Condition::Never => false,
-        };
-        if !allowed {
-            mask.and_not(bits);
-        }
-    }
+    crate::interest::condition::apply_role_conditions(
+        mask,
+        desc,
+        crate::interest::ConditionContext {
+            is_owner,
+            is_autonomous: is_owner,
+            is_initial: creating,
+        },
+    );
 }
 
 impl DataStream<ObjectTable> for ReplicationWriter {

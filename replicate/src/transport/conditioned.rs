@@ -122,7 +122,13 @@ impl<T: ServerTransport> ServerTransport for ConditionedServer<T> {
             });
         }
         let now = self.now;
-        self.links(client).outgoing.send(now, payload);
+        let links = self.links(client);
+        links.outgoing.send(now, payload);
+        // What is due already (a link without delay) leaves now, not one update later.
+        let due: Vec<Vec<u8>> = links.outgoing.drain(now).collect();
+        for payload in due {
+            let _ = self.inner.send(client, &payload);
+        }
         Ok(())
     }
 
@@ -199,6 +205,11 @@ impl<T: ClientTransport> ClientTransport for ConditionedClient<T> {
             return Err(TransportError::NotConnected);
         }
         self.links.outgoing.send(self.now, payload);
+        // What is due already (a link without delay) leaves now, not one update later.
+        let due: Vec<Vec<u8>> = self.links.outgoing.drain(self.now).collect();
+        for payload in due {
+            let _ = self.inner.send(&payload);
+        }
         Ok(())
     }
 
@@ -270,6 +281,38 @@ mod tests {
         // (plus one tick upstream, since the server updates before the client).
         assert_eq!(up_at, Some(103));
         assert_eq!(down_at, Some(102));
+    }
+
+    #[test]
+    fn a_link_without_delay_adds_no_update_of_latency() {
+        let inner = MemoryServerTransport::new(LinkConditioner::perfect(), 1);
+        let net = inner.network();
+        let mut server = ConditionedServer::new(inner, LinkConditioner::perfect(), 9);
+        let mut client = ConditionedClient::new(net.connect(b""), LinkConditioner::perfect(), 10);
+        server.update(ms(0)).unwrap();
+        client.update(ms(0)).unwrap();
+        let id = loop {
+            match server.poll_event() {
+                Some(ServerTransportEvent::Connected { client, .. }) => break client,
+                Some(_) => continue,
+                None => panic!("client never connected"),
+            }
+        };
+        while client.poll_event().is_some() {}
+        // Sent after the server's update at t = 1: the client has it at t = 1.
+        server.update(ms(1)).unwrap();
+        server.send(id, b"down").unwrap();
+        client.update(ms(1)).unwrap();
+        assert_eq!(
+            client.poll_event(),
+            Some(ClientTransportEvent::Payload(b"down".to_vec()))
+        );
+        client.send(b"up").unwrap();
+        server.update(ms(1)).unwrap();
+        assert!(matches!(
+            server.poll_event(),
+            Some(ServerTransportEvent::Payload { payload, .. }) if payload == b"up"
+        ));
     }
 
     #[test]

@@ -1,0 +1,514 @@
+//! The [`Client`]: connects over a [`ClientTransport`], proves in the handshake that it
+//! was built with the server's replicated types, then applies what the server
+//! replicates and exposes the objects with their types.
+
+use super::stats::StatsTracker;
+use super::{
+    CONTROL_TAG, Control, DEFAULT_MAX_PACKET_BYTES, DisconnectReason, FacadeError, HELLO_RESEND,
+    NetStats, PROTOCOL_VERSION,
+};
+use crate::NetRefHandle;
+use crate::attachment::{MessageError, ReceivedMessage};
+use crate::bits::{BitReader, BitWriter};
+use crate::blob::DeliveryMode;
+use crate::connection::{Connection, ConnectionConfig, MAX_HEADER_BITS};
+use crate::protocol::{ProtocolIndex, ProtocolRegistry};
+use crate::replication::{
+    ClientObject, ClientWorld, ReplicationClient, ReplicationConfig, ReplicationEvent,
+};
+use crate::state::{ChangeMask, Replicated};
+use crate::stream::WriteResult;
+use crate::transport::udp::{ConnectToken, UdpClientTransport};
+use crate::transport::{ClientTransport, ClientTransportEvent};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Settings of a [`Client`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientConfig {
+    /// The replication core's settings.
+    pub replication: ReplicationConfig,
+    /// The connection's settings (`protocol_tag` must equal the server's).
+    pub connection: ConnectionConfig,
+    /// Largest packet sent, in bytes (default [`DEFAULT_MAX_PACKET_BYTES`]).
+    pub max_packet_bytes: usize,
+    /// Give up when the server has not answered the hello within this time, counted
+    /// from the transport connection (default 5 s).
+    pub handshake_timeout: Duration,
+    /// Local address to bind for [`Client::connect`]; by default any address of the
+    /// server's family, port 0.
+    pub bind_addr: Option<SocketAddr>,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            replication: ReplicationConfig::default(),
+            connection: ConnectionConfig::default(),
+            max_packet_bytes: DEFAULT_MAX_PACKET_BYTES,
+            handshake_timeout: Duration::from_secs(5),
+            bind_addr: None,
+        }
+    }
+}
+
+/// Where a [`Client`] is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientState {
+    /// The transport is connecting (netcode's handshake).
+    Connecting,
+    /// The transport is connected; the replication hello awaits an answer.
+    Handshaking,
+    /// Accepted: objects replicate.
+    Connected,
+    /// The connection ended; the client stays in this state.
+    Disconnected(DisconnectReason),
+}
+
+/// Something that happened on a [`Client`], drained with [`Client::poll_event`] or
+/// [`Client::events`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientEvent {
+    /// The server accepted this client.
+    Connected,
+    /// The connection ended (or was refused).
+    Disconnected {
+        /// Why.
+        reason: DisconnectReason,
+    },
+    /// An object was created from the network; see [`Client::get`].
+    Spawned {
+        /// Its handle.
+        handle: NetRefHandle,
+        /// Its type's wire index.
+        protocol: ProtocolIndex,
+    },
+    /// Members of an object changed (notify hooks already ran).
+    Changed {
+        /// The object.
+        handle: NetRefHandle,
+        /// The members applied.
+        mask: ChangeMask,
+    },
+    /// An object was destroyed.
+    Destroyed {
+        /// Its handle.
+        handle: NetRefHandle,
+    },
+    /// Another replication event (torn-off objects, tags, resolved references, errors).
+    Replication(ReplicationEvent),
+}
+
+impl From<ReplicationEvent> for ClientEvent {
+    fn from(e: ReplicationEvent) -> Self {
+        match e {
+            ReplicationEvent::Spawned { handle, protocol } => Self::Spawned { handle, protocol },
+            ReplicationEvent::MembersChanged { handle, mask }
+            | ReplicationEvent::ReferencesResolved { handle, mask } => {
+                Self::Changed { handle, mask }
+            }
+            ReplicationEvent::Destroyed { handle } => Self::Destroyed { handle },
+            other => Self::Replication(other),
+        }
+    }
+}
+
+/// A replication client over a transport (netcode.io over UDP by default).
+///
+/// One [`tick`](Self::tick) per frame receives and applies what the server sent,
+/// answers with acks, and queues events. Read replicated objects with
+/// [`get`](Self::get).
+///
+/// ```no_run
+/// use replicate::{Client, ClientEvent, Replicated};
+/// use replicate::transport::udp::ConnectToken;
+/// use std::time::Instant;
+///
+/// #[derive(Replicated, Debug, Default)]
+/// #[net(name = "docs::client::Score")] // unique among the crate's doc tests
+/// struct Score { points: u32 }
+///
+/// # fn token_from_backend() -> ConnectToken {
+/// #     let issuer = replicate::transport::udp::ConnectTokenIssuer::with_random_key(1);
+/// #     issuer.issue(1, vec!["127.0.0.1:5000".parse().unwrap()], 30, 5).unwrap()
+/// # }
+/// let token: ConnectToken = token_from_backend(); // e.g. over HTTPS, ConnectToken::read
+/// let mut client = Client::connect(token, Default::default()).unwrap();
+/// let start = Instant::now();
+/// while !client.is_disconnected() {
+///     client.tick(start.elapsed()).unwrap();
+///     for event in client.events() {
+///         match event {
+///             ClientEvent::Changed { handle, .. } => {
+///                 if let Some(score) = client.get::<Score>(handle) { println!("{}", score.points); }
+///             }
+///             ClientEvent::Disconnected { reason } => eprintln!("{reason}"),
+///             _ => {}
+///         }
+///     }
+///     std::thread::sleep(std::time::Duration::from_millis(16));
+/// }
+/// ```
+pub struct Client<T: ClientTransport = UdpClientTransport> {
+    transport: T,
+    replication: ReplicationClient,
+    registry_hash: u64,
+    config: ClientConfig,
+    connection: Connection,
+    state: ClientState,
+    events: VecDeque<ClientEvent>,
+    stats: StatsTracker,
+    handshake_started: Duration,
+    last_hello: Option<Duration>,
+    now: Duration,
+}
+
+impl<T: ClientTransport> std::fmt::Debug for Client<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("state", &self.state)
+            .field("objects", &self.replication.len())
+            .finish()
+    }
+}
+
+impl Client<UdpClientTransport> {
+    /// Connects over netcode.io UDP with a connect token from the backend (or from
+    /// [`ConnectTokenIssuer`](crate::transport::udp::ConnectTokenIssuer) for local
+    /// play), with every `#[derive(Replicated)]` type linked into the program.
+    pub fn connect(token: ConnectToken, config: ClientConfig) -> Result<Self, FacadeError> {
+        let bind = config.bind_addr.unwrap_or_else(|| {
+            let v6 = token
+                .server_addresses
+                .iter()
+                .flatten()
+                .next()
+                .is_some_and(SocketAddr::is_ipv6);
+            if v6 {
+                SocketAddr::from(([0u16; 8], 0))
+            } else {
+                SocketAddr::from(([0, 0, 0, 0], 0))
+            }
+        });
+        let transport = UdpClientTransport::connect(bind, token)?;
+        let registry = Arc::new(ProtocolRegistry::from_inventory()?);
+        Self::new(transport, registry, config)
+    }
+}
+
+impl<T: ClientTransport> Client<T> {
+    /// A client on any transport, for the types in `registry` (must equal the
+    /// server's, or the server refuses it).
+    pub fn new(
+        transport: T,
+        registry: Arc<ProtocolRegistry>,
+        config: ClientConfig,
+    ) -> Result<Self, FacadeError> {
+        let max = config.max_packet_bytes;
+        if max * 8 < MAX_HEADER_BITS + 64 || max > transport.max_payload_bytes() {
+            return Err(FacadeError::Config(format!(
+                "max_packet_bytes = {max} must be in {}..={}",
+                (MAX_HEADER_BITS + 64).div_ceil(8),
+                transport.max_payload_bytes()
+            )));
+        }
+        if config.connection.protocol_tag == CONTROL_TAG {
+            return Err(FacadeError::Config(format!(
+                "connection.protocol_tag must not be {CONTROL_TAG:#04x} (the control frame tag)"
+            )));
+        }
+        Ok(Self {
+            transport,
+            registry_hash: registry.hash(),
+            replication: ReplicationClient::new(registry, config.replication.clone()),
+            connection: Connection::new(config.connection.clone()),
+            config,
+            state: ClientState::Connecting,
+            events: VecDeque::new(),
+            stats: StatsTracker::default(),
+            handshake_started: Duration::ZERO,
+            last_hello: None,
+            now: Duration::ZERO,
+        })
+    }
+
+    /// One frame: receive and apply, handshake and timeouts, acks. `now` is a
+    /// monotonic time since an arbitrary epoch. Errors only on a transport failure.
+    pub fn tick(&mut self, now: Duration) -> Result<(), FacadeError> {
+        self.now = now;
+        if matches!(self.state, ClientState::Disconnected(_)) {
+            return Ok(());
+        }
+        self.transport.update(now)?;
+        while let Some(event) = self.transport.poll_event() {
+            match event {
+                ClientTransportEvent::Connected => {
+                    if self.state == ClientState::Connecting {
+                        self.state = ClientState::Handshaking;
+                        self.handshake_started = now;
+                        self.send_hello();
+                    }
+                }
+                ClientTransportEvent::Disconnected(reason) => {
+                    self.end(DisconnectReason::from_transport(reason, false), false);
+                }
+                ClientTransportEvent::Payload(payload) => self.receive(&payload),
+            }
+            if matches!(self.state, ClientState::Disconnected(_)) {
+                return Ok(());
+            }
+        }
+        match self.state {
+            ClientState::Handshaking => {
+                if now.saturating_sub(self.handshake_started) >= self.config.handshake_timeout {
+                    self.end(DisconnectReason::HandshakeTimedOut, true);
+                } else if self
+                    .last_hello
+                    .is_none_or(|t| now.saturating_sub(t) >= HELLO_RESEND)
+                {
+                    self.send_hello();
+                }
+            }
+            ClientState::Connected => self.flush(),
+            _ => {}
+        }
+        for e in self.replication.drain_events() {
+            self.events.push_back(e.into());
+        }
+        let connection = (self.state == ClientState::Connected).then_some(&self.connection);
+        self.stats.update(now, connection);
+        Ok(())
+    }
+
+    fn send_hello(&mut self) {
+        self.last_hello = Some(self.now);
+        let hello = Control::Hello {
+            version: PROTOCOL_VERSION,
+            registry_hash: self.registry_hash,
+        }
+        .encode();
+        self.send_raw(&hello);
+    }
+
+    fn send_raw(&mut self, bytes: &[u8]) {
+        match self.transport.send(bytes) {
+            Ok(()) => self.stats.on_send(bytes.len()),
+            Err(e) => tracing::debug!("client: send failed: {e}"),
+        }
+    }
+
+    fn accept(&mut self) {
+        if self.state == ClientState::Handshaking {
+            self.state = ClientState::Connected;
+            self.events.push_back(ClientEvent::Connected);
+        }
+    }
+
+    /// Ends the connection with `reason` (once); `close` also closes the transport.
+    fn end(&mut self, reason: DisconnectReason, close: bool) {
+        if matches!(self.state, ClientState::Disconnected(_)) {
+            return;
+        }
+        if close {
+            self.transport.disconnect();
+        }
+        self.connection.discard_in_flight();
+        while let Some((seq, status)) = self.connection.poll_delivery() {
+            self.replication.process_delivery(seq, status);
+        }
+        self.state = ClientState::Disconnected(reason);
+        for e in self.replication.drain_events() {
+            self.events.push_back(e.into());
+        }
+        self.events.push_back(ClientEvent::Disconnected { reason });
+    }
+
+    fn receive(&mut self, payload: &[u8]) {
+        self.stats.on_receive(payload.len());
+        if payload.first() == Some(&CONTROL_TAG) {
+            match Control::decode(payload, self.registry_hash) {
+                Some(Control::Welcome) => self.accept(),
+                Some(Control::Refuse { reason }) => {
+                    tracing::warn!("refused by the server: {reason}");
+                    self.end(reason, true);
+                }
+                _ => self.stats.on_reject(),
+            }
+            return;
+        }
+        // A replication packet means the server accepted us (its welcome may be lost).
+        self.accept();
+        if self.state != ClientState::Connected {
+            self.stats.on_reject();
+            return;
+        }
+        let mut r = BitReader::new(payload);
+        match self.connection.read_header(self.now, &mut r) {
+            Ok(seq) => {
+                if let Err(e) = self.replication.read_packet(self.now, seq, &mut r) {
+                    tracing::debug!("client: unreadable packet: {e}");
+                    self.stats.on_reject();
+                }
+            }
+            Err(e) => {
+                if !e.is_benign() {
+                    tracing::debug!("client: rejected packet: {e}");
+                }
+                self.stats.on_reject();
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        let now = self.now;
+        self.replication.update(now);
+        self.connection.update(now);
+        while let Some((seq, status)) = self.connection.poll_delivery() {
+            self.replication.process_delivery(seq, status);
+        }
+        let mut w = BitWriter::with_capacity_bytes(self.config.max_packet_bytes);
+        let seq = self.connection.write_header(now, &mut w);
+        let sent = match self.replication.write_packet(seq, &mut w) {
+            WriteResult::NoData => {
+                self.connection.cancel_header(seq);
+                false
+            }
+            _ => match w.finish() {
+                Ok(bytes) => {
+                    self.send_raw(&bytes);
+                    true
+                }
+                Err(e) => {
+                    tracing::warn!("client: packet overflow: {e}");
+                    false
+                }
+            },
+        };
+        if !sent && self.connection.needs_ack() {
+            let (_, bytes) = self.connection.ack_only_packet(now);
+            self.send_raw(&bytes);
+        }
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<ClientEvent> {
+        self.events.pop_front()
+    }
+
+    /// Takes every queued event. The iterator owns them, so `self` stays free to use
+    /// while handling them (`for e in client.events() { client.get(..) }`).
+    pub fn events(&mut self) -> std::collections::vec_deque::IntoIter<ClientEvent> {
+        std::mem::take(&mut self.events).into_iter()
+    }
+
+    /// A replicated object as its concrete type.
+    pub fn get<O: Replicated>(&self, handle: NetRefHandle) -> Option<&O> {
+        self.replication.get(handle)
+    }
+
+    /// Sends a message (any registered replicated type) to the server. Messages sent
+    /// before the server accepted this client wait for the connection.
+    pub fn send_message<M: Replicated>(
+        &mut self,
+        message: &M,
+        mode: DeliveryMode,
+    ) -> Result<(), MessageError> {
+        self.replication.send_message(message, mode)
+    }
+
+    /// Sends a message targeting a replicated object (an RPC) to the server.
+    pub fn send_object_message<M: Replicated>(
+        &mut self,
+        object: NetRefHandle,
+        message: &M,
+        mode: DeliveryMode,
+    ) -> Result<(), MessageError> {
+        self.replication.send_object_message(object, message, mode)
+    }
+
+    /// Takes the messages received from the server. Read them with
+    /// [`ReceivedMessage::get`] / [`ReceivedMessage::take`].
+    pub fn receive_messages(&mut self) -> Vec<ReceivedMessage> {
+        self.replication.drain_messages()
+    }
+
+    /// Every replicated object (handle, type, last received state).
+    pub fn objects(&self) -> impl Iterator<Item = &ClientObject> {
+        self.replication.world().objects()
+    }
+
+    /// Number of replicated objects.
+    pub fn object_count(&self) -> usize {
+        self.replication.len()
+    }
+
+    /// The client's world (objects, torn-off objects, reader statistics).
+    pub fn world(&self) -> &ClientWorld {
+        self.replication.world()
+    }
+
+    /// The replication core (extra streams, static objects).
+    pub fn replication(&self) -> &ReplicationClient {
+        &self.replication
+    }
+
+    /// The replication core, mutably.
+    pub fn replication_mut(&mut self) -> &mut ReplicationClient {
+        &mut self.replication
+    }
+
+    /// Where the client is.
+    pub fn state(&self) -> ClientState {
+        self.state
+    }
+
+    /// Whether the server accepted this client and the connection is open.
+    pub fn is_connected(&self) -> bool {
+        self.state == ClientState::Connected
+    }
+
+    /// Whether the connection ended.
+    pub fn is_disconnected(&self) -> bool {
+        matches!(self.state, ClientState::Disconnected(_))
+    }
+
+    /// Why the connection ended, once it has.
+    pub fn disconnect_reason(&self) -> Option<DisconnectReason> {
+        match self.state {
+            ClientState::Disconnected(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Statistics of the connection to the server.
+    pub fn stats(&self) -> &NetStats {
+        &self.stats.stats
+    }
+
+    /// The sans-IO connection (acks, RTT, loss counters).
+    pub fn connection(&self) -> &Connection {
+        &self.connection
+    }
+
+    /// The hash of the replicated types, sent to the server in the hello.
+    pub fn registry_hash(&self) -> u64 {
+        self.registry_hash
+    }
+
+    /// Closes the connection (the server sees [`DisconnectReason::ClosedByClient`]).
+    pub fn disconnect(&mut self) {
+        self.end(DisconnectReason::ClosedByClient, true);
+    }
+
+    /// The transport.
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    /// The transport, mutably.
+    pub fn transport_mut(&mut self) -> &mut T {
+        &mut self.transport
+    }
+}

@@ -1,0 +1,721 @@
+//! The [`Server`]: accepts clients over a [`ServerTransport`], checks their registry in
+//! the handshake, and replicates the object table to every accepted client, one
+//! [`Connection`] and one replication connection each.
+
+use super::stats::StatsTracker;
+use super::{
+    CONTROL_TAG, Control, DEFAULT_MAX_PACKET_BYTES, DisconnectReason, FacadeError, NetStats,
+    PROTOCOL_VERSION,
+};
+use crate::NetRefHandle;
+use crate::attachment::{MessageError, ReceivedMessage};
+use crate::bits::{BitReader, BitWriter};
+use crate::blob::DeliveryMode;
+use crate::connection::{Connection, ConnectionConfig, MAX_HEADER_BITS};
+use crate::interest::BandwidthBudget;
+use crate::object::{ConnectionId, ObjectError, ObjectTable};
+use crate::protocol::{ProtocolIndex, ProtocolRegistry};
+use crate::replication::{ReplicationConfig, ReplicationServer};
+use crate::state::Replicated;
+use crate::stream::WriteResult;
+use crate::transport::udp::{ConnectTokenIssuer, UdpServerConfig, UdpServerTransport};
+use crate::transport::{ClientId, ServerTransport, ServerTransportEvent};
+use std::collections::{BTreeMap, VecDeque};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Settings of a [`Server`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// The replication core's settings.
+    pub replication: ReplicationConfig,
+    /// Each client connection's settings (the clients must use the same
+    /// `protocol_tag`).
+    pub connection: ConnectionConfig,
+    /// Largest packet sent, in bytes (default [`DEFAULT_MAX_PACKET_BYTES`], at most the
+    /// transport's maximum payload).
+    pub max_packet_bytes: usize,
+    /// Most packets sent to one client per tick, when it has that much to send
+    /// (default 4).
+    pub max_packets_per_tick: usize,
+    /// A client that connected on the transport but sent no valid hello within this
+    /// time is dropped (default 5 s).
+    pub handshake_timeout: Duration,
+    /// How long a refused client is kept so its refusal can be repeated before the
+    /// connection is closed (default 500 ms).
+    pub refusal_linger: Duration,
+    /// Most clients, for [`Server::bind`] (default 64).
+    pub max_clients: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            replication: ReplicationConfig::default(),
+            connection: ConnectionConfig::default(),
+            max_packet_bytes: DEFAULT_MAX_PACKET_BYTES,
+            max_packets_per_tick: 4,
+            handshake_timeout: Duration::from_secs(5),
+            refusal_linger: Duration::from_millis(500),
+            max_clients: 64,
+        }
+    }
+}
+
+/// Something that happened on a [`Server`], drained with [`Server::poll_event`] or
+/// [`Server::events`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerEvent {
+    /// A client passed the handshake; objects now replicate to it.
+    ClientConnected {
+        /// The client.
+        client: ClientId,
+        /// Its connect token's user data (e.g. an account id set by the backend).
+        user_data: Vec<u8>,
+    },
+    /// A connected client left.
+    ClientDisconnected {
+        /// The client.
+        client: ClientId,
+        /// Why.
+        reason: DisconnectReason,
+    },
+    /// A client was refused in the handshake (it sees the same reason, from its side).
+    ClientRefused {
+        /// The client.
+        client: ClientId,
+        /// Why ([`DisconnectReason::RegistryMismatch`] or
+        /// [`DisconnectReason::VersionMismatch`]); `ours` is the server's.
+        reason: DisconnectReason,
+    },
+}
+
+enum Phase {
+    AwaitingHello {
+        since: Duration,
+    },
+    Active {
+        conn: ConnectionId,
+        connection: Box<Connection>,
+    },
+    Refused {
+        until: Duration,
+        frame: Vec<u8>,
+    },
+}
+
+struct Peer {
+    phase: Phase,
+    user_data: Vec<u8>,
+    stats: StatsTracker,
+}
+
+/// A replication server over a transport (netcode.io over UDP by default).
+///
+/// One [`tick`](Self::tick) per frame receives what arrived, runs the handshake and
+/// timeouts, replicates what changed since the last tick and sends it. Mutate objects
+/// between ticks through [`get_mut`](Self::get_mut) (push mode) or
+/// [`objects_mut`](Self::objects_mut).
+///
+/// ```no_run
+/// use replicate::{Replicated, Server, ServerEvent};
+/// use replicate::transport::udp::ConnectTokenIssuer;
+/// use std::time::Instant;
+///
+/// #[derive(Replicated, Debug, Default)]
+/// #[net(name = "docs::server::Score")] // unique among the crate's doc tests
+/// struct Score { points: u32 }
+///
+/// let issuer = ConnectTokenIssuer::with_random_key(0x5EED);
+/// let mut server = Server::bind("0.0.0.0:5000", &issuer, Default::default()).unwrap();
+/// let score = server.spawn(Score::default()).unwrap();
+/// let start = Instant::now();
+/// loop {
+///     server.tick(start.elapsed()).unwrap();
+///     while let Some(event) = server.poll_event() {
+///         match event {
+///             ServerEvent::ClientConnected { client, .. } => println!("{client} joined"),
+///             ServerEvent::ClientDisconnected { client, reason } => println!("{client} left: {reason}"),
+///             ServerEvent::ClientRefused { client, reason } => println!("{client} refused: {reason}"),
+///         }
+///     }
+///     if let Some(s) = server.get_mut::<Score>(score) { s.points += 1; }
+///     std::thread::sleep(std::time::Duration::from_millis(33));
+/// }
+/// ```
+pub struct Server<T: ServerTransport = UdpServerTransport> {
+    transport: T,
+    replication: ReplicationServer,
+    registry_hash: u64,
+    config: ServerConfig,
+    peers: BTreeMap<ClientId, Peer>,
+    events: VecDeque<ServerEvent>,
+    now: Duration,
+}
+
+impl<T: ServerTransport> std::fmt::Debug for Server<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("clients", &self.client_count())
+            .field("objects", &self.replication.objects().len())
+            .field(
+                "registry_hash",
+                &format_args!("{:#018x}", self.registry_hash),
+            )
+            .finish()
+    }
+}
+
+impl Server<UdpServerTransport> {
+    /// Binds a netcode.io UDP server on `addr` accepting connect tokens from `issuer`,
+    /// replicating every `#[derive(Replicated)]` type linked into the program.
+    pub fn bind(
+        addr: impl ToSocketAddrs,
+        issuer: &ConnectTokenIssuer,
+        config: ServerConfig,
+    ) -> Result<Self, FacadeError> {
+        let transport =
+            UdpServerTransport::bind(addr, UdpServerConfig::secure(issuer, config.max_clients))?;
+        let registry = Arc::new(ProtocolRegistry::from_inventory()?);
+        Self::new(transport, registry, config)
+    }
+
+    /// The bound UDP address (put it in connect tokens).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.transport.local_addr()
+    }
+}
+
+impl<T: ServerTransport> Server<T> {
+    /// A server on any transport, replicating the types in `registry` (clients must
+    /// have an equal registry).
+    pub fn new(
+        transport: T,
+        registry: Arc<ProtocolRegistry>,
+        config: ServerConfig,
+    ) -> Result<Self, FacadeError> {
+        let max_packet_bytes = config.max_packet_bytes;
+        if max_packet_bytes * 8 < MAX_HEADER_BITS + 64 {
+            return Err(FacadeError::Config(format!(
+                "max_packet_bytes = {max_packet_bytes} is too small (at least {})",
+                (MAX_HEADER_BITS + 64).div_ceil(8)
+            )));
+        }
+        if max_packet_bytes > transport.max_payload_bytes() {
+            return Err(FacadeError::Config(format!(
+                "max_packet_bytes = {max_packet_bytes} exceeds the transport's maximum payload of {} bytes",
+                transport.max_payload_bytes()
+            )));
+        }
+        if config.connection.protocol_tag == CONTROL_TAG {
+            return Err(FacadeError::Config(format!(
+                "connection.protocol_tag must not be {CONTROL_TAG:#04x} (the control frame tag)"
+            )));
+        }
+        if config.max_packets_per_tick == 0 {
+            return Err(FacadeError::Config(
+                "max_packets_per_tick must be at least 1".into(),
+            ));
+        }
+        Ok(Self {
+            transport,
+            registry_hash: registry.hash(),
+            replication: ReplicationServer::new(registry, config.replication.clone()),
+            config,
+            peers: BTreeMap::new(),
+            events: VecDeque::new(),
+            now: Duration::ZERO,
+        })
+    }
+
+    /// One frame: receive, handshake and timeouts, replicate, send. `now` is a
+    /// monotonic time since an arbitrary epoch (e.g. `Instant::elapsed` of the start).
+    /// Errors only on a transport failure (a socket error), never because of what a
+    /// client sent.
+    pub fn tick(&mut self, now: Duration) -> Result<(), FacadeError> {
+        self.now = now;
+        self.transport.update(now)?;
+        while let Some(event) = self.transport.poll_event() {
+            self.handle_transport_event(event);
+        }
+        self.run_timeouts();
+        self.replication.tick(now);
+        let ids: Vec<ClientId> = self.peers.keys().copied().collect();
+        for id in ids {
+            self.flush_peer(id);
+        }
+        Ok(())
+    }
+
+    fn handle_transport_event(&mut self, event: ServerTransportEvent) {
+        match event {
+            ServerTransportEvent::Connected { client, user_data } => {
+                tracing::debug!("client {client}: transport connected, awaiting hello");
+                self.peers.insert(
+                    client,
+                    Peer {
+                        phase: Phase::AwaitingHello { since: self.now },
+                        user_data,
+                        stats: StatsTracker::default(),
+                    },
+                );
+            }
+            ServerTransportEvent::Disconnected { client, reason } => {
+                if let Some(peer) = self.peers.remove(&client) {
+                    if let Phase::Active { conn, .. } = peer.phase {
+                        self.replication.remove_connection(conn);
+                        self.events.push_back(ServerEvent::ClientDisconnected {
+                            client,
+                            reason: DisconnectReason::from_transport(reason, true),
+                        });
+                    }
+                }
+            }
+            ServerTransportEvent::Payload { client, payload } => self.receive(client, &payload),
+        }
+    }
+
+    fn receive(&mut self, client: ClientId, payload: &[u8]) {
+        let now = self.now;
+        let Some(peer) = self.peers.get_mut(&client) else {
+            return;
+        };
+        peer.stats.on_receive(payload.len());
+        if payload.first() == Some(&CONTROL_TAG) {
+            match Control::decode(payload, self.registry_hash) {
+                Some(Control::Hello {
+                    version,
+                    registry_hash,
+                }) => self.on_hello(client, version, registry_hash),
+                _ => peer.stats.on_reject(),
+            }
+            return;
+        }
+        let Phase::Active { conn, connection } = &mut peer.phase else {
+            peer.stats.on_reject();
+            return;
+        };
+        let mut r = BitReader::new(payload);
+        match connection.read_header(now, &mut r) {
+            Ok(_) => {
+                if let Err(e) = self.replication.read_packet(*conn, &mut r) {
+                    tracing::debug!("client {client}: unreadable packet: {e}");
+                    peer.stats.on_reject();
+                }
+            }
+            Err(e) => {
+                if !e.is_benign() {
+                    tracing::debug!("client {client}: rejected packet: {e}");
+                }
+                peer.stats.on_reject();
+            }
+        }
+    }
+
+    fn on_hello(&mut self, client: ClientId, version: u16, registry_hash: u64) {
+        let now = self.now;
+        let Some(peer) = self.peers.get_mut(&client) else {
+            return;
+        };
+        match &peer.phase {
+            Phase::Active { .. } => {
+                // The welcome was lost: repeat it.
+                Self::send_raw(
+                    &mut self.transport,
+                    client,
+                    &mut peer.stats,
+                    &Control::Welcome.encode(),
+                );
+                return;
+            }
+            Phase::Refused { frame, .. } => {
+                let frame = frame.clone();
+                Self::send_raw(&mut self.transport, client, &mut peer.stats, &frame);
+                return;
+            }
+            Phase::AwaitingHello { .. } => {}
+        }
+        let refusal = if version != PROTOCOL_VERSION {
+            Some(DisconnectReason::VersionMismatch {
+                ours: PROTOCOL_VERSION,
+                theirs: version,
+            })
+        } else if registry_hash != self.registry_hash {
+            Some(DisconnectReason::RegistryMismatch {
+                ours: self.registry_hash,
+                theirs: registry_hash,
+            })
+        } else {
+            None
+        };
+        if let Some(reason) = refusal {
+            tracing::warn!("client {client} refused: {reason}");
+            let frame = Control::Refuse { reason }.encode();
+            Self::send_raw(&mut self.transport, client, &mut peer.stats, &frame);
+            peer.phase = Phase::Refused {
+                until: now + self.config.refusal_linger,
+                frame,
+            };
+            self.events
+                .push_back(ServerEvent::ClientRefused { client, reason });
+            return;
+        }
+        let conn = self.replication.add_connection();
+        peer.phase = Phase::Active {
+            conn,
+            connection: Box::new(Connection::new(self.config.connection.clone())),
+        };
+        Self::send_raw(
+            &mut self.transport,
+            client,
+            &mut peer.stats,
+            &Control::Welcome.encode(),
+        );
+        tracing::debug!("client {client} accepted as connection {conn}");
+        self.events.push_back(ServerEvent::ClientConnected {
+            client,
+            user_data: peer.user_data.clone(),
+        });
+    }
+
+    fn run_timeouts(&mut self) {
+        let now = self.now;
+        let mut drop = Vec::new();
+        for (&client, peer) in &self.peers {
+            match peer.phase {
+                Phase::AwaitingHello { since }
+                    if now.saturating_sub(since) >= self.config.handshake_timeout =>
+                {
+                    tracing::debug!("client {client}: no hello in time, dropped");
+                    drop.push(client);
+                }
+                Phase::Refused { until, .. } if now >= until => drop.push(client),
+                _ => {}
+            }
+        }
+        for client in drop {
+            self.peers.remove(&client);
+            self.transport.disconnect(client);
+        }
+    }
+
+    fn send_raw(transport: &mut T, client: ClientId, stats: &mut StatsTracker, bytes: &[u8]) {
+        match transport.send(client, bytes) {
+            Ok(()) => stats.on_send(bytes.len()),
+            Err(e) => tracing::debug!("client {client}: send failed: {e}"),
+        }
+    }
+
+    fn flush_peer(&mut self, client: ClientId) {
+        let now = self.now;
+        let Some(peer) = self.peers.get_mut(&client) else {
+            return;
+        };
+        let Phase::Active { conn, connection } = &mut peer.phase else {
+            peer.stats.update(now, None);
+            return;
+        };
+        let conn = *conn;
+        connection.update(now);
+        while let Some((seq, status)) = connection.poll_delivery() {
+            self.replication.process_delivery(conn, seq, status);
+        }
+        let mut sent_any = false;
+        for _ in 0..self.config.max_packets_per_tick {
+            let mut w = BitWriter::with_capacity_bytes(self.config.max_packet_bytes);
+            let seq = connection.write_header(now, &mut w);
+            let result = self.replication.write_packet(conn, seq, &mut w);
+            if result == WriteResult::NoData {
+                connection.cancel_header(seq);
+                break;
+            }
+            match w.finish() {
+                Ok(bytes) => {
+                    Self::send_raw(&mut self.transport, client, &mut peer.stats, &bytes);
+                    sent_any = true;
+                }
+                // Cannot happen with a writer bounded by its capacity; the stamped
+                // packet is then reported lost and its contents re-sent.
+                Err(e) => tracing::warn!("client {client}: packet overflow: {e}"),
+            }
+            if result != WriteResult::HasMoreData {
+                break;
+            }
+        }
+        if !sent_any && connection.needs_ack() {
+            let (_, bytes) = connection.ack_only_packet(now);
+            Self::send_raw(&mut self.transport, client, &mut peer.stats, &bytes);
+        }
+        peer.stats.update(now, Some(connection));
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<ServerEvent> {
+        self.events.pop_front()
+    }
+
+    /// Takes every queued event. The iterator owns them, so `self` stays free to use
+    /// while handling them (`for e in client.events() { client.get(..) }`).
+    pub fn events(&mut self) -> std::collections::vec_deque::IntoIter<ServerEvent> {
+        std::mem::take(&mut self.events).into_iter()
+    }
+
+    /// Spawns an object (push mode: change it through [`get_mut`](Self::get_mut)); it
+    /// replicates to every client from the next tick.
+    pub fn spawn<O: Replicated>(&mut self, object: O) -> Result<NetRefHandle, ObjectError> {
+        self.replication.objects_mut().spawn(object)
+    }
+
+    /// Destroys an object on the server and, from the next tick, on every client.
+    pub fn destroy(&mut self, handle: NetRefHandle) -> Result<(), ObjectError> {
+        self.replication.objects_mut().destroy(handle)
+    }
+
+    /// A spawned object.
+    pub fn get<O: Replicated>(&self, handle: NetRefHandle) -> Option<&O> {
+        self.replication.objects().get(handle)
+    }
+
+    /// A spawned object, marked dirty: its changes are sent at the next tick.
+    pub fn get_mut<O: Replicated>(&mut self, handle: NetRefHandle) -> Option<&mut O> {
+        self.replication.objects_mut().get_mut(handle)
+    }
+
+    /// Makes `client` the owner of an object (owner conditions such as `OwnerOnly`
+    /// follow it), or nobody; `autonomous` says whether the owner controls it
+    /// (`AutonomousOnly` members go to it, `SimulatedOnly` ones to everyone else).
+    pub fn set_owner(
+        &mut self,
+        handle: NetRefHandle,
+        client: Option<ClientId>,
+        autonomous: bool,
+    ) -> Result<(), ObjectError> {
+        let conn = client.and_then(|c| self.connection_id(c));
+        self.replication.set_owner(handle, conn, autonomous)
+    }
+
+    /// Sets a connected client's view position (for the grid filter and the sphere
+    /// prioritizer). Returns false when the client is not connected.
+    pub fn set_view_position(&mut self, client: ClientId, position: glam::Vec3) -> bool {
+        match self.connection_id(client) {
+            Some(conn) => {
+                self.replication.set_view_position(conn, position);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sets a connected client's bandwidth budget. Returns false when the client is
+    /// not connected.
+    pub fn set_bandwidth_budget(&mut self, client: ClientId, budget: BandwidthBudget) -> bool {
+        match self.connection_id(client) {
+            Some(conn) => {
+                self.replication.set_connection_budget(conn, budget);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sends a message (any registered replicated type) to a connected client.
+    pub fn send_message<M: Replicated>(
+        &mut self,
+        client: ClientId,
+        message: &M,
+        mode: DeliveryMode,
+    ) -> Result<(), MessageError> {
+        let conn = self
+            .connection_id(client)
+            .ok_or(MessageError::NoConnection(u32::MAX))?;
+        self.replication.send_message(conn, message, mode)
+    }
+
+    /// Sends a message to every connected client.
+    pub fn broadcast_message<M: Replicated>(
+        &mut self,
+        message: &M,
+        mode: DeliveryMode,
+    ) -> Result<(), MessageError> {
+        self.replication.broadcast_message(message, mode)
+    }
+
+    /// Sends a message targeting an object (an RPC) to a connected client; it is held
+    /// until the client has the object, dropped if the object is not in its scope.
+    pub fn send_object_message<M: Replicated>(
+        &mut self,
+        client: ClientId,
+        object: NetRefHandle,
+        message: &M,
+        mode: DeliveryMode,
+    ) -> Result<(), MessageError> {
+        let conn = self
+            .connection_id(client)
+            .ok_or(MessageError::NoConnection(u32::MAX))?;
+        self.replication
+            .send_object_message(conn, object, message, mode)
+            .map(|_| ())
+    }
+
+    /// Takes the messages received from every connected client (validated), with
+    /// their sender. Read them with [`ReceivedMessage::get`] / [`ReceivedMessage::take`].
+    pub fn receive_messages(&mut self) -> Vec<(ClientId, ReceivedMessage)> {
+        let active: Vec<(ClientId, ConnectionId)> = self
+            .peers
+            .iter()
+            .filter_map(|(&id, p)| match p.phase {
+                Phase::Active { conn, .. } => Some((id, conn)),
+                _ => None,
+            })
+            .collect();
+        let mut out = Vec::new();
+        for (client, conn) in active {
+            out.extend(
+                self.replication
+                    .drain_messages(conn)
+                    .into_iter()
+                    .map(|m| (client, m)),
+            );
+        }
+        out
+    }
+
+    /// Puts a root object in or out of a connected client's scope (every object is in
+    /// scope by default); leaving the scope destroys it on that client. Returns false
+    /// when the client is not connected.
+    pub fn set_in_scope(&mut self, client: ClientId, handle: NetRefHandle, in_scope: bool) -> bool {
+        match self.connection_id(client) {
+            Some(conn) => {
+                self.replication.set_in_scope(conn, handle, in_scope);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The object table (subobjects, dependents, tags, priorities, poll mode).
+    pub fn objects(&self) -> &ObjectTable {
+        self.replication.objects()
+    }
+
+    /// The object table, mutably.
+    pub fn objects_mut(&mut self) -> &mut ObjectTable {
+        self.replication.objects_mut()
+    }
+
+    /// The replication core (scope, writer hooks, extra streams per connection).
+    pub fn replication(&self) -> &ReplicationServer {
+        &self.replication
+    }
+
+    /// The replication core, mutably (interest filters, prioritizers, groups, allow
+    /// and deny lists, custom conditions, delta switches):
+    /// [`set_in_scope`](ReplicationServer::set_in_scope),
+    /// [`set_writer_hooks`](ReplicationServer::set_writer_hooks),
+    /// [`add_stream`](ReplicationServer::add_stream), addressed by
+    /// [`connection_id`](Self::connection_id).
+    pub fn replication_mut(&mut self) -> &mut ReplicationServer {
+        &mut self.replication
+    }
+
+    /// The replication connection of a connected client.
+    pub fn connection_id(&self, client: ClientId) -> Option<ConnectionId> {
+        match self.peers.get(&client)?.phase {
+            Phase::Active { conn, .. } => Some(conn),
+            _ => None,
+        }
+    }
+
+    /// The connected clients (past the handshake).
+    pub fn clients(&self) -> impl Iterator<Item = ClientId> + '_ {
+        self.peers
+            .iter()
+            .filter(|(_, p)| matches!(p.phase, Phase::Active { .. }))
+            .map(|(&id, _)| id)
+    }
+
+    /// Number of connected clients.
+    pub fn client_count(&self) -> usize {
+        self.clients().count()
+    }
+
+    /// Statistics of a client's connection.
+    pub fn stats(&self, client: ClientId) -> Option<&NetStats> {
+        self.peers.get(&client).map(|p| &p.stats.stats)
+    }
+
+    /// Bits of object batches sent to a client so far, per replicated type name (the
+    /// types that were sent at all), largest first.
+    pub fn bits_per_type(&self, client: ClientId) -> Vec<(&'static str, u64)> {
+        let Some(writer) = self
+            .connection_id(client)
+            .and_then(|c| self.replication.writer(c))
+        else {
+            return Vec::new();
+        };
+        let registry = self.replication.objects().registry();
+        let mut out: Vec<(&'static str, u64)> = writer
+            .stats()
+            .bits_per_type
+            .iter()
+            .enumerate()
+            .filter(|&(_, &bits)| bits > 0)
+            .filter_map(|(i, &bits)| {
+                let index = ProtocolIndex::try_from(i).ok()?;
+                Some(((registry.get(index)?.descriptor)().name, bits))
+            })
+            .collect();
+        out.sort_by_key(|&(_, bits)| std::cmp::Reverse(bits));
+        out
+    }
+
+    /// The sans-IO connection of a connected client (acks, RTT, loss counters).
+    pub fn connection(&self, client: ClientId) -> Option<&Connection> {
+        match &self.peers.get(&client)?.phase {
+            Phase::Active { connection, .. } => Some(connection),
+            _ => None,
+        }
+    }
+
+    /// Closes a client's connection; it sees [`DisconnectReason::ClosedByServer`].
+    pub fn disconnect(&mut self, client: ClientId) {
+        self.transport.disconnect(client);
+        while let Some(event) = self.transport.poll_event() {
+            self.handle_transport_event(event);
+        }
+    }
+
+    /// Closes every connection (a graceful shutdown).
+    pub fn disconnect_all(&mut self) {
+        let ids: Vec<ClientId> = self.peers.keys().copied().collect();
+        for id in ids {
+            self.disconnect(id);
+        }
+    }
+
+    /// The hash of the replicated types, compared with each client's in the handshake.
+    pub fn registry_hash(&self) -> u64 {
+        self.registry_hash
+    }
+
+    /// The time of the last tick.
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    /// The transport.
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    /// The transport, mutably.
+    pub fn transport_mut(&mut self) -> &mut T {
+        &mut self.transport
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+}
