@@ -420,6 +420,56 @@ impl Condition {
     }
 }
 
+/// The role of a connection towards one object, which decides the members it may
+/// receive:
+///
+/// - **owner**: the object's owning connection;
+/// - **autonomous**: the owner, when the object is controlled by its owner (a player's
+///   pawn); everyone else, and the owner of an uncontrolled object, sees the object
+///   **simulated**;
+/// - **initial**: the batch is the object's creation on this connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ConditionContext {
+    /// The connection owns the object.
+    pub is_owner: bool,
+    /// The connection controls the object (owner of an autonomous object).
+    pub is_autonomous: bool,
+    /// The batch is the object's creation on this connection.
+    pub is_initial: bool,
+}
+
+impl Condition {
+    /// Whether a member with this condition (and `init_only`) is sent in `ctx`.
+    /// `Custom` members count as allowed here; their per-object runtime switches are
+    /// applied by the interest layer.
+    ///
+    /// ```
+    /// use replicate::Condition;
+    /// use replicate::state::ConditionContext;
+    /// let owner = ConditionContext { is_owner: true, is_autonomous: true, is_initial: false };
+    /// let other = ConditionContext::default();
+    /// assert!(Condition::OwnerOnly.allows(false, owner));
+    /// assert!(!Condition::OwnerOnly.allows(false, other));
+    /// assert!(Condition::SimulatedOnly.allows(false, other));
+    /// assert!(!Condition::InitialOnly.allows(false, owner));
+    /// ```
+    pub fn allows(self, init_only: bool, ctx: ConditionContext) -> bool {
+        if init_only && !ctx.is_initial {
+            return false;
+        }
+        match self {
+            Condition::None | Condition::Custom => true,
+            Condition::InitialOnly => ctx.is_initial,
+            Condition::OwnerOnly => ctx.is_owner,
+            Condition::SkipOwner => !ctx.is_owner,
+            Condition::SimulatedOnly => !ctx.is_autonomous,
+            Condition::AutonomousOnly => ctx.is_autonomous,
+            Condition::InitialOrOwner => ctx.is_owner || ctx.is_initial,
+            Condition::Never => false,
+        }
+    }
+}
+
 /// Static facts about one replicated member.
 #[derive(Debug, Clone)]
 pub struct MemberDescriptor {
@@ -536,6 +586,39 @@ impl StateDescriptor {
             .find(|(cond, _)| *cond == c)
             .map(|(_, m)| m.clone())
             .unwrap_or_else(|| ChangeMask::new(self.change_mask_bits))
+    }
+
+    /// Removes from `mask` the members a connection in role `ctx` must not receive:
+    /// init-only members outside the creation batch and every member whose condition
+    /// `ctx` does not meet (`Custom` members stay; their switches are applied by the
+    /// interest layer). The replication writer applies this to every batch; it costs a
+    /// few mask operations (at most one per condition kind).
+    ///
+    /// ```
+    /// # use replicate::{ChangeMask, Condition, StateDescriptor};
+    /// # use replicate::state::{ConditionContext, MemberDescriptor};
+    /// # fn m(name: &'static str, bit: u32, condition: Condition) -> MemberDescriptor {
+    /// #     MemberDescriptor { name, serializer: "u8", change_mask_offset: bit, change_mask_bits: 1,
+    /// #         condition, init_only: false, has_notify: false, group: None,
+    /// #         has_object_references: false, has_dynamic_state: false, max_bits: Some(8), fingerprint: 0 }
+    /// # }
+    /// let d = StateDescriptor::new("T", vec![m("hp", 0, Condition::None), m("ammo", 1, Condition::OwnerOnly)], true);
+    /// let mut mask = ChangeMask::all(2);
+    /// d.restrict_to_role(&mut mask, ConditionContext::default());
+    /// assert_eq!(mask.to_u64(), 0b01);
+    /// ```
+    pub fn restrict_to_role(&self, mask: &mut ChangeMask, ctx: ConditionContext) {
+        if !self.has_conditions() {
+            return;
+        }
+        if !ctx.is_initial {
+            mask.and_not(&self.init_mask);
+        }
+        for (cond, bits) in &self.condition_masks {
+            if !cond.allows(false, ctx) {
+                mask.and_not(bits);
+            }
+        }
     }
 
     /// Whether any member has a non-`None` condition or is init-only.

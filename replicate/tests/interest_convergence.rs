@@ -10,9 +10,7 @@ mod interest_common;
 
 use glam::Vec3;
 use interest_common::*;
-use replicate::interest::{
-    ConditionContext, FilterKind, InterestConfig, PrioritizerKind, apply_role_conditions,
-};
+use replicate::interest::{ConditionContext, FilterKind, InterestConfig, PrioritizerKind};
 use replicate::link::LinkConditioner;
 use replicate::replication::ReplicationEvent;
 use replicate::{ChangeMask, NetRefHandle, Replicated};
@@ -203,9 +201,8 @@ fn allowed(w: &World, peer: usize, h: NetRefHandle) -> ChangeMask {
     let desc = e.descriptor();
     let mut mask = ChangeMask::all(desc.change_mask_bits);
     let is_owner = e.owner_connection() == Some(conn);
-    apply_role_conditions(
+    desc.restrict_to_role(
         &mut mask,
-        desc,
         ConditionContext {
             is_owner,
             is_autonomous: is_owner && e.is_autonomous(),

@@ -25,7 +25,7 @@ pub mod manager;
 pub mod priority;
 
 pub use budget::{BandwidthBudget, TokenBucket};
-pub use condition::{ConditionContext, CustomConditions, apply_role_conditions};
+pub use condition::{ConditionContext, CustomConditions};
 pub use filter::{
     ConnectionScope, FilterKind, GridFilter, GridFilterConfig, ObjectFilter, ObjectFilterInfo,
     ViewInfo, in_scope,

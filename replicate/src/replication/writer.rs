@@ -267,10 +267,9 @@ impl ReplicationWriter {
         }
         let mut allowed = ChangeMask::all(desc.change_mask_bits);
         let is_owner = entry.owner_connection() == Some(self.connection);
-        crate::interest::condition::apply_role_conditions(
+        desc.restrict_to_role(
             &mut allowed,
-            desc,
-            crate::interest::ConditionContext {
+            crate::state::ConditionContext {
                 is_owner,
                 is_autonomous: is_owner && entry.is_autonomous(),
                 is_initial: false,
@@ -305,10 +304,9 @@ impl ReplicationWriter {
             return None;
         }
         let mut allowed = ChangeMask::all(desc.change_mask_bits);
-        crate::interest::condition::apply_role_conditions(
+        desc.restrict_to_role(
             &mut allowed,
-            desc,
-            crate::interest::ConditionContext {
+            crate::state::ConditionContext {
                 is_owner,
                 is_autonomous: is_owner && entry.is_autonomous(),
                 is_initial: creating,
@@ -1063,10 +1061,9 @@ impl ReplicationWriter {
             info.change_mask(&self.pool)
         };
         let is_owner = entry.owner_connection() == Some(self.connection);
-        crate::interest::condition::apply_role_conditions(
+        desc.restrict_to_role(
             &mut mask,
-            desc,
-            crate::interest::ConditionContext {
+            crate::state::ConditionContext {
                 is_owner,
                 is_autonomous: is_owner && entry.is_autonomous(),
                 is_initial: creating,
@@ -1399,7 +1396,7 @@ impl ReplicationWriter {
 
 /// Removes from `mask` the members this connection must not receive in this batch,
 /// for an owner that controls the object (autonomous) or a non-owner (simulated).
-/// A shorthand for [`apply_role_conditions`](crate::interest::condition::apply_role_conditions),
+/// A shorthand for [`StateDescriptor::restrict_to_role`],
 /// which the writer applies with the object's autonomous flag.
 pub fn apply_conditions(
     mask: &mut ChangeMask,
@@ -1407,10 +1404,9 @@ pub fn apply_conditions(
     creating: bool,
     is_owner: bool,
 ) {
-    crate::interest::condition::apply_role_conditions(
+    desc.restrict_to_role(
         mask,
-        desc,
-        crate::interest::ConditionContext {
+        crate::state::ConditionContext {
             is_owner,
             is_autonomous: is_owner,
             is_initial: creating,
