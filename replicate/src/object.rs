@@ -671,24 +671,9 @@ impl ObjectTable {
         handle: NetRefHandle,
         owner: Option<ConnectionId>,
     ) -> Result<(), ObjectError> {
-        let i = self
-            .live_index(handle)
-            .ok_or(ObjectError::UnknownHandle(handle))?;
-        let subs = self
-            .entry_at(i)
-            .map(|e| e.subobjects.clone())
-            .unwrap_or_default();
-        for j in std::iter::once(i).chain(subs) {
-            if let Some(Some(e)) = self.entries.get_mut(j as usize)
-                && e.owner_connection != owner
-            {
-                e.owner_connection = owner;
-                if e.descriptor.has_conditions() && !self.owner_changed.contains(&j) {
-                    self.owner_changed.push(j);
-                }
-            }
-        }
-        Ok(())
+        self.update_role(handle, |e| {
+            std::mem::replace(&mut e.owner_connection, owner) != owner
+        })
     }
 
     /// Sets whether the owning connection controls the object (see
@@ -699,6 +684,19 @@ impl ObjectTable {
         handle: NetRefHandle,
         autonomous: bool,
     ) -> Result<(), ObjectError> {
+        self.update_role(handle, |e| {
+            std::mem::replace(&mut e.autonomous, autonomous) != autonomous
+        })
+    }
+
+    /// Applies `change` (which returns whether it changed anything) to an object and
+    /// its subobjects, and queues each changed object with conditions for the
+    /// per-connection re-evaluation of its members.
+    fn update_role(
+        &mut self,
+        handle: NetRefHandle,
+        change: impl Fn(&mut ObjectEntry) -> bool,
+    ) -> Result<(), ObjectError> {
         let i = self
             .live_index(handle)
             .ok_or(ObjectError::UnknownHandle(handle))?;
@@ -708,12 +706,11 @@ impl ObjectTable {
             .unwrap_or_default();
         for j in std::iter::once(i).chain(subs) {
             if let Some(Some(e)) = self.entries.get_mut(j as usize)
-                && e.autonomous != autonomous
+                && change(e)
+                && e.descriptor.has_conditions()
+                && !self.owner_changed.contains(&j)
             {
-                e.autonomous = autonomous;
-                if e.descriptor.has_conditions() && !self.owner_changed.contains(&j) {
-                    self.owner_changed.push(j);
-                }
+                self.owner_changed.push(j);
             }
         }
         Ok(())
