@@ -98,9 +98,22 @@
 //! assert_eq!(msg.take::<Chat>().unwrap().text, "hi");
 //! ```
 //!
-//! Ordering with state: on the receiving side the message stream is read after the
-//! replication stream of the same packet, so a packet's state is applied before its
-//! messages are queued for game code.
+//! # Ordering with state
+//!
+//! On the client a message *executes* — runs its type's handler
+//! ([`ReplicationClient::on_message`]) or joins the queue
+//! ([`ReplicationClient::drain_messages`]) — at a defined point of the packet that
+//! delivers it. Reliable messages execute before the packet's state is applied to the
+//! game objects (Iris's `ExecuteReliableRPCsBeforeApplyState`, default on:
+//! [`AttachmentConfig::reliable_before_state`]), so an RPC sent before a state change
+//! sees the objects as they were and an RPC to an object destroyed by the same packet
+//! still finds it; an object message whose object that packet creates waits until it
+//! is spawned. Unreliable messages, and all messages with the setting off, execute
+//! after the packet's state, destroys and huge objects are applied. The mechanism is
+//! the stream manager's two phases: every stream reads its section, then
+//! [`DataStream::end_packet`] runs in stream order; the replication reader applies
+//! state in its `end_packet`, and the message stream (a later stream) runs its
+//! deferred messages in its own.
 
 use crate::NetRefHandle;
 use crate::bits::{BitReader, BitWriter};
@@ -148,6 +161,13 @@ pub struct AttachmentConfig {
     /// Warn when an object message is dropped because the object is not in scope
     /// (default off, as in Iris).
     pub warn_dropped_messages: bool,
+    /// Reliable messages run *before* the state of the packet that delivers them is
+    /// applied to the game objects (default on, Iris's
+    /// `ExecuteReliableRPCsBeforeApplyState`), except object messages whose object is
+    /// not spawned yet, which run right after it is. Off, every message runs after
+    /// the packet's state. Unreliable messages always run after it. Only the side
+    /// that receives state (the client) reads this setting.
+    pub reliable_before_state: bool,
 }
 
 impl Default for AttachmentConfig {
@@ -161,6 +181,7 @@ impl Default for AttachmentConfig {
             max_queued_messages: 4096,
             max_received_messages: 4096,
             warn_dropped_messages: false,
+            reliable_before_state: true,
         }
     }
 }
@@ -231,7 +252,31 @@ impl std::fmt::Debug for ReceivedMessage {
     }
 }
 
+/// Everything about a received message but its value (what a
+/// [`ReplicationClient::on_message`] handler gets beside the value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageInfo {
+    /// The sending connection (server side; `None` on the client).
+    pub from: Option<ConnectionId>,
+    /// The object it targets, if any.
+    pub target: Option<NetRefHandle>,
+    /// How it was delivered.
+    pub mode: DeliveryMode,
+    /// The message type's wire id.
+    pub protocol: ProtocolIndex,
+}
+
 impl ReceivedMessage {
+    /// Where the message came from and how.
+    pub fn info(&self) -> MessageInfo {
+        MessageInfo {
+            from: self.from,
+            target: self.target,
+            mode: self.mode,
+            protocol: self.protocol,
+        }
+    }
+
     /// Whether the message is a `T`.
     pub fn is<T: Replicated>(&self) -> bool {
         self.value.as_any().is::<T>()
@@ -258,6 +303,10 @@ impl ReceivedMessage {
 /// A server-side check run on every message a client sends, after decoding and state
 /// validation, before game code sees it; `false` drops the message.
 pub type MessageValidator = Arc<dyn Fn(ConnectionId, &ReceivedMessage) -> bool + Send + Sync>;
+
+/// A client-side handler of one message type, run when the message executes (see
+/// [`ReplicationClient::on_message`]).
+type MessageHandler = Box<dyn FnMut(ReceivedMessage, &mut ClientWorld) + Send>;
 
 /// Counters of a [`MessageStream`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -379,7 +428,8 @@ fn object_gate(writer: &ReplicationWriter, table: &ObjectTable, handle: NetRefHa
 
 /// What a [`MessageStream`] checks about the objects messages target.
 pub trait MessageContext {
-    /// Whether the object exists here.
+    /// Whether the object exists here and game code can see it (on the client: it
+    /// was spawned, not only read from the packet being processed).
     fn has_object(&self, handle: NetRefHandle) -> bool;
 }
 
@@ -391,7 +441,7 @@ impl MessageContext for ObjectTable {
 
 impl MessageContext for ClientWorld {
     fn has_object(&self, handle: NetRefHandle) -> bool {
-        self.object(handle).is_some()
+        self.object(handle).is_some_and(|o| o.instance().is_some())
     }
 }
 
@@ -405,8 +455,11 @@ pub struct MessageStream {
     receivers: [ChannelReceiver; 3],
     records: VecDeque<[ChannelRecord; 3]>,
     held: Vec<Held>,
+    /// Decoded this packet, to run at its end (after the state is applied).
+    deferred: Vec<ReceivedMessage>,
     received: VecDeque<ReceivedMessage>,
     validator: Option<MessageValidator>,
+    handlers: Vec<(ProtocolIndex, MessageHandler)>,
     stats: MessageStats,
 }
 
@@ -437,8 +490,10 @@ impl MessageStream {
             connection,
             records: VecDeque::new(),
             held: Vec::new(),
+            deferred: Vec::new(),
             received: VecDeque::new(),
             validator: None,
+            handlers: Vec::new(),
             stats: MessageStats::default(),
         }
     }
@@ -554,10 +609,20 @@ impl MessageStream {
         }
     }
 
-    fn read_channels<C: MessageContext>(
+    fn side(&self) -> &'static str {
+        if self.connection.is_some() {
+            "server"
+        } else {
+            "client"
+        }
+    }
+
+    /// Reads the channel sections and decodes (and validates) what they complete, in
+    /// channel order; the messages are passed to `run` one by one.
+    fn read_channels(
         &mut self,
-        ctx: &C,
         r: &mut BitReader,
+        mut run: impl FnMut(&mut Self, ReceivedMessage),
     ) -> Result<(), StreamError> {
         let mut result = Ok(());
         for i in 0..3 {
@@ -575,11 +640,7 @@ impl MessageStream {
             }
         }
         // Whatever was read completely is delivered, even after an error.
-        let side = if self.connection.is_some() {
-            "server"
-        } else {
-            "client"
-        };
+        let side = self.side();
         for (i, mode) in MODES.into_iter().enumerate() {
             while let Some(blob) = self.receivers[i].receive() {
                 let mut msg = match decode_message(&self.registry, &blob, mode) {
@@ -591,28 +652,71 @@ impl MessageStream {
                     }
                 };
                 msg.from = self.connection;
-                if let Some(h) = msg.target
-                    && !ctx.has_object(h)
-                {
-                    self.drop_not_in_scope(h, side);
-                    continue;
-                }
                 if let (Some(v), Some(conn)) = (&self.validator, self.connection)
                     && !v(conn, &msg)
                 {
                     self.stats.rejected += 1;
                     continue;
                 }
-                if self.received.len() >= self.config.max_received_messages {
-                    tracing::warn!("{side}: received-message queue full; a message is dropped");
-                    self.stats.rejected += 1;
-                    continue;
-                }
-                self.stats.received += 1;
-                self.received.push_back(msg);
+                run(self, msg);
             }
         }
         result
+    }
+
+    /// Whether `msg`'s target (if any) exists here; counts and drops it if not.
+    fn target_present<C: MessageContext>(&mut self, ctx: &C, msg: &ReceivedMessage) -> bool {
+        match msg.target {
+            Some(h) if !ctx.has_object(h) => {
+                let side = self.side();
+                self.drop_not_in_scope(h, side);
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// Queues a message for game code (`drain`), within the queue's cap.
+    fn enqueue(&mut self, msg: ReceivedMessage) {
+        if self.received.len() >= self.config.max_received_messages {
+            tracing::warn!(
+                "{}: received-message queue full; a message is dropped",
+                self.side()
+            );
+            self.stats.rejected += 1;
+            return;
+        }
+        self.stats.received += 1;
+        self.received.push_back(msg);
+    }
+
+    /// Executes a message on the client: its type's handler if one is installed, the
+    /// queue otherwise; dropped if its object is not here.
+    fn execute(&mut self, world: &mut ClientWorld, msg: ReceivedMessage) {
+        if !self.target_present(&*world, &msg) {
+            return;
+        }
+        match self.handlers.iter_mut().find(|(p, _)| *p == msg.protocol) {
+            Some((_, handler)) => {
+                self.stats.received += 1;
+                handler(msg, world);
+            }
+            None => self.enqueue(msg),
+        }
+    }
+
+    /// Whether a message received by the client runs now, before the packet's state
+    /// is applied (see [`AttachmentConfig::reliable_before_state`]).
+    fn runs_before_state(&self, world: &ClientWorld, msg: &ReceivedMessage) -> bool {
+        self.config.reliable_before_state
+            && msg.mode != DeliveryMode::Unreliable
+            && msg.target.is_none_or(|h| world.has_object(h))
+    }
+
+    /// Installs `handler` for message type `protocol`, replacing any earlier one.
+    fn set_handler(&mut self, protocol: ProtocolIndex, handler: MessageHandler) {
+        self.handlers.retain(|(p, _)| *p != protocol);
+        self.handlers.push((protocol, handler));
     }
 
     fn delivery(&mut self, status: DeliveryStatus) {
@@ -632,7 +736,12 @@ impl DataStream<ObjectTable> for MessageStream {
         self.write_channels(w)
     }
     fn read_data(&mut self, ctx: &mut ObjectTable, r: &mut BitReader) -> Result<(), StreamError> {
-        self.read_channels(&*ctx, r)
+        // The server applies no state from clients: messages are queued at once.
+        self.read_channels(r, |ms, msg| {
+            if ms.target_present(&*ctx, &msg) {
+                ms.enqueue(msg);
+            }
+        })
     }
     fn process_delivery(&mut self, _ctx: &mut ObjectTable, status: DeliveryStatus) {
         self.delivery(status)
@@ -650,7 +759,20 @@ impl DataStream<ClientWorld> for MessageStream {
         self.write_channels(w)
     }
     fn read_data(&mut self, ctx: &mut ClientWorld, r: &mut BitReader) -> Result<(), StreamError> {
-        self.read_channels(&*ctx, r)
+        // Reliable messages run now, before the replication stream applies the
+        // packet's state at its `end_packet`; the rest wait for ours (a later stream).
+        self.read_channels(r, |ms, msg| {
+            if ms.runs_before_state(ctx, &msg) {
+                ms.execute(ctx, msg);
+            } else {
+                ms.deferred.push(msg);
+            }
+        })
+    }
+    fn end_packet(&mut self, ctx: &mut ClientWorld) {
+        for msg in std::mem::take(&mut self.deferred) {
+            self.execute(ctx, msg);
+        }
     }
     fn process_delivery(&mut self, _ctx: &mut ClientWorld, status: DeliveryStatus) {
         self.delivery(status)
@@ -661,8 +783,7 @@ impl DataStream<ClientWorld> for MessageStream {
 }
 
 /// Called by [`ReplicationServer::tick`] for each connection after the writer's
-/// update: releases held object messages whose object is now created there (or drops
-/// those whose object left), and gives the huge-object queue the time.
+/// update: gives the huge-object queue the time and moves held object messages on.
 pub(crate) fn after_tick(
     streams: &mut DataStreamManager<ObjectTable>,
     table: &ObjectTable,
@@ -671,6 +792,14 @@ pub(crate) fn after_tick(
     if let Some(huge) = streams.stream::<HugeObjectStream>(HugeObjectStream::NAME) {
         lock(huge.queue()).set_now(now);
     }
+    release_held(streams, table);
+}
+
+/// Releases held object messages whose object is now created on the connection (or
+/// drops those whose object left its scope). Called on every tick and after every
+/// delivery report, so a message goes out in the first packet written after its
+/// object's creation is acknowledged.
+pub(crate) fn release_held(streams: &mut DataStreamManager<ObjectTable>, table: &ObjectTable) {
     let gates: Vec<Gate> = {
         let Some(ms) = streams.stream::<MessageStream>(MessageStream::NAME) else {
             return;
@@ -879,7 +1008,82 @@ impl ReplicationClient {
         ms.push(mode, blob)
     }
 
-    /// Takes the messages received from the server.
+    /// Runs `handler` for every message of type `M` from the server, at the moment
+    /// the message executes, instead of queueing it for
+    /// [`drain_messages`](Self::drain_messages) (an RPC: the handler gets the value,
+    /// its [`MessageInfo`] and the world, and may look at or change the target object
+    /// with [`ClientWorld::get`] / [`ClientWorld::get_mut`]). Replaces an earlier
+    /// handler of `M`.
+    ///
+    /// When it runs: a reliable message runs *before* the state of the packet that
+    /// delivers it is applied, so the handler sees the game objects as they were
+    /// (quantized states, [`ReplicationClient::state`], already hold the new values);
+    /// an object message whose object is created by that packet runs right after it
+    /// is spawned. Unreliable messages, and every message when
+    /// [`AttachmentConfig::reliable_before_state`] is off, run after the packet's
+    /// state (and its destroys) are applied; an object message whose object is gone
+    /// by then is dropped.
+    ///
+    /// ```
+    /// use replicate::Replicated;
+    /// use replicate::protocol::ProtocolRegistry;
+    /// use replicate::replication::{ReplicationClient, ReplicationConfig};
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// #[derive(Replicated, Debug, Clone, Default, PartialEq)]
+    /// struct Explode {
+    ///     #[net(bits = 8)]
+    ///     radius: u32,
+    /// }
+    ///
+    /// let registry = Arc::new(ProtocolRegistry::from_inventory().unwrap());
+    /// let mut client = ReplicationClient::new(registry, ReplicationConfig::default());
+    /// let radii = Arc::new(Mutex::new(Vec::new()));
+    /// let seen = radii.clone();
+    /// client
+    ///     .on_message(move |m: Explode, info, _world| {
+    ///         assert!(info.target.is_some(), "explosions target an object");
+    ///         seen.lock().unwrap().push(m.radius);
+    ///     })
+    ///     .unwrap();
+    /// ```
+    pub fn on_message<M: Replicated>(
+        &mut self,
+        mut handler: impl FnMut(M, MessageInfo, &mut ClientWorld) + Send + 'static,
+    ) -> Result<(), MessageError> {
+        let ms = self.messages_mut()?;
+        let protocol = ms
+            .registry
+            .index_of::<M>()
+            .ok_or(MessageError::NotRegistered(std::any::type_name::<M>()))?;
+        ms.set_handler(
+            protocol,
+            Box::new(move |msg, world| {
+                let info = msg.info();
+                if let Some(value) = msg.take::<M>() {
+                    handler(value, info, world);
+                }
+            }),
+        );
+        Ok(())
+    }
+
+    /// Removes the handler of message type `M` (its messages are queued again);
+    /// returns whether there was one.
+    pub fn remove_message_handler<M: Replicated>(&mut self) -> bool {
+        let Ok(ms) = self.messages_mut() else {
+            return false;
+        };
+        let Some(protocol) = ms.registry.index_of::<M>() else {
+            return false;
+        };
+        let before = ms.handlers.len();
+        ms.handlers.retain(|(p, _)| *p != protocol);
+        ms.handlers.len() != before
+    }
+
+    /// Takes the messages received from the server (those without a handler), in the
+    /// order they executed (see [`on_message`](Self::on_message)).
     pub fn drain_messages(&mut self) -> Vec<ReceivedMessage> {
         self.messages_mut().map(|m| m.drain()).unwrap_or_default()
     }
@@ -916,7 +1120,12 @@ mod tests {
             let table = ObjectTable::new(Arc::new(ProtocolRegistry::default()), 0);
             // Payloads are not valid messages (rejected after framing), but the
             // framing must read back exactly.
-            rx.read_channels(&table, &mut r).unwrap();
+            rx.read_channels(&mut r, |ms, m| {
+                if ms.target_present(&table, &m) {
+                    ms.enqueue(m);
+                }
+            })
+            .unwrap();
             assert_eq!(r.bits_left(), 0, "budget {budget}");
             tx.delivery(DeliveryStatus::Lost);
         }

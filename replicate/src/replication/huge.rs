@@ -671,6 +671,8 @@ pub struct HugeObjectReceiver {
     channel: ChannelReceiver,
     assemblers: HashMap<u16, (BlobAssembler, u64)>,
     reserved_bits: u64,
+    /// Blobs completed by this packet, applied at its end.
+    completed: Vec<NetBlob>,
     stats: HugeReceiveStats,
 }
 
@@ -687,6 +689,7 @@ impl HugeObjectReceiver {
             channel: ChannelReceiver::new(huge_channel_config(config)),
             assemblers: HashMap::new(),
             reserved_bits: 0,
+            completed: Vec::new(),
             stats: HugeReceiveStats::default(),
         }
     }
@@ -818,7 +821,7 @@ impl DataStream<ClientWorld> for HugeObjectReceiver {
         WriteResult::NoData
     }
 
-    fn read_data(&mut self, ctx: &mut ClientWorld, r: &mut BitReader) -> Result<(), StreamError> {
+    fn read_data(&mut self, _ctx: &mut ClientWorld, r: &mut BitReader) -> Result<(), StreamError> {
         let result = self
             .channel
             .read(r)
@@ -826,10 +829,19 @@ impl DataStream<ClientWorld> for HugeObjectReceiver {
         // Whatever arrived before an error is still delivered.
         while let Some(msg) = self.channel.receive() {
             if let Some(blob) = self.accept_message(&msg) {
-                self.apply_blob(ctx, &blob);
+                self.completed.push(blob);
             }
         }
         result.map(|_| ())
+    }
+
+    /// Completed huge objects are applied after the packet's other state, as before
+    /// the end-of-packet split: the replication reader (an earlier stream) has
+    /// dispatched by now.
+    fn end_packet(&mut self, ctx: &mut ClientWorld) {
+        for blob in std::mem::take(&mut self.completed) {
+            self.apply_blob(ctx, &blob);
+        }
     }
 
     fn process_delivery(&mut self, _ctx: &mut ClientWorld, _status: DeliveryStatus) {}

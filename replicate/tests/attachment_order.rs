@@ -1,0 +1,338 @@
+//! When messages execute relative to the state of the packet that delivers them
+//! (`AttachmentConfig::reliable_before_state`, Iris's
+//! `ExecuteReliableRPCsBeforeApplyState`): reliable messages before the state (default)
+//! or after it, unreliable ones always after; an object message whose object the same
+//! packet creates waits until it is spawned; held object messages leave as soon as
+//! their object's creation is acknowledged.
+//!
+//! Packets go over a perfect hand-driven link so each test controls exactly what shares
+//! a packet.
+
+use replicate::Replicated;
+use replicate::attachment::{MessageInfo, MessageOutcome, MessageStream, encode_message};
+use replicate::bits::{BitReader, BitWriter};
+use replicate::blob::DeliveryMode;
+use replicate::connection::{DeliveryStatus, PacketSequence};
+use replicate::object::ConnectionId;
+use replicate::protocol::ProtocolRegistry;
+use replicate::replication::{
+    ClientWorld, ReplicationClient, ReplicationConfig, ReplicationEvent, ReplicationServer,
+};
+use replicate::{NetRefHandle, stream::WriteResult};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A replicated object.
+#[derive(Replicated, Debug, Clone, Default, PartialEq)]
+struct Tower {
+    #[net(bits = 8)]
+    health: u32,
+}
+
+/// An RPC to a tower.
+#[derive(Replicated, Debug, Clone, Default, PartialEq)]
+struct Hit {
+    #[net(bits = 8)]
+    damage: u32,
+}
+
+/// A connection-level message.
+#[derive(Replicated, Debug, Clone, Default, PartialEq)]
+struct Ping {
+    n: u32,
+}
+
+struct Link {
+    server: ReplicationServer,
+    client: ReplicationClient,
+    conn: ConnectionId,
+    seq: u16,
+    now: Duration,
+}
+
+impl Link {
+    fn new(before_state: bool) -> Self {
+        let registry = Arc::new(ProtocolRegistry::from_inventory().expect("registry"));
+        let mut config = ReplicationConfig::default();
+        config.attachments.reliable_before_state = before_state;
+        let mut server = ReplicationServer::new(registry.clone(), config.clone());
+        let client = ReplicationClient::new(registry, config);
+        let conn = server.add_connection();
+        Self {
+            server,
+            client,
+            conn,
+            seq: 0,
+            now: Duration::ZERO,
+        }
+    }
+
+    /// Writes one packet (without a tick) and delivers it; returns whether the server
+    /// had anything to send.
+    fn packet(&mut self) -> bool {
+        let seq = PacketSequence(self.seq);
+        self.seq += 1;
+        let mut w = BitWriter::with_capacity_bytes(1200);
+        if self.server.write_packet(self.conn, seq, &mut w) == WriteResult::NoData {
+            return false;
+        }
+        let bits = w.position();
+        let bytes = w.finish().expect("packet");
+        self.client
+            .read_packet(self.now, seq, &mut BitReader::with_bit_len(&bytes, bits))
+            .expect("read");
+        self.server
+            .process_delivery(self.conn, seq, DeliveryStatus::Delivered);
+        true
+    }
+
+    /// One server tick and every packet it produces.
+    fn step(&mut self) {
+        self.now += Duration::from_millis(16);
+        self.server.tick(self.now);
+        while self.packet() {}
+    }
+
+    /// A tower that exists (and is acknowledged) on the client.
+    fn tower(&mut self, health: u32) -> NetRefHandle {
+        let h = self
+            .server
+            .objects_mut()
+            .spawn(Tower { health })
+            .expect("spawn");
+        self.step();
+        self.step();
+        assert_eq!(self.client.get::<Tower>(h).map(|t| t.health), Some(health));
+        h
+    }
+
+    fn set_health(&mut self, h: NetRefHandle, health: u32) {
+        self.server
+            .objects_mut()
+            .get_mut::<Tower>(h)
+            .expect("tower")
+            .health = health;
+    }
+}
+
+/// What a handler saw: the message's damage and the target's health at that moment.
+type Seen = Arc<Mutex<Vec<(u32, Option<u32>)>>>;
+
+fn record_hits(client: &mut ReplicationClient) -> Seen {
+    let seen = Seen::default();
+    let log = seen.clone();
+    client
+        .on_message(
+            move |hit: Hit, info: MessageInfo, world: &mut ClientWorld| {
+                let health = info
+                    .target
+                    .and_then(|h| world.get::<Tower>(h))
+                    .map(|t| t.health);
+                log.lock().unwrap().push((hit.damage, health));
+            },
+        )
+        .expect("Hit is registered");
+    seen
+}
+
+fn seen(s: &Seen) -> Vec<(u32, Option<u32>)> {
+    s.lock().unwrap().clone()
+}
+
+/// A state change and two RPCs (reliable, unreliable) sent in one tick, so they share
+/// one packet; returns what the handler saw.
+fn change_and_hit(before_state: bool) -> (Vec<(u32, Option<u32>)>, Link) {
+    let mut link = Link::new(before_state);
+    let tower = link.tower(100);
+    let hits = record_hits(&mut link.client);
+    link.set_health(tower, 50);
+    for (damage, mode) in [
+        (50, DeliveryMode::ReliableOrdered),
+        (51, DeliveryMode::Unreliable),
+        (52, DeliveryMode::ReliableUnordered),
+    ] {
+        let out = link
+            .server
+            .send_object_message(link.conn, tower, &Hit { damage }, mode)
+            .unwrap();
+        assert_eq!(out, MessageOutcome::Queued);
+    }
+    link.now += Duration::from_millis(16);
+    link.server.tick(link.now);
+    assert!(link.packet(), "state and messages go out");
+    assert!(!link.packet(), "all of it fitted in one packet");
+    assert_eq!(link.client.get::<Tower>(tower).unwrap().health, 50);
+    let got = seen(&hits);
+    (got, link)
+}
+
+#[test]
+fn reliable_messages_run_before_their_packets_state_by_default() {
+    let (got, mut link) = change_and_hit(true);
+    // Reliable ones (ordered, then unordered) saw the old health; the unreliable one
+    // ran after the packet's state was applied.
+    assert_eq!(got, vec![(50, Some(100)), (52, Some(100)), (51, Some(50))]);
+    assert!(
+        link.client.drain_messages().is_empty(),
+        "handlers took them"
+    );
+    assert!(
+        ReplicationConfig::default()
+            .attachments
+            .reliable_before_state
+    );
+}
+
+#[test]
+fn with_the_setting_off_every_message_runs_after_the_state() {
+    let (got, _) = change_and_hit(false);
+    assert_eq!(got, vec![(50, Some(50)), (52, Some(50)), (51, Some(50))]);
+}
+
+/// An RPC sent just before the object is destroyed shares the destroy's packet.
+fn hit_then_destroy(before_state: bool) -> (Vec<(u32, Option<u32>)>, Link) {
+    let mut link = Link::new(before_state);
+    let tower = link.tower(80);
+    let hits = record_hits(&mut link.client);
+    link.server
+        .send_object_message(
+            link.conn,
+            tower,
+            &Hit { damage: 9 },
+            DeliveryMode::ReliableOrdered,
+        )
+        .unwrap();
+    link.server.objects_mut().destroy(tower).unwrap();
+    link.now += Duration::from_millis(16);
+    link.server.tick(link.now);
+    assert!(link.packet());
+    assert!(!link.client.contains(tower), "the destroy was applied");
+    let got = seen(&hits);
+    (got, link)
+}
+
+#[test]
+fn a_reliable_rpc_still_finds_the_object_its_packet_destroys() {
+    let (got, mut link) = hit_then_destroy(true);
+    assert_eq!(got, vec![(9, Some(80))]);
+    assert_eq!(link.client.message_stats().unwrap().dropped_not_in_scope, 0);
+}
+
+#[test]
+fn after_the_state_an_rpc_to_a_destroyed_object_is_dropped() {
+    let (got, mut link) = hit_then_destroy(false);
+    assert!(got.is_empty(), "{got:?}");
+    assert_eq!(link.client.message_stats().unwrap().dropped_not_in_scope, 1);
+}
+
+#[test]
+fn an_object_message_waits_for_the_spawn_of_its_object_in_the_same_packet() {
+    for before_state in [true, false] {
+        let mut link = Link::new(before_state);
+        let hits = record_hits(&mut link.client);
+        let tower = link
+            .server
+            .objects_mut()
+            .spawn(Tower { health: 30 })
+            .unwrap();
+        // Past the server's hold (which normally waits for the creation's ack), so
+        // the creation and the message share a packet.
+        let registry = link.server.objects().registry().clone();
+        let blob = encode_message(&registry, Some(tower), &Hit { damage: 3 }, 1 << 16).unwrap();
+        link.server
+            .stream_mut::<MessageStream>(link.conn, MessageStream::NAME)
+            .unwrap()
+            .push(DeliveryMode::ReliableOrdered, blob)
+            .unwrap();
+        link.now += Duration::from_millis(16);
+        link.server.tick(link.now);
+        assert!(link.packet());
+        let events = link.client.drain_events();
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, ReplicationEvent::Spawned { handle, .. } if *handle == tower)),
+            "{events:?}"
+        );
+        assert_eq!(
+            seen(&hits),
+            vec![(3, Some(30))],
+            "before_state {before_state}"
+        );
+    }
+}
+
+#[test]
+fn without_a_handler_messages_queue_in_the_order_they_ran() {
+    let mut link = Link::new(true);
+    link.server
+        .send_message(link.conn, &Ping { n: 1 }, DeliveryMode::Unreliable)
+        .unwrap();
+    link.server
+        .send_message(link.conn, &Ping { n: 2 }, DeliveryMode::ReliableUnordered)
+        .unwrap();
+    link.server
+        .send_message(link.conn, &Ping { n: 3 }, DeliveryMode::ReliableOrdered)
+        .unwrap();
+    link.step();
+    let order: Vec<u32> = link
+        .client
+        .drain_messages()
+        .into_iter()
+        .map(|m| m.take::<Ping>().unwrap().n)
+        .collect();
+    assert_eq!(order, vec![3, 2, 1]);
+}
+
+#[test]
+fn a_removed_handler_sends_messages_back_to_the_queue() {
+    let mut link = Link::new(true);
+    let tower = link.tower(10);
+    let hits = record_hits(&mut link.client);
+    assert!(link.client.remove_message_handler::<Hit>());
+    assert!(!link.client.remove_message_handler::<Hit>());
+    link.server
+        .send_object_message(
+            link.conn,
+            tower,
+            &Hit { damage: 1 },
+            DeliveryMode::Unreliable,
+        )
+        .unwrap();
+    link.step();
+    assert!(seen(&hits).is_empty());
+    let queued = link.client.drain_messages();
+    assert_eq!(queued.len(), 1);
+    assert_eq!(queued[0].target, Some(tower));
+    assert_eq!(queued[0].get::<Hit>(), Some(&Hit { damage: 1 }));
+}
+
+#[test]
+fn a_held_object_message_leaves_with_the_first_packet_after_the_creation_ack() {
+    let mut link = Link::new(true);
+    let hits = record_hits(&mut link.client);
+    let tower = link
+        .server
+        .objects_mut()
+        .spawn(Tower { health: 7 })
+        .unwrap();
+    let out = link
+        .server
+        .send_object_message(
+            link.conn,
+            tower,
+            &Hit { damage: 2 },
+            DeliveryMode::ReliableOrdered,
+        )
+        .unwrap();
+    assert_eq!(out, MessageOutcome::Held);
+    link.now += Duration::from_millis(16);
+    link.server.tick(link.now);
+    // The creation goes out and is acknowledged; the message must not wait for the
+    // next tick.
+    assert!(link.packet());
+    assert!(seen(&hits).is_empty(), "held until the creation is acked");
+    assert_eq!(link.server.message_stats(link.conn).unwrap().held, 0);
+    assert!(link.packet(), "the released message goes out at once");
+    assert_eq!(seen(&hits), vec![(2, Some(7))]);
+}
