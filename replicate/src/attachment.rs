@@ -23,7 +23,21 @@
 //! [`DeliveryMode`]: reliable ordered and reliable unordered messages are re-sent
 //! until acknowledged and delivered exactly once (in send order for the ordered one);
 //! unreliable ones are sent once and delivered at most once (the connection drops
-//! duplicate packets). Stream section: `([has: 1][channel section])` for each channel.
+//! duplicate packets). Stream section: `([has: 1][channel section])` for each channel,
+//! unreliable first (so bulk reliable traffic cannot starve it), then reliable ordered,
+//! then reliable unordered. A channel payload is `[0][message]`, or `[1][part]` for a
+//! part of a large message (below).
+//!
+//! # Large messages
+//!
+//! A reliable message larger than one part (`split.max_part_bits`, default 1024 bits) is
+//! split like a huge object ([`split_blob`]) and its parts queued, all or none,
+//! back to back on the reliable ordered channel (whatever its reliable mode: it then
+//! arrives in order with the ordered messages, reported as `ReliableOrdered`); the
+//! receiver reassembles it within `max_message_bits` and a part out of sequence, on
+//! another channel, or interrupted by another message drops it. So a message is never
+//! too large for a packet. An unreliable message larger than a part is refused at the
+//! send ([`MessageError::UnreliableTooLarge`]).
 //!
 //! # Object messages (RPCs)
 //!
@@ -118,8 +132,8 @@
 use crate::NetRefHandle;
 use crate::bits::{BitReader, BitWriter};
 use crate::blob::{
-    ChannelConfig, ChannelError, ChannelReceiver, ChannelRecord, ChannelSender, DeliveryMode,
-    NetBlob, SplitConfig,
+    BlobAssembler, BlobError, ChannelConfig, ChannelError, ChannelReceiver, ChannelRecord,
+    ChannelSender, DeliveryMode, NetBlob, PartAccepted, PartialBlob, SplitConfig, split_blob,
 };
 use crate::connection::DeliveryStatus;
 use crate::object::{ConnectionId, ObjectTable};
@@ -151,7 +165,9 @@ pub struct AttachmentConfig {
     /// some wait to be sent (default 0.25, at most 0.9), so a busy world cannot starve
     /// them (0 turns the reservation off: parts then get what the writer leaves).
     pub huge_packet_share: f32,
-    /// Largest message in bits (default 8 KiB).
+    /// Largest message in bits (default 8 KiB). A reliable message larger than
+    /// `split.max_part_bits` travels in parts (see the module docs); an unreliable one
+    /// may not exceed a part.
     pub max_message_bits: u32,
     /// Most messages queued per channel on the sender (default 4096).
     pub max_queued_messages: usize,
@@ -189,9 +205,15 @@ impl Default for AttachmentConfig {
 impl AttachmentConfig {
     fn channel(&self, mode: DeliveryMode) -> ChannelConfig {
         let mut c = ChannelConfig::new(mode);
-        c.max_message_bits = self.max_message_bits;
+        // The channels carry whole messages up to a part and the parts of larger ones.
+        c.max_message_bits = self.part_bits() + PART_FRAMING_BITS;
         c.max_queued = self.max_queued_messages.max(1);
         c
+    }
+
+    /// Payload bits of one message part (`split.max_part_bits`, within 1..=65535).
+    fn part_bits(&self) -> u32 {
+        self.split.max_part_bits.clamp(1, u16::MAX as u32)
     }
 }
 
@@ -212,6 +234,20 @@ pub enum MessageError {
     /// No such connection (or it has no message stream).
     #[error("no connection {0}")]
     NoConnection(ConnectionId),
+    /// An unreliable message larger than one part.
+    #[error(
+        "an unreliable message of {bits} bits exceeds one part ({max} bits): send it reliably \
+         (large reliable messages are split into parts) or raise `AttachmentConfig::split.max_part_bits`"
+    )]
+    UnreliableTooLarge {
+        /// The message's size.
+        bits: usize,
+        /// The part size.
+        max: u32,
+    },
+    /// The message needs more parts than `split.max_part_count`.
+    #[error(transparent)]
+    Split(#[from] BlobError),
     /// The channel refused the message.
     #[error(transparent)]
     Channel(#[from] ChannelError),
@@ -356,9 +392,17 @@ pub fn decode_message(
     blob: &NetBlob,
     mode: DeliveryMode,
 ) -> Result<ReceivedMessage, String> {
-    let mut r = blob.reader();
+    decode_message_from(registry, &mut blob.reader(), mode)
+}
+
+/// [`decode_message`] from a reader positioned at the message.
+fn decode_message_from(
+    registry: &ProtocolRegistry,
+    r: &mut BitReader,
+    mode: DeliveryMode,
+) -> Result<ReceivedMessage, String> {
     let target = if r.read_bool() {
-        Some(NetRefHandle::read(&mut r).map_err(|e| e.to_string())?)
+        Some(NetRefHandle::read(r).map_err(|e| e.to_string())?)
     } else {
         None
     };
@@ -369,9 +413,7 @@ pub fn decode_message(
         .ok_or_else(|| format!("unknown message type {protocol}"))?;
     let mask = ChangeMask::all((reg.descriptor)().change_mask_bits);
     let mut state = (reg.new_state)();
-    state
-        .deserialize(&mask, &mut r)
-        .map_err(|e| e.to_string())?;
+    state.deserialize(&mask, r).map_err(|e| e.to_string())?;
     r.check().map_err(|e| e.to_string())?;
     state.validate(&mask).map_err(|e| e.to_string())?;
     let value = (reg.create)(state.as_ref()).ok_or("message factory failed")?;
@@ -384,17 +426,39 @@ pub fn decode_message(
     })
 }
 
+/// Bits a message part adds to its payload on a channel: the frame flag and the
+/// part header (index, count, payload length).
+const PART_FRAMING_BITS: u32 = 1 + 48;
+
+/// Frames a whole message for a channel: `[0][message]`.
+fn frame_whole(blob: &NetBlob) -> NetBlob {
+    let mut w = BitWriter::with_capacity_bits(blob.bit_len() + 1);
+    w.write_bool(false);
+    blob.write_to(&mut w);
+    NetBlob::from_writer(&w)
+}
+
+/// Frames one part of a large message for the ordered channel: `[1][part]`.
+fn frame_part(part: &PartialBlob) -> NetBlob {
+    let mut w = BitWriter::with_capacity_bits(part.wire_bits() + 1);
+    w.write_bool(true);
+    part.write(&mut w);
+    NetBlob::from_writer(&w)
+}
+
+/// The channels in section order. Unreliable messages (at most a part each) go first,
+/// so a large reliable transfer cannot starve them.
 const MODES: [DeliveryMode; 3] = [
+    DeliveryMode::Unreliable,
     DeliveryMode::ReliableOrdered,
     DeliveryMode::ReliableUnordered,
-    DeliveryMode::Unreliable,
 ];
 
 fn mode_index(mode: DeliveryMode) -> usize {
     match mode {
-        DeliveryMode::ReliableOrdered => 0,
-        DeliveryMode::ReliableUnordered => 1,
-        DeliveryMode::Unreliable => 2,
+        DeliveryMode::Unreliable => 0,
+        DeliveryMode::ReliableOrdered => 1,
+        DeliveryMode::ReliableUnordered => 2,
     }
 }
 
@@ -455,6 +519,8 @@ pub struct MessageStream {
     receivers: [ChannelReceiver; 3],
     records: VecDeque<[ChannelRecord; 3]>,
     held: Vec<Held>,
+    /// Reassembles large messages from the ordered channel.
+    assembler: BlobAssembler,
     /// Decoded this packet, to run at its end (after the state is applied).
     deferred: Vec<ReceivedMessage>,
     received: VecDeque<ReceivedMessage>,
@@ -490,6 +556,8 @@ impl MessageStream {
             connection,
             records: VecDeque::new(),
             held: Vec::new(),
+            assembler: BlobAssembler::new(config.split)
+                .with_max_blob_bits(config.max_message_bits as u64),
             deferred: Vec::new(),
             received: VecDeque::new(),
             validator: None,
@@ -510,10 +578,49 @@ impl MessageStream {
         self.validator = validator;
     }
 
-    /// Queues a serialized message.
+    /// Queues a serialized message ([`encode_message`]'s output). One larger than a
+    /// part (`split.max_part_bits`) is split and its parts queued on the reliable
+    /// ordered channel, whatever its reliable mode; an unreliable one that large is
+    /// refused.
     pub fn push(&mut self, mode: DeliveryMode, blob: NetBlob) -> Result<(), MessageError> {
-        self.senders[mode_index(mode)].push(blob)?;
+        self.check_size(mode, &blob)?;
+        self.queue_blob(mode, blob)?;
         self.stats.queued += 1;
+        Ok(())
+    }
+
+    /// Whether `blob` may be sent with `mode` at all.
+    fn check_size(&self, mode: DeliveryMode, blob: &NetBlob) -> Result<(), MessageError> {
+        let bits = blob.bit_len();
+        if bits as u64 > self.config.max_message_bits as u64 {
+            return Err(ChannelError::MessageTooLarge {
+                bits: bits as u64,
+                max: self.config.max_message_bits as u64,
+            }
+            .into());
+        }
+        let part = self.config.part_bits();
+        if mode == DeliveryMode::Unreliable && bits > part as usize {
+            return Err(MessageError::UnreliableTooLarge { bits, max: part });
+        }
+        Ok(())
+    }
+
+    /// Frames (and, when larger than a part, splits) a message onto its channel; all
+    /// parts or none are queued.
+    fn queue_blob(&mut self, mode: DeliveryMode, blob: NetBlob) -> Result<(), MessageError> {
+        if blob.bit_len() <= self.config.part_bits() as usize {
+            self.senders[mode_index(mode)].push(frame_whole(&blob))?;
+            return Ok(());
+        }
+        let parts = split_blob(&blob, &self.config.split)?;
+        let ordered = &mut self.senders[mode_index(DeliveryMode::ReliableOrdered)];
+        if ordered.free_slots() < parts.len() {
+            return Err(ChannelError::QueueFull(parts.len()).into());
+        }
+        for part in &parts {
+            ordered.push(frame_part(part))?;
+        }
         Ok(())
     }
 
@@ -557,7 +664,7 @@ impl MessageStream {
         for h in std::mem::take(&mut self.held) {
             match gate(h.handle) {
                 Gate::Send => {
-                    if let Err(e) = self.senders[mode_index(h.mode)].push(h.blob) {
+                    if let Err(e) = self.queue_blob(h.mode, h.blob) {
                         tracing::warn!("message to {} not queued: {e}", h.handle);
                     }
                 }
@@ -643,7 +750,12 @@ impl MessageStream {
         let side = self.side();
         for (i, mode) in MODES.into_iter().enumerate() {
             while let Some(blob) = self.receivers[i].receive() {
-                let mut msg = match decode_message(&self.registry, &blob, mode) {
+                let decoded = match self.unframe(&blob, mode) {
+                    Ok(Some(m)) => Ok(m),
+                    Ok(None) => continue,
+                    Err(e) => Err(e),
+                };
+                let mut msg = match decoded {
                     Ok(m) => m,
                     Err(e) => {
                         tracing::warn!("{side}: undecodable message dropped: {e}");
@@ -662,6 +774,38 @@ impl MessageStream {
             }
         }
         result
+    }
+
+    /// Decodes a channel payload: a whole message, or a part of a large one (`None`
+    /// until its last part arrives). A bad part drops the message being assembled.
+    fn unframe(
+        &mut self,
+        blob: &NetBlob,
+        mode: DeliveryMode,
+    ) -> Result<Option<ReceivedMessage>, String> {
+        let mut r = blob.reader();
+        if !r.read_bool() {
+            if self.assembler.is_assembling() {
+                // Parts of one message are contiguous in the ordered channel.
+                self.assembler.reset();
+                return Err("a message interrupted the parts of another".into());
+            }
+            return decode_message_from(&self.registry, &mut r, mode).map(Some);
+        }
+        if mode != DeliveryMode::ReliableOrdered {
+            return Err(format!("a message part on the {mode:?} channel"));
+        }
+        let part = match PartialBlob::read(&mut r, &self.config.split) {
+            Ok(p) => p,
+            Err(e) => {
+                self.assembler.reset();
+                return Err(e.to_string());
+            }
+        };
+        match self.assembler.add_part(part).map_err(|e| e.to_string())? {
+            PartAccepted::NeedMore => Ok(None),
+            PartAccepted::Complete(whole) => decode_message(&self.registry, &whole, mode).map(Some),
+        }
     }
 
     /// Whether `msg`'s target (if any) exists here; counts and drops it if not.
@@ -880,6 +1024,7 @@ impl ReplicationServer {
             .map(|w| object_gate(w, self.objects(), object))
             .ok_or(MessageError::NoConnection(conn))?;
         let ms = self.messages_mut(conn)?;
+        ms.check_size(mode, &blob)?;
         match gate {
             Gate::Send => {
                 ms.push(mode, blob)?;
@@ -1130,5 +1275,98 @@ mod tests {
             tx.delivery(DeliveryStatus::Lost);
         }
         assert!(rx.stats().rejected > 0);
+    }
+
+    /// Sends whatever `tx` has queued into `rx` in one packet; returns what `rx` queued.
+    fn transfer(tx: &mut MessageStream, rx: &mut MessageStream) -> usize {
+        let mut w = BitWriter::with_capacity_bits(1 << 20);
+        assert_ne!(tx.write_channels(&mut w), WriteResult::NoData);
+        let bits = w.position();
+        let bytes = w.finish().unwrap();
+        let mut r = BitReader::with_bit_len(&bytes, bits);
+        rx.read_channels(&mut r, |ms, m| ms.enqueue(m)).unwrap();
+        tx.delivery(DeliveryStatus::Delivered);
+        rx.drain().len()
+    }
+
+    #[test]
+    fn bad_message_parts_are_rejected_and_later_messages_still_arrive() {
+        let registry = Arc::new(ProtocolRegistry::default());
+        let config = AttachmentConfig {
+            max_message_bits: 4096,
+            ..AttachmentConfig::default()
+        };
+        let mut tx = MessageStream::new(registry.clone(), &config, None);
+        let mut rx = MessageStream::new(registry, &config, Some(0));
+        let ordered = mode_index(DeliveryMode::ReliableOrdered);
+        let parts = split_blob(&NetBlob::from_bytes(vec![5; 400]), &config.split).unwrap();
+        assert_eq!(parts.len(), 4);
+
+        // A part on the unreliable channel.
+        tx.senders[mode_index(DeliveryMode::Unreliable)]
+            .push(frame_part(&parts[0]))
+            .unwrap();
+        assert_eq!(transfer(&mut tx, &mut rx), 0);
+        assert_eq!(rx.stats().rejected, 1);
+
+        // A whole message between two parts of another: both dropped.
+        tx.senders[ordered].push(frame_part(&parts[0])).unwrap();
+        tx.senders[ordered]
+            .push(frame_whole(&NetBlob::from_bytes(vec![1])))
+            .unwrap();
+        tx.senders[ordered].push(frame_part(&parts[1])).unwrap();
+        assert_eq!(transfer(&mut tx, &mut rx), 0);
+        assert_eq!(
+            rx.stats().rejected,
+            3,
+            "the interruption and the orphan part"
+        );
+        assert!(!rx.assembler.is_assembling());
+
+        // A first part announcing more than max_message_bits: refused up front.
+        let mut huge = parts[0].clone();
+        huge.part_count = Some(1000);
+        tx.senders[ordered].push(frame_part(&huge)).unwrap();
+        assert_eq!(transfer(&mut tx, &mut rx), 0);
+        assert_eq!(rx.stats().rejected, 4);
+        assert_eq!(rx.assembler.buffered_bits(), 0);
+
+        // The stream still works: a split message whose payload is not a valid message
+        // (an empty registry) is assembled, then rejected by the decoder only.
+        tx.push(
+            DeliveryMode::ReliableOrdered,
+            NetBlob::from_bytes(vec![0; 300]),
+        )
+        .unwrap();
+        assert_eq!(transfer(&mut tx, &mut rx), 0);
+        assert_eq!(rx.stats().rejected, 5);
+        assert!(!rx.assembler.is_assembling());
+    }
+
+    #[test]
+    fn large_reliable_messages_queue_all_parts_or_none() {
+        let registry = Arc::new(ProtocolRegistry::default());
+        let config = AttachmentConfig {
+            max_queued_messages: 5,
+            ..AttachmentConfig::default()
+        };
+        let mut tx = MessageStream::new(registry, &config, None);
+        let big = NetBlob::from_bytes(vec![9; 700]); // 6 parts
+        let err = tx.push(DeliveryMode::ReliableUnordered, big).unwrap_err();
+        assert!(
+            matches!(err, MessageError::Channel(ChannelError::QueueFull(6))),
+            "{err}"
+        );
+        assert!(tx.is_idle(), "no part was queued");
+        tx.push(
+            DeliveryMode::ReliableUnordered,
+            NetBlob::from_bytes(vec![9; 500]),
+        )
+        .unwrap();
+        assert_eq!(
+            tx.senders[mode_index(DeliveryMode::ReliableOrdered)].waiting(),
+            4
+        );
+        assert_eq!(tx.stats().queued, 1);
     }
 }

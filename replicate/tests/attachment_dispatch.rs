@@ -3,7 +3,9 @@
 //! `ExecuteReliableRPCsBeforeApplyState`): reliable messages before the state (default)
 //! or after it, unreliable ones always after; an object message whose object the same
 //! packet creates waits until it is spawned; held object messages leave as soon as
-//! their object's creation is acknowledged.
+//! their object's creation is acknowledged. And messages larger than a packet: reliable
+//! ones travel in parts and arrive whole, in order, through loss; unreliable ones that
+//! large are refused at the send.
 //!
 //! Packets go over a perfect hand-driven link so each test controls exactly what shares
 //! a packet.
@@ -42,6 +44,13 @@ struct Ping {
     n: u32,
 }
 
+/// A message that may be far larger than a packet.
+#[derive(Replicated, Debug, Clone, Default, PartialEq)]
+struct Scroll {
+    #[net(max_len = 8000)]
+    text: String,
+}
+
 struct Link {
     server: ReplicationServer,
     client: ReplicationClient,
@@ -70,11 +79,21 @@ impl Link {
     /// Writes one packet (without a tick) and delivers it; returns whether the server
     /// had anything to send.
     fn packet(&mut self) -> bool {
+        self.packet_lossy(false)
+    }
+
+    /// Writes one packet and delivers it, or loses it.
+    fn packet_lossy(&mut self, lose: bool) -> bool {
         let seq = PacketSequence(self.seq);
         self.seq += 1;
         let mut w = BitWriter::with_capacity_bytes(1200);
         if self.server.write_packet(self.conn, seq, &mut w) == WriteResult::NoData {
             return false;
+        }
+        if lose {
+            self.server
+                .process_delivery(self.conn, seq, DeliveryStatus::Lost);
+            return true;
         }
         let bits = w.position();
         let bytes = w.finish().expect("packet");
@@ -186,7 +205,9 @@ fn reliable_messages_run_before_their_packets_state_by_default() {
 #[test]
 fn with_the_setting_off_every_message_runs_after_the_state() {
     let (got, _) = change_and_hit(false);
-    assert_eq!(got, vec![(50, Some(50)), (52, Some(50)), (51, Some(50))]);
+    // All after the state, in the packet's channel order (unreliable, ordered,
+    // unordered).
+    assert_eq!(got, vec![(51, Some(50)), (50, Some(50)), (52, Some(50))]);
 }
 
 /// An RPC sent just before the object is destroyed shares the destroy's packet.
@@ -335,4 +356,105 @@ fn a_held_object_message_leaves_with_the_first_packet_after_the_creation_ack() {
     assert_eq!(link.server.message_stats(link.conn).unwrap().held, 0);
     assert!(link.packet(), "the released message goes out at once");
     assert_eq!(seen(&hits), vec![(2, Some(7))]);
+}
+
+fn scroll(seed: u32, len: usize) -> Scroll {
+    let text = (0..len)
+        .map(|i| char::from(b'a' + ((i as u32 * 7 + seed) % 26) as u8))
+        .collect();
+    Scroll { text }
+}
+
+#[test]
+fn reliable_messages_larger_than_a_packet_arrive_whole_and_in_order_through_loss() {
+    let mut link = Link::new(true);
+    let sent = vec![
+        (scroll(1, 3000), DeliveryMode::ReliableOrdered),
+        (scroll(2, 10), DeliveryMode::ReliableOrdered),
+        (scroll(3, 7000), DeliveryMode::ReliableUnordered),
+        (scroll(4, 20), DeliveryMode::ReliableOrdered),
+    ];
+    for (m, mode) in &sent {
+        link.server.send_message(link.conn, m, *mode).unwrap();
+    }
+    // 10 000 characters are ~80 000 bits: at least 9 packets of 1200 bytes. Lose every
+    // third packet.
+    let mut packets = 0;
+    for _ in 0..100 {
+        link.now += Duration::from_millis(16);
+        link.server.tick(link.now);
+        while link.packet_lossy(packets % 3 == 2) {
+            packets += 1;
+        }
+        if link.server.message_stats(link.conn).unwrap().written > 0
+            && link
+                .server
+                .stream_mut::<MessageStream>(link.conn, MessageStream::NAME)
+                .unwrap()
+                .is_idle()
+        {
+            break;
+        }
+    }
+    assert!(packets >= 9, "{packets} packets");
+    let got: Vec<Scroll> = link
+        .client
+        .drain_messages()
+        .into_iter()
+        .map(|m| m.take::<Scroll>().unwrap())
+        .collect();
+    let texts: Vec<usize> = got.iter().map(|s| s.text.len()).collect();
+    assert_eq!(
+        texts,
+        vec![3000, 10, 7000, 20],
+        "whole, once, in send order"
+    );
+    assert_eq!(
+        got,
+        sent.into_iter().map(|(m, _)| m).collect::<Vec<_>>(),
+        "bit-identical"
+    );
+    assert_eq!(link.client.message_stats().unwrap().rejected, 0);
+}
+
+#[test]
+fn unreliable_messages_larger_than_a_part_are_refused_at_the_send() {
+    let mut link = Link::new(true);
+    let err = link
+        .server
+        .send_message(link.conn, &scroll(0, 500), DeliveryMode::Unreliable)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            replicate::attachment::MessageError::UnreliableTooLarge { max: 1024, .. }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("send it reliably"));
+    // A small one still goes.
+    link.server
+        .send_message(link.conn, &scroll(0, 50), DeliveryMode::Unreliable)
+        .unwrap();
+    // Beyond max_message_bits (8 KiB) even reliable ones are refused.
+    assert!(
+        link.server
+            .send_message(link.conn, &scroll(0, 8000), DeliveryMode::ReliableOrdered)
+            .is_ok(),
+        "8000 bytes fit 8 KiB"
+    );
+    let mut big = ReplicationConfig::default();
+    big.attachments.max_message_bits = 4096;
+    let registry = Arc::new(ProtocolRegistry::from_inventory().unwrap());
+    let mut small = ReplicationServer::new(registry, big);
+    let c = small.add_connection();
+    assert!(
+        small
+            .send_message(c, &scroll(0, 1000), DeliveryMode::ReliableOrdered)
+            .is_err()
+    );
+    link.step();
+    let got = link.client.drain_messages();
+    assert_eq!(got.len(), 1, "the large reliable one needs more packets");
+    assert_eq!(got[0].get::<Scroll>().unwrap().text.len(), 50);
 }
