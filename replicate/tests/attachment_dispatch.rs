@@ -10,19 +10,18 @@
 //! Packets go over a perfect hand-driven link so each test controls exactly what shares
 //! a packet.
 
+mod perfect_link;
+
+use perfect_link::Link;
+use replicate::NetRefHandle;
 use replicate::Replicated;
 use replicate::attachment::{MessageInfo, MessageOutcome, MessageStream, encode_message};
-use replicate::bits::{BitReader, BitWriter};
 use replicate::blob::DeliveryMode;
-use replicate::connection::{DeliveryStatus, PacketSequence};
-use replicate::object::ConnectionId;
 use replicate::protocol::ProtocolRegistry;
 use replicate::replication::{
     ClientWorld, ReplicationClient, ReplicationConfig, ReplicationEvent, ReplicationServer,
 };
-use replicate::{NetRefHandle, stream::WriteResult};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// A replicated object.
 #[derive(Replicated, Debug, Clone, Default, PartialEq)]
@@ -51,87 +50,31 @@ struct Scroll {
     text: String,
 }
 
-struct Link {
-    server: ReplicationServer,
-    client: ReplicationClient,
-    conn: ConnectionId,
-    seq: u16,
-    now: Duration,
+fn link(before_state: bool) -> Link {
+    let mut config = ReplicationConfig::default();
+    config.attachments.reliable_before_state = before_state;
+    Link::new(config)
 }
 
-impl Link {
-    fn new(before_state: bool) -> Self {
-        let registry = Arc::new(ProtocolRegistry::from_inventory().expect("registry"));
-        let mut config = ReplicationConfig::default();
-        config.attachments.reliable_before_state = before_state;
-        let mut server = ReplicationServer::new(registry.clone(), config.clone());
-        let client = ReplicationClient::new(registry, config);
-        let conn = server.add_connection();
-        Self {
-            server,
-            client,
-            conn,
-            seq: 0,
-            now: Duration::ZERO,
-        }
-    }
+/// A tower that exists (and is acknowledged) on the client.
+fn tower(link: &mut Link, health: u32) -> NetRefHandle {
+    let h = link
+        .server
+        .objects_mut()
+        .spawn(Tower { health })
+        .expect("spawn");
+    link.step();
+    link.step();
+    assert_eq!(link.client.get::<Tower>(h).map(|t| t.health), Some(health));
+    h
+}
 
-    /// Writes one packet (without a tick) and delivers it; returns whether the server
-    /// had anything to send.
-    fn packet(&mut self) -> bool {
-        self.packet_lossy(false)
-    }
-
-    /// Writes one packet and delivers it, or loses it.
-    fn packet_lossy(&mut self, lose: bool) -> bool {
-        let seq = PacketSequence(self.seq);
-        self.seq += 1;
-        let mut w = BitWriter::with_capacity_bytes(1200);
-        if self.server.write_packet(self.conn, seq, &mut w) == WriteResult::NoData {
-            return false;
-        }
-        if lose {
-            self.server
-                .process_delivery(self.conn, seq, DeliveryStatus::Lost);
-            return true;
-        }
-        let bits = w.position();
-        let bytes = w.finish().expect("packet");
-        self.client
-            .read_packet(self.now, seq, &mut BitReader::with_bit_len(&bytes, bits))
-            .expect("read");
-        self.server
-            .process_delivery(self.conn, seq, DeliveryStatus::Delivered);
-        true
-    }
-
-    /// One server tick and every packet it produces.
-    fn step(&mut self) {
-        self.now += Duration::from_millis(16);
-        self.server.tick(self.now);
-        while self.packet() {}
-    }
-
-    /// A tower that exists (and is acknowledged) on the client.
-    fn tower(&mut self, health: u32) -> NetRefHandle {
-        let h = self
-            .server
-            .objects_mut()
-            .spawn(Tower { health })
-            .expect("spawn");
-        self.step();
-        self.step();
-        assert_eq!(self.client.get::<Tower>(h).map(|t| t.health), Some(health));
-        h
-    }
-
-    fn set_health(&mut self, h: NetRefHandle, health: u32) {
-        self.server
-            .objects_mut()
-            .get_mut::<Tower>(h)
-            .expect("tower")
-            .health = health;
-    }
+fn set_health(link: &mut Link, h: NetRefHandle, health: u32) {
+    link.server
+        .objects_mut()
+        .get_mut::<Tower>(h)
+        .expect("tower")
+        .health = health;
 }
 
 /// What a handler saw: the message's damage and the target's health at that moment.
@@ -161,10 +104,10 @@ fn seen(s: &Seen) -> Vec<(u32, Option<u32>)> {
 /// A state change and two RPCs (reliable, unreliable) sent in one tick, so they share
 /// one packet; returns what the handler saw.
 fn change_and_hit(before_state: bool) -> (Vec<(u32, Option<u32>)>, Link) {
-    let mut link = Link::new(before_state);
-    let tower = link.tower(100);
+    let mut link = link(before_state);
+    let tower = tower(&mut link, 100);
     let hits = record_hits(&mut link.client);
-    link.set_health(tower, 50);
+    set_health(&mut link, tower, 50);
     for (damage, mode) in [
         (50, DeliveryMode::ReliableOrdered),
         (51, DeliveryMode::Unreliable),
@@ -176,8 +119,7 @@ fn change_and_hit(before_state: bool) -> (Vec<(u32, Option<u32>)>, Link) {
             .unwrap();
         assert_eq!(out, MessageOutcome::Queued);
     }
-    link.now += Duration::from_millis(16);
-    link.server.tick(link.now);
+    link.tick();
     assert!(link.packet(), "state and messages go out");
     assert!(!link.packet(), "all of it fitted in one packet");
     assert_eq!(link.client.get::<Tower>(tower).unwrap().health, 50);
@@ -212,8 +154,8 @@ fn with_the_setting_off_every_message_runs_after_the_state() {
 
 /// An RPC sent just before the object is destroyed shares the destroy's packet.
 fn hit_then_destroy(before_state: bool) -> (Vec<(u32, Option<u32>)>, Link) {
-    let mut link = Link::new(before_state);
-    let tower = link.tower(80);
+    let mut link = link(before_state);
+    let tower = tower(&mut link, 80);
     let hits = record_hits(&mut link.client);
     link.server
         .send_object_message(
@@ -224,8 +166,7 @@ fn hit_then_destroy(before_state: bool) -> (Vec<(u32, Option<u32>)>, Link) {
         )
         .unwrap();
     link.server.objects_mut().destroy(tower).unwrap();
-    link.now += Duration::from_millis(16);
-    link.server.tick(link.now);
+    link.tick();
     assert!(link.packet());
     assert!(!link.client.contains(tower), "the destroy was applied");
     let got = seen(&hits);
@@ -249,7 +190,7 @@ fn after_the_state_an_rpc_to_a_destroyed_object_is_dropped() {
 #[test]
 fn an_object_message_waits_for_the_spawn_of_its_object_in_the_same_packet() {
     for before_state in [true, false] {
-        let mut link = Link::new(before_state);
+        let mut link = link(before_state);
         let hits = record_hits(&mut link.client);
         let tower = link
             .server
@@ -265,8 +206,7 @@ fn an_object_message_waits_for_the_spawn_of_its_object_in_the_same_packet() {
             .unwrap()
             .push(DeliveryMode::ReliableOrdered, blob)
             .unwrap();
-        link.now += Duration::from_millis(16);
-        link.server.tick(link.now);
+        link.tick();
         assert!(link.packet());
         let events = link.client.drain_events();
         assert!(
@@ -285,7 +225,7 @@ fn an_object_message_waits_for_the_spawn_of_its_object_in_the_same_packet() {
 
 #[test]
 fn without_a_handler_messages_queue_in_the_order_they_ran() {
-    let mut link = Link::new(true);
+    let mut link = link(true);
     link.server
         .send_message(link.conn, &Ping { n: 1 }, DeliveryMode::Unreliable)
         .unwrap();
@@ -307,8 +247,8 @@ fn without_a_handler_messages_queue_in_the_order_they_ran() {
 
 #[test]
 fn a_removed_handler_sends_messages_back_to_the_queue() {
-    let mut link = Link::new(true);
-    let tower = link.tower(10);
+    let mut link = link(true);
+    let tower = tower(&mut link, 10);
     let hits = record_hits(&mut link.client);
     assert!(link.client.remove_message_handler::<Hit>());
     assert!(!link.client.remove_message_handler::<Hit>());
@@ -330,7 +270,7 @@ fn a_removed_handler_sends_messages_back_to_the_queue() {
 
 #[test]
 fn a_held_object_message_leaves_with_the_first_packet_after_the_creation_ack() {
-    let mut link = Link::new(true);
+    let mut link = link(true);
     let hits = record_hits(&mut link.client);
     let tower = link
         .server
@@ -347,8 +287,7 @@ fn a_held_object_message_leaves_with_the_first_packet_after_the_creation_ack() {
         )
         .unwrap();
     assert_eq!(out, MessageOutcome::Held);
-    link.now += Duration::from_millis(16);
-    link.server.tick(link.now);
+    link.tick();
     // The creation goes out and is acknowledged; the message must not wait for the
     // next tick.
     assert!(link.packet());
@@ -367,7 +306,7 @@ fn scroll(seed: u32, len: usize) -> Scroll {
 
 #[test]
 fn reliable_messages_larger_than_a_packet_arrive_whole_and_in_order_through_loss() {
-    let mut link = Link::new(true);
+    let mut link = link(true);
     let sent = vec![
         (scroll(1, 3000), DeliveryMode::ReliableOrdered),
         (scroll(2, 10), DeliveryMode::ReliableOrdered),
@@ -381,8 +320,7 @@ fn reliable_messages_larger_than_a_packet_arrive_whole_and_in_order_through_loss
     // third packet.
     let mut packets = 0;
     for _ in 0..100 {
-        link.now += Duration::from_millis(16);
-        link.server.tick(link.now);
+        link.tick();
         while link.packet_lossy(packets % 3 == 2) {
             packets += 1;
         }
@@ -419,7 +357,7 @@ fn reliable_messages_larger_than_a_packet_arrive_whole_and_in_order_through_loss
 
 #[test]
 fn unreliable_messages_larger_than_a_part_are_refused_at_the_send() {
-    let mut link = Link::new(true);
+    let mut link = link(true);
     let err = link
         .server
         .send_message(link.conn, &scroll(0, 500), DeliveryMode::Unreliable)
