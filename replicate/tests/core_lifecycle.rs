@@ -2,9 +2,10 @@
 //! destroy, lost creation, cancelled destroy, subobjects, tear-off, the seed's
 //! lost-packet timeline, dependents, static objects, poll and push modes.
 
-mod core_common;
+mod common;
 
-use core_common::*;
+use common::core_suite::*;
+use common::*;
 use replicate::NetRefHandle;
 use replicate::connection::DeliveryStatus::{Delivered, Lost};
 use replicate::object::SchedulingHint;

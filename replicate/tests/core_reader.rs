@@ -1,9 +1,9 @@
 //! The reader: unresolved references (the seed's soldiers and captain, hot and cold
 //! caches), broken batches, framing errors, deferred end of replication.
 
-mod core_common;
+mod common;
 
-use core_common::*;
+use common::core_suite::*;
 use replicate::__private::ReplicatedState;
 use replicate::NetRefHandle;
 use replicate::bits::{BitReader, BitWriter};

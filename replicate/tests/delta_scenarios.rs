@@ -2,9 +2,10 @@
 //! scenarios, shared snapshots across 100 connections, creation throttling, and a
 //! baseline the receiver does not have.
 
-mod core_common;
+mod common;
 
-use core_common::*;
+use common::core_suite::*;
+use common::*;
 use replicate::NetRefHandle;
 use replicate::bits::{BitReader, BitWriter};
 use replicate::connection::{DeliveryStatus, PacketSequence};
