@@ -361,6 +361,52 @@ fn deserialize_tracked<S: NetSerializer, T: TrackedElements<S>>(
     Ok(())
 }
 
+/// The four masked methods of a [`TrackedElements`] container, forwarding to
+/// [`serialize_tracked`] and [`deserialize_tracked`] (inside its `NetSerializer` impl,
+/// with `S` the element serializer).
+macro_rules! tracked_masked_methods {
+    () => {
+        fn serialize_masked(
+            config: &Self::Config,
+            q: &Vec<S::Quantized>,
+            mask: &ChangeMask,
+            offset: u32,
+            w: &mut BitWriter,
+        ) {
+            serialize_tracked::<S, Self>(config, q, None, mask, offset, w)
+        }
+        fn deserialize_masked(
+            config: &Self::Config,
+            target: &mut Vec<S::Quantized>,
+            mask: &ChangeMask,
+            offset: u32,
+            r: &mut BitReader,
+        ) -> Result<()> {
+            deserialize_tracked::<S, Self>(config, target, None, mask, offset, r)
+        }
+        fn serialize_masked_delta(
+            config: &Self::Config,
+            q: &Vec<S::Quantized>,
+            prev: &Vec<S::Quantized>,
+            mask: &ChangeMask,
+            offset: u32,
+            w: &mut BitWriter,
+        ) {
+            serialize_tracked::<S, Self>(config, q, Some(prev), mask, offset, w)
+        }
+        fn deserialize_masked_delta(
+            config: &Self::Config,
+            target: &mut Vec<S::Quantized>,
+            prev: &Vec<S::Quantized>,
+            mask: &ChangeMask,
+            offset: u32,
+            r: &mut BitReader,
+        ) -> Result<()> {
+            deserialize_tracked::<S, Self>(config, target, Some(prev), mask, offset, r)
+        }
+    };
+}
+
 /// Most bytes a decoder reserves up front for a received count; beyond that the vector
 /// grows only as elements actually decode.
 const MAX_PREALLOC_BYTES: usize = 64 * 1024;
@@ -586,44 +632,7 @@ impl<S: NetSerializer> NetSerializer for VecSerializer<S> {
         );
         true
     }
-    fn serialize_masked(
-        config: &Self::Config,
-        q: &Vec<S::Quantized>,
-        mask: &ChangeMask,
-        offset: u32,
-        w: &mut BitWriter,
-    ) {
-        serialize_tracked::<S, Self>(config, q, None, mask, offset, w)
-    }
-    fn deserialize_masked(
-        config: &Self::Config,
-        target: &mut Vec<S::Quantized>,
-        mask: &ChangeMask,
-        offset: u32,
-        r: &mut BitReader,
-    ) -> Result<()> {
-        deserialize_tracked::<S, Self>(config, target, None, mask, offset, r)
-    }
-    fn serialize_masked_delta(
-        config: &Self::Config,
-        q: &Vec<S::Quantized>,
-        prev: &Vec<S::Quantized>,
-        mask: &ChangeMask,
-        offset: u32,
-        w: &mut BitWriter,
-    ) {
-        serialize_tracked::<S, Self>(config, q, Some(prev), mask, offset, w)
-    }
-    fn deserialize_masked_delta(
-        config: &Self::Config,
-        target: &mut Vec<S::Quantized>,
-        prev: &Vec<S::Quantized>,
-        mask: &ChangeMask,
-        offset: u32,
-        r: &mut BitReader,
-    ) -> Result<()> {
-        deserialize_tracked::<S, Self>(config, target, Some(prev), mask, offset, r)
-    }
+    tracked_masked_methods!();
     fn max_bits(config: &Self::Config) -> Option<u32> {
         let e = S::max_bits(&config.element)?;
         bits_sum(len_prefix_bits(config.max_len), config.max_len, e)
@@ -832,44 +841,7 @@ impl<S: NetSerializer, const N: usize> NetSerializer for ArraySerializer<S, N> {
         diff_elements::<S>(&config.element, config.element_bits, &c, &p, mask, offset);
         true
     }
-    fn serialize_masked(
-        config: &Self::Config,
-        q: &Vec<S::Quantized>,
-        mask: &ChangeMask,
-        offset: u32,
-        w: &mut BitWriter,
-    ) {
-        serialize_tracked::<S, Self>(config, q, None, mask, offset, w)
-    }
-    fn deserialize_masked(
-        config: &Self::Config,
-        target: &mut Vec<S::Quantized>,
-        mask: &ChangeMask,
-        offset: u32,
-        r: &mut BitReader,
-    ) -> Result<()> {
-        deserialize_tracked::<S, Self>(config, target, None, mask, offset, r)
-    }
-    fn serialize_masked_delta(
-        config: &Self::Config,
-        q: &Vec<S::Quantized>,
-        prev: &Vec<S::Quantized>,
-        mask: &ChangeMask,
-        offset: u32,
-        w: &mut BitWriter,
-    ) {
-        serialize_tracked::<S, Self>(config, q, Some(prev), mask, offset, w)
-    }
-    fn deserialize_masked_delta(
-        config: &Self::Config,
-        target: &mut Vec<S::Quantized>,
-        prev: &Vec<S::Quantized>,
-        mask: &ChangeMask,
-        offset: u32,
-        r: &mut BitReader,
-    ) -> Result<()> {
-        deserialize_tracked::<S, Self>(config, target, Some(prev), mask, offset, r)
-    }
+    tracked_masked_methods!();
     fn max_bits(config: &Self::Config) -> Option<u32> {
         let e = S::max_bits(&config.element)?;
         bits_sum(0, u32::try_from(N).ok()?, e)
