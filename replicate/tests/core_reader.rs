@@ -11,36 +11,39 @@ use replicate::replication::{ObjectReadError, ReplicationConfig, ReplicationEven
 use replicate::state::ChangeMask;
 use std::time::Duration;
 
-#[test]
-fn soldiers_reference_a_captain_that_arrives_later() {
-    let mut m = Manual::new();
+/// Spawns a captain of `rank` that the client does not see yet (out of its scope), so
+/// references to it park on the client.
+fn hidden_captain(m: &mut Manual, rank: u8) -> NetRefHandle {
     let captain = m
         .server
         .objects_mut()
         .spawn(Captain {
-            rank: 3,
+            rank,
             ..Default::default()
         })
         .unwrap();
     m.server.set_in_scope(m.conn, captain, false);
-    let s1 = m
-        .server
+    captain
+}
+
+/// Spawns a soldier with `hp` referencing `captain`.
+fn spawn_soldier(m: &mut Manual, hp: u8, captain: NetRefHandle) -> NetRefHandle {
+    m.server
         .objects_mut()
         .spawn(Soldier {
-            hp: 10,
+            hp,
             captain,
             ..Default::default()
         })
-        .unwrap();
-    let s2 = m
-        .server
-        .objects_mut()
-        .spawn(Soldier {
-            hp: 20,
-            captain,
-            ..Default::default()
-        })
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn soldiers_reference_a_captain_that_arrives_later() {
+    let mut m = Manual::new();
+    let captain = hidden_captain(&mut m, 3);
+    let s1 = spawn_soldier(&mut m, 10, captain);
+    let s2 = spawn_soldier(&mut m, 20, captain);
     // Packets 1-2: soldiers, captain unknown to the client -> parked in the hot cache.
     m.round_trip();
     m.round_trip();
@@ -87,16 +90,7 @@ fn soldiers_reference_a_captain_that_arrives_later() {
 
     // Packet 4: soldiers 3-5 resolve directly.
     let later: Vec<_> = (0..3)
-        .map(|i| {
-            m.server
-                .objects_mut()
-                .spawn(Soldier {
-                    hp: 30 + i,
-                    captain,
-                    ..Default::default()
-                })
-                .unwrap()
-        })
+        .map(|i| spawn_soldier(&mut m, 30 + i, captain))
         .collect();
     m.round_trip();
     for s in later {
@@ -121,15 +115,7 @@ fn reference_in_the_same_packet_resolves_at_once() {
             ..Default::default()
         })
         .unwrap();
-    let s = m
-        .server
-        .objects_mut()
-        .spawn(Soldier {
-            hp: 1,
-            captain,
-            ..Default::default()
-        })
-        .unwrap();
+    let s = spawn_soldier(&mut m, 1, captain);
     m.round_trip();
     assert_eq!(m.client.get::<Soldier>(s).unwrap().captain, captain);
     assert_eq!(m.client.world().resolver().counts(), (0, 0));
@@ -138,17 +124,8 @@ fn reference_in_the_same_packet_resolves_at_once() {
 #[test]
 fn unresolved_reference_goes_cold_after_the_hot_lifetime() {
     let mut m = Manual::new();
-    let captain = m.server.objects_mut().spawn(Captain::default()).unwrap();
-    m.server.set_in_scope(m.conn, captain, false);
-    let s = m
-        .server
-        .objects_mut()
-        .spawn(Soldier {
-            hp: 1,
-            captain,
-            ..Default::default()
-        })
-        .unwrap();
+    let captain = hidden_captain(&mut m, 0);
+    let s = spawn_soldier(&mut m, 1, captain);
     m.round_trip(); // now = 16 ms
     assert_eq!(m.client.world().resolver().counts(), (1, 0));
     let t0 = m.now;
@@ -203,16 +180,8 @@ fn without_the_cache_every_reference_is_retried_each_pass() {
         ..Default::default()
     };
     let mut m = Manual::with_config(config);
-    let captain = m.server.objects_mut().spawn(Captain::default()).unwrap();
-    m.server.set_in_scope(m.conn, captain, false);
-    m.server
-        .objects_mut()
-        .spawn(Soldier {
-            hp: 1,
-            captain,
-            ..Default::default()
-        })
-        .unwrap();
+    let captain = hidden_captain(&mut m, 0);
+    spawn_soldier(&mut m, 1, captain);
     m.round_trip();
     for i in 0..300u64 {
         m.client.update(Duration::from_millis(2000 + i * 10));
@@ -244,6 +213,16 @@ fn batch(w: &mut BitWriter, handle: NetRefHandle, body: impl FnOnce(&mut BitWrit
     body(w);
     let size = w.position() - start;
     w.patch_bits(at, size as u64, 16);
+}
+
+/// The flags of a plain update batch: no exports, not creating, no tear off, no delta,
+/// no tags.
+fn update_flags(w: &mut BitWriter) {
+    w.write_bool(false); // exports
+    w.write_bool(false); // not creating
+    w.write_bool(false); // tear off
+    w.write_bool(false); // delta
+    w.write_bool(false); // tags
 }
 
 fn pawn_creation(w: &mut BitWriter, protocol: u64, x: i32) {
@@ -359,11 +338,7 @@ fn update_for_unknown_object_and_delta_flag_are_object_errors() {
     let mut w = BitWriter::with_capacity_bytes(256);
     packet_start(&mut w, &[]);
     batch(&mut w, h, |w| {
-        w.write_bool(false); // exports
-        w.write_bool(false); // not creating
-        w.write_bool(false); // tear off
-        w.write_bool(false); // delta
-        w.write_bool(false); // tags
+        update_flags(w);
         w.write_bits(0, 4);
     });
     batch(&mut w, NetRefHandle::new(81, false, 0), |w| {
@@ -482,17 +457,8 @@ fn a_creation_overtaken_by_its_destroy_leaves_no_ghost() {
 #[test]
 fn parked_references_of_destroyed_objects_are_forgotten() {
     let mut m = Manual::new();
-    let captain = m.server.objects_mut().spawn(Captain::default()).unwrap();
-    m.server.set_in_scope(m.conn, captain, false);
-    let s = m
-        .server
-        .objects_mut()
-        .spawn(Soldier {
-            hp: 1,
-            captain,
-            ..Default::default()
-        })
-        .unwrap();
+    let captain = hidden_captain(&mut m, 0);
+    let s = spawn_soldier(&mut m, 1, captain);
     m.round_trip();
     assert_eq!(m.client.world().resolver().counts(), (1, 0));
     m.server.objects_mut().destroy(s).unwrap();
@@ -510,11 +476,7 @@ fn a_broken_object_is_reported_and_the_server_stops_sending_it() {
     let mut w = BitWriter::with_capacity_bytes(256);
     packet_start(&mut w, &[]);
     batch(&mut w, h, |w| {
-        w.write_bool(false); // exports
-        w.write_bool(false); // not creating
-        w.write_bool(false); // tear off
-        w.write_bool(false); // delta
-        w.write_bool(false); // tags
+        update_flags(w);
         w.write_bits(0b001, 3);
         w.write_bits(0, 1); // kind = 0 (zero flag)
         w.write_bits(0x7, 3); // garbage
