@@ -1,14 +1,19 @@
-//! The `attachment_*` and `huge_*` suites: derived message and object types (registered
-//! through `inventory`), their registry and [`setup`] for a [`Sim`](super::Sim).
+//! The `attachment_*` and `huge_*` suites: derived message and object types, their
+//! registry and [`setup`] for a [`Sim`](super::Sim).
+//!
+//! The types are not registered through `inventory` (`register = false`), so that every
+//! test binary including the harness keeps its own inventory: tests built on
+//! [`Link`](super::Link) take every registered type of their binary.
 
 use super::Setup;
 use replicate::Replicated;
-use replicate::protocol::ProtocolRegistry;
+use replicate::protocol::{ProtocolRegistry, Registration};
 use replicate::replication::ReplicationConfig;
 use std::sync::Arc;
 
 /// A chat line (a message type).
 #[derive(Replicated, Debug, Clone, Default, PartialEq)]
+#[net(register = false)]
 pub struct Chat {
     pub seq: u32,
     #[net(max_len = 64)]
@@ -17,6 +22,7 @@ pub struct Chat {
 
 /// A request a client may send; the server only accepts `amount <= 10`.
 #[derive(Replicated, Debug, Clone, Default, PartialEq)]
+#[net(register = false)]
 pub struct Buy {
     pub item: u16,
     pub amount: u8,
@@ -24,6 +30,7 @@ pub struct Buy {
 
 /// A small replicated object.
 #[derive(Replicated, Debug, Clone, Default, PartialEq)]
+#[net(register = false)]
 pub struct Door {
     pub open: bool,
     pub code: u32,
@@ -31,6 +38,7 @@ pub struct Door {
 
 /// An object whose state may exceed a packet by far.
 #[derive(Replicated, Debug, Clone, Default, PartialEq)]
+#[net(register = false)]
 pub struct Blobby {
     pub id: u32,
     #[net(max_len = 65535)]
@@ -38,7 +46,15 @@ pub struct Blobby {
 }
 
 pub fn registry() -> Arc<ProtocolRegistry> {
-    Arc::new(ProtocolRegistry::from_inventory().expect("registry"))
+    Arc::new(
+        ProtocolRegistry::from_registrations([
+            Registration::of::<Chat>(),
+            Registration::of::<Buy>(),
+            Registration::of::<Door>(),
+            Registration::of::<Blobby>(),
+        ])
+        .expect("registry"),
+    )
 }
 
 /// Deterministic data of `len` bytes (rounded up to whole words).

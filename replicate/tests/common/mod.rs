@@ -4,7 +4,8 @@
 //!   simulators (loss, duplication, jitter, reordering), with [`settle`] and
 //!   [`quiet_bad_link`] for the convergence checks;
 //! - [`write_manual_packet`] / [`read_manual_packet`]: packets driven by hand, without a
-//!   connection;
+//!   connection; [`Link`]: one server and one client joined by such packets, with every
+//!   type the test binary registers;
 //! - [`Rng`]: a tiny seeded generator;
 //! - one module per suite with its types, its registry and the [`Setup`] of its [`Sim`]:
 //!   [`core_suite`] (hand-written types, [`core_suite::Manual`]), [`interest_suite`]
@@ -19,9 +20,11 @@
 pub mod attachment_suite;
 pub mod core_suite;
 pub mod interest_suite;
+mod link;
 mod packet;
 mod sim;
 
+pub use link::Link;
 pub use packet::{read_manual_packet, write_manual_packet};
 pub use sim::{Peer, SETTLED_IDLE_TICKS, Setup, Sim, quiet_bad_link, settle};
 
