@@ -192,29 +192,6 @@ fn without_the_cache_every_reference_is_retried_each_pass() {
 
 // ---- hand-made packets ----
 
-/// `[streams - 1: 5 = 3][mask: 4 = replication only]` (replication, tokens, huge
-/// objects, messages), then the destroy list.
-fn packet_start(w: &mut BitWriter, destroys: &[NetRefHandle]) {
-    w.write_bits(3, 5);
-    w.write_bits(0b0001, 4);
-    for d in destroys {
-        w.write_bool(true);
-        d.write(w);
-    }
-    w.write_bool(false);
-}
-
-fn batch(w: &mut BitWriter, handle: NetRefHandle, body: impl FnOnce(&mut BitWriter)) {
-    w.write_bool(true);
-    handle.write(w);
-    let at = w.position();
-    w.write_bits(0, 16);
-    let start = w.position();
-    body(w);
-    let size = w.position() - start;
-    w.patch_bits(at, size as u64, 16);
-}
-
 /// The flags of a plain update batch: no exports, not creating, no tear off, no delta,
 /// no tags.
 fn update_flags(w: &mut BitWriter) {
@@ -246,14 +223,6 @@ fn pawn_creation(w: &mut BitWriter, protocol: u64, x: i32) {
     ReplicatedState::serialize(&state, &mask, 0, w);
 }
 
-fn read(m: &mut Manual, w: BitWriter) -> Result<(), replicate::stream::StreamError> {
-    let bytes = w.finish().unwrap();
-    let seq = replicate::connection::PacketSequence(m.seq);
-    m.seq += 1;
-    m.client
-        .read_packet(m.now, seq, &mut BitReader::new(&bytes))
-}
-
 #[test]
 fn unknown_protocol_is_an_error_for_that_object_only() {
     let mut m = Manual::new();
@@ -268,7 +237,7 @@ fn unknown_protocol_is_an_error_for_that_object_only() {
     batch(&mut w, bad, |w| pawn_creation(w, unknown, 1));
     batch(&mut w, good, |w| pawn_creation(w, pawn_proto, 2));
     w.write_bool(false);
-    read(&mut m, w).unwrap();
+    m.read_raw(w).unwrap();
     let ev = m.client.drain_events();
     assert!(ev.contains(&ReplicationEvent::ObjectError {
         handle: bad,
@@ -292,7 +261,7 @@ fn broken_object_batches_are_skipped_and_the_rest_goes_on() {
         w.write_bits(0b101, 3);
     });
     w.write_bool(false);
-    read(&mut m, w).unwrap();
+    m.read_raw(w).unwrap();
     assert!(m.client.world().is_broken(h));
     assert!(!m.client.contains(h));
     assert!(matches!(
@@ -308,7 +277,7 @@ fn broken_object_batches_are_skipped_and_the_rest_goes_on() {
     batch(&mut w, h, |w| pawn_creation(w, proto, 5));
     batch(&mut w, other, |w| pawn_creation(w, proto, 6));
     w.write_bool(false);
-    read(&mut m, w).unwrap();
+    m.read_raw(w).unwrap();
     assert!(!m.client.contains(h));
     assert_eq!(m.client.get::<Pawn>(other).unwrap().x, 6);
     assert_eq!(m.client.world().stats().skipped_broken, 1);
@@ -326,7 +295,7 @@ fn framing_error_keeps_what_was_read() {
     w.write_bool(true);
     NetRefHandle::new(71, false, 0).write(&mut w);
     w.write_bits(60_000, 16);
-    assert!(read(&mut m, w).is_err());
+    assert!(m.read_raw(w).is_err());
     assert_eq!(m.client.get::<Pawn>(h).unwrap().x, 4);
     assert_eq!(m.client.world().stats().framing_errors, 1);
 }
@@ -350,7 +319,7 @@ fn update_for_unknown_object_and_delta_flag_are_object_errors() {
         w.write_bool(true); // delta
     });
     w.write_bool(false);
-    read(&mut m, w).unwrap();
+    m.read_raw(w).unwrap();
     let ev = m.client.drain_events();
     assert!(ev.iter().any(|e| matches!(
         e,
@@ -482,7 +451,7 @@ fn a_broken_object_is_reported_and_the_server_stops_sending_it() {
         w.write_bits(0x7, 3); // garbage
     });
     w.write_bool(false);
-    read(&mut m, w).unwrap();
+    m.read_raw(w).unwrap();
     assert!(m.client.world().is_broken(h));
 
     // The client's next packet reports it; the server takes it out of scope.

@@ -293,4 +293,41 @@ impl Manual {
         self.ack(seq, DeliveryStatus::Delivered);
         seq
     }
+
+    /// Reads a hand-made packet (streams only, see [`packet_start`]) on the client with
+    /// the next sequence.
+    pub fn read_raw(&mut self, w: BitWriter) -> Result<(), replicate::stream::StreamError> {
+        let bytes = w.finish().expect("hand-made packet");
+        let seq = PacketSequence(self.seq);
+        self.seq += 1;
+        self.client
+            .read_packet(self.now, seq, &mut BitReader::new(&bytes))
+    }
+}
+
+// ---- hand-made packets ----
+
+/// `[streams - 1: 5 = 3][mask: 4 = replication only]` (replication, tokens, huge
+/// objects, messages), then the destroy list.
+pub fn packet_start(w: &mut BitWriter, destroys: &[NetRefHandle]) {
+    w.write_bits(3, 5);
+    w.write_bits(0b0001, 4);
+    for d in destroys {
+        w.write_bool(true);
+        d.write(w);
+    }
+    w.write_bool(false);
+}
+
+/// One batch for `handle`: the flag, the handle and a 16-bit size patched in after
+/// `body` wrote the batch.
+pub fn batch(w: &mut BitWriter, handle: NetRefHandle, body: impl FnOnce(&mut BitWriter)) {
+    w.write_bool(true);
+    handle.write(w);
+    let at = w.position();
+    w.write_bits(0, 16);
+    let start = w.position();
+    body(w);
+    let size = w.position() - start;
+    w.patch_bits(at, size as u64, 16);
 }
