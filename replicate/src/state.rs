@@ -24,20 +24,28 @@ use crate::serialize::{Result, StableHasher};
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct ChangeMask {
-    bits: u32,
-    words: MaskWords,
+    repr: MaskRepr,
+}
+
+/// Masks of up to 64 bits (nearly every type's) live inline, so a `ChangeMask` is 16
+/// bytes: it matters where many are kept (each connection's baselines hold two per
+/// object). The bit count decides the variant, so derived equality is mask equality.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum MaskRepr {
+    Inline { bits: u32, word: u64 },
+    Heap(Box<HeapMask>),
 }
 
 #[derive(Clone, PartialEq, Eq, Hash)]
-enum MaskWords {
-    Inline(u64),
-    Heap(Box<[u64]>),
+struct HeapMask {
+    bits: u32,
+    words: Box<[u64]>,
 }
 
 impl std::fmt::Debug for ChangeMask {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "ChangeMask(")?;
-        for i in 0..self.bits {
+        for i in 0..self.len() {
             write!(f, "{}", self.get(i) as u8)?;
         }
         write!(f, ")")
@@ -47,12 +55,15 @@ impl std::fmt::Debug for ChangeMask {
 impl ChangeMask {
     /// An all-clear mask of `bits` bits.
     pub fn new(bits: u32) -> Self {
-        let words = if bits <= 64 {
-            MaskWords::Inline(0)
+        let repr = if bits <= 64 {
+            MaskRepr::Inline { bits, word: 0 }
         } else {
-            MaskWords::Heap(vec![0; bits.div_ceil(64) as usize].into_boxed_slice())
+            MaskRepr::Heap(Box::new(HeapMask {
+                bits,
+                words: vec![0; bits.div_ceil(64) as usize].into_boxed_slice(),
+            }))
         };
-        Self { bits, words }
+        Self { repr }
     }
 
     /// An all-set mask of `bits` bits (what a creation sends).
@@ -65,42 +76,45 @@ impl ChangeMask {
     /// Number of bits.
     #[inline]
     pub fn len(&self) -> u32 {
-        self.bits
+        match &self.repr {
+            MaskRepr::Inline { bits, .. } => *bits,
+            MaskRepr::Heap(h) => h.bits,
+        }
     }
 
     /// Whether the mask has zero bits.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.bits == 0
+        self.len() == 0
     }
 
     /// The backing words (bit `i` is bit `i % 64` of word `i / 64`).
     #[inline]
     pub fn words(&self) -> &[u64] {
-        match &self.words {
-            MaskWords::Inline(w) => std::slice::from_ref(w),
-            MaskWords::Heap(w) => w,
+        match &self.repr {
+            MaskRepr::Inline { word, .. } => std::slice::from_ref(word),
+            MaskRepr::Heap(h) => &h.words,
         }
     }
 
     #[inline]
     fn words_mut(&mut self) -> &mut [u64] {
-        match &mut self.words {
-            MaskWords::Inline(w) => std::slice::from_mut(w),
-            MaskWords::Heap(w) => w,
+        match &mut self.repr {
+            MaskRepr::Inline { word, .. } => std::slice::from_mut(word),
+            MaskRepr::Heap(h) => &mut h.words,
         }
     }
 
     /// Reads bit `i` (false when out of range).
     #[inline]
     pub fn get(&self, i: u32) -> bool {
-        i < self.bits && self.words()[(i / 64) as usize] >> (i % 64) & 1 == 1
+        i < self.len() && self.words()[(i / 64) as usize] >> (i % 64) & 1 == 1
     }
 
     /// Sets bit `i` (ignored when out of range).
     #[inline]
     pub fn set(&mut self, i: u32) {
-        if i < self.bits {
+        if i < self.len() {
             self.words_mut()[(i / 64) as usize] |= 1 << (i % 64);
         }
     }
@@ -108,26 +122,26 @@ impl ChangeMask {
     /// Clears bit `i`.
     #[inline]
     pub fn clear_bit(&mut self, i: u32) {
-        if i < self.bits {
+        if i < self.len() {
             self.words_mut()[(i / 64) as usize] &= !(1 << (i % 64));
         }
     }
 
     /// Sets bits `offset..offset + count`.
     pub fn set_range(&mut self, offset: u32, count: u32) {
-        for i in offset..offset.saturating_add(count).min(self.bits) {
+        for i in offset..offset.saturating_add(count).min(self.len()) {
             self.set(i);
         }
     }
 
     /// Whether any bit in `offset..offset + count` is set.
     pub fn any_in(&self, offset: u32, count: u32) -> bool {
-        (offset..offset.saturating_add(count).min(self.bits)).any(|i| self.get(i))
+        (offset..offset.saturating_add(count).min(self.len())).any(|i| self.get(i))
     }
 
     /// Sets every bit.
     pub fn set_all(&mut self) {
-        let bits = self.bits;
+        let bits = self.len();
         for (i, w) in self.words_mut().iter_mut().enumerate() {
             let start = i as u32 * 64;
             let n = bits.saturating_sub(start).min(64);
@@ -175,7 +189,7 @@ impl ChangeMask {
     }
 
     fn trim(&mut self) {
-        let bits = self.bits;
+        let bits = self.len();
         if let Some(last) = self.words_mut().last_mut() {
             let rem = bits % 64;
             if rem != 0 {
@@ -220,7 +234,7 @@ impl ChangeMask {
     /// Sparse form: `[1][count - 1: n][index: n]...` where `n` is the bits needed for an
     /// index. It is chosen only when shorter than the raw form.
     pub fn write(&self, w: &mut BitWriter) {
-        let bits = self.bits;
+        let bits = self.len();
         if bits <= 8 {
             w.write_bits(self.to_u64(), bits);
             return;
@@ -297,7 +311,7 @@ impl ChangeMask {
     /// raw when at most 8 bits, otherwise `[1][zero count: m][zero index: n]...` when
     /// shorter than the raw `[0][bits]` form (`m` holds `0..=bits`, `n` an index).
     pub fn write_with_hint(&self, w: &mut BitWriter, mostly_ones: bool) {
-        let bits = self.bits;
+        let bits = self.len();
         if !mostly_ones || bits <= 8 {
             self.write(w);
             return;
@@ -742,6 +756,17 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn masks_stay_small() {
+        assert_eq!(std::mem::size_of::<ChangeMask>(), 16);
+        let big = ChangeMask::all(200);
+        assert_eq!(
+            (big.len(), big.count_ones(), big.words().len()),
+            (200, 200, 4)
+        );
+        assert_ne!(ChangeMask::new(64), ChangeMask::new(65));
     }
 
     #[test]

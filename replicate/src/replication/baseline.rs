@@ -105,6 +105,60 @@ pub struct BaselineStats {
     pub full_batches: u64,
 }
 
+/// A map keyed by [`InternalIndex`], stored densely: object indices are small and
+/// reused, and a lookup is on the writer's path for every (object, connection) pair.
+#[derive(Debug)]
+struct IndexMap<T> {
+    slots: Vec<Option<T>>,
+}
+
+impl<T> Default for IndexMap<T> {
+    fn default() -> Self {
+        Self { slots: Vec::new() }
+    }
+}
+
+impl<T> IndexMap<T> {
+    fn get(&self, i: InternalIndex) -> Option<&T> {
+        self.slots.get(i as usize)?.as_ref()
+    }
+
+    fn get_mut(&mut self, i: InternalIndex) -> Option<&mut T> {
+        self.slots.get_mut(i as usize)?.as_mut()
+    }
+
+    fn slot(&mut self, i: InternalIndex) -> &mut Option<T> {
+        let i = i as usize;
+        if i >= self.slots.len() {
+            self.slots.resize_with(i + 1, || None);
+        }
+        &mut self.slots[i]
+    }
+
+    fn get_or_default(&mut self, i: InternalIndex) -> &mut T
+    where
+        T: Default,
+    {
+        self.slot(i).get_or_insert_with(T::default)
+    }
+
+    fn insert(&mut self, i: InternalIndex, value: T) {
+        *self.slot(i) = Some(value);
+    }
+
+    fn remove(&mut self, i: InternalIndex) -> Option<T> {
+        self.slots.get_mut(i as usize)?.take()
+    }
+
+    fn values(&self) -> impl Iterator<Item = &T> {
+        self.slots.iter().flatten()
+    }
+
+    fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
+        self.slots.drain(..).flatten()
+    }
+}
+
 struct StateInfo {
     object: InternalIndex,
     state: Option<Arc<dyn ErasedState>>,
@@ -135,7 +189,7 @@ pub struct BaselineStorage {
     infos: Vec<StateInfo>,
     free: Vec<u32>,
     frame: u32,
-    objects: HashMap<InternalIndex, ObjectShared>,
+    objects: IndexMap<ObjectShared>,
     reservations: Vec<u32>,
     type_overrides: HashMap<ProtocolIndex, bool>,
     defaults: HashMap<ProtocolIndex, Arc<dyn ErasedState>>,
@@ -169,7 +223,7 @@ impl BaselineStorage {
             infos: Vec::new(),
             free: Vec::new(),
             frame: 0,
-            objects: HashMap::new(),
+            objects: IndexMap::default(),
             reservations: Vec::new(),
             type_overrides: HashMap::new(),
             defaults: HashMap::new(),
@@ -303,7 +357,7 @@ impl BaselineStorage {
             i.live = false;
             i.state = None;
             self.free.push(info);
-            if let Some(o) = self.objects.get_mut(&object)
+            if let Some(o) = self.objects.get_mut(object)
                 && o.shared.is_some_and(|(_, s)| s == info)
             {
                 o.shared = None;
@@ -343,7 +397,7 @@ impl BaselineStorage {
         if first {
             return true;
         }
-        match self.objects.get(&object).filter(|o| o.handle == handle) {
+        match self.objects.get(object).filter(|o| o.handle == handle) {
             None => true,
             Some(o) => {
                 o.shared.is_some_and(|(f, _)| f == self.frame)
@@ -364,7 +418,7 @@ impl BaselineStorage {
         let frame = self.frame;
         let shared = self
             .objects
-            .get(&object)
+            .get(object)
             .filter(|o| o.handle == handle)
             .and_then(|o| o.shared)
             .filter(|(f, _)| *f == frame)
@@ -376,7 +430,7 @@ impl BaselineStorage {
                     return None;
                 }
                 let s = self.reserve(object);
-                let o = self.objects.entry(object).or_default();
+                let o = self.objects.get_or_default(object);
                 if o.handle != handle {
                     *o = ObjectShared {
                         handle,
@@ -397,7 +451,7 @@ impl BaselineStorage {
 
     /// Forgets an object's throttle state (its index is being reused).
     pub fn forget_object(&mut self, object: InternalIndex) {
-        self.objects.remove(&object);
+        self.objects.remove(object);
     }
 }
 
@@ -423,11 +477,11 @@ struct ObjectBaselines {
 /// that nominated a new one.
 #[derive(Debug, Default)]
 pub struct ConnectionBaselines {
-    objects: HashMap<InternalIndex, ObjectBaselines>,
+    objects: IndexMap<ObjectBaselines>,
     /// The slot each object's last delta batch referenced: a full-path nomination
     /// (after an invalidation) goes in the other one, so packets still in flight that
     /// reference it decode against the content they were written for.
-    last_reference: HashMap<InternalIndex, u8>,
+    last_reference: IndexMap<u8>,
 }
 
 /// What a packet's fate did to an object's baselines.
@@ -445,7 +499,7 @@ impl ConnectionBaselines {
     /// A slot of an object.
     pub fn slot(&self, object: InternalIndex, index: u8) -> Option<&BaselineSlot> {
         self.objects
-            .get(&object)?
+            .get(object)?
             .slots
             .get(index as usize)?
             .as_ref()
@@ -460,25 +514,25 @@ impl ConnectionBaselines {
     /// did not reference (0 for an object never delta-encoded).
     pub fn full_path_slot(&self, object: InternalIndex) -> u8 {
         self.last_reference
-            .get(&object)
+            .get(object)
             .map_or(0, |k| (k + 1) % MAX_BASELINE_COUNT)
     }
 
     /// Forgets an object (it leaves the remote): the next nomination starts at slot 0.
     pub fn forget(&mut self, object: InternalIndex) {
-        self.last_reference.remove(&object);
+        self.last_reference.remove(object);
     }
 
     /// Number of live slots of an object (at most 2).
     pub fn count(&self, object: InternalIndex) -> usize {
         self.objects
-            .get(&object)
+            .get(object)
             .map_or(0, |o| o.slots.iter().flatten().count())
     }
 
     /// The pending nomination of an object.
     pub fn pending(&self, object: InternalIndex) -> Option<u8> {
-        self.objects.get(&object)?.pending.map(|(s, _)| s)
+        self.objects.get(object)?.pending.map(|(s, _)| s)
     }
 
     /// Total live slots over all objects.
@@ -498,7 +552,7 @@ impl ConnectionBaselines {
         slot: BaselineSlot,
         ordinal: u64,
     ) {
-        let o = self.objects.entry(object).or_default();
+        let o = self.objects.get_or_default(object);
         if let Some(old) = o.slots.get_mut(index as usize).and_then(Option::take) {
             storage.release(old.snapshot);
         }
@@ -515,11 +569,11 @@ impl ConnectionBaselines {
         object: InternalIndex,
         index: u8,
     ) -> Option<ChangeMask> {
-        let o = self.objects.get_mut(&object)?;
+        let o = self.objects.get_mut(object)?;
         let old = o.slots.get_mut(index as usize)?.take()?;
         storage.release(old.snapshot);
         if o.slots.iter().all(Option::is_none) && o.pending.is_none() {
-            self.objects.remove(&object);
+            self.objects.remove(object);
         }
         Some(old.mask)
     }
@@ -531,7 +585,7 @@ impl ConnectionBaselines {
         storage: &mut BaselineStorage,
         object: InternalIndex,
     ) -> Option<ChangeMask> {
-        let o = self.objects.remove(&object)?;
+        let o = self.objects.remove(object)?;
         let mut merged: Option<ChangeMask> = None;
         for s in o.slots.into_iter().flatten() {
             storage.release(s.snapshot);
@@ -545,8 +599,8 @@ impl ConnectionBaselines {
 
     /// Releases everything (the connection goes away).
     pub fn release_all(&mut self, storage: &mut BaselineStorage) {
-        self.last_reference.clear();
-        for (_, o) in self.objects.drain() {
+        self.last_reference = IndexMap::default();
+        for o in self.objects.drain() {
             for s in o.slots.into_iter().flatten() {
                 storage.release(s.snapshot);
             }
@@ -564,7 +618,7 @@ impl ConnectionBaselines {
         acked: u8,
         status: DeliveryStatus,
     ) -> BaselineOutcome {
-        let Some(o) = self.objects.get_mut(&object) else {
+        let Some(o) = self.objects.get_mut(object) else {
             return BaselineOutcome::None;
         };
         let Some((index, ord)) = o.pending else {
