@@ -5,7 +5,11 @@
 //! change mask) and a scheduling priority. Each tick it takes the object table's changes
 //! (only the objects that changed: cost follows dirty data); each packet it writes
 //! pending destroys first, then the scheduled objects in priority order, each as a
-//! size-prefixed batch, and keeps a [`PacketRecord`] of what went out. When the packet's
+//! size-prefixed batch, and keeps a [`PacketRecord`] of what went out. The order is
+//! scheduled once per tick and continued by the tick's later packets (see
+//! `scheduler::Schedule`); anything that could change it between two
+//! packets (an object owed anew, a loss, a priority change) makes the next packet
+//! schedule afresh. When the packet's
 //! fate is known it confirms creations and destroys (delivered), ORs the recorded change
 //! masks back and bumps the priority (lost: the *current* values are sent again), or
 //! just drops the record (discarded).
@@ -38,7 +42,7 @@ use super::record::{
     BitArray, INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
     ReplicatedObjectState as S, ReplicationInfo,
 };
-use super::scheduler::{ScheduledObject, schedule_objects, sort_scheduled_objects};
+use super::scheduler::{EntryFate, Schedule, ScheduledObject};
 use crate::NetRefHandle;
 use crate::bits::BitWriter;
 use crate::connection::DeliveryStatus;
@@ -78,6 +82,10 @@ pub struct WriterStats {
     pub disabled_by_remote: u64,
     /// Bits of object batches written, per protocol index (the replicated type).
     pub bits_per_type: Vec<u64>,
+    /// Times the dirty roots were scheduled and sorted afresh: once per tick that has
+    /// something to send, plus once after each change between the packets of a tick
+    /// that could alter the order (a newly dirty object, a loss, a priority change).
+    pub schedules: u64,
 }
 
 /// Per-connection hooks the interest layer plugs into a writer: the priority an object
@@ -161,7 +169,8 @@ pub struct ReplicationWriter {
     pending_destroys: Vec<InternalIndex>,
     records: VecDeque<PacketRecord>,
     pool: MaskPool,
-    scheduled: Vec<ScheduledObject>,
+    schedule: Schedule,
+    reuse_schedule: bool,
     tracked: usize,
     stats: WriterStats,
     exports: SharedExports,
@@ -202,7 +211,8 @@ impl ReplicationWriter {
             pending_destroys: Vec::new(),
             records: VecDeque::new(),
             pool: MaskPool::default(),
-            scheduled: Vec::new(),
+            schedule: Schedule::default(),
+            reuse_schedule: true,
             tracked: 0,
             stats: WriterStats::default(),
             storage: None,
@@ -374,6 +384,16 @@ impl ReplicationWriter {
     /// Installs the interest layer's hooks (priority, member filter).
     pub fn set_hooks(&mut self, hooks: Box<dyn WriterHooks>) {
         self.hooks = Hooks(Some(hooks));
+        self.schedule.invalidate();
+    }
+
+    /// Whether the packets of one tick continue the tick's schedule (default `true`)
+    /// or each packet schedules and sorts every dirty root afresh (`false`: the
+    /// reference behaviour, for differential tests and measurements; the packets are
+    /// the same, only slower when a tick needs many packets).
+    pub fn set_schedule_reuse(&mut self, reuse: bool) {
+        self.reuse_schedule = reuse;
+        self.schedule.invalidate();
     }
 
     /// The connection id.
@@ -467,6 +487,8 @@ impl ReplicationWriter {
     /// change masks of the objects that changed; then accumulates the priority of every
     /// object with something to send.
     pub fn update(&mut self, table: &mut ObjectTable) {
+        // Priorities accumulate below: the order of the last tick is void.
+        self.schedule.invalidate();
         let created = table.tick_created().to_vec();
         for i in created {
             if self.in_scope(table, i) {
@@ -592,6 +614,9 @@ impl ReplicationWriter {
     }
 
     fn mark_dirty(&mut self, table: &ObjectTable, index: InternalIndex) {
+        // A root that was not scheduled may be owed now (every priority increase
+        // outside `update` goes with a `mark_dirty` too).
+        self.schedule.invalidate();
         self.dirty.set(index);
         if let Some(root) = table.entry_at(index).and_then(|e| e.root()) {
             self.ensure(root);
@@ -846,49 +871,54 @@ impl ReplicationWriter {
         let _ = w.commit_substream(outer);
         w.write_bool(false);
 
-        // 2. Objects in priority order.
+        // 2. Objects in priority order: the tick's schedule, continued from the last
+        //    packet (see `scheduler::Schedule`), built afresh only when invalid.
         let outer = w.begin_substream(w.bits_left().saturating_sub(1));
-        let mut scheduled = std::mem::take(&mut self.scheduled);
-        schedule_objects(
-            table,
-            &self.infos,
-            &self.dirty,
-            &mut self.priorities,
-            self.config.scheduling_threshold,
-            &mut scheduled,
-        );
-        let mut start_index = 0;
-        let mut failures = 0;
-        'chunks: loop {
-            let n = sort_scheduled_objects(
-                &mut scheduled,
-                start_index,
-                self.config.partial_sort_count.max(1),
+        if !self.schedule.is_valid() || !self.reuse_schedule {
+            self.schedule.rebuild(
+                table,
+                &self.infos,
+                &self.dirty,
+                &mut self.priorities,
+                self.config.scheduling_threshold,
             );
-            if n == 0 {
+            self.stats.schedules += 1;
+        }
+        let chunk = self.config.partial_sort_count.max(1);
+        let threshold = self.config.scheduling_threshold;
+        let mut pos = self.schedule.start();
+        let mut failures = 0;
+        while let Some(entry) = self.schedule.get(pos, chunk) {
+            if entry_fate(&self.dirty, &self.priorities, threshold, table, &entry)
+                != EntryFate::Keep
+            {
+                // Written by an earlier packet of the tick (or cleaned since).
+                pos += 1;
+                continue;
+            }
+            if w.bits_left() < self.config.min_batch_bits {
+                more = true;
                 break;
             }
-            for entry in &scheduled[start_index..start_index + n] {
-                let root = entry.index;
-                if w.bits_left() < self.config.min_batch_bits {
+            pos += 1;
+            match self.write_root(table, entry.index, w, &mut record) {
+                Fit::Wrote => failures = 0,
+                Fit::Nothing => {}
+                Fit::NoRoom => {
                     more = true;
-                    break 'chunks;
-                }
-                match self.write_root(table, root, w, &mut record) {
-                    Fit::Wrote => failures = 0,
-                    Fit::Nothing => {}
-                    Fit::NoRoom => {
-                        more = true;
-                        failures += 1;
-                        if failures >= self.config.max_fit_failures {
-                            break 'chunks;
-                        }
+                    failures += 1;
+                    if failures >= self.config.max_fit_failures {
+                        break;
                     }
                 }
             }
-            start_index += n;
         }
-        self.scheduled = scheduled;
+        // Entries passed over but still owed stay in front for the next packet. (Were
+        // an object marked dirty while writing, the schedule is invalid already, and
+        // `retire` never makes it valid again.)
+        let (dirty, priorities) = (&self.dirty, &self.priorities);
+        self.schedule
+            .retire(pos, |e| entry_fate(dirty, priorities, threshold, table, e));
         let _ = w.commit_substream(outer);
         w.write_bool(false);
 
@@ -1391,6 +1421,31 @@ impl ReplicationWriter {
         }
         self.tracked = 0;
         self.dirty.clear_all();
+        self.schedule.invalidate();
+    }
+}
+
+/// Whether a scheduled root is still owed at the priority it was scheduled with (what
+/// a fresh [`schedule_objects`](super::scheduler::schedule_objects) would keep at the
+/// same place), is done with (written, cleaned, below the threshold), or is owed at
+/// another priority (its place in the order is wrong).
+fn entry_fate(
+    dirty: &BitArray,
+    priorities: &[f32],
+    threshold: f32,
+    table: &ObjectTable,
+    e: &ScheduledObject,
+) -> EntryFate {
+    if !dirty.get(e.index) || table.subobject_set().get(e.index) {
+        return EntryFate::Drop;
+    }
+    let p = priorities.get(e.index as usize).copied().unwrap_or(0.0);
+    if p.to_bits() == e.sort_key.to_bits() {
+        EntryFate::Keep
+    } else if p >= threshold {
+        EntryFate::Reschedule
+    } else {
+        EntryFate::Drop
     }
 }
 
