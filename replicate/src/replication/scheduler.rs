@@ -156,7 +156,12 @@ pub enum EntryFate {
 /// ([`sort_scheduled_objects`]) as packets reach it. Since the sort key is a total
 /// order that does not change while the schedule is valid, the chunks concatenate to
 /// the order a full sort of the remaining entries would give, whichever packet sorts
-/// them. Entries before `head` are gone: a packet that stops early keeps the entries it
+/// them and however large the chunks are. The first chunk has the configured size
+/// (`partial_sort_count`); each further chunk of the same schedule is twice the size
+/// of the previous one. Each chunk selects its entries out of all the remaining ones,
+/// so fixed chunks would cost `O(n² / chunk)` for a tick that writes all its `n` dirty
+/// roots over many packets; doubling keeps that at `O(n log n)` and a tick that needs
+/// one packet at one small chunk, as before. Entries before `head` are gone: a packet that stops early keeps the entries it
 /// passed over but did not write (compacted in place, order kept), so the next packet
 /// starts with them.
 #[derive(Debug, Default)]
@@ -164,6 +169,8 @@ pub struct Schedule {
     entries: Vec<ScheduledObject>,
     head: usize,
     sorted_end: usize,
+    /// Chunks sorted since the last rebuild (the next one is `chunk << chunks`).
+    chunks: u32,
     valid: bool,
 }
 
@@ -197,6 +204,7 @@ impl Schedule {
         );
         self.head = 0;
         self.sorted_end = 0;
+        self.chunks = 0;
         self.valid = true;
     }
 
@@ -206,15 +214,19 @@ impl Schedule {
     }
 
     /// The entry at `pos` (a position reached from [`start`](Self::start) one by one),
-    /// sorting the next chunk of `chunk` entries when `pos` reaches the unsorted part;
-    /// `None` past the end.
+    /// sorting the next chunk when `pos` reaches the unsorted part (`chunk` entries
+    /// for the first, doubling for each further one); `None` past the end.
     pub fn get(&mut self, pos: usize, chunk: usize) -> Option<ScheduledObject> {
         while pos >= self.sorted_end {
-            let n = sort_scheduled_objects(&mut self.entries, self.sorted_end, chunk);
+            let size = chunk
+                .max(1)
+                .saturating_mul(1usize << self.chunks.min(usize::BITS - 1));
+            let n = sort_scheduled_objects(&mut self.entries, self.sorted_end, size);
             if n == 0 {
                 return None;
             }
             self.sorted_end += n;
+            self.chunks = self.chunks.saturating_add(1);
         }
         self.entries.get(pos).copied()
     }
@@ -297,6 +309,7 @@ mod tests {
                     .collect(),
                 head: 0,
                 sorted_end: 0,
+                chunks: 0,
                 valid: true,
             };
             let mut written = vec![false; n as usize];
@@ -358,6 +371,30 @@ mod tests {
     }
 
     #[test]
+    fn chunks_double_so_a_long_tick_sorts_log_many_times() {
+        let n = 10_000u32;
+        let mut schedule = Schedule {
+            entries: (0..n)
+                .map(|i| ScheduledObject {
+                    index: i,
+                    sort_key: ((i * 7919) % n) as f32,
+                })
+                .collect(),
+            valid: true,
+            ..Default::default()
+        };
+        let mut last = f32::INFINITY;
+        for pos in 0..n as usize {
+            let e = schedule.get(pos, 64).expect("an entry");
+            assert!(e.sort_key < last, "descending at {pos}");
+            last = e.sort_key;
+        }
+        assert_eq!(schedule.get(n as usize, 64), None);
+        // 64 + 128 + ... + 8192 >= 10 000: 8 chunks, not 10 000 / 64 = 157.
+        assert_eq!(schedule.chunks, 8);
+    }
+
+    #[test]
     fn retire_keeps_owed_entries_in_order_and_flags_a_reschedule() {
         let mut schedule = Schedule {
             entries: [5.0, 4.0, 3.0, 2.0, 1.0]
@@ -370,6 +407,7 @@ mod tests {
                 .collect(),
             head: 0,
             sorted_end: 0,
+            chunks: 0,
             valid: true,
         };
         for pos in 0..4 {
