@@ -713,6 +713,7 @@ fn an_unknown_token_breaks_only_that_object() {
     w.write_bool(false); // no destroys
     w.write_bool(true);
     h.write(&mut w);
+    w.write_bool(true); // the long size form (16 bits)
     let at = w.position();
     w.write_bits(0, 16);
     let start = w.position();

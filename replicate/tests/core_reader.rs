@@ -7,7 +7,9 @@ use core_common::*;
 use replicate::__private::ReplicatedState;
 use replicate::NetRefHandle;
 use replicate::bits::{BitReader, BitWriter};
-use replicate::replication::{ObjectReadError, ReplicationConfig, ReplicationEvent};
+use replicate::replication::{
+    ObjectReadError, ReplicationConfig, ReplicationEvent, ReplicationWriter,
+};
 use replicate::state::ChangeMask;
 use std::time::Duration;
 
@@ -238,12 +240,10 @@ fn packet_start(w: &mut BitWriter, destroys: &[NetRefHandle]) {
 fn batch(w: &mut BitWriter, handle: NetRefHandle, body: impl FnOnce(&mut BitWriter)) {
     w.write_bool(true);
     handle.write(w);
-    let at = w.position();
-    w.write_bits(0, 16);
-    let start = w.position();
-    body(w);
-    let size = w.position() - start;
-    w.patch_bits(at, size as u64, 16);
+    let mut b = BitWriter::with_capacity_bits(1 << 16);
+    body(&mut b);
+    assert!(ReplicationWriter::write_batch_size(w, b.position()));
+    w.write_from(&b);
 }
 
 fn pawn_creation(w: &mut BitWriter, protocol: u64, x: i32) {
@@ -346,6 +346,7 @@ fn framing_error_keeps_what_was_read() {
     // A batch that claims more bits than the packet has.
     w.write_bool(true);
     NetRefHandle::new(71, false, 0).write(&mut w);
+    w.write_bool(true); // long size form
     w.write_bits(60_000, 16);
     assert!(read(&mut m, w).is_err());
     assert_eq!(m.client.get::<Pawn>(h).unwrap().x, 4);

@@ -383,6 +383,7 @@ fn a_batch_naming_a_missing_baseline_breaks_that_object_only() {
     w.write_bool(false); // no destroys
     w.write_bool(true);
     h.write(&mut w);
+    w.write_bool(true); // the long size form (16 bits)
     let at = w.position();
     w.write_bits(0, 16);
     let start = w.position();

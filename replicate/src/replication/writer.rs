@@ -18,7 +18,10 @@
 //!
 //! ```text
 //! destroys: ([1][handle])* [0]
-//! batches:  ([1][handle][size: 16][body: size bits][exports if has_exports])* [0]
+//! batches:  ([1][handle][size][body: size bits][exports if has_exports])* [0]
+//! size:     [0][size: 7]                     a body of fewer than 128 bits
+//!           [1][size: 16]                    128 to 2^16 - 2 bits
+//!           [1][2^16 - 1: 16][size: 32]      a huge object's batch (only inside its blob)
 //! body:     [has_exports:1][is_creation:1]
 //!           (creation: [protocol index: registry.index_bits()][has_owner:1][owner handle]?)
 //!           [tear_off:1][is_delta:1]
@@ -55,9 +58,21 @@ use std::collections::VecDeque;
 #[path = "huge.rs"]
 pub mod huge;
 
-/// Bits of a batch's size prefix: a batch holds at most `2^16 - 1` bits; a creation
-/// larger than that (or than an empty packet) is a huge object.
+/// Bits of the long form of a batch's size prefix: a batch holds at most `2^16 - 2`
+/// bits; a creation larger than that (or than an empty packet) is a huge object, whose
+/// batch (inside its blob) has the escape `2^16 - 1` and a 32-bit size.
 pub const BATCH_SIZE_BITS: u32 = 16;
+
+/// Bits of the short form of a batch's size prefix (bodies of fewer than `2^7` bits:
+/// nearly every update; S1 and S3 measured 95% and 100%). The prefix is
+/// `[0][size: 7]` or `[1][size: 16]` (see the module docs): 8 bits instead of 16 for a
+/// small batch, 17 for a large one.
+pub const SHORT_BATCH_SIZE_BITS: u32 = 7;
+
+/// Capacity of the scratch writer a batch body is written into before its size prefix
+/// (one bit more than the largest non-huge body, so that a body reaching the escape
+/// value is told apart from one that did not fit).
+const SCRATCH_BITS: usize = huge::WIDE_BATCH_SIZE as usize + 1;
 
 /// Counters of one writer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -179,6 +194,9 @@ pub struct ReplicationWriter {
     storage: Option<SharedBaselineStorage>,
     baselines: ConnectionBaselines,
     records_popped: u64,
+    /// Batch bodies are written here first (allocated at the first batch), with the
+    /// mark of its empty state.
+    scratch: Option<(BitWriter, crate::bits::WriterMark)>,
 }
 
 impl ReplicationWriter {
@@ -218,6 +236,38 @@ impl ReplicationWriter {
             storage: None,
             baselines: ConnectionBaselines::default(),
             records_popped: 0,
+            scratch: None,
+        }
+    }
+
+    /// Writes a batch's size prefix (`[0][size: 7]` or `[1][size: 16]`, see the module
+    /// docs) for a body of `size` bits. Returns false (and writes nothing) when `size`
+    /// needs the huge-object form (at least `2^16 - 1` bits).
+    pub fn write_batch_size(w: &mut BitWriter, size: usize) -> bool {
+        if size < 1 << SHORT_BATCH_SIZE_BITS {
+            w.write_bool(false);
+            w.write_bits(size as u64, SHORT_BATCH_SIZE_BITS);
+            true
+        } else if (size as u64) < huge::WIDE_BATCH_SIZE {
+            w.write_bool(true);
+            w.write_bits(size as u64, BATCH_SIZE_BITS);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Reads a batch's size prefix, any of its three forms (a huge object's included).
+    /// Never panics; a truncated prefix leaves `r` in its error state (check it).
+    pub fn read_batch_size(r: &mut crate::bits::BitReader) -> usize {
+        if !r.read_bool() {
+            return r.read_bits(SHORT_BATCH_SIZE_BITS) as usize;
+        }
+        let size = r.read_bits(BATCH_SIZE_BITS);
+        if size == huge::WIDE_BATCH_SIZE {
+            r.read_bits(32) as usize
+        } else {
+            size as usize
         }
     }
 
@@ -1121,63 +1171,67 @@ impl ReplicationWriter {
         let m = w.mark();
         w.write_bool(true);
         handle.write(w);
-        let size_pos = w.position();
-        w.write_bits(0, BATCH_SIZE_BITS);
-        let wide = self.huge.wide;
-        if wide {
-            w.write_bits(0, 32); // huge::WIDE_BATCH_SIZE escape, then the size
-        }
-        let body = w.position();
-        let exports_flag_pos = w.position();
-        w.write_bool(false); // has_exports, patched below
-        w.write_bool(creating);
-        if creating {
-            w.write_bits(entry.protocol() as u64, table.registry().index_bits());
-            let owner = entry
-                .root()
-                .and_then(|r| table.entry_at(r))
-                .map(|r| r.handle());
-            if w.write_bool(owner.is_some()) {
-                owner.unwrap_or(NetRefHandle::INVALID).write(w);
+        let exports = &self.exports;
+        let body_of = |out: &mut BitWriter| {
+            write_body(
+                out,
+                table,
+                entry,
+                creating,
+                tear_off,
+                plan.as_ref(),
+                send_tags,
+                &mask,
+                exports,
+            )
+        };
+        let tokens;
+        let exports_flag_pos;
+        if self.huge.wide {
+            // A huge object's batch, inside its blob: the escape and a 32-bit size.
+            w.write_bool(true);
+            w.write_bits(huge::WIDE_BATCH_SIZE, BATCH_SIZE_BITS);
+            let size_pos = w.position();
+            w.write_bits(0, 32);
+            let body = w.position();
+            exports_flag_pos = body;
+            tokens = body_of(w);
+            if w.is_overflown() {
+                w.rollback(m);
+                return Err(BatchError::DidNotFit);
             }
-        }
-        w.write_bool(tear_off);
-        w.write_bool(plan.is_some());
-        let mut tokens: Vec<NetToken> = Vec::new();
-        if w.write_bool(send_tags) {
-            let mut exports = lock(&self.exports);
-            tokens = entry
-                .tags()
-                .iter()
-                .filter_map(|t| exports.token_for(t))
-                .collect();
-            drop(exports);
-            w.write_bits(tokens.len() as u64, 8);
-            for t in &tokens {
-                w.write_bits(t.0 as u64, 16);
-            }
-        }
-        match &plan {
-            Some(plan) => write_delta_body(plan, entry.state(), &mask, creating, w),
-            None => {
-                mask.write(w);
-                entry.state().serialize(&mask, w);
-            }
-        }
-        let size = w.position().saturating_sub(body);
-        if size as u64 >= huge::WIDE_BATCH_SIZE && !wide {
-            w.rollback(m);
-            return Err(BatchError::TooLarge);
-        }
-        if w.is_overflown() {
-            w.rollback(m);
-            return Err(BatchError::DidNotFit);
-        }
-        if wide {
-            w.patch_bits(size_pos, huge::WIDE_BATCH_SIZE, BATCH_SIZE_BITS);
-            w.patch_bits(size_pos + BATCH_SIZE_BITS as usize, size as u64, 32);
+            let size = w.position() - body;
+            w.patch_bits(size_pos, size as u64, 32);
         } else {
-            w.patch_bits(size_pos, size as u64, BATCH_SIZE_BITS);
+            // The prefix's width depends on the body's size: body first, in the scratch
+            // writer, then prefix and body into the packet.
+            let (scratch, origin) = self.scratch.get_or_insert_with(|| {
+                let s = BitWriter::with_capacity_bits(SCRATCH_BITS);
+                let origin = s.mark();
+                (s, origin)
+            });
+            // Empty (clearing only the words the last body used), at most what the
+            // packet has left.
+            scratch.rollback(*origin);
+            let limit = w.bits_left();
+            scratch.begin_substream(limit);
+            tokens = body_of(scratch);
+            let size = scratch.position();
+            if scratch.is_overflown() || size as u64 >= huge::WIDE_BATCH_SIZE {
+                w.rollback(m);
+                return Err(if limit >= SCRATCH_BITS || !scratch.is_overflown() {
+                    BatchError::TooLarge
+                } else {
+                    BatchError::DidNotFit
+                });
+            }
+            Self::write_batch_size(w, size);
+            exports_flag_pos = w.position();
+            w.write_from(scratch);
+            if w.is_overflown() {
+                w.rollback(m);
+                return Err(BatchError::DidNotFit);
+            }
         }
         // Exports follow the state: the tokens the peer may not know yet.
         let mut exported = Vec::new();
@@ -1423,6 +1477,58 @@ impl ReplicationWriter {
         self.dirty.clear_all();
         self.schedule.invalidate();
     }
+}
+
+/// Writes a batch body, from the exports flag (written 0; patched by the caller) to the
+/// last member, and returns the net tokens of the tags it carries.
+#[allow(clippy::too_many_arguments)]
+fn write_body(
+    w: &mut BitWriter,
+    table: &ObjectTable,
+    entry: &crate::object::ObjectEntry,
+    creating: bool,
+    tear_off: bool,
+    plan: Option<&DeltaPlan>,
+    send_tags: bool,
+    mask: &ChangeMask,
+    exports: &SharedExports,
+) -> Vec<NetToken> {
+    w.write_bool(false); // has_exports, patched by the caller
+    w.write_bool(creating);
+    if creating {
+        w.write_bits(entry.protocol() as u64, table.registry().index_bits());
+        let owner = entry
+            .root()
+            .and_then(|r| table.entry_at(r))
+            .map(|r| r.handle());
+        if w.write_bool(owner.is_some()) {
+            owner.unwrap_or(NetRefHandle::INVALID).write(w);
+        }
+    }
+    w.write_bool(tear_off);
+    w.write_bool(plan.is_some());
+    let mut tokens: Vec<NetToken> = Vec::new();
+    if w.write_bool(send_tags) {
+        let mut exports = lock(exports);
+        tokens = entry
+            .tags()
+            .iter()
+            .filter_map(|t| exports.token_for(t))
+            .collect();
+        drop(exports);
+        w.write_bits(tokens.len() as u64, 8);
+        for t in &tokens {
+            w.write_bits(t.0 as u64, 16);
+        }
+    }
+    match plan {
+        Some(plan) => write_delta_body(plan, entry.state(), mask, creating, w),
+        None => {
+            mask.write(w);
+            entry.state().serialize(mask, w);
+        }
+    }
+    tokens
 }
 
 /// Whether a scheduled root is still owed at the priority it was scheduled with (what
