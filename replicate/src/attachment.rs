@@ -23,7 +23,21 @@
 //! [`DeliveryMode`]: reliable ordered and reliable unordered messages are re-sent
 //! until acknowledged and delivered exactly once (in send order for the ordered one);
 //! unreliable ones are sent once and delivered at most once (the connection drops
-//! duplicate packets). Stream section: `([has: 1][channel section])` for each channel.
+//! duplicate packets). Stream section: `([has: 1][channel section])` for each channel,
+//! unreliable first (so bulk reliable traffic cannot starve it), then reliable ordered,
+//! then reliable unordered. A channel payload is `[0][message]`, or `[1][part]` for a
+//! part of a large message (below).
+//!
+//! # Large messages
+//!
+//! A reliable message larger than one part (`split.max_part_bits`, default 1024 bits) is
+//! split like a huge object ([`split_blob`]) and its parts queued, all or none,
+//! back to back on the reliable ordered channel (whatever its reliable mode: it then
+//! arrives in order with the ordered messages, reported as `ReliableOrdered`); the
+//! receiver reassembles it within `max_message_bits` and a part out of sequence, on
+//! another channel, or interrupted by another message drops it. So a message is never
+//! too large for a packet. An unreliable message larger than a part is refused at the
+//! send ([`MessageError::UnreliableTooLarge`]).
 //!
 //! # Object messages (RPCs)
 //!
@@ -98,15 +112,28 @@
 //! assert_eq!(msg.take::<Chat>().unwrap().text, "hi");
 //! ```
 //!
-//! Ordering with state: on the receiving side the message stream is read after the
-//! replication stream of the same packet, so a packet's state is applied before its
-//! messages are queued for game code.
+//! # Ordering with state
+//!
+//! On the client a message *executes* — runs its type's handler
+//! ([`ReplicationClient::on_message`]) or joins the queue
+//! ([`ReplicationClient::drain_messages`]) — at a defined point of the packet that
+//! delivers it. Reliable messages execute before the packet's state is applied to the
+//! game objects (Iris's `ExecuteReliableRPCsBeforeApplyState`, default on:
+//! [`AttachmentConfig::reliable_before_state`]), so an RPC sent before a state change
+//! sees the objects as they were and an RPC to an object destroyed by the same packet
+//! still finds it; an object message whose object that packet creates waits until it
+//! is spawned. Unreliable messages, and all messages with the setting off, execute
+//! after the packet's state, destroys and huge objects are applied. The mechanism is
+//! the stream manager's two phases: every stream reads its section, then
+//! [`DataStream::end_packet`] runs in stream order; the replication reader applies
+//! state in its `end_packet`, and the message stream (a later stream) runs its
+//! deferred messages in its own.
 
 use crate::NetRefHandle;
 use crate::bits::{BitReader, BitWriter};
 use crate::blob::{
-    ChannelConfig, ChannelError, ChannelReceiver, ChannelRecord, ChannelSender, DeliveryMode,
-    NetBlob, SplitConfig,
+    BlobAssembler, BlobError, ChannelConfig, ChannelError, ChannelReceiver, ChannelRecord,
+    ChannelSender, DeliveryMode, NetBlob, PartAccepted, PartialBlob, SplitConfig, split_blob,
 };
 use crate::connection::DeliveryStatus;
 use crate::object::{ConnectionId, ObjectTable};
@@ -138,7 +165,9 @@ pub struct AttachmentConfig {
     /// some wait to be sent (default 0.25, at most 0.9), so a busy world cannot starve
     /// them (0 turns the reservation off: parts then get what the writer leaves).
     pub huge_packet_share: f32,
-    /// Largest message in bits (default 8 KiB).
+    /// Largest message in bits (default 8 KiB). A reliable message larger than
+    /// `split.max_part_bits` travels in parts (see the module docs); an unreliable one
+    /// may not exceed a part.
     pub max_message_bits: u32,
     /// Most messages queued per channel on the sender (default 4096).
     pub max_queued_messages: usize,
@@ -148,6 +177,13 @@ pub struct AttachmentConfig {
     /// Warn when an object message is dropped because the object is not in scope
     /// (default off, as in Iris).
     pub warn_dropped_messages: bool,
+    /// Reliable messages run *before* the state of the packet that delivers them is
+    /// applied to the game objects (default on, Iris's
+    /// `ExecuteReliableRPCsBeforeApplyState`), except object messages whose object is
+    /// not spawned yet, which run right after it is. Off, every message runs after
+    /// the packet's state. Unreliable messages always run after it. Only the side
+    /// that receives state (the client) reads this setting.
+    pub reliable_before_state: bool,
 }
 
 impl Default for AttachmentConfig {
@@ -161,6 +197,7 @@ impl Default for AttachmentConfig {
             max_queued_messages: 4096,
             max_received_messages: 4096,
             warn_dropped_messages: false,
+            reliable_before_state: true,
         }
     }
 }
@@ -168,9 +205,15 @@ impl Default for AttachmentConfig {
 impl AttachmentConfig {
     fn channel(&self, mode: DeliveryMode) -> ChannelConfig {
         let mut c = ChannelConfig::new(mode);
-        c.max_message_bits = self.max_message_bits;
+        // The channels carry whole messages up to a part and the parts of larger ones.
+        c.max_message_bits = self.part_bits() + PART_FRAMING_BITS;
         c.max_queued = self.max_queued_messages.max(1);
         c
+    }
+
+    /// Payload bits of one message part (`split.max_part_bits`, within 1..=65535).
+    fn part_bits(&self) -> u32 {
+        self.split.max_part_bits.clamp(1, u16::MAX as u32)
     }
 }
 
@@ -191,6 +234,20 @@ pub enum MessageError {
     /// No such connection (or it has no message stream).
     #[error("no connection {0}")]
     NoConnection(ConnectionId),
+    /// An unreliable message larger than one part.
+    #[error(
+        "an unreliable message of {bits} bits exceeds one part ({max} bits): send it reliably \
+         (large reliable messages are split into parts) or raise `AttachmentConfig::split.max_part_bits`"
+    )]
+    UnreliableTooLarge {
+        /// The message's size.
+        bits: usize,
+        /// The part size.
+        max: u32,
+    },
+    /// The message needs more parts than `split.max_part_count`.
+    #[error(transparent)]
+    Split(#[from] BlobError),
     /// The channel refused the message.
     #[error(transparent)]
     Channel(#[from] ChannelError),
@@ -231,7 +288,31 @@ impl std::fmt::Debug for ReceivedMessage {
     }
 }
 
+/// Everything about a received message but its value (what a
+/// [`ReplicationClient::on_message`] handler gets beside the value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageInfo {
+    /// The sending connection (server side; `None` on the client).
+    pub from: Option<ConnectionId>,
+    /// The object it targets, if any.
+    pub target: Option<NetRefHandle>,
+    /// How it was delivered.
+    pub mode: DeliveryMode,
+    /// The message type's wire id.
+    pub protocol: ProtocolIndex,
+}
+
 impl ReceivedMessage {
+    /// Where the message came from and how.
+    pub fn info(&self) -> MessageInfo {
+        MessageInfo {
+            from: self.from,
+            target: self.target,
+            mode: self.mode,
+            protocol: self.protocol,
+        }
+    }
+
     /// Whether the message is a `T`.
     pub fn is<T: Replicated>(&self) -> bool {
         self.value.as_any().is::<T>()
@@ -258,6 +339,10 @@ impl ReceivedMessage {
 /// A server-side check run on every message a client sends, after decoding and state
 /// validation, before game code sees it; `false` drops the message.
 pub type MessageValidator = Arc<dyn Fn(ConnectionId, &ReceivedMessage) -> bool + Send + Sync>;
+
+/// A client-side handler of one message type, run when the message executes (see
+/// [`ReplicationClient::on_message`]).
+type MessageHandler = Box<dyn FnMut(ReceivedMessage, &mut ClientWorld) + Send>;
 
 /// Counters of a [`MessageStream`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -307,9 +392,17 @@ pub fn decode_message(
     blob: &NetBlob,
     mode: DeliveryMode,
 ) -> Result<ReceivedMessage, String> {
-    let mut r = blob.reader();
+    decode_message_from(registry, &mut blob.reader(), mode)
+}
+
+/// [`decode_message`] from a reader positioned at the message.
+fn decode_message_from(
+    registry: &ProtocolRegistry,
+    r: &mut BitReader,
+    mode: DeliveryMode,
+) -> Result<ReceivedMessage, String> {
     let target = if r.read_bool() {
-        Some(NetRefHandle::read(&mut r).map_err(|e| e.to_string())?)
+        Some(NetRefHandle::read(r).map_err(|e| e.to_string())?)
     } else {
         None
     };
@@ -320,9 +413,7 @@ pub fn decode_message(
         .ok_or_else(|| format!("unknown message type {protocol}"))?;
     let mask = ChangeMask::all((reg.descriptor)().change_mask_bits);
     let mut state = (reg.new_state)();
-    state
-        .deserialize(&mask, &mut r)
-        .map_err(|e| e.to_string())?;
+    state.deserialize(&mask, r).map_err(|e| e.to_string())?;
     r.check().map_err(|e| e.to_string())?;
     state.validate(&mask).map_err(|e| e.to_string())?;
     let value = (reg.create)(state.as_ref()).ok_or("message factory failed")?;
@@ -335,17 +426,39 @@ pub fn decode_message(
     })
 }
 
+/// Bits a message part adds to its payload on a channel: the frame flag and the
+/// part header (index, count, payload length).
+const PART_FRAMING_BITS: u32 = 1 + 48;
+
+/// Frames a whole message for a channel: `[0][message]`.
+fn frame_whole(blob: &NetBlob) -> NetBlob {
+    let mut w = BitWriter::with_capacity_bits(blob.bit_len() + 1);
+    w.write_bool(false);
+    blob.write_to(&mut w);
+    NetBlob::from_writer(&w)
+}
+
+/// Frames one part of a large message for the ordered channel: `[1][part]`.
+fn frame_part(part: &PartialBlob) -> NetBlob {
+    let mut w = BitWriter::with_capacity_bits(part.wire_bits() + 1);
+    w.write_bool(true);
+    part.write(&mut w);
+    NetBlob::from_writer(&w)
+}
+
+/// The channels in section order. Unreliable messages (at most a part each) go first,
+/// so a large reliable transfer cannot starve them.
 const MODES: [DeliveryMode; 3] = [
+    DeliveryMode::Unreliable,
     DeliveryMode::ReliableOrdered,
     DeliveryMode::ReliableUnordered,
-    DeliveryMode::Unreliable,
 ];
 
 fn mode_index(mode: DeliveryMode) -> usize {
     match mode {
-        DeliveryMode::ReliableOrdered => 0,
-        DeliveryMode::ReliableUnordered => 1,
-        DeliveryMode::Unreliable => 2,
+        DeliveryMode::Unreliable => 0,
+        DeliveryMode::ReliableOrdered => 1,
+        DeliveryMode::ReliableUnordered => 2,
     }
 }
 
@@ -379,7 +492,8 @@ fn object_gate(writer: &ReplicationWriter, table: &ObjectTable, handle: NetRefHa
 
 /// What a [`MessageStream`] checks about the objects messages target.
 pub trait MessageContext {
-    /// Whether the object exists here.
+    /// Whether the object exists here and game code can see it (on the client: it
+    /// was spawned, not only read from the packet being processed).
     fn has_object(&self, handle: NetRefHandle) -> bool;
 }
 
@@ -391,7 +505,7 @@ impl MessageContext for ObjectTable {
 
 impl MessageContext for ClientWorld {
     fn has_object(&self, handle: NetRefHandle) -> bool {
-        self.object(handle).is_some()
+        self.object(handle).is_some_and(|o| o.instance().is_some())
     }
 }
 
@@ -405,8 +519,13 @@ pub struct MessageStream {
     receivers: [ChannelReceiver; 3],
     records: VecDeque<[ChannelRecord; 3]>,
     held: Vec<Held>,
+    /// Reassembles large messages from the ordered channel.
+    assembler: BlobAssembler,
+    /// Decoded this packet, to run at its end (after the state is applied).
+    deferred: Vec<ReceivedMessage>,
     received: VecDeque<ReceivedMessage>,
     validator: Option<MessageValidator>,
+    handlers: Vec<(ProtocolIndex, MessageHandler)>,
     stats: MessageStats,
 }
 
@@ -437,8 +556,12 @@ impl MessageStream {
             connection,
             records: VecDeque::new(),
             held: Vec::new(),
+            assembler: BlobAssembler::new(config.split)
+                .with_max_blob_bits(config.max_message_bits as u64),
+            deferred: Vec::new(),
             received: VecDeque::new(),
             validator: None,
+            handlers: Vec::new(),
             stats: MessageStats::default(),
         }
     }
@@ -455,10 +578,49 @@ impl MessageStream {
         self.validator = validator;
     }
 
-    /// Queues a serialized message.
+    /// Queues a serialized message ([`encode_message`]'s output). One larger than a
+    /// part (`split.max_part_bits`) is split and its parts queued on the reliable
+    /// ordered channel, whatever its reliable mode; an unreliable one that large is
+    /// refused.
     pub fn push(&mut self, mode: DeliveryMode, blob: NetBlob) -> Result<(), MessageError> {
-        self.senders[mode_index(mode)].push(blob)?;
+        self.check_size(mode, &blob)?;
+        self.queue_blob(mode, blob)?;
         self.stats.queued += 1;
+        Ok(())
+    }
+
+    /// Whether `blob` may be sent with `mode` at all.
+    fn check_size(&self, mode: DeliveryMode, blob: &NetBlob) -> Result<(), MessageError> {
+        let bits = blob.bit_len();
+        if bits as u64 > self.config.max_message_bits as u64 {
+            return Err(ChannelError::MessageTooLarge {
+                bits: bits as u64,
+                max: self.config.max_message_bits as u64,
+            }
+            .into());
+        }
+        let part = self.config.part_bits();
+        if mode == DeliveryMode::Unreliable && bits > part as usize {
+            return Err(MessageError::UnreliableTooLarge { bits, max: part });
+        }
+        Ok(())
+    }
+
+    /// Frames (and, when larger than a part, splits) a message onto its channel; all
+    /// parts or none are queued.
+    fn queue_blob(&mut self, mode: DeliveryMode, blob: NetBlob) -> Result<(), MessageError> {
+        if blob.bit_len() <= self.config.part_bits() as usize {
+            self.senders[mode_index(mode)].push(frame_whole(&blob))?;
+            return Ok(());
+        }
+        let parts = split_blob(&blob, &self.config.split)?;
+        let ordered = &mut self.senders[mode_index(DeliveryMode::ReliableOrdered)];
+        if ordered.free_slots() < parts.len() {
+            return Err(ChannelError::QueueFull(parts.len()).into());
+        }
+        for part in &parts {
+            ordered.push(frame_part(part))?;
+        }
         Ok(())
     }
 
@@ -502,7 +664,7 @@ impl MessageStream {
         for h in std::mem::take(&mut self.held) {
             match gate(h.handle) {
                 Gate::Send => {
-                    if let Err(e) = self.senders[mode_index(h.mode)].push(h.blob) {
+                    if let Err(e) = self.queue_blob(h.mode, h.blob) {
                         tracing::warn!("message to {} not queued: {e}", h.handle);
                     }
                 }
@@ -554,10 +716,20 @@ impl MessageStream {
         }
     }
 
-    fn read_channels<C: MessageContext>(
+    fn side(&self) -> &'static str {
+        if self.connection.is_some() {
+            "server"
+        } else {
+            "client"
+        }
+    }
+
+    /// Reads the channel sections and decodes (and validates) what they complete, in
+    /// channel order; the messages are passed to `run` one by one.
+    fn read_channels(
         &mut self,
-        ctx: &C,
         r: &mut BitReader,
+        mut run: impl FnMut(&mut Self, ReceivedMessage),
     ) -> Result<(), StreamError> {
         let mut result = Ok(());
         for i in 0..3 {
@@ -575,14 +747,15 @@ impl MessageStream {
             }
         }
         // Whatever was read completely is delivered, even after an error.
-        let side = if self.connection.is_some() {
-            "server"
-        } else {
-            "client"
-        };
+        let side = self.side();
         for (i, mode) in MODES.into_iter().enumerate() {
             while let Some(blob) = self.receivers[i].receive() {
-                let mut msg = match decode_message(&self.registry, &blob, mode) {
+                let decoded = match self.unframe(&blob, mode) {
+                    Ok(Some(m)) => Ok(m),
+                    Ok(None) => continue,
+                    Err(e) => Err(e),
+                };
+                let mut msg = match decoded {
                     Ok(m) => m,
                     Err(e) => {
                         tracing::warn!("{side}: undecodable message dropped: {e}");
@@ -591,28 +764,103 @@ impl MessageStream {
                     }
                 };
                 msg.from = self.connection;
-                if let Some(h) = msg.target
-                    && !ctx.has_object(h)
-                {
-                    self.drop_not_in_scope(h, side);
-                    continue;
-                }
                 if let (Some(v), Some(conn)) = (&self.validator, self.connection)
                     && !v(conn, &msg)
                 {
                     self.stats.rejected += 1;
                     continue;
                 }
-                if self.received.len() >= self.config.max_received_messages {
-                    tracing::warn!("{side}: received-message queue full; a message is dropped");
-                    self.stats.rejected += 1;
-                    continue;
-                }
-                self.stats.received += 1;
-                self.received.push_back(msg);
+                run(self, msg);
             }
         }
         result
+    }
+
+    /// Decodes a channel payload: a whole message, or a part of a large one (`None`
+    /// until its last part arrives). A bad part drops the message being assembled.
+    fn unframe(
+        &mut self,
+        blob: &NetBlob,
+        mode: DeliveryMode,
+    ) -> Result<Option<ReceivedMessage>, String> {
+        let mut r = blob.reader();
+        if !r.read_bool() {
+            if self.assembler.is_assembling() {
+                // Parts of one message are contiguous in the ordered channel.
+                self.assembler.reset();
+                return Err("a message interrupted the parts of another".into());
+            }
+            return decode_message_from(&self.registry, &mut r, mode).map(Some);
+        }
+        if mode != DeliveryMode::ReliableOrdered {
+            return Err(format!("a message part on the {mode:?} channel"));
+        }
+        let part = match PartialBlob::read(&mut r, &self.config.split) {
+            Ok(p) => p,
+            Err(e) => {
+                self.assembler.reset();
+                return Err(e.to_string());
+            }
+        };
+        match self.assembler.add_part(part).map_err(|e| e.to_string())? {
+            PartAccepted::NeedMore => Ok(None),
+            PartAccepted::Complete(whole) => decode_message(&self.registry, &whole, mode).map(Some),
+        }
+    }
+
+    /// Whether `msg`'s target (if any) exists here; counts and drops it if not.
+    fn target_present<C: MessageContext>(&mut self, ctx: &C, msg: &ReceivedMessage) -> bool {
+        match msg.target {
+            Some(h) if !ctx.has_object(h) => {
+                let side = self.side();
+                self.drop_not_in_scope(h, side);
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// Queues a message for game code (`drain`), within the queue's cap.
+    fn enqueue(&mut self, msg: ReceivedMessage) {
+        if self.received.len() >= self.config.max_received_messages {
+            tracing::warn!(
+                "{}: received-message queue full; a message is dropped",
+                self.side()
+            );
+            self.stats.rejected += 1;
+            return;
+        }
+        self.stats.received += 1;
+        self.received.push_back(msg);
+    }
+
+    /// Executes a message on the client: its type's handler if one is installed, the
+    /// queue otherwise; dropped if its object is not here.
+    fn execute(&mut self, world: &mut ClientWorld, msg: ReceivedMessage) {
+        if !self.target_present(&*world, &msg) {
+            return;
+        }
+        match self.handlers.iter_mut().find(|(p, _)| *p == msg.protocol) {
+            Some((_, handler)) => {
+                self.stats.received += 1;
+                handler(msg, world);
+            }
+            None => self.enqueue(msg),
+        }
+    }
+
+    /// Whether a message received by the client runs now, before the packet's state
+    /// is applied (see [`AttachmentConfig::reliable_before_state`]).
+    fn runs_before_state(&self, world: &ClientWorld, msg: &ReceivedMessage) -> bool {
+        self.config.reliable_before_state
+            && msg.mode != DeliveryMode::Unreliable
+            && msg.target.is_none_or(|h| world.has_object(h))
+    }
+
+    /// Installs `handler` for message type `protocol`, replacing any earlier one.
+    fn set_handler(&mut self, protocol: ProtocolIndex, handler: MessageHandler) {
+        self.handlers.retain(|(p, _)| *p != protocol);
+        self.handlers.push((protocol, handler));
     }
 
     fn delivery(&mut self, status: DeliveryStatus) {
@@ -632,7 +880,12 @@ impl DataStream<ObjectTable> for MessageStream {
         self.write_channels(w)
     }
     fn read_data(&mut self, ctx: &mut ObjectTable, r: &mut BitReader) -> Result<(), StreamError> {
-        self.read_channels(&*ctx, r)
+        // The server applies no state from clients: messages are queued at once.
+        self.read_channels(r, |ms, msg| {
+            if ms.target_present(&*ctx, &msg) {
+                ms.enqueue(msg);
+            }
+        })
     }
     fn process_delivery(&mut self, _ctx: &mut ObjectTable, status: DeliveryStatus) {
         self.delivery(status)
@@ -650,7 +903,20 @@ impl DataStream<ClientWorld> for MessageStream {
         self.write_channels(w)
     }
     fn read_data(&mut self, ctx: &mut ClientWorld, r: &mut BitReader) -> Result<(), StreamError> {
-        self.read_channels(&*ctx, r)
+        // Reliable messages run now, before the replication stream applies the
+        // packet's state at its `end_packet`; the rest wait for ours (a later stream).
+        self.read_channels(r, |ms, msg| {
+            if ms.runs_before_state(ctx, &msg) {
+                ms.execute(ctx, msg);
+            } else {
+                ms.deferred.push(msg);
+            }
+        })
+    }
+    fn end_packet(&mut self, ctx: &mut ClientWorld) {
+        for msg in std::mem::take(&mut self.deferred) {
+            self.execute(ctx, msg);
+        }
     }
     fn process_delivery(&mut self, _ctx: &mut ClientWorld, status: DeliveryStatus) {
         self.delivery(status)
@@ -661,8 +927,7 @@ impl DataStream<ClientWorld> for MessageStream {
 }
 
 /// Called by [`ReplicationServer::tick`] for each connection after the writer's
-/// update: releases held object messages whose object is now created there (or drops
-/// those whose object left), and gives the huge-object queue the time.
+/// update: gives the huge-object queue the time and moves held object messages on.
 pub(crate) fn after_tick(
     streams: &mut DataStreamManager<ObjectTable>,
     table: &ObjectTable,
@@ -671,6 +936,14 @@ pub(crate) fn after_tick(
     if let Some(huge) = streams.stream::<HugeObjectStream>(HugeObjectStream::NAME) {
         lock(huge.queue()).set_now(now);
     }
+    release_held(streams, table);
+}
+
+/// Releases held object messages whose object is now created on the connection (or
+/// drops those whose object left its scope). Called on every tick and after every
+/// delivery report, so a message goes out in the first packet written after its
+/// object's creation is acknowledged.
+pub(crate) fn release_held(streams: &mut DataStreamManager<ObjectTable>, table: &ObjectTable) {
     let gates: Vec<Gate> = {
         let Some(ms) = streams.stream::<MessageStream>(MessageStream::NAME) else {
             return;
@@ -751,6 +1024,7 @@ impl ReplicationServer {
             .map(|w| object_gate(w, self.objects(), object))
             .ok_or(MessageError::NoConnection(conn))?;
         let ms = self.messages_mut(conn)?;
+        ms.check_size(mode, &blob)?;
         match gate {
             Gate::Send => {
                 ms.push(mode, blob)?;
@@ -879,7 +1153,82 @@ impl ReplicationClient {
         ms.push(mode, blob)
     }
 
-    /// Takes the messages received from the server.
+    /// Runs `handler` for every message of type `M` from the server, at the moment
+    /// the message executes, instead of queueing it for
+    /// [`drain_messages`](Self::drain_messages) (an RPC: the handler gets the value,
+    /// its [`MessageInfo`] and the world, and may look at or change the target object
+    /// with [`ClientWorld::get`] / [`ClientWorld::get_mut`]). Replaces an earlier
+    /// handler of `M`.
+    ///
+    /// When it runs: a reliable message runs *before* the state of the packet that
+    /// delivers it is applied, so the handler sees the game objects as they were
+    /// (quantized states, [`ReplicationClient::state`], already hold the new values);
+    /// an object message whose object is created by that packet runs right after it
+    /// is spawned. Unreliable messages, and every message when
+    /// [`AttachmentConfig::reliable_before_state`] is off, run after the packet's
+    /// state (and its destroys) are applied; an object message whose object is gone
+    /// by then is dropped.
+    ///
+    /// ```
+    /// use replicate::Replicated;
+    /// use replicate::protocol::ProtocolRegistry;
+    /// use replicate::replication::{ReplicationClient, ReplicationConfig};
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// #[derive(Replicated, Debug, Clone, Default, PartialEq)]
+    /// struct Explode {
+    ///     #[net(bits = 8)]
+    ///     radius: u32,
+    /// }
+    ///
+    /// let registry = Arc::new(ProtocolRegistry::from_inventory().unwrap());
+    /// let mut client = ReplicationClient::new(registry, ReplicationConfig::default());
+    /// let radii = Arc::new(Mutex::new(Vec::new()));
+    /// let seen = radii.clone();
+    /// client
+    ///     .on_message(move |m: Explode, info, _world| {
+    ///         assert!(info.target.is_some(), "explosions target an object");
+    ///         seen.lock().unwrap().push(m.radius);
+    ///     })
+    ///     .unwrap();
+    /// ```
+    pub fn on_message<M: Replicated>(
+        &mut self,
+        mut handler: impl FnMut(M, MessageInfo, &mut ClientWorld) + Send + 'static,
+    ) -> Result<(), MessageError> {
+        let ms = self.messages_mut()?;
+        let protocol = ms
+            .registry
+            .index_of::<M>()
+            .ok_or(MessageError::NotRegistered(std::any::type_name::<M>()))?;
+        ms.set_handler(
+            protocol,
+            Box::new(move |msg, world| {
+                let info = msg.info();
+                if let Some(value) = msg.take::<M>() {
+                    handler(value, info, world);
+                }
+            }),
+        );
+        Ok(())
+    }
+
+    /// Removes the handler of message type `M` (its messages are queued again);
+    /// returns whether there was one.
+    pub fn remove_message_handler<M: Replicated>(&mut self) -> bool {
+        let Ok(ms) = self.messages_mut() else {
+            return false;
+        };
+        let Some(protocol) = ms.registry.index_of::<M>() else {
+            return false;
+        };
+        let before = ms.handlers.len();
+        ms.handlers.retain(|(p, _)| *p != protocol);
+        ms.handlers.len() != before
+    }
+
+    /// Takes the messages received from the server (those without a handler), in the
+    /// order they executed (see [`on_message`](Self::on_message)).
     pub fn drain_messages(&mut self) -> Vec<ReceivedMessage> {
         self.messages_mut().map(|m| m.drain()).unwrap_or_default()
     }
@@ -916,10 +1265,108 @@ mod tests {
             let table = ObjectTable::new(Arc::new(ProtocolRegistry::default()), 0);
             // Payloads are not valid messages (rejected after framing), but the
             // framing must read back exactly.
-            rx.read_channels(&table, &mut r).unwrap();
+            rx.read_channels(&mut r, |ms, m| {
+                if ms.target_present(&table, &m) {
+                    ms.enqueue(m);
+                }
+            })
+            .unwrap();
             assert_eq!(r.bits_left(), 0, "budget {budget}");
             tx.delivery(DeliveryStatus::Lost);
         }
         assert!(rx.stats().rejected > 0);
+    }
+
+    /// Sends whatever `tx` has queued into `rx` in one packet; returns what `rx` queued.
+    fn transfer(tx: &mut MessageStream, rx: &mut MessageStream) -> usize {
+        let mut w = BitWriter::with_capacity_bits(1 << 20);
+        assert_ne!(tx.write_channels(&mut w), WriteResult::NoData);
+        let bits = w.position();
+        let bytes = w.finish().unwrap();
+        let mut r = BitReader::with_bit_len(&bytes, bits);
+        rx.read_channels(&mut r, |ms, m| ms.enqueue(m)).unwrap();
+        tx.delivery(DeliveryStatus::Delivered);
+        rx.drain().len()
+    }
+
+    #[test]
+    fn bad_message_parts_are_rejected_and_later_messages_still_arrive() {
+        let registry = Arc::new(ProtocolRegistry::default());
+        let config = AttachmentConfig {
+            max_message_bits: 4096,
+            ..AttachmentConfig::default()
+        };
+        let mut tx = MessageStream::new(registry.clone(), &config, None);
+        let mut rx = MessageStream::new(registry, &config, Some(0));
+        let ordered = mode_index(DeliveryMode::ReliableOrdered);
+        let parts = split_blob(&NetBlob::from_bytes(vec![5; 400]), &config.split).unwrap();
+        assert_eq!(parts.len(), 4);
+
+        // A part on the unreliable channel.
+        tx.senders[mode_index(DeliveryMode::Unreliable)]
+            .push(frame_part(&parts[0]))
+            .unwrap();
+        assert_eq!(transfer(&mut tx, &mut rx), 0);
+        assert_eq!(rx.stats().rejected, 1);
+
+        // A whole message between two parts of another: both dropped.
+        tx.senders[ordered].push(frame_part(&parts[0])).unwrap();
+        tx.senders[ordered]
+            .push(frame_whole(&NetBlob::from_bytes(vec![1])))
+            .unwrap();
+        tx.senders[ordered].push(frame_part(&parts[1])).unwrap();
+        assert_eq!(transfer(&mut tx, &mut rx), 0);
+        assert_eq!(
+            rx.stats().rejected,
+            3,
+            "the interruption and the orphan part"
+        );
+        assert!(!rx.assembler.is_assembling());
+
+        // A first part announcing more than max_message_bits: refused up front.
+        let mut huge = parts[0].clone();
+        huge.part_count = Some(1000);
+        tx.senders[ordered].push(frame_part(&huge)).unwrap();
+        assert_eq!(transfer(&mut tx, &mut rx), 0);
+        assert_eq!(rx.stats().rejected, 4);
+        assert_eq!(rx.assembler.buffered_bits(), 0);
+
+        // The stream still works: a split message whose payload is not a valid message
+        // (an empty registry) is assembled, then rejected by the decoder only.
+        tx.push(
+            DeliveryMode::ReliableOrdered,
+            NetBlob::from_bytes(vec![0; 300]),
+        )
+        .unwrap();
+        assert_eq!(transfer(&mut tx, &mut rx), 0);
+        assert_eq!(rx.stats().rejected, 5);
+        assert!(!rx.assembler.is_assembling());
+    }
+
+    #[test]
+    fn large_reliable_messages_queue_all_parts_or_none() {
+        let registry = Arc::new(ProtocolRegistry::default());
+        let config = AttachmentConfig {
+            max_queued_messages: 5,
+            ..AttachmentConfig::default()
+        };
+        let mut tx = MessageStream::new(registry, &config, None);
+        let big = NetBlob::from_bytes(vec![9; 700]); // 6 parts
+        let err = tx.push(DeliveryMode::ReliableUnordered, big).unwrap_err();
+        assert!(
+            matches!(err, MessageError::Channel(ChannelError::QueueFull(6))),
+            "{err}"
+        );
+        assert!(tx.is_idle(), "no part was queued");
+        tx.push(
+            DeliveryMode::ReliableUnordered,
+            NetBlob::from_bytes(vec![9; 500]),
+        )
+        .unwrap();
+        assert_eq!(
+            tx.senders[mode_index(DeliveryMode::ReliableOrdered)].waiting(),
+            4
+        );
+        assert_eq!(tx.stats().queued, 1);
     }
 }

@@ -106,6 +106,15 @@ pub trait DataStream<C: ?Sized>: Any + Send {
     /// Reads the stream's section of a received packet.
     fn read_data(&mut self, ctx: &mut C, reader: &mut BitReader) -> Result<(), StreamError>;
 
+    /// Called once every section of a received packet was read (also when a later
+    /// section failed), for every stream whose section was read, in stream order.
+    ///
+    /// Streams that must act after the whole packet is known do it here: the
+    /// replication reader applies the packet's state to the game objects, so another
+    /// stream can run work *before* that state is applied (in its `read_data`) or
+    /// *after* it (here, being later in the stream order).
+    fn end_packet(&mut self, _ctx: &mut C) {}
+
     /// The fate of the oldest packet this stream wrote into.
     fn process_delivery(&mut self, ctx: &mut C, status: DeliveryStatus);
 
@@ -342,8 +351,10 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
         result
     }
 
-    /// Reads a received packet's stream data, dispatching each section to its stream.
-    /// A packet with fewer bits than a stream header carries no stream data (`Ok`).
+    /// Reads a received packet's stream data, dispatching each section to its stream,
+    /// then calls [`DataStream::end_packet`] on every stream whose section was read (in
+    /// stream order, also after an error in a later section). A packet with fewer bits
+    /// than a stream header carries no stream data (`Ok`).
     pub fn read_packet(&mut self, ctx: &mut C, reader: &mut BitReader) -> Result<(), StreamError> {
         let count = self.streams.len() as u32;
         if count == 0 || reader.bits_left() < (STREAM_COUNT_BITS + count) as usize {
@@ -373,12 +384,25 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
         if reader.is_overflown() {
             return Err(StreamError::malformed("manager", "truncated stream mask"));
         }
+        let mut result = Ok(());
+        let mut read = 0u32;
         for (i, stream) in self.streams.iter_mut().enumerate() {
             if mask & (1 << i) != 0 {
-                stream.read_data(ctx, reader)?;
+                read |= 1 << i;
+                if let Err(e) = stream.read_data(ctx, reader) {
+                    // The sections after a bad one cannot be found.
+                    result = Err(e);
+                    break;
+                }
             }
         }
-        Ok(())
+        // What was read is acted on, even after an error.
+        for (i, stream) in self.streams.iter_mut().enumerate() {
+            if read & (1 << i) != 0 {
+                stream.end_packet(ctx);
+            }
+        }
+        result
     }
 
     /// Routes the delivery status of packet `sequence` to every stream that wrote into

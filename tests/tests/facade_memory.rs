@@ -359,3 +359,58 @@ fn a_bandwidth_budget_per_client_limits_what_it_is_sent() {
     assert!(sent[0] < 12_000, "{sent:?}");
     assert!(sent[1] > 3 * sent[0], "{sent:?}");
 }
+
+#[test]
+fn object_rpcs_run_in_a_client_handler_exactly_once_in_order() {
+    let (mut server, mut clients) = setup(LinkConditioner::bad(), 1200, 1);
+    let target = server.spawn(Crate::default()).unwrap();
+    type Log = std::sync::Mutex<Vec<(u16, Option<replicate::NetRefHandle>)>>;
+    let got: Arc<Log> = Arc::default();
+    let log = got.clone();
+    clients[0]
+        .on_message(move |line: Chat, info, world| {
+            assert!(info.target.is_none_or(|h| world.get::<Crate>(h).is_some()));
+            log.lock().unwrap().push((line.seq, info.target));
+        })
+        .unwrap();
+    let mut now = Duration::ZERO;
+    let mut sent = 0u16;
+    for _ in 0..5000u32 {
+        now += Duration::from_millis(16);
+        server.tick(now).unwrap();
+        let id = server.clients().next();
+        if let Some(id) = id
+            && sent < 30
+        {
+            let line = Chat {
+                seq: sent,
+                text: "rpc".into(),
+            };
+            // Held until the crate exists on that client, then sent reliably.
+            server
+                .send_object_message(
+                    id,
+                    target,
+                    &line,
+                    replicate::blob::DeliveryMode::ReliableOrdered,
+                )
+                .unwrap();
+            sent += 1;
+        }
+        clients[0].tick(now).unwrap();
+        let _ = clients[0].events();
+        assert!(
+            clients[0].receive_messages().is_empty(),
+            "the handler takes them"
+        );
+        if got.lock().unwrap().len() == 30 {
+            break;
+        }
+    }
+    let got = got.lock().unwrap().clone();
+    assert_eq!(
+        got,
+        (0..30).map(|s| (s, Some(target))).collect::<Vec<_>>(),
+        "exactly once, in order, to the crate"
+    );
+}

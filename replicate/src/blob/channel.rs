@@ -242,6 +242,12 @@ impl ChannelSender {
         self.waiting
     }
 
+    /// How many more messages the queue takes (`max_queued` minus those queued or
+    /// unacknowledged).
+    pub fn free_slots(&self) -> usize {
+        self.config.max_queued.saturating_sub(self.entries.len())
+    }
+
     /// Whether everything was sent and (for reliable modes) acknowledged.
     pub fn is_idle(&self) -> bool {
         self.entries.is_empty()

@@ -8,7 +8,7 @@ use super::{
     NetStats, PROTOCOL_VERSION,
 };
 use crate::NetRefHandle;
-use crate::attachment::{MessageError, ReceivedMessage};
+use crate::attachment::{MessageError, MessageInfo, ReceivedMessage};
 use crate::bits::{BitReader, BitWriter};
 use crate::blob::DeliveryMode;
 use crate::connection::{Connection, ConnectionConfig, MAX_HEADER_BITS};
@@ -428,10 +428,23 @@ impl<T: ClientTransport> Client<T> {
         self.replication.send_object_message(object, message, mode)
     }
 
-    /// Takes the messages received from the server. Read them with
-    /// [`ReceivedMessage::get`] / [`ReceivedMessage::take`].
+    /// Takes the messages received from the server that no handler took, in the order
+    /// they executed. Read them with [`ReceivedMessage::get`] / [`ReceivedMessage::take`].
     pub fn receive_messages(&mut self) -> Vec<ReceivedMessage> {
         self.replication.drain_messages()
+    }
+
+    /// Runs `handler` for every message of type `M` from the server when it executes,
+    /// during [`tick`](Self::tick): a reliable message before the state of its packet
+    /// is applied (so the handler sees the objects as they were), an unreliable one
+    /// after it. See [`ReplicationClient::on_message`] for the exact rules and
+    /// [`AttachmentConfig::reliable_before_state`](crate::attachment::AttachmentConfig::reliable_before_state)
+    /// to turn the "before" off.
+    pub fn on_message<M: Replicated>(
+        &mut self,
+        handler: impl FnMut(M, MessageInfo, &mut ClientWorld) + Send + 'static,
+    ) -> Result<(), MessageError> {
+        self.replication.on_message(handler)
     }
 
     /// Every replicated object (handle, type, last received state).

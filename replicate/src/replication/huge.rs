@@ -37,6 +37,12 @@
 //! until everything up to the cancel is acknowledged, so a blob completed just before
 //! the cancel can never be applied after the destroy.
 //!
+//! An object torn off while huge (its creation or an update in transit) keeps going
+//! through this path: the transfer in transit is cancelled and the final state follows
+//! as a huge tear-off on the same ordered channel, so nothing older can land after it;
+//! a tear-off whose final state alone is too large for a packet takes the path too.
+//! Its delivery ends the object's replication (the client keeps the object).
+//!
 //! This module is a child of `writer` (it reaches the writer's internals); it owns the
 //! send queue, the two streams and the writer's huge-object pump.
 
@@ -116,6 +122,16 @@ struct Transfer {
     /// Channel ids of the parts pushed so far.
     pushed: Vec<u64>,
     record: PacketRecord,
+}
+
+impl Transfer {
+    /// Whether this transfer carries `index`'s tear-off.
+    fn is_tear_off(&self, index: InternalIndex) -> bool {
+        self.record
+            .infos
+            .iter()
+            .any(|ri| ri.index == index && ri.kind == RecordKind::TearOff)
+    }
 }
 
 /// What the writer learns from the queue.
@@ -346,13 +362,13 @@ impl HugeSendQueue {
     /// which comes back as a finished cancel).
     fn cancel_where(
         &mut self,
-        mut keep: impl FnMut(InternalIndex, NetRefHandle) -> bool,
+        mut keep: impl FnMut(&Transfer) -> bool,
     ) -> Vec<(InternalIndex, PacketRecord, bool)> {
         let mut out = Vec::new();
         let mut i = 0;
         while i < self.waiting.len() {
             let t = &self.waiting[i];
-            if keep(t.index, t.handle) {
+            if keep(t) {
                 i += 1;
                 continue;
             }
@@ -364,7 +380,7 @@ impl HugeSendQueue {
         let mut i = 0;
         while i < self.active.len() {
             let t = &self.active[i];
-            if keep(t.index, t.handle) {
+            if keep(t) {
                 i += 1;
                 continue;
             }
@@ -393,6 +409,9 @@ impl HugeSendQueue {
 pub(super) struct WriterHuge {
     queue: Option<SharedHugeQueue>,
     parked: Vec<InternalIndex>,
+    /// Objects whose huge tear-off was delivered (state `Destroyed`), released at the
+    /// writer's next update or delivery report (which hold the table mutably).
+    torn_off: Vec<InternalIndex>,
     /// Set while a batch is written into a blob: batches get the wide size.
     pub(super) wide: bool,
 }
@@ -411,6 +430,16 @@ impl WriterHuge {
 }
 
 impl ReplicationWriter {
+    /// Releases the objects whose huge tear-off was delivered.
+    pub(super) fn release_huge_tear_offs(&mut self, table: &mut ObjectTable) {
+        for index in std::mem::take(&mut self.huge.torn_off) {
+            if self.object_state(index) == S::Destroyed {
+                self.infos[index as usize].set_state(S::Invalid);
+                self.release(table, index);
+            }
+        }
+    }
+
     /// Connects the writer to a huge-object send queue (shared with the connection's
     /// [`HugeObjectStream`]). Without one, an object that does not fit in a packet is
     /// parked in `HugeObject` and never sent.
@@ -461,11 +490,13 @@ impl ReplicationWriter {
             }
         }
         let infos = &self.infos;
-        let cancelled = q.cancel_where(|index, handle| {
-            table.entry_at(index).map(|e| e.handle()) == Some(handle)
-                && infos
-                    .get(index as usize)
-                    .is_some_and(|i| i.state() == S::HugeObject)
+        // A transfer goes on while its object stays huge and, once torn off, only if it
+        // is the tear-off itself.
+        let cancelled = q.cancel_where(|t| {
+            table.entry_at(t.index).map(|e| e.handle()) == Some(t.handle)
+                && infos.get(t.index as usize).is_some_and(|i| {
+                    i.state() == S::HugeObject && t.is_tear_off(t.index) == i.is_tear_off()
+                })
         });
         for (index, record, hold_destroy) in cancelled {
             if !record.exports.is_empty() {
@@ -552,6 +583,16 @@ impl ReplicationWriter {
             return;
         };
         if info.state() != S::HugeObject {
+            return;
+        }
+        if record
+            .infos
+            .iter()
+            .any(|ri| ri.index == index && ri.kind == RecordKind::TearOff)
+        {
+            // The final state arrived: the remote keeps the object, replication ends.
+            info.set_state(S::Destroyed);
+            self.huge.torn_off.push(index);
             return;
         }
         if record
@@ -671,6 +712,8 @@ pub struct HugeObjectReceiver {
     channel: ChannelReceiver,
     assemblers: HashMap<u16, (BlobAssembler, u64)>,
     reserved_bits: u64,
+    /// Blobs completed by this packet, applied at its end.
+    completed: Vec<NetBlob>,
     stats: HugeReceiveStats,
 }
 
@@ -687,6 +730,7 @@ impl HugeObjectReceiver {
             channel: ChannelReceiver::new(huge_channel_config(config)),
             assemblers: HashMap::new(),
             reserved_bits: 0,
+            completed: Vec::new(),
             stats: HugeReceiveStats::default(),
         }
     }
@@ -818,7 +862,7 @@ impl DataStream<ClientWorld> for HugeObjectReceiver {
         WriteResult::NoData
     }
 
-    fn read_data(&mut self, ctx: &mut ClientWorld, r: &mut BitReader) -> Result<(), StreamError> {
+    fn read_data(&mut self, _ctx: &mut ClientWorld, r: &mut BitReader) -> Result<(), StreamError> {
         let result = self
             .channel
             .read(r)
@@ -826,10 +870,19 @@ impl DataStream<ClientWorld> for HugeObjectReceiver {
         // Whatever arrived before an error is still delivered.
         while let Some(msg) = self.channel.receive() {
             if let Some(blob) = self.accept_message(&msg) {
-                self.apply_blob(ctx, &blob);
+                self.completed.push(blob);
             }
         }
         result.map(|_| ())
+    }
+
+    /// Completed huge objects are applied after the packet's other state, as before
+    /// the end-of-packet split: the replication reader (an earlier stream) has
+    /// dispatched by now.
+    fn end_packet(&mut self, ctx: &mut ClientWorld) {
+        for blob in std::mem::take(&mut self.completed) {
+            self.apply_blob(ctx, &blob);
+        }
     }
 
     fn process_delivery(&mut self, _ctx: &mut ClientWorld, _status: DeliveryStatus) {}

@@ -532,6 +532,8 @@ impl ReplicationServer {
         };
         conn.streams
             .process_delivery(&mut self.objects, sequence, status);
+        // A creation acknowledged just now frees the object messages held for it.
+        crate::attachment::release_held(&mut conn.streams, &self.objects);
     }
 
     /// Reads a packet received from connection `id` (after the transport's header).

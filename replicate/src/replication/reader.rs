@@ -768,7 +768,7 @@ struct Dispatch {
 /// Upstream wire format: `([1][handle])* [0]`.
 #[derive(Default)]
 pub struct ReplicationReader {
-    dispatch: Vec<Dispatch>,
+    to_dispatch: Vec<Dispatch>,
     ends: Vec<(NetRefHandle, bool)>,
     reports_in_flight: std::collections::VecDeque<Vec<NetRefHandle>>,
 }
@@ -787,17 +787,37 @@ impl ReplicationReader {
     /// The stream's name (same as the writer's).
     pub const NAME: &'static str = super::writer::ReplicationWriter::NAME;
 
-    /// Reads one packet's replication section into `world`.
+    /// Reads one packet's replication section into `world` and applies it to the game
+    /// objects ([`read_section`](Self::read_section) then
+    /// [`dispatch`](Self::dispatch)).
     pub fn read(&mut self, world: &mut ClientWorld, r: &mut BitReader) -> Result<(), StreamError> {
-        self.dispatch.clear();
-        self.ends.clear();
+        let result = self.read_section(world, r);
+        self.dispatch(world);
+        result
+    }
+
+    /// Reads one packet's replication section into the objects' quantized states,
+    /// without touching the game objects yet: creations, state and end of replication
+    /// wait for [`dispatch`](Self::dispatch) (as a stream, the reader dispatches in
+    /// [`DataStream::end_packet`], once every section of the packet was read).
+    pub fn read_section(
+        &mut self,
+        world: &mut ClientWorld,
+        r: &mut BitReader,
+    ) -> Result<(), StreamError> {
         world.stats.packets += 1;
         let result = self.read_sections(world, r);
         if result.is_err() {
             world.stats.framing_errors += 1;
         }
+        result
+    }
+
+    /// Applies what [`read_section`](Self::read_section) read: state to the game
+    /// objects (notify hooks, events), then end of replication, then parked references.
+    pub fn dispatch(&mut self, world: &mut ClientWorld) {
         // Whatever was read completely is dispatched, even after a framing error.
-        for d in std::mem::take(&mut self.dispatch) {
+        for d in std::mem::take(&mut self.to_dispatch) {
             world.dispatch_state(d.handle, &d.mask, d.created);
             if d.tear_off {
                 self.ends.push((d.handle, true));
@@ -807,7 +827,6 @@ impl ReplicationReader {
             world.end_replication(h, tear_off);
         }
         world.resolve_references();
-        result
     }
 
     fn read_sections(
@@ -939,7 +958,7 @@ impl ReplicationReader {
                 }
             }
             if fresh.any() || tear_off {
-                self.dispatch.push(Dispatch {
+                self.to_dispatch.push(Dispatch {
                     handle,
                     mask: fresh,
                     created: false,
@@ -1033,7 +1052,7 @@ impl ReplicationReader {
         if let Some(o) = owner {
             world.children.entry(o).or_default().push(handle);
         }
-        self.dispatch.push(Dispatch {
+        self.to_dispatch.push(Dispatch {
             handle,
             mask,
             created: true,
@@ -1081,7 +1100,11 @@ impl DataStream<ClientWorld> for ReplicationReader {
         ctx: &mut ClientWorld,
         reader: &mut BitReader,
     ) -> Result<(), StreamError> {
-        self.read(ctx, reader)
+        self.read_section(ctx, reader)
+    }
+
+    fn end_packet(&mut self, ctx: &mut ClientWorld) {
+        self.dispatch(ctx);
     }
 
     fn process_delivery(&mut self, ctx: &mut ClientWorld, status: DeliveryStatus) {

@@ -102,6 +102,8 @@ impl ReplicatedObjectState {
     /// - `WaitOnCreateConfirmation→PendingDestroy|PendingTearOff`: destroyed or torn off
     ///   while the creation is in flight;
     /// - `PendingTearOff→WaitOnDestroyConfirmation`: the tear-off batch was written;
+    /// - `PendingTearOff→HugeObject`, `HugeObject→Destroyed`: a tear-off too large for a
+    ///   packet travels as a huge object; its delivery ends the replication;
     /// - `WaitOnDestroyConfirmation→PendingDestroy|PendingTearOff`: the destroy (tear-off)
     ///   packet was lost, write it again;
     /// - `PendingDestroy→CancelPendingDestroy`: back in scope before the destroy was sent;
@@ -147,6 +149,8 @@ impl ReplicatedObjectState {
                 | (WaitOnCreateConfirmation, PendingDestroy)
                 | (WaitOnCreateConfirmation, PendingTearOff)
                 | (PendingTearOff, WaitOnDestroyConfirmation)
+                | (PendingTearOff, HugeObject)
+                | (HugeObject, Destroyed)
                 | (WaitOnDestroyConfirmation, PendingDestroy)
                 | (WaitOnDestroyConfirmation, PendingTearOff)
                 | (PendingDestroy, CancelPendingDestroy)

@@ -539,6 +539,7 @@ impl ReplicationWriter {
     pub fn update(&mut self, table: &mut ObjectTable) {
         // Priorities accumulate below: the order of the last tick is void.
         self.schedule.invalidate();
+        self.release_huge_tear_offs(table);
         let created = table.tick_created().to_vec();
         for i in created {
             if self.in_scope(table, i) {
@@ -796,10 +797,13 @@ impl ReplicationWriter {
                 info.set_tear_off(true);
                 self.mark_dirty(table, index);
             }
-            S::HugeObject => {
-                // Never created on the remote: nothing to tear off.
-                self.stop_replication(table, index, false);
+            S::HugeObject if self.huge.enabled() => {
+                // The transfer in flight (creation or update) is cancelled and the final
+                // state follows on the same ordered channel as a huge tear-off.
+                info.set_tear_off(true);
+                self.huge.park(index);
             }
+            S::HugeObject => self.stop_replication(table, index, false),
             S::CancelPendingDestroy => {
                 // Re-created once the destroy in flight resolves, then torn off.
                 info.set_tear_off(true);
@@ -1090,7 +1094,9 @@ impl ReplicationWriter {
         }
         let info = &mut self.infos[index as usize];
         match info.state() {
-            S::PendingCreate | S::WaitOnCreateConfirmation | S::Created if self.huge.enabled() => {
+            S::PendingCreate | S::WaitOnCreateConfirmation | S::Created | S::PendingTearOff
+                if self.huge.enabled() =>
+            {
                 // Sent as a blob in parts on the huge-object stream (see `huge`).
                 info.set_state(S::HugeObject);
                 self.dirty.clear(index);
@@ -1131,7 +1137,7 @@ impl ReplicationWriter {
         };
         let info = self.infos[index as usize];
         let state = info.state();
-        let tear_off = state == S::PendingTearOff;
+        let tear_off = state == S::PendingTearOff || (state == S::HugeObject && info.is_tear_off());
         let creating = !info.is_creation_confirmed();
         let desc = entry.descriptor();
         let full = creating || tear_off;
@@ -1327,6 +1333,7 @@ impl ReplicationWriter {
 
     /// The fate of the oldest packet this writer wrote into.
     pub fn process_delivery(&mut self, table: &mut ObjectTable, status: DeliveryStatus) {
+        self.release_huge_tear_offs(table);
         let Some(record) = self.records.pop_front() else {
             return;
         };
