@@ -1018,6 +1018,7 @@ impl ReplicationWriter {
             self.dirty.clear(root);
             return Fit::Nothing;
         }
+        let priority = self.priorities[root as usize];
         let mut wrote = false;
         if Self::needs_batch(&info) {
             match self.write_batch(table, root, w, record) {
@@ -1077,7 +1078,11 @@ impl ReplicationWriter {
             return Fit::Nothing;
         }
         if subs_left {
-            // Keep the priority so the rest goes out soon.
+            // The root's own batch, if written, cleared its dirty bit and priority: the
+            // subobjects left keep it scheduled, with its priority, so the rest goes
+            // out soon (they were stuck until the root changed again).
+            self.dirty.set(root);
+            self.priorities[root as usize] = priority;
             if wrote { Fit::Wrote } else { Fit::NoRoom }
         } else if wrote {
             self.priorities[root as usize] = 0.0;
