@@ -10,9 +10,9 @@
 //! Packets go over a perfect hand-driven link so each test controls exactly what shares
 //! a packet.
 
-mod perfect_link;
+mod common;
 
-use perfect_link::Link;
+use common::Link;
 use replicate::NetRefHandle;
 use replicate::Replicated;
 use replicate::attachment::{MessageInfo, MessageOutcome, MessageStream, encode_message};

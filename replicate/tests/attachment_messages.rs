@@ -3,9 +3,10 @@
 //! unreliable at most once; object messages reach only clients that have the object;
 //! client messages are validated by the server.
 
-mod attachment_common;
+mod common;
 
-use attachment_common::*;
+use common::attachment_suite::*;
+use common::*;
 use replicate::attachment::{MessageOutcome, ReceivedMessage};
 use replicate::blob::DeliveryMode;
 use replicate::link::LinkConditioner;
@@ -40,7 +41,7 @@ fn seqs(msgs: &[ReceivedMessage]) -> Vec<u32> {
 
 #[test]
 fn reliable_ordered_exactly_once_in_order_under_loss_duplication_and_reordering() {
-    let mut sim = Sim::new(21, lossy(), ReplicationConfig::default());
+    let mut sim = Sim::new(setup(ReplicationConfig::default()), 21, lossy());
     let conn = sim.peers[0].conn;
     let mut got = Vec::new();
     for tick in 0..100u32 {
@@ -70,7 +71,7 @@ fn reliable_ordered_exactly_once_in_order_under_loss_duplication_and_reordering(
 
 #[test]
 fn reliable_unordered_exactly_once_and_unreliable_never_duplicated() {
-    let mut sim = Sim::new(22, lossy(), ReplicationConfig::default());
+    let mut sim = Sim::new(setup(ReplicationConfig::default()), 22, lossy());
     let conn = sim.peers[0].conn;
     let mut got = Vec::new();
     for tick in 0..100u32 {
@@ -107,7 +108,11 @@ fn reliable_unordered_exactly_once_and_unreliable_never_duplicated() {
 
 #[test]
 fn object_messages_reach_only_clients_that_have_the_object() {
-    let mut sim = Sim::new(23, LinkConditioner::lan(), ReplicationConfig::default());
+    let mut sim = Sim::new(
+        setup(ReplicationConfig::default()),
+        23,
+        LinkConditioner::lan(),
+    );
     let second = sim.add_peer();
     let (c0, c1) = (sim.peers[0].conn, sim.peers[second].conn);
     let door = sim.server.objects_mut().spawn(Door::default()).unwrap();
@@ -169,7 +174,7 @@ fn object_messages_reach_only_clients_that_have_the_object() {
 
 #[test]
 fn a_message_held_for_a_huge_object_arrives_after_the_object() {
-    let mut sim = Sim::new(24, lossy(), ReplicationConfig::default());
+    let mut sim = Sim::new(setup(ReplicationConfig::default()), 24, lossy());
     let conn = sim.peers[0].conn;
     let big = sim
         .server
@@ -200,7 +205,7 @@ fn a_message_held_for_a_huge_object_arrives_after_the_object() {
 
 #[test]
 fn client_messages_are_validated_by_the_server() {
-    let mut sim = Sim::new(25, lossy(), ReplicationConfig::default());
+    let mut sim = Sim::new(setup(ReplicationConfig::default()), 25, lossy());
     let conn = sim.peers[0].conn;
     let door = sim.server.objects_mut().spawn(Door::default()).unwrap();
     let hidden = sim.server.objects_mut().spawn(Door::default()).unwrap();

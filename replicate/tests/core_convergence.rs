@@ -4,9 +4,10 @@
 //! scope changes. After the links quiet, every client's state must equal the server's
 //! quantized state for every object in its scope.
 
-mod core_common;
+mod common;
 
-use core_common::*;
+use common::core_suite::*;
+use common::*;
 use replicate::NetRefHandle;
 use replicate::Replicated;
 use replicate::link::LinkConditioner;
@@ -358,7 +359,7 @@ fn compare(w: &World, peer: usize) -> (Vec<String>, usize) {
 fn run(seed: u64, objects: usize, ticks: usize, peers: usize) {
     let mut w = World {
         // 20% loss, 5% duplication, 50 ms + up to 100 ms jitter, 2% reordered.
-        sim: Sim::new(seed, LinkConditioner::bad()),
+        sim: Sim::new(setup(), seed, LinkConditioner::bad()),
         rng: Rng(seed.wrapping_mul(31)),
         roots: Vec::new(),
         polled: Vec::new(),
@@ -392,35 +393,13 @@ fn run(seed: u64, objects: usize, ticks: usize, peers: usize) {
         w.step();
     }
     // The links quiet (still slow and jittery, but nothing lost or duplicated).
-    w.sim.set_conditioner(LinkConditioner {
-        loss: 0.0,
-        duplicate: 0.0,
-        ..LinkConditioner::bad()
-    });
+    w.sim.set_conditioner(quiet_bad_link());
     // Idle for 30 ticks in a row (longer than the link's max delay): everything arrived.
-    let mut quiet_ticks = 0;
-    let mut idle_run = 0;
-    loop {
-        w.step();
-        quiet_ticks += 1;
-        let idle = w
-            .sim
-            .peers
-            .iter()
-            .all(|p| w.sim.server.writer(p.conn).unwrap().is_idle());
-        if idle {
-            idle_run += 1;
-        } else {
-            idle_run = 0;
-        }
-        if idle_run >= 30 || quiet_ticks > 2000 {
-            break;
-        }
-    }
+    let (quiet_ticks, settled) = settle(&mut w, 2000, World::step, |w| w.sim.writers_idle());
     for peer in 0..peers {
         let wr = w.sim.server.writer(w.sim.peers[peer].conn).unwrap();
         assert!(
-            quiet_ticks < 2000,
+            settled,
             "writer {peer} never went idle: {:?} stats {:?} in flight {} dirty {} tracked {}",
             hist(&w, peer),
             wr.stats(),

@@ -1,10 +1,11 @@
 //! Random and mutated packets into the client's and the server's stream managers:
 //! never a panic, and the client keeps working.
 
-mod core_common;
+mod common;
 
-use core_common::Rng;
-use core_common::*;
+use common::Rng;
+use common::core_suite::*;
+use common::*;
 use proptest::prelude::*;
 use replicate::bits::BitReader;
 use replicate::connection::DeliveryStatus;
@@ -169,6 +170,7 @@ proptest! {
 fn corrupted_packets_through_real_connections_never_panic() {
     use replicate::link::LinkConditioner;
     let mut sim = Sim::new(
+        setup(),
         11,
         LinkConditioner {
             corrupt: 0.5,

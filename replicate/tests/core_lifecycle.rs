@@ -2,9 +2,10 @@
 //! destroy, lost creation, cancelled destroy, subobjects, tear-off, the seed's
 //! lost-packet timeline, dependents, static objects, poll and push modes.
 
-mod core_common;
+mod common;
 
-use core_common::*;
+use common::core_suite::*;
+use common::*;
 use replicate::NetRefHandle;
 use replicate::connection::DeliveryStatus::{Delivered, Lost};
 use replicate::object::SchedulingHint;
@@ -708,25 +709,17 @@ fn an_unknown_token_breaks_only_that_object() {
     m.round_trip();
     let mut w = replicate::bits::BitWriter::with_capacity_bytes(64);
     w.write_bits(500, 16); // sequence
-    w.write_bits(3, 5); // four streams (replication, tokens, huge objects, messages)
-    w.write_bits(0b0001, 4);
-    w.write_bool(false); // no destroys
-    w.write_bool(true);
-    h.write(&mut w);
-    w.write_bool(true); // the long size form (16 bits)
-    let at = w.position();
-    w.write_bits(0, 16);
-    let start = w.position();
-    w.write_bool(false); // exports
-    w.write_bool(false); // creating
-    w.write_bool(false); // tear off
-    w.write_bool(false); // delta
-    w.write_bool(true); // tags
-    w.write_bits(1, 8);
-    w.write_bits(9, 16);
-    w.write_bits(0, 3); // empty mask
-    let size = w.position() - start;
-    w.patch_bits(at, size as u64, 16);
+    packet_start(&mut w, &[]);
+    batch(&mut w, h, |w| {
+        w.write_bool(false); // exports
+        w.write_bool(false); // creating
+        w.write_bool(false); // tear off
+        w.write_bool(false); // delta
+        w.write_bool(true); // tags
+        w.write_bits(1, 8);
+        w.write_bits(9, 16);
+        w.write_bits(0, 3); // empty mask
+    });
     w.write_bool(false);
     read_manual_packet(&mut m.client, m.now, &w.finish().unwrap()).unwrap();
     assert!(m.client.drain_events().iter().any(|e| matches!(
@@ -741,7 +734,6 @@ fn an_unknown_token_breaks_only_that_object() {
 
 #[test]
 fn conditions_are_applied_per_connection() {
-    use replicate::bits::BitWriter;
     use replicate::connection::PacketSequence;
     use replicate::replication::{ReplicationClient, ReplicationConfig};
     let mut m = Manual::new();
@@ -764,13 +756,10 @@ fn conditions_are_applied_per_connection() {
         .unwrap();
     let mut other_seq = 0u16;
     let mut send_other = |m: &mut Manual, c: &mut ReplicationClient| {
-        let mut w = BitWriter::with_capacity_bits(16 + 1200 * 8);
-        w.write_bits(other_seq as u64, 16);
-        m.server
-            .write_packet(other, PacketSequence(other_seq), &mut w);
-        read_manual_packet(c, m.now, &w.finish().unwrap()).unwrap();
-        m.server
-            .process_delivery(other, PacketSequence(other_seq), Delivered);
+        let seq = PacketSequence(other_seq);
+        let (_, bytes) = write_manual_packet(&mut m.server, other, seq, 1200);
+        read_manual_packet(c, m.now, &bytes).unwrap();
+        m.server.process_delivery(other, seq, Delivered);
         other_seq += 1;
     };
     m.round_trip();

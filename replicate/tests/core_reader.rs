@@ -1,48 +1,49 @@
 //! The reader: unresolved references (the seed's soldiers and captain, hot and cold
 //! caches), broken batches, framing errors, deferred end of replication.
 
-mod core_common;
+mod common;
 
-use core_common::*;
+use common::core_suite::*;
 use replicate::__private::ReplicatedState;
 use replicate::NetRefHandle;
 use replicate::bits::{BitReader, BitWriter};
-use replicate::replication::{
-    ObjectReadError, ReplicationConfig, ReplicationEvent, ReplicationWriter,
-};
+use replicate::replication::{ObjectReadError, ReplicationConfig, ReplicationEvent};
 use replicate::state::ChangeMask;
 use std::time::Duration;
 
-#[test]
-fn soldiers_reference_a_captain_that_arrives_later() {
-    let mut m = Manual::new();
+/// Spawns a captain of `rank` that the client does not see yet (out of its scope), so
+/// references to it park on the client.
+fn hidden_captain(m: &mut Manual, rank: u8) -> NetRefHandle {
     let captain = m
         .server
         .objects_mut()
         .spawn(Captain {
-            rank: 3,
+            rank,
             ..Default::default()
         })
         .unwrap();
     m.server.set_in_scope(m.conn, captain, false);
-    let s1 = m
-        .server
+    captain
+}
+
+/// Spawns a soldier with `hp` referencing `captain`.
+fn spawn_soldier(m: &mut Manual, hp: u8, captain: NetRefHandle) -> NetRefHandle {
+    m.server
         .objects_mut()
         .spawn(Soldier {
-            hp: 10,
+            hp,
             captain,
             ..Default::default()
         })
-        .unwrap();
-    let s2 = m
-        .server
-        .objects_mut()
-        .spawn(Soldier {
-            hp: 20,
-            captain,
-            ..Default::default()
-        })
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn soldiers_reference_a_captain_that_arrives_later() {
+    let mut m = Manual::new();
+    let captain = hidden_captain(&mut m, 3);
+    let s1 = spawn_soldier(&mut m, 10, captain);
+    let s2 = spawn_soldier(&mut m, 20, captain);
     // Packets 1-2: soldiers, captain unknown to the client -> parked in the hot cache.
     m.round_trip();
     m.round_trip();
@@ -89,16 +90,7 @@ fn soldiers_reference_a_captain_that_arrives_later() {
 
     // Packet 4: soldiers 3-5 resolve directly.
     let later: Vec<_> = (0..3)
-        .map(|i| {
-            m.server
-                .objects_mut()
-                .spawn(Soldier {
-                    hp: 30 + i,
-                    captain,
-                    ..Default::default()
-                })
-                .unwrap()
-        })
+        .map(|i| spawn_soldier(&mut m, 30 + i, captain))
         .collect();
     m.round_trip();
     for s in later {
@@ -123,15 +115,7 @@ fn reference_in_the_same_packet_resolves_at_once() {
             ..Default::default()
         })
         .unwrap();
-    let s = m
-        .server
-        .objects_mut()
-        .spawn(Soldier {
-            hp: 1,
-            captain,
-            ..Default::default()
-        })
-        .unwrap();
+    let s = spawn_soldier(&mut m, 1, captain);
     m.round_trip();
     assert_eq!(m.client.get::<Soldier>(s).unwrap().captain, captain);
     assert_eq!(m.client.world().resolver().counts(), (0, 0));
@@ -140,17 +124,8 @@ fn reference_in_the_same_packet_resolves_at_once() {
 #[test]
 fn unresolved_reference_goes_cold_after_the_hot_lifetime() {
     let mut m = Manual::new();
-    let captain = m.server.objects_mut().spawn(Captain::default()).unwrap();
-    m.server.set_in_scope(m.conn, captain, false);
-    let s = m
-        .server
-        .objects_mut()
-        .spawn(Soldier {
-            hp: 1,
-            captain,
-            ..Default::default()
-        })
-        .unwrap();
+    let captain = hidden_captain(&mut m, 0);
+    let s = spawn_soldier(&mut m, 1, captain);
     m.round_trip(); // now = 16 ms
     assert_eq!(m.client.world().resolver().counts(), (1, 0));
     let t0 = m.now;
@@ -205,16 +180,8 @@ fn without_the_cache_every_reference_is_retried_each_pass() {
         ..Default::default()
     };
     let mut m = Manual::with_config(config);
-    let captain = m.server.objects_mut().spawn(Captain::default()).unwrap();
-    m.server.set_in_scope(m.conn, captain, false);
-    m.server
-        .objects_mut()
-        .spawn(Soldier {
-            hp: 1,
-            captain,
-            ..Default::default()
-        })
-        .unwrap();
+    let captain = hidden_captain(&mut m, 0);
+    spawn_soldier(&mut m, 1, captain);
     m.round_trip();
     for i in 0..300u64 {
         m.client.update(Duration::from_millis(2000 + i * 10));
@@ -225,25 +192,14 @@ fn without_the_cache_every_reference_is_retried_each_pass() {
 
 // ---- hand-made packets ----
 
-/// `[streams - 1: 5 = 3][mask: 4 = replication only]` (replication, tokens, huge
-/// objects, messages), then the destroy list.
-fn packet_start(w: &mut BitWriter, destroys: &[NetRefHandle]) {
-    w.write_bits(3, 5);
-    w.write_bits(0b0001, 4);
-    for d in destroys {
-        w.write_bool(true);
-        d.write(w);
-    }
-    w.write_bool(false);
-}
-
-fn batch(w: &mut BitWriter, handle: NetRefHandle, body: impl FnOnce(&mut BitWriter)) {
-    w.write_bool(true);
-    handle.write(w);
-    let mut b = BitWriter::with_capacity_bits(1 << 16);
-    body(&mut b);
-    assert!(ReplicationWriter::write_batch_size(w, b.position()));
-    w.write_from(&b);
+/// The flags of a plain update batch: no exports, not creating, no tear off, no delta,
+/// no tags.
+fn update_flags(w: &mut BitWriter) {
+    w.write_bool(false); // exports
+    w.write_bool(false); // not creating
+    w.write_bool(false); // tear off
+    w.write_bool(false); // delta
+    w.write_bool(false); // tags
 }
 
 fn pawn_creation(w: &mut BitWriter, protocol: u64, x: i32) {
@@ -267,14 +223,6 @@ fn pawn_creation(w: &mut BitWriter, protocol: u64, x: i32) {
     ReplicatedState::serialize(&state, &mask, 0, w);
 }
 
-fn read(m: &mut Manual, w: BitWriter) -> Result<(), replicate::stream::StreamError> {
-    let bytes = w.finish().unwrap();
-    let seq = replicate::connection::PacketSequence(m.seq);
-    m.seq += 1;
-    m.client
-        .read_packet(m.now, seq, &mut BitReader::new(&bytes))
-}
-
 #[test]
 fn unknown_protocol_is_an_error_for_that_object_only() {
     let mut m = Manual::new();
@@ -289,7 +237,7 @@ fn unknown_protocol_is_an_error_for_that_object_only() {
     batch(&mut w, bad, |w| pawn_creation(w, unknown, 1));
     batch(&mut w, good, |w| pawn_creation(w, pawn_proto, 2));
     w.write_bool(false);
-    read(&mut m, w).unwrap();
+    m.read_raw(w).unwrap();
     let ev = m.client.drain_events();
     assert!(ev.contains(&ReplicationEvent::ObjectError {
         handle: bad,
@@ -313,7 +261,7 @@ fn broken_object_batches_are_skipped_and_the_rest_goes_on() {
         w.write_bits(0b101, 3);
     });
     w.write_bool(false);
-    read(&mut m, w).unwrap();
+    m.read_raw(w).unwrap();
     assert!(m.client.world().is_broken(h));
     assert!(!m.client.contains(h));
     assert!(matches!(
@@ -329,7 +277,7 @@ fn broken_object_batches_are_skipped_and_the_rest_goes_on() {
     batch(&mut w, h, |w| pawn_creation(w, proto, 5));
     batch(&mut w, other, |w| pawn_creation(w, proto, 6));
     w.write_bool(false);
-    read(&mut m, w).unwrap();
+    m.read_raw(w).unwrap();
     assert!(!m.client.contains(h));
     assert_eq!(m.client.get::<Pawn>(other).unwrap().x, 6);
     assert_eq!(m.client.world().stats().skipped_broken, 1);
@@ -346,9 +294,9 @@ fn framing_error_keeps_what_was_read() {
     // A batch that claims more bits than the packet has.
     w.write_bool(true);
     NetRefHandle::new(71, false, 0).write(&mut w);
-    w.write_bool(true); // long size form
+    w.write_bool(true); // the long size form
     w.write_bits(60_000, 16);
-    assert!(read(&mut m, w).is_err());
+    assert!(m.read_raw(w).is_err());
     assert_eq!(m.client.get::<Pawn>(h).unwrap().x, 4);
     assert_eq!(m.client.world().stats().framing_errors, 1);
 }
@@ -360,11 +308,7 @@ fn update_for_unknown_object_and_delta_flag_are_object_errors() {
     let mut w = BitWriter::with_capacity_bytes(256);
     packet_start(&mut w, &[]);
     batch(&mut w, h, |w| {
-        w.write_bool(false); // exports
-        w.write_bool(false); // not creating
-        w.write_bool(false); // tear off
-        w.write_bool(false); // delta
-        w.write_bool(false); // tags
+        update_flags(w);
         w.write_bits(0, 4);
     });
     batch(&mut w, NetRefHandle::new(81, false, 0), |w| {
@@ -376,7 +320,7 @@ fn update_for_unknown_object_and_delta_flag_are_object_errors() {
         w.write_bool(true); // delta
     });
     w.write_bool(false);
-    read(&mut m, w).unwrap();
+    m.read_raw(w).unwrap();
     let ev = m.client.drain_events();
     assert!(ev.iter().any(|e| matches!(
         e,
@@ -483,17 +427,8 @@ fn a_creation_overtaken_by_its_destroy_leaves_no_ghost() {
 #[test]
 fn parked_references_of_destroyed_objects_are_forgotten() {
     let mut m = Manual::new();
-    let captain = m.server.objects_mut().spawn(Captain::default()).unwrap();
-    m.server.set_in_scope(m.conn, captain, false);
-    let s = m
-        .server
-        .objects_mut()
-        .spawn(Soldier {
-            hp: 1,
-            captain,
-            ..Default::default()
-        })
-        .unwrap();
+    let captain = hidden_captain(&mut m, 0);
+    let s = spawn_soldier(&mut m, 1, captain);
     m.round_trip();
     assert_eq!(m.client.world().resolver().counts(), (1, 0));
     m.server.objects_mut().destroy(s).unwrap();
@@ -511,17 +446,13 @@ fn a_broken_object_is_reported_and_the_server_stops_sending_it() {
     let mut w = BitWriter::with_capacity_bytes(256);
     packet_start(&mut w, &[]);
     batch(&mut w, h, |w| {
-        w.write_bool(false); // exports
-        w.write_bool(false); // not creating
-        w.write_bool(false); // tear off
-        w.write_bool(false); // delta
-        w.write_bool(false); // tags
+        update_flags(w);
         w.write_bits(0b001, 3);
         w.write_bits(0, 1); // kind = 0 (zero flag)
         w.write_bits(0x7, 3); // garbage
     });
     w.write_bool(false);
-    read(&mut m, w).unwrap();
+    m.read_raw(w).unwrap();
     assert!(m.client.world().is_broken(h));
 
     // The client's next packet reports it; the server takes it out of scope.

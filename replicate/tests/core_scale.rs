@@ -4,9 +4,10 @@
 //! The criterion benches are owned elsewhere; this only shows that per-connection cost
 //! follows dirty data, not world size.
 
-mod core_common;
+mod common;
 
-use core_common::*;
+use common::core_suite::*;
+use common::*;
 use replicate::bits::BitWriter;
 use replicate::connection::{DeliveryStatus, PacketSequence};
 use replicate::replication::{ReplicationConfig, ReplicationServer};

@@ -2,9 +2,10 @@
 //! with delta compression on and off; fewer bytes with it on, and the client equals
 //! the server either way.
 
-mod core_common;
+mod common;
 
-use core_common::*;
+use common::core_suite::*;
+use common::*;
 use replicate::NetRefHandle;
 use replicate::replication::{DeltaSettings, ReplicationConfig};
 

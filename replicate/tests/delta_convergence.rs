@@ -3,9 +3,10 @@
 //! and spawned; after the links quiet every client equals the server, and baselines
 //! were created, promoted and used all along.
 
-mod core_common;
+mod common;
 
-use core_common::*;
+use common::core_suite::*;
+use common::*;
 use replicate::NetRefHandle;
 use replicate::link::LinkConditioner;
 use replicate::replication::DeltaSettings;
@@ -120,7 +121,7 @@ impl World {
 
 fn run(seed: u64, objects: usize, ticks: usize, peers: usize, min_frames: u32) {
     let mut w = World {
-        sim: Sim::new(seed, LinkConditioner::bad()),
+        sim: Sim::new(setup(), seed, LinkConditioner::bad()),
         rng: Rng(seed ^ 0xD17A),
         objects: Vec::new(),
         secrets: Vec::new(),
@@ -167,25 +168,9 @@ fn run(seed: u64, objects: usize, ticks: usize, peers: usize, min_frames: u32) {
             w.sim.server.set_in_scope(c, h, true);
         }
     }
-    w.sim.set_conditioner(LinkConditioner {
-        loss: 0.0,
-        duplicate: 0.0,
-        ..LinkConditioner::bad()
-    });
-    let mut idle_run = 0;
-    for _ in 0..2000 {
-        w.sim.step(dt);
-        let idle = w
-            .sim
-            .peers
-            .iter()
-            .all(|p| w.sim.server.writer(p.conn).unwrap().is_idle());
-        idle_run = if idle { idle_run + 1 } else { 0 };
-        if idle_run >= 30 {
-            break;
-        }
-    }
-    assert!(idle_run >= 30, "writers never went idle");
+    w.sim.set_conditioner(quiet_bad_link());
+    let (_, settled) = settle(&mut w.sim, 2000, |sim| sim.step(dt), Sim::writers_idle);
+    assert!(settled, "writers never went idle");
     let mut mismatches = Vec::new();
     for p in &w.sim.peers {
         assert_eq!(p.stream_errors, 0);

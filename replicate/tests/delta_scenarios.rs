@@ -2,9 +2,10 @@
 //! scenarios, shared snapshots across 100 connections, creation throttling, and a
 //! baseline the receiver does not have.
 
-mod core_common;
+mod common;
 
-use core_common::*;
+use common::core_suite::*;
+use common::*;
 use replicate::NetRefHandle;
 use replicate::bits::{BitReader, BitWriter};
 use replicate::connection::{DeliveryStatus, PacketSequence};
@@ -378,33 +379,20 @@ fn a_batch_naming_a_missing_baseline_breaks_that_object_only() {
     let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();
     m.round_trip();
     let mut w = BitWriter::with_capacity_bytes(256);
-    w.write_bits(3, 5); // four streams (replication, tokens, huge objects, messages)
-    w.write_bits(0b0001, 4); // the replication stream has data
-    w.write_bool(false); // no destroys
-    w.write_bool(true);
-    h.write(&mut w);
-    w.write_bool(true); // the long size form (16 bits)
-    let at = w.position();
-    w.write_bits(0, 16);
-    let start = w.position();
-    w.write_bool(false); // exports
-    w.write_bool(false); // not creating
-    w.write_bool(false); // tear off
-    w.write_bool(true); // delta
-    w.write_bool(false); // tags
-    w.write_bits(1, 2); // against baseline 1, which the client never stored
+    packet_start(&mut w, &[]);
+    batch(&mut w, h, |w| {
+        w.write_bool(false); // exports
+        w.write_bool(false); // not creating
+        w.write_bool(false); // tear off
+        w.write_bool(true); // delta
+        w.write_bool(false); // tags
+        w.write_bits(1, 2); // against baseline 1, which the client never stored
+        w.write_bool(false);
+        ChangeMask::from_u64(4, 1).write(w);
+        w.write_bits(0, 8);
+    });
     w.write_bool(false);
-    ChangeMask::from_u64(4, 1).write(&mut w);
-    w.write_bits(0, 8);
-    let size = w.position() - start;
-    w.patch_bits(at, size as u64, 16);
-    w.write_bool(false);
-    let bytes = w.finish().unwrap();
-    let seq = PacketSequence(m.seq);
-    m.seq += 1;
-    m.client
-        .read_packet(m.now, seq, &mut BitReader::new(&bytes))
-        .unwrap();
+    m.read_raw(w).unwrap();
     let events = m.client.drain_events();
     assert!(events.iter().any(|e| matches!(
         e,

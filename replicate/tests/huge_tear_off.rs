@@ -3,9 +3,9 @@
 //! with the server's final state (a `TornOff` event, never `Destroyed`), and the server
 //! stops replicating it.
 
-mod perfect_link;
+mod common;
 
-use perfect_link::Link;
+use common::Link;
 use replicate::NetRefHandle;
 use replicate::Replicated;
 use replicate::replication::{ReplicatedObjectState, ReplicationConfig, ReplicationEvent};

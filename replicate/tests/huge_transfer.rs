@@ -2,9 +2,10 @@
 //! bit-identical, 50 queued huge objects respect the in-transit limit, and a destroy
 //! in flight cancels the transfer on both ends.
 
-mod attachment_common;
+mod common;
 
-use attachment_common::*;
+use common::attachment_suite::*;
+use common::*;
 use replicate::link::LinkConditioner;
 use replicate::replication::{
     HugeObjectReceiver, HugeObjectStream, ReplicatedObjectState, ReplicationConfig,
@@ -34,7 +35,7 @@ fn huge_stats(sim: &mut Sim) -> replicate::replication::HugeSendStats {
 
 #[test]
 fn half_megabyte_object_arrives_bit_identical_through_loss_duplication_and_reordering() {
-    let mut sim = Sim::new(7, lossy(), ReplicationConfig::default());
+    let mut sim = Sim::new(setup(ReplicationConfig::default()), 7, lossy());
     sim.packets_per_tick = 16;
     let data = bytes(1, 500 * 1024);
     let big = sim
@@ -83,7 +84,7 @@ fn half_megabyte_object_arrives_bit_identical_through_loss_duplication_and_reord
 
 #[test]
 fn fifty_huge_objects_keep_at_most_sixteen_in_transit_and_all_arrive() {
-    let mut sim = Sim::new(11, lossy(), ReplicationConfig::default());
+    let mut sim = Sim::new(setup(ReplicationConfig::default()), 11, lossy());
     sim.packets_per_tick = 8;
     let mut objects = Vec::new();
     for i in 0..50u32 {
@@ -128,7 +129,7 @@ fn fifty_huge_objects_keep_at_most_sixteen_in_transit_and_all_arrive() {
 fn the_in_transit_limit_is_configurable() {
     let mut config = ReplicationConfig::default();
     config.attachments.max_huge_in_transit = 2;
-    let mut sim = Sim::new(3, LinkConditioner::lan(), config);
+    let mut sim = Sim::new(setup(config), 3, LinkConditioner::lan());
     let mut objects = Vec::new();
     for i in 0..6u32 {
         let h = sim
@@ -151,7 +152,7 @@ fn the_in_transit_limit_is_configurable() {
 
 #[test]
 fn destroying_an_object_in_flight_cancels_its_transfer_on_both_ends() {
-    let mut sim = Sim::new(5, lossy(), ReplicationConfig::default());
+    let mut sim = Sim::new(setup(ReplicationConfig::default()), 5, lossy());
     sim.packets_per_tick = 2;
     let big = sim
         .server
@@ -200,7 +201,7 @@ fn a_busy_world_does_not_starve_huge_objects() {
     let run = |share: f32| {
         let mut config = ReplicationConfig::default();
         config.attachments.huge_packet_share = share;
-        let mut sim = Sim::new(13, LinkConditioner::lan(), config);
+        let mut sim = Sim::new(setup(config), 13, LinkConditioner::lan());
         sim.packets_per_tick = 1;
         let doors: Vec<_> = (0..400)
             .map(|_| sim.server.objects_mut().spawn(Door::default()).unwrap())
@@ -238,7 +239,7 @@ fn a_destroy_racing_a_completed_transfer_still_removes_the_object() {
         jitter: Duration::from_millis(40),
         ..LinkConditioner::perfect()
     };
-    let mut sim = Sim::new(17, slow, ReplicationConfig::default());
+    let mut sim = Sim::new(setup(ReplicationConfig::default()), 17, slow);
     let big = sim
         .server
         .objects_mut()

@@ -3,10 +3,11 @@
 //! sends near objects first and more often while far ones still get through (no
 //! starvation), and a connection's stream bytes stay within 5% of its budget.
 
-mod interest_common;
+mod common;
 
+use common::interest_suite::*;
+use common::*;
 use glam::Vec3;
-use interest_common::*;
 use replicate::NetRefHandle;
 use replicate::interest::{BandwidthBudget, PrioritizerKind};
 

@@ -5,9 +5,9 @@
 
 #![allow(clippy::needless_range_loop)]
 
-mod interest_common;
+mod common;
 
-use interest_common::*;
+use common::interest_suite::*;
 use replicate::Replicated;
 
 type HeroState = <Hero as Replicated>::State;

@@ -6,10 +6,11 @@
 //! quiet, every client must hold exactly the objects in its scope, and every member it
 //! may receive must equal the server's quantized value.
 
-mod interest_common;
+mod common;
 
+use common::interest_suite::*;
+use common::*;
 use glam::Vec3;
-use interest_common::*;
 use replicate::interest::{ConditionContext, FilterKind, InterestConfig, PrioritizerKind};
 use replicate::link::LinkConditioner;
 use replicate::replication::ReplicationEvent;
@@ -257,7 +258,7 @@ fn compare(w: &World, peer: usize) -> (Vec<String>, usize) {
 
 fn run(seed: u64, rocks: usize, heroes: usize, ticks: usize) {
     let mut w = World {
-        sim: Sim::new(seed, LinkConditioner::bad(), 3),
+        sim: Sim::new(setup(3), seed, LinkConditioner::bad()),
         rng: Rng(seed.wrapping_mul(77)),
         rocks: Vec::new(),
         heroes: Vec::new(),
@@ -303,24 +304,9 @@ fn run(seed: u64, rocks: usize, heroes: usize, ticks: usize) {
         }
         w.step();
     }
-    w.sim.set_conditioner(LinkConditioner {
-        loss: 0.0,
-        duplicate: 0.0,
-        ..LinkConditioner::bad()
-    });
-    let mut quiet = 0;
-    let mut idle_run = 0;
-    while idle_run < 30 && quiet < 2000 {
-        w.step();
-        quiet += 1;
-        let idle = w
-            .sim
-            .peers
-            .iter()
-            .all(|p| w.sim.server.writer(p.conn).unwrap().is_idle());
-        idle_run = if idle { idle_run + 1 } else { 0 };
-    }
-    assert!(quiet < 2000, "writers never went idle");
+    w.sim.set_conditioner(quiet_bad_link());
+    let (_, settled) = settle(&mut w, 2000, World::step, |w| w.sim.writers_idle());
+    assert!(settled, "writers never went idle");
     let mut total = 0;
     for peer in 0..3 {
         let (mismatches, n) = compare(&w, peer);

@@ -5,10 +5,10 @@
 //! object on the client (a destroy on the wire); re-entering must create it again with
 //! its current state.
 
-mod interest_common;
+mod common;
 
+use common::interest_suite::*;
 use glam::Vec3;
-use interest_common::*;
 use replicate::NetRefHandle;
 use replicate::Replicated;
 use replicate::interest::{FilterKind, InterestConfig, ObjectFilter, ObjectFilterInfo, ViewInfo};

@@ -7,10 +7,11 @@
 //!
 //! `cargo test -p replicate --test interest_s2 -- --ignored --nocapture`
 
-mod interest_common;
+mod common;
 
+use common::interest_suite::*;
+use common::*;
 use glam::Vec3;
-use interest_common::*;
 use replicate::bits::BitWriter;
 use replicate::connection::{DeliveryStatus, PacketSequence};
 use replicate::interest::{BandwidthBudget, FilterKind, InterestConfig};

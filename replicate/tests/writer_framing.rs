@@ -3,9 +3,10 @@
 //! Bit-exact symmetry of the prefix, its boundaries, its cost, garbage and truncation,
 //! and batches on both sides of the boundary going through the real writer and reader.
 
-mod core_common;
+mod common;
 
-use core_common::*;
+use common::core_suite::*;
+use common::*;
 use replicate::NetRefHandle;
 use replicate::bits::{BitReader, BitWriter};
 use replicate::connection::DeliveryStatus;

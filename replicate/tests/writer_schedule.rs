@@ -7,9 +7,10 @@
 //! before every packet, under random spawns, priorities, dependents, subobjects, scope
 //! changes, losses and packet sizes.
 
-mod core_common;
+mod common;
 
-use core_common::*;
+use common::core_suite::*;
+use common::*;
 use replicate::NetRefHandle;
 use replicate::connection::DeliveryStatus::{self, Delivered, Lost};
 use replicate::connection::PacketSequence;

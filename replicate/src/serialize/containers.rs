@@ -44,6 +44,7 @@
 //! assert_eq!(bits, 1 + 10 + 24);
 //! ```
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 
@@ -273,48 +274,137 @@ fn slices_equal<S: NetSerializer>(
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| S::is_equal(config, x, y))
 }
 
-/// Writes every element of `q` whose mapped bit is set, delta-encoded against `prev[i]`
-/// where `prev` has one.
-fn write_masked_elements<S: NetSerializer>(
-    config: &S::Config,
-    element_bits: u32,
-    q: &[S::Quantized],
-    prev: Option<&[S::Quantized]>,
+/// What [`VecSerializer`] and [`ArraySerializer`] differ in for the masked encodings
+/// (per-element change tracking); [`serialize_tracked`] and [`deserialize_tracked`] do
+/// the rest, so both containers share one wire format for the tracked elements.
+trait TrackedElements<S: NetSerializer>: NetSerializer<Quantized = Vec<S::Quantized>> {
+    /// The element serializer's config and the change-mask bits for elements (0 = off).
+    fn tracking(config: &Self::Config) -> (&S::Config, u32);
+    /// Writes what precedes the elements (a `Vec`'s length prefix, nothing for an
+    /// array) and returns the elements to write.
+    fn write_prefix<'a>(
+        config: &Self::Config,
+        q: &'a [S::Quantized],
+        w: &mut BitWriter,
+    ) -> Cow<'a, [S::Quantized]>;
+    /// The elements a delta is taken against.
+    fn baseline(prev: &[S::Quantized]) -> Cow<'_, [S::Quantized]>;
+    /// Mirror of [`write_prefix`](Self::write_prefix): reads what precedes the elements
+    /// and resizes `target` to the element count.
+    fn read_prefix(
+        config: &Self::Config,
+        target: &mut Vec<S::Quantized>,
+        r: &mut BitReader,
+    ) -> Result<()>;
+}
+
+/// `serialize_masked` (without `prev`) and `serialize_masked_delta` (with) of a tracked
+/// container: the prefix, then every element whose mapped bit is set, delta-encoded
+/// against the baseline element where there is one. Without tracking, the full value
+/// (or its delta).
+fn serialize_tracked<S: NetSerializer, T: TrackedElements<S>>(
+    config: &T::Config,
+    q: &Vec<S::Quantized>,
+    prev: Option<&Vec<S::Quantized>>,
     mask: &ChangeMask,
     offset: u32,
     w: &mut BitWriter,
 ) {
+    let (element, element_bits) = T::tracking(config);
+    if element_bits == 0 {
+        return match prev {
+            Some(prev) => T::serialize_delta(config, q, prev, w),
+            None => T::serialize(config, q, w),
+        };
+    }
+    let q = T::write_prefix(config, q, w);
+    let prev = prev.map(|p| T::baseline(p));
     for (i, e) in q.iter().enumerate() {
         if !mask.get(element_bit(offset, element_bits, i)) {
             continue;
         }
-        match prev.and_then(|p| p.get(i)) {
-            Some(p) => S::serialize_delta(config, e, p, w),
-            None => S::serialize(config, e, w),
+        match prev.as_ref().and_then(|p| p.get(i)) {
+            Some(p) => S::serialize_delta(element, e, p, w),
+            None => S::serialize(element, e, w),
         }
     }
 }
 
-/// Mirror of [`write_masked_elements`]: overwrites the masked elements of `target`.
-fn read_masked_elements<S: NetSerializer>(
-    config: &S::Config,
-    element_bits: u32,
-    target: &mut [S::Quantized],
-    prev: Option<&[S::Quantized]>,
+/// Mirror of [`serialize_tracked`]: resizes `target` and overwrites its masked elements.
+fn deserialize_tracked<S: NetSerializer, T: TrackedElements<S>>(
+    config: &T::Config,
+    target: &mut Vec<S::Quantized>,
+    prev: Option<&Vec<S::Quantized>>,
     mask: &ChangeMask,
     offset: u32,
     r: &mut BitReader,
 ) -> Result<()> {
+    let (element, element_bits) = T::tracking(config);
+    if element_bits == 0 {
+        *target = match prev {
+            Some(prev) => T::deserialize_delta(config, prev, r)?,
+            None => T::deserialize(config, r)?,
+        };
+        return Ok(());
+    }
+    let prev = prev.map(|p| T::baseline(p));
+    T::read_prefix(config, target, r)?;
     for (i, e) in target.iter_mut().enumerate() {
         if !mask.get(element_bit(offset, element_bits, i)) {
             continue;
         }
-        *e = match prev.and_then(|p| p.get(i)) {
-            Some(p) => S::deserialize_delta(config, p, r)?,
-            None => S::deserialize(config, r)?,
+        *e = match prev.as_ref().and_then(|p| p.get(i)) {
+            Some(p) => S::deserialize_delta(element, p, r)?,
+            None => S::deserialize(element, r)?,
         };
     }
     Ok(())
+}
+
+/// The four masked methods of a [`TrackedElements`] container, forwarding to
+/// [`serialize_tracked`] and [`deserialize_tracked`] (inside its `NetSerializer` impl,
+/// with `S` the element serializer).
+macro_rules! tracked_masked_methods {
+    () => {
+        fn serialize_masked(
+            config: &Self::Config,
+            q: &Vec<S::Quantized>,
+            mask: &ChangeMask,
+            offset: u32,
+            w: &mut BitWriter,
+        ) {
+            serialize_tracked::<S, Self>(config, q, None, mask, offset, w)
+        }
+        fn deserialize_masked(
+            config: &Self::Config,
+            target: &mut Vec<S::Quantized>,
+            mask: &ChangeMask,
+            offset: u32,
+            r: &mut BitReader,
+        ) -> Result<()> {
+            deserialize_tracked::<S, Self>(config, target, None, mask, offset, r)
+        }
+        fn serialize_masked_delta(
+            config: &Self::Config,
+            q: &Vec<S::Quantized>,
+            prev: &Vec<S::Quantized>,
+            mask: &ChangeMask,
+            offset: u32,
+            w: &mut BitWriter,
+        ) {
+            serialize_tracked::<S, Self>(config, q, Some(prev), mask, offset, w)
+        }
+        fn deserialize_masked_delta(
+            config: &Self::Config,
+            target: &mut Vec<S::Quantized>,
+            prev: &Vec<S::Quantized>,
+            mask: &ChangeMask,
+            offset: u32,
+            r: &mut BitReader,
+        ) -> Result<()> {
+            deserialize_tracked::<S, Self>(config, target, Some(prev), mask, offset, r)
+        }
+    };
 }
 
 /// Most bytes a decoder reserves up front for a received count; beyond that the vector
@@ -542,98 +632,7 @@ impl<S: NetSerializer> NetSerializer for VecSerializer<S> {
         );
         true
     }
-    fn serialize_masked(
-        config: &Self::Config,
-        q: &Vec<S::Quantized>,
-        mask: &ChangeMask,
-        offset: u32,
-        w: &mut BitWriter,
-    ) {
-        if config.element_bits == 0 {
-            return Self::serialize(config, q, w);
-        }
-        let q = Self::clamped(config, q);
-        write_len(w, q.len(), config.max_len);
-        write_masked_elements::<S>(
-            &config.element,
-            config.element_bits,
-            q,
-            None,
-            mask,
-            offset,
-            w,
-        );
-    }
-    fn deserialize_masked(
-        config: &Self::Config,
-        target: &mut Vec<S::Quantized>,
-        mask: &ChangeMask,
-        offset: u32,
-        r: &mut BitReader,
-    ) -> Result<()> {
-        if config.element_bits == 0 {
-            *target = Self::deserialize(config, r)?;
-            return Ok(());
-        }
-        let n = read_len(r, config.max_len, "array length")?;
-        target.resize_with(n, Default::default);
-        read_masked_elements::<S>(
-            &config.element,
-            config.element_bits,
-            target,
-            None,
-            mask,
-            offset,
-            r,
-        )
-    }
-    fn serialize_masked_delta(
-        config: &Self::Config,
-        q: &Vec<S::Quantized>,
-        prev: &Vec<S::Quantized>,
-        mask: &ChangeMask,
-        offset: u32,
-        w: &mut BitWriter,
-    ) {
-        if config.element_bits == 0 {
-            return Self::serialize_delta(config, q, prev, w);
-        }
-        let q = Self::clamped(config, q);
-        write_len(w, q.len(), config.max_len);
-        write_masked_elements::<S>(
-            &config.element,
-            config.element_bits,
-            q,
-            Some(prev),
-            mask,
-            offset,
-            w,
-        );
-    }
-    fn deserialize_masked_delta(
-        config: &Self::Config,
-        target: &mut Vec<S::Quantized>,
-        prev: &Vec<S::Quantized>,
-        mask: &ChangeMask,
-        offset: u32,
-        r: &mut BitReader,
-    ) -> Result<()> {
-        if config.element_bits == 0 {
-            *target = Self::deserialize_delta(config, prev, r)?;
-            return Ok(());
-        }
-        let n = read_len(r, config.max_len, "array length")?;
-        target.resize_with(n, Default::default);
-        read_masked_elements::<S>(
-            &config.element,
-            config.element_bits,
-            target,
-            Some(prev),
-            mask,
-            offset,
-            r,
-        )
-    }
+    tracked_masked_methods!();
     fn max_bits(config: &Self::Config) -> Option<u32> {
         let e = S::max_bits(&config.element)?;
         bits_sum(len_prefix_bits(config.max_len), config.max_len, e)
@@ -652,6 +651,33 @@ impl<S: NetSerializer> NetSerializer for VecSerializer<S> {
         hasher.write_u32(Self::VERSION);
         config.fingerprint(hasher);
         S::fingerprint(&config.element, hasher);
+    }
+}
+
+impl<S: NetSerializer> TrackedElements<S> for VecSerializer<S> {
+    fn tracking(config: &Self::Config) -> (&S::Config, u32) {
+        (&config.element, config.element_bits)
+    }
+    fn write_prefix<'a>(
+        config: &Self::Config,
+        q: &'a [S::Quantized],
+        w: &mut BitWriter,
+    ) -> Cow<'a, [S::Quantized]> {
+        let q = Self::clamped(config, q);
+        write_len(w, q.len(), config.max_len);
+        Cow::Borrowed(q)
+    }
+    fn baseline(prev: &[S::Quantized]) -> Cow<'_, [S::Quantized]> {
+        Cow::Borrowed(prev)
+    }
+    fn read_prefix(
+        config: &Self::Config,
+        target: &mut Vec<S::Quantized>,
+        r: &mut BitReader,
+    ) -> Result<()> {
+        let n = read_len(r, config.max_len, "array length")?;
+        target.resize_with(n, Default::default);
+        Ok(())
     }
 }
 
@@ -722,13 +748,13 @@ pub struct ArraySerializer<S, const N: usize>(PhantomData<fn() -> S>);
 
 impl<S: NetSerializer, const N: usize> ArraySerializer<S, N> {
     /// `q` padded or truncated to exactly `N` elements.
-    fn normalized(q: &[S::Quantized]) -> std::borrow::Cow<'_, [S::Quantized]> {
+    fn normalized(q: &[S::Quantized]) -> Cow<'_, [S::Quantized]> {
         if q.len() == N {
-            std::borrow::Cow::Borrowed(q)
+            Cow::Borrowed(q)
         } else {
             let mut v: Vec<S::Quantized> = q.iter().take(N).cloned().collect();
             v.resize_with(N, Default::default);
-            std::borrow::Cow::Owned(v)
+            Cow::Owned(v)
         }
     }
 }
@@ -815,95 +841,7 @@ impl<S: NetSerializer, const N: usize> NetSerializer for ArraySerializer<S, N> {
         diff_elements::<S>(&config.element, config.element_bits, &c, &p, mask, offset);
         true
     }
-    fn serialize_masked(
-        config: &Self::Config,
-        q: &Vec<S::Quantized>,
-        mask: &ChangeMask,
-        offset: u32,
-        w: &mut BitWriter,
-    ) {
-        if config.element_bits == 0 {
-            return Self::serialize(config, q, w);
-        }
-        let q = Self::normalized(q);
-        write_masked_elements::<S>(
-            &config.element,
-            config.element_bits,
-            &q,
-            None,
-            mask,
-            offset,
-            w,
-        );
-    }
-    fn deserialize_masked(
-        config: &Self::Config,
-        target: &mut Vec<S::Quantized>,
-        mask: &ChangeMask,
-        offset: u32,
-        r: &mut BitReader,
-    ) -> Result<()> {
-        if config.element_bits == 0 {
-            *target = Self::deserialize(config, r)?;
-            return Ok(());
-        }
-        target.resize_with(N, Default::default);
-        read_masked_elements::<S>(
-            &config.element,
-            config.element_bits,
-            target,
-            None,
-            mask,
-            offset,
-            r,
-        )
-    }
-    fn serialize_masked_delta(
-        config: &Self::Config,
-        q: &Vec<S::Quantized>,
-        prev: &Vec<S::Quantized>,
-        mask: &ChangeMask,
-        offset: u32,
-        w: &mut BitWriter,
-    ) {
-        if config.element_bits == 0 {
-            return Self::serialize_delta(config, q, prev, w);
-        }
-        let (q, prev) = (Self::normalized(q), Self::normalized(prev));
-        write_masked_elements::<S>(
-            &config.element,
-            config.element_bits,
-            &q,
-            Some(&prev),
-            mask,
-            offset,
-            w,
-        );
-    }
-    fn deserialize_masked_delta(
-        config: &Self::Config,
-        target: &mut Vec<S::Quantized>,
-        prev: &Vec<S::Quantized>,
-        mask: &ChangeMask,
-        offset: u32,
-        r: &mut BitReader,
-    ) -> Result<()> {
-        if config.element_bits == 0 {
-            *target = Self::deserialize_delta(config, prev, r)?;
-            return Ok(());
-        }
-        let prev = Self::normalized(prev);
-        target.resize_with(N, Default::default);
-        read_masked_elements::<S>(
-            &config.element,
-            config.element_bits,
-            target,
-            Some(&prev),
-            mask,
-            offset,
-            r,
-        )
-    }
+    tracked_masked_methods!();
     fn max_bits(config: &Self::Config) -> Option<u32> {
         let e = S::max_bits(&config.element)?;
         bits_sum(0, u32::try_from(N).ok()?, e)
@@ -923,6 +861,30 @@ impl<S: NetSerializer, const N: usize> NetSerializer for ArraySerializer<S, N> {
         hasher.write_u64(N as u64);
         config.fingerprint(hasher);
         S::fingerprint(&config.element, hasher);
+    }
+}
+
+impl<S: NetSerializer, const N: usize> TrackedElements<S> for ArraySerializer<S, N> {
+    fn tracking(config: &Self::Config) -> (&S::Config, u32) {
+        (&config.element, config.element_bits)
+    }
+    fn write_prefix<'a>(
+        _: &Self::Config,
+        q: &'a [S::Quantized],
+        _: &mut BitWriter,
+    ) -> Cow<'a, [S::Quantized]> {
+        Self::normalized(q)
+    }
+    fn baseline(prev: &[S::Quantized]) -> Cow<'_, [S::Quantized]> {
+        Self::normalized(prev)
+    }
+    fn read_prefix(
+        _: &Self::Config,
+        target: &mut Vec<S::Quantized>,
+        _: &mut BitReader,
+    ) -> Result<()> {
+        target.resize_with(N, Default::default);
+        Ok(())
     }
 }
 

@@ -493,7 +493,7 @@ macro_rules! ranged_serializer {
                 Ok(v)
             }
             fn serialize_delta(config: &FloatRangeConfig, q: &u32, prev: &u32, w: &mut BitWriter) {
-                super::write_int_delta(w, *q as u64, *prev as u64, config.effective_bits());
+                super::ints::write_bits_delta(w, *q, *prev, config.effective_bits());
             }
             fn deserialize_delta(
                 config: &FloatRangeConfig,
@@ -502,9 +502,7 @@ macro_rules! ranged_serializer {
             ) -> Result<u32> {
                 let bits = config.effective_bits();
                 let prev = (*prev).min(config.max_index());
-                let v = super::read_int_delta(r, prev as u64, bits);
-                r.check()?;
-                Ok(v as u32)
+                super::ints::read_bits_delta(r, prev, bits)
             }
             fn validate(config: &FloatRangeConfig, q: &u32) -> Result<()> {
                 if *q > config.max_index() {

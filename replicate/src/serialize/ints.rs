@@ -82,6 +82,79 @@ fn check_bits(bits: u32, width: u32, ty: &str) -> std::result::Result<(), String
     }
 }
 
+/// An integer's two's-complement bit pattern, zero-extended from the type's width to
+/// `u64`, and back (truncating): how the integer and packed serializers hand values to
+/// the delta encoding.
+pub(super) trait IntBits: Copy {
+    /// The bit pattern of `self`.
+    fn to_bits(self) -> u64;
+    /// The value whose pattern is the low bits of `bits`.
+    fn from_bits(bits: u64) -> Self;
+}
+
+macro_rules! int_bits {
+    ($($ty:ty => $uty:ty),* $(,)?) => {
+        $(impl IntBits for $ty {
+            #[inline]
+            fn to_bits(self) -> u64 {
+                self as $uty as u64
+            }
+            #[inline]
+            fn from_bits(bits: u64) -> Self {
+                bits as $uty as $ty
+            }
+        })*
+    };
+}
+
+int_bits!(
+    u8 => u8, u16 => u16, u32 => u32, u64 => u64,
+    i8 => u8, i16 => u16, i32 => u32, i64 => u64,
+);
+
+/// Writes `q` as a delta against `prev` (the seed's table for `bits`, see
+/// [`super::write_int_delta`]), on their bit patterns.
+#[inline]
+pub(super) fn write_bits_delta<T: IntBits>(w: &mut BitWriter, q: T, prev: T, bits: u32) {
+    super::write_int_delta(w, q.to_bits(), prev.to_bits(), bits);
+}
+
+/// Mirror of [`write_bits_delta`]; an error when the stream ran out.
+#[inline]
+pub(super) fn read_bits_delta<T: IntBits>(r: &mut BitReader, prev: T, bits: u32) -> Result<T> {
+    let v = super::read_int_delta(r, prev.to_bits(), bits);
+    r.check()?;
+    Ok(T::from_bits(v))
+}
+
+/// The methods the signed and unsigned serializers share: everything after quantizing
+/// works on the quantized (unsigned) value in `config.effective_bits($width)` bits.
+macro_rules! int_wire_methods {
+    ($ty:ty, $q:ty, $width:expr) => {
+        #[inline]
+        fn serialize(config: &IntConfig, q: &$q, w: &mut BitWriter) {
+            write_int(w, *q as u64, config.effective_bits($width));
+        }
+        #[inline]
+        fn deserialize(config: &IntConfig, r: &mut BitReader) -> Result<$q> {
+            Ok(read_int(r, config.effective_bits($width))? as $q)
+        }
+        fn serialize_delta(config: &IntConfig, q: &$q, prev: &$q, w: &mut BitWriter) {
+            write_bits_delta(w, *q, *prev, config.effective_bits($width));
+        }
+        fn deserialize_delta(config: &IntConfig, prev: &$q, r: &mut BitReader) -> Result<$q> {
+            read_bits_delta(r, *prev, config.effective_bits($width))
+        }
+        fn max_bits(config: &IntConfig) -> Option<u32> {
+            let bits = config.effective_bits($width);
+            Some(bits + (bits >= ZERO_VALUE_OPTIMIZATION_BITS) as u32)
+        }
+        fn validate_config(config: &IntConfig) -> std::result::Result<(), String> {
+            check_bits(config.bits, $width, stringify!($ty))
+        }
+    };
+}
+
 macro_rules! unsigned_serializer {
     ($name:ident, $ty:ty, $width:expr, $label:literal) => {
         #[doc = concat!("`", stringify!($ty), "`: ", $label, " See the [module docs](self) for the encoding.")]
@@ -110,29 +183,7 @@ macro_rules! unsigned_serializer {
             fn dequantize(_: &IntConfig, q: &$ty) -> $ty {
                 *q
             }
-            #[inline]
-            fn serialize(config: &IntConfig, q: &$ty, w: &mut BitWriter) {
-                write_int(w, *q as u64, config.effective_bits($width));
-            }
-            #[inline]
-            fn deserialize(config: &IntConfig, r: &mut BitReader) -> Result<$ty> {
-                Ok(read_int(r, config.effective_bits($width))? as $ty)
-            }
-            fn serialize_delta(config: &IntConfig, q: &$ty, prev: &$ty, w: &mut BitWriter) {
-                super::write_int_delta(w, *q as u64, *prev as u64, config.effective_bits($width));
-            }
-            fn deserialize_delta(config: &IntConfig, prev: &$ty, r: &mut BitReader) -> Result<$ty> {
-                let v = super::read_int_delta(r, *prev as u64, config.effective_bits($width));
-                r.check()?;
-                Ok(v as $ty)
-            }
-            fn max_bits(config: &IntConfig) -> Option<u32> {
-                let bits = config.effective_bits($width);
-                Some(bits + (bits >= ZERO_VALUE_OPTIMIZATION_BITS) as u32)
-            }
-            fn validate_config(config: &IntConfig) -> std::result::Result<(), String> {
-                check_bits(config.bits, $width, stringify!($ty))
-            }
+            int_wire_methods!($ty, $ty, $width);
         }
 
         impl NetDefault for $ty {
@@ -175,29 +226,7 @@ macro_rules! signed_serializer {
             fn dequantize(config: &IntConfig, q: &$uty) -> $ty {
                 sign_extend(*q as u64, config.effective_bits($width)) as $ty
             }
-            #[inline]
-            fn serialize(config: &IntConfig, q: &$uty, w: &mut BitWriter) {
-                write_int(w, *q as u64, config.effective_bits($width));
-            }
-            #[inline]
-            fn deserialize(config: &IntConfig, r: &mut BitReader) -> Result<$uty> {
-                Ok(read_int(r, config.effective_bits($width))? as $uty)
-            }
-            fn serialize_delta(config: &IntConfig, q: &$uty, prev: &$uty, w: &mut BitWriter) {
-                super::write_int_delta(w, *q as u64, *prev as u64, config.effective_bits($width));
-            }
-            fn deserialize_delta(config: &IntConfig, prev: &$uty, r: &mut BitReader) -> Result<$uty> {
-                let v = super::read_int_delta(r, *prev as u64, config.effective_bits($width));
-                r.check()?;
-                Ok(v as $uty)
-            }
-            fn max_bits(config: &IntConfig) -> Option<u32> {
-                let bits = config.effective_bits($width);
-                Some(bits + (bits >= ZERO_VALUE_OPTIMIZATION_BITS) as u32)
-            }
-            fn validate_config(config: &IntConfig) -> std::result::Result<(), String> {
-                check_bits(config.bits, $width, stringify!($ty))
-            }
+            int_wire_methods!($ty, $uty, $width);
         }
 
         impl NetDefault for $ty {

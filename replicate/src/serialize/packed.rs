@@ -38,6 +38,7 @@
 //! These are not the `NetDefault` for any type; opt in per member:
 //! `#[net(serializer = PackedU32Serializer)] score: u32`.
 
+use super::ints::{IntBits, read_bits_delta, write_bits_delta};
 use super::{NetSerializer, NoConfig, Result};
 use crate::bits::{BitReader, BitWriter, bits_needed, sign_extend};
 
@@ -65,7 +66,57 @@ fn read_packed(r: &mut BitReader, prefix_bits: u32) -> Result<(u64, u32)> {
     Ok((raw, bytes * 8))
 }
 
-macro_rules! packed_unsigned {
+/// What the packed serializers need of their integer type beyond its bit pattern.
+trait PackedInt: IntBits {
+    /// The value as it goes into the payload (its low `8 * bytes` bits are written).
+    fn payload(self) -> u64;
+    /// Bits the value needs (a signed value's sign bit included).
+    fn significant_bits(self) -> u32;
+    /// The value of a payload `bits` wide.
+    fn from_payload(raw: u64, bits: u32) -> Self;
+}
+
+macro_rules! packed_int {
+    (unsigned $($ty:ty),*) => {
+        $(impl PackedInt for $ty {
+            #[inline]
+            fn payload(self) -> u64 {
+                self as u64
+            }
+            #[inline]
+            fn significant_bits(self) -> u32 {
+                bits_needed(self as u64)
+            }
+            #[inline]
+            fn from_payload(raw: u64, _: u32) -> Self {
+                raw as $ty
+            }
+        })*
+    };
+    (signed $($ty:ty),*) => {
+        $(impl PackedInt for $ty {
+            #[inline]
+            fn payload(self) -> u64 {
+                self as i64 as u64
+            }
+            #[inline]
+            fn significant_bits(self) -> u32 {
+                signed_bits_needed(self as i64)
+            }
+            #[inline]
+            fn from_payload(raw: u64, bits: u32) -> Self {
+                sign_extend(raw, bits) as $ty
+            }
+        })*
+    };
+}
+
+packed_int!(unsigned u32, u64);
+packed_int!(signed i32, i64);
+
+/// A packed serializer for `$ty`: `$prefix` bits of byte count, payload, deltas on the
+/// `$width`-bit pattern.
+macro_rules! packed_serializer {
     ($(#[$doc:meta])* $name:ident, $ty:ty, $width:expr, $prefix:expr) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, Default)]
@@ -87,65 +138,18 @@ macro_rules! packed_unsigned {
             }
             #[inline]
             fn serialize(_: &NoConfig, q: &$ty, w: &mut BitWriter) {
-                write_packed(w, *q as u64, bits_needed(*q as u64), $prefix);
-            }
-            #[inline]
-            fn deserialize(_: &NoConfig, r: &mut BitReader) -> Result<$ty> {
-                let (raw, _) = read_packed(r, $prefix)?;
-                Ok(raw as $ty)
-            }
-            fn serialize_delta(_: &NoConfig, q: &$ty, prev: &$ty, w: &mut BitWriter) {
-                super::write_int_delta(w, *q as u64, *prev as u64, $width);
-            }
-            fn deserialize_delta(_: &NoConfig, prev: &$ty, r: &mut BitReader) -> Result<$ty> {
-                let v = super::read_int_delta(r, *prev as u64, $width);
-                r.check()?;
-                Ok(v as $ty)
-            }
-            fn max_bits(_: &NoConfig) -> Option<u32> {
-                Some($prefix + $width)
-            }
-        }
-    };
-}
-
-macro_rules! packed_signed {
-    ($(#[$doc:meta])* $name:ident, $ty:ty, $uty:ty, $width:expr, $prefix:expr) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, Default)]
-        pub struct $name;
-
-        impl NetSerializer for $name {
-            type Source = $ty;
-            type Quantized = $ty;
-            type Config = NoConfig;
-            const NAME: &'static str = stringify!($name);
-
-            #[inline]
-            fn quantize(_: &NoConfig, source: &$ty) -> $ty {
-                *source
-            }
-            #[inline]
-            fn dequantize(_: &NoConfig, q: &$ty) -> $ty {
-                *q
-            }
-            #[inline]
-            fn serialize(_: &NoConfig, q: &$ty, w: &mut BitWriter) {
-                let v = *q as i64;
-                write_packed(w, v as u64, signed_bits_needed(v), $prefix);
+                write_packed(w, q.payload(), q.significant_bits(), $prefix);
             }
             #[inline]
             fn deserialize(_: &NoConfig, r: &mut BitReader) -> Result<$ty> {
                 let (raw, bits) = read_packed(r, $prefix)?;
-                Ok(sign_extend(raw, bits) as $ty)
+                Ok(<$ty>::from_payload(raw, bits))
             }
             fn serialize_delta(_: &NoConfig, q: &$ty, prev: &$ty, w: &mut BitWriter) {
-                super::write_int_delta(w, *q as $uty as u64, *prev as $uty as u64, $width);
+                write_bits_delta(w, *q, *prev, $width);
             }
             fn deserialize_delta(_: &NoConfig, prev: &$ty, r: &mut BitReader) -> Result<$ty> {
-                let v = super::read_int_delta(r, *prev as $uty as u64, $width);
-                r.check()?;
-                Ok(v as $uty as $ty)
+                read_bits_delta(r, *prev, $width)
             }
             fn max_bits(_: &NoConfig) -> Option<u32> {
                 Some($prefix + $width)
@@ -154,7 +158,7 @@ macro_rules! packed_signed {
     };
 }
 
-packed_unsigned!(
+packed_serializer!(
     /// `u32` packed: `[2-bit byte count - 1][1–4 bytes]`, 10 to 34 bits; see the
     /// [module docs](self).
     ///
@@ -169,7 +173,7 @@ packed_unsigned!(
     32,
     2
 );
-packed_unsigned!(
+packed_serializer!(
     /// `u64` packed: `[3-bit byte count - 1][1–8 bytes]`, 11 to 67 bits; see the
     /// [module docs](self).
     ///
@@ -183,7 +187,7 @@ packed_unsigned!(
     64,
     3
 );
-packed_signed!(
+packed_serializer!(
     /// `i32` packed: `[2-bit byte count - 1][1–4 bytes two's complement]`, 10 to 34 bits;
     /// the byte count includes the sign bit. See the [module docs](self).
     ///
@@ -196,11 +200,10 @@ packed_signed!(
     /// ```
     PackedI32Serializer,
     i32,
-    u32,
     32,
     2
 );
-packed_signed!(
+packed_serializer!(
     /// `i64` packed: `[3-bit byte count - 1][1–8 bytes two's complement]`, 11 to 67 bits;
     /// the byte count includes the sign bit. See the [module docs](self).
     ///
@@ -211,7 +214,6 @@ packed_signed!(
     /// ```
     PackedI64Serializer,
     i64,
-    u64,
     64,
     3
 );

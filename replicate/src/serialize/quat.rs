@@ -57,6 +57,7 @@ impl QuatConfig {
     /// 12 bits per component, 38 bits per rotation.
     pub const DEFAULT: QuatConfig = QuatConfig { bits: 12 };
 
+    #[inline]
     fn quantizer(&self) -> Quantizer {
         Quantizer::symmetric(std::f64::consts::FRAC_1_SQRT_2, self.bits.clamp(2, 32))
     }
@@ -180,6 +181,7 @@ fn dequantize_quat(qz: &Quantizer, q: &QuantizedQuat) -> Quat {
     Quat::from_xyzw(a[0] as f32, a[1] as f32, a[2] as f32, a[3] as f32)
 }
 
+#[inline]
 fn write_quat(qz: &Quantizer, q: &QuantizedQuat, w: &mut BitWriter) {
     w.write_bits(q.largest as u64, 2);
     for &c in &q.components {
@@ -187,6 +189,7 @@ fn write_quat(qz: &Quantizer, q: &QuantizedQuat, w: &mut BitWriter) {
     }
 }
 
+#[inline]
 fn read_quat(qz: &Quantizer, r: &mut BitReader) -> Result<QuantizedQuat> {
     let largest = r.read_bits(2) as u8;
     let mut components = [0u32; 3];
@@ -234,6 +237,7 @@ fn read_quat_delta(
     })
 }
 
+#[inline]
 fn check_quat(qz: &Quantizer, q: &QuantizedQuat) -> Result<()> {
     if q.largest > 3 || !q.components.iter().all(|&c| qz.contains(c)) {
         return Err(SerializeError::invalid("Quat", "component out of range"));
@@ -251,18 +255,23 @@ impl NetSerializer for QuatSerializer {
     type Config = QuatConfig;
     const NAME: &'static str = "Quat";
 
+    #[inline]
     fn quantize(config: &QuatConfig, source: &Quat) -> QuantizedQuat {
         quantize_quat(&config.quantizer(), *source)
     }
+    #[inline]
     fn dequantize(config: &QuatConfig, q: &QuantizedQuat) -> Quat {
         dequantize_quat(&config.quantizer(), q)
     }
+    #[inline]
     fn serialize(config: &QuatConfig, q: &QuantizedQuat, w: &mut BitWriter) {
         write_quat(&config.quantizer(), q, w)
     }
+    #[inline]
     fn deserialize(config: &QuatConfig, r: &mut BitReader) -> Result<QuantizedQuat> {
         read_quat(&config.quantizer(), r)
     }
+    #[inline]
     fn serialize_delta(
         config: &QuatConfig,
         q: &QuantizedQuat,
@@ -271,6 +280,7 @@ impl NetSerializer for QuatSerializer {
     ) {
         write_quat_delta(&config.quantizer(), q, prev, w)
     }
+    #[inline]
     fn deserialize_delta(
         config: &QuatConfig,
         prev: &QuantizedQuat,
@@ -281,6 +291,7 @@ impl NetSerializer for QuatSerializer {
     fn validate(config: &QuatConfig, q: &QuantizedQuat) -> Result<()> {
         check_quat(&config.quantizer(), q)
     }
+    #[inline]
     fn max_bits(config: &QuatConfig) -> Option<u32> {
         Some(2 + 3 * config.quantizer().bits())
     }
@@ -416,10 +427,12 @@ pub struct QuantizedTransform {
 pub struct TransformSerializer;
 
 impl TransformSerializer {
+    #[inline]
     fn unit_scale(config: &TransformConfig) -> [u32; 3] {
         Vec3Serializer::quantize(&config.scale, &Vec3::ONE)
     }
 
+    #[inline]
     fn write_scale(config: &TransformConfig, s: &Option<[u32; 3]>, w: &mut BitWriter) {
         match s {
             Some(s) => {
@@ -432,6 +445,7 @@ impl TransformSerializer {
         }
     }
 
+    #[inline]
     fn read_scale(config: &TransformConfig, r: &mut BitReader) -> Result<Option<[u32; 3]>> {
         if r.read_bool() {
             r.check()?;
@@ -448,6 +462,7 @@ impl NetSerializer for TransformSerializer {
     type Config = TransformConfig;
     const NAME: &'static str = "Transform";
 
+    #[inline]
     fn quantize(config: &TransformConfig, t: &Transform) -> QuantizedTransform {
         let scale = Vec3Serializer::quantize(&config.scale, &t.scale);
         QuantizedTransform {
@@ -456,6 +471,7 @@ impl NetSerializer for TransformSerializer {
             scale: (scale != Self::unit_scale(config)).then_some(scale),
         }
     }
+    #[inline]
     fn dequantize(config: &TransformConfig, q: &QuantizedTransform) -> Transform {
         Transform {
             translation: Vec3Serializer::dequantize(&config.translation, &q.translation),
@@ -466,11 +482,13 @@ impl NetSerializer for TransformSerializer {
             },
         }
     }
+    #[inline]
     fn serialize(config: &TransformConfig, q: &QuantizedTransform, w: &mut BitWriter) {
         Vec3Serializer::serialize(&config.translation, &q.translation, w);
         QuatSerializer::serialize(&config.rotation, &q.rotation, w);
         Self::write_scale(config, &q.scale, w);
     }
+    #[inline]
     fn deserialize(config: &TransformConfig, r: &mut BitReader) -> Result<QuantizedTransform> {
         Ok(QuantizedTransform {
             translation: Vec3Serializer::deserialize(&config.translation, r)?,
@@ -478,6 +496,7 @@ impl NetSerializer for TransformSerializer {
             scale: Self::read_scale(config, r)?,
         })
     }
+    #[inline]
     fn serialize_delta(
         config: &TransformConfig,
         q: &QuantizedTransform,
@@ -490,6 +509,7 @@ impl NetSerializer for TransformSerializer {
             Self::write_scale(config, &q.scale, w);
         }
     }
+    #[inline]
     fn deserialize_delta(
         config: &TransformConfig,
         prev: &QuantizedTransform,
@@ -518,6 +538,7 @@ impl NetSerializer for TransformSerializer {
             None => Ok(()),
         }
     }
+    #[inline]
     fn max_bits(config: &TransformConfig) -> Option<u32> {
         Some(
             Vec3Serializer::max_bits(&config.translation)?

@@ -74,6 +74,7 @@ pub(super) struct Quantizer {
 
 impl Quantizer {
     /// Evenly spread `2^bits - 1` steps over `min..=max` (`bits` in `1..=32`).
+    #[inline]
     fn from_bits(min: f64, max: f64, bits: u32) -> Self {
         let max_index = if bits >= 32 {
             u32::MAX
@@ -90,6 +91,7 @@ impl Quantizer {
 
     /// A symmetric range `-half..=half` with `2^bits - 2` steps so that 0 is exact
     /// (`bits` in `2..=32`).
+    #[inline]
     pub(super) fn symmetric(half: f64, bits: u32) -> Self {
         let max_index = if bits >= 32 {
             u32::MAX - 1
@@ -105,6 +107,7 @@ impl Quantizer {
     }
 
     /// The quantizer a (finite, ordered) [`VectorConfig`] selects.
+    #[inline]
     fn for_config(c: &VectorConfig) -> Self {
         let (min, max) = (c.min as f64, c.max as f64);
         let cap = c.bits.clamp(1, 32);
@@ -125,21 +128,25 @@ impl Quantizer {
     }
 
     /// The index of the middle of the range (exactly 0 for [`symmetric`](Self::symmetric)).
+    #[inline]
     pub(super) fn center(&self) -> u32 {
         self.max_index / 2
     }
 
     /// Bits per component on the wire.
+    #[inline]
     pub(super) fn bits(&self) -> u32 {
         self.bits
     }
 
     /// The index nearest to `v`, clamped to the range (NaN counts as 0.0).
+    #[inline]
     pub(super) fn quantize(&self, v: f32) -> u32 {
         self.quantize_f64(v as f64)
     }
 
     /// The index nearest to `v`, clamped to the range (NaN counts as 0.0).
+    #[inline]
     pub(super) fn quantize_f64(&self, v: f64) -> u32 {
         let v = if v.is_nan() { 0.0 } else { v };
         let x = ((v - self.min) / self.step).round();
@@ -147,16 +154,19 @@ impl Quantizer {
     }
 
     /// The value of index `q` (clamped to the range).
+    #[inline]
     pub(super) fn dequantize(&self, q: u32) -> f32 {
         self.dequantize_f64(q) as f32
     }
 
     /// The value of index `q` in `f64` (clamped to the range).
+    #[inline]
     pub(super) fn dequantize_f64(&self, q: u32) -> f64 {
         self.min + q.min(self.max_index) as f64 * self.step
     }
 
     /// Whether `q` is a valid index.
+    #[inline]
     pub(super) fn contains(&self, q: u32) -> bool {
         q <= self.max_index
     }
@@ -180,6 +190,7 @@ impl Quantizer {
     }
 
     /// Reads one component, rejecting indices past the range.
+    #[inline]
     pub(super) fn read(&self, r: &mut BitReader, name: &'static str) -> Result<u32> {
         let q = r.read_bits(self.bits) as u32;
         r.check()?;
@@ -193,14 +204,14 @@ impl Quantizer {
     }
 
     /// Reads one component delta-encoded against `prev`, rejecting indices past the range.
+    #[inline]
     pub(super) fn read_delta(
         &self,
         r: &mut BitReader,
         prev: u32,
         name: &'static str,
     ) -> Result<u32> {
-        let q = super::read_int_delta(r, prev as u64, self.bits) as u32;
-        r.check()?;
+        let q: u32 = super::ints::read_bits_delta(r, prev, self.bits)?;
         if !self.contains(q) {
             return Err(SerializeError::invalid(
                 name,
@@ -310,18 +321,21 @@ impl NetSerializerConfig for VectorConfig {
     }
 }
 
+#[inline]
 fn write_components(qz: &Quantizer, q: &[u32], w: &mut BitWriter) {
     for &c in q {
         w.write_bits(c as u64, qz.bits());
     }
 }
 
+#[inline]
 fn write_component_deltas(qz: &Quantizer, q: &[u32], prev: &[u32], w: &mut BitWriter) {
     for (&c, &p) in q.iter().zip(prev) {
         super::write_int_delta(w, c as u64, p as u64, qz.bits());
     }
 }
 
+#[inline]
 fn check_components(qz: &Quantizer, q: &[u32], name: &'static str) -> Result<()> {
     if q.iter().all(|&c| qz.contains(c)) {
         Ok(())
@@ -346,18 +360,22 @@ macro_rules! vector_serializer {
             type Config = VectorConfig;
             const NAME: &'static str = stringify!($ty);
 
+            #[inline]
             fn quantize(config: &VectorConfig, v: &$ty) -> [u32; $n] {
                 let qz = Quantizer::for_config(config);
                 [$(qz.quantize(v.$field)),+]
             }
+            #[inline]
             fn dequantize(config: &VectorConfig, q: &[u32; $n]) -> $ty {
                 let qz = Quantizer::for_config(config);
                 let [$($field),+] = *q;
                 <$ty>::new($(qz.dequantize($field)),+)
             }
+            #[inline]
             fn serialize(config: &VectorConfig, q: &[u32; $n], w: &mut BitWriter) {
                 write_components(&Quantizer::for_config(config), q, w);
             }
+            #[inline]
             fn deserialize(config: &VectorConfig, r: &mut BitReader) -> Result<[u32; $n]> {
                 let qz = Quantizer::for_config(config);
                 let mut out = [0u32; $n];
@@ -366,6 +384,7 @@ macro_rules! vector_serializer {
                 }
                 Ok(out)
             }
+            #[inline]
             fn serialize_delta(
                 config: &VectorConfig,
                 q: &[u32; $n],
@@ -374,6 +393,7 @@ macro_rules! vector_serializer {
             ) {
                 write_component_deltas(&Quantizer::for_config(config), q, prev, w);
             }
+            #[inline]
             fn deserialize_delta(
                 config: &VectorConfig,
                 prev: &[u32; $n],
@@ -389,6 +409,7 @@ macro_rules! vector_serializer {
             fn validate(config: &VectorConfig, q: &[u32; $n]) -> Result<()> {
                 check_components(&Quantizer::for_config(config), q, Self::NAME)
             }
+            #[inline]
             fn max_bits(config: &VectorConfig) -> Option<u32> {
                 Some($n * Quantizer::for_config(config).bits())
             }
@@ -431,6 +452,7 @@ impl AxesConfig {
         z: VectorConfig::with_precision(0.0, 10_000.0, 1.0),
     };
 
+    #[inline]
     fn quantizers(&self) -> [Quantizer; 3] {
         [self.x, self.y, self.z].map(|c| Quantizer::for_config(&c))
     }
@@ -476,19 +498,23 @@ impl NetSerializer for Vec3AxesSerializer {
     type Config = AxesConfig;
     const NAME: &'static str = "Vec3Axes";
 
+    #[inline]
     fn quantize(config: &AxesConfig, v: &Vec3) -> [u32; 3] {
         let [x, y, z] = config.quantizers();
         [x.quantize(v.x), y.quantize(v.y), z.quantize(v.z)]
     }
+    #[inline]
     fn dequantize(config: &AxesConfig, q: &[u32; 3]) -> Vec3 {
         let [x, y, z] = config.quantizers();
         Vec3::new(x.dequantize(q[0]), y.dequantize(q[1]), z.dequantize(q[2]))
     }
+    #[inline]
     fn serialize(config: &AxesConfig, q: &[u32; 3], w: &mut BitWriter) {
         for (qz, &c) in config.quantizers().iter().zip(q) {
             w.write_bits(c as u64, qz.bits());
         }
     }
+    #[inline]
     fn deserialize(config: &AxesConfig, r: &mut BitReader) -> Result<[u32; 3]> {
         let [x, y, z] = config.quantizers();
         Ok([
@@ -497,11 +523,13 @@ impl NetSerializer for Vec3AxesSerializer {
             z.read(r, Self::NAME)?,
         ])
     }
+    #[inline]
     fn serialize_delta(config: &AxesConfig, q: &[u32; 3], prev: &[u32; 3], w: &mut BitWriter) {
         for ((qz, &c), &p) in config.quantizers().iter().zip(q).zip(prev) {
             super::write_int_delta(w, c as u64, p as u64, qz.bits());
         }
     }
+    #[inline]
     fn deserialize_delta(
         config: &AxesConfig,
         prev: &[u32; 3],
@@ -529,6 +557,7 @@ impl NetSerializer for Vec3AxesSerializer {
             ))
         }
     }
+    #[inline]
     fn max_bits(config: &AxesConfig) -> Option<u32> {
         Some(config.quantizers().iter().map(Quantizer::bits).sum())
     }
@@ -549,6 +578,7 @@ impl UnitVecConfig {
     /// 16 bits per component (Unreal's `FVector_NetQuantizeNormal`).
     pub const DEFAULT: UnitVecConfig = UnitVecConfig { bits: 16 };
 
+    #[inline]
     fn quantizer(&self) -> Quantizer {
         Quantizer::symmetric(1.0, self.bits.clamp(2, 32))
     }
@@ -596,10 +626,12 @@ impl NetSerializer for UnitVec3Serializer {
     type Config = UnitVecConfig;
     const NAME: &'static str = "UnitVec3";
 
+    #[inline]
     fn quantize(config: &UnitVecConfig, v: &Vec3) -> [u32; 3] {
         let qz = config.quantizer();
         [qz.quantize(v.x), qz.quantize(v.y), qz.quantize(v.z)]
     }
+    #[inline]
     fn dequantize(config: &UnitVecConfig, q: &[u32; 3]) -> Vec3 {
         let qz = config.quantizer();
         Vec3::new(
@@ -608,9 +640,11 @@ impl NetSerializer for UnitVec3Serializer {
             qz.dequantize(q[2]),
         )
     }
+    #[inline]
     fn serialize(config: &UnitVecConfig, q: &[u32; 3], w: &mut BitWriter) {
         write_components(&config.quantizer(), q, w);
     }
+    #[inline]
     fn deserialize(config: &UnitVecConfig, r: &mut BitReader) -> Result<[u32; 3]> {
         let qz = config.quantizer();
         Ok([
@@ -619,9 +653,11 @@ impl NetSerializer for UnitVec3Serializer {
             qz.read(r, Self::NAME)?,
         ])
     }
+    #[inline]
     fn serialize_delta(config: &UnitVecConfig, q: &[u32; 3], prev: &[u32; 3], w: &mut BitWriter) {
         write_component_deltas(&config.quantizer(), q, prev, w);
     }
+    #[inline]
     fn deserialize_delta(
         config: &UnitVecConfig,
         prev: &[u32; 3],
@@ -637,6 +673,7 @@ impl NetSerializer for UnitVec3Serializer {
     fn validate(config: &UnitVecConfig, q: &[u32; 3]) -> Result<()> {
         check_components(&config.quantizer(), q, Self::NAME)
     }
+    #[inline]
     fn max_bits(config: &UnitVecConfig) -> Option<u32> {
         Some(3 * config.quantizer().bits())
     }

@@ -1,13 +1,11 @@
-//! Shared helpers of the `interest_*` tests: derived types with every condition, a
-//! decoder of the replication stream's wire format (which members each batch carried,
-//! checked to the last bit), a packet-by-packet server with several clients
-//! ([`Net`]) and a simulation over real connections and lossy links ([`Sim`]).
+//! The `interest_*` suite: derived types with every condition, their registry and
+//! [`setup`] for a [`Sim`](super::Sim), a decoder of the replication stream's wire
+//! format (which members each batch carried, checked to the last bit) and a
+//! packet-by-packet server with several clients ([`Net`]).
 
-#![allow(dead_code)]
-
-use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::{Connection, ConnectionConfig, DeliveryStatus, PacketSequence};
-use replicate::link::{LinkConditioner, LinkSimulator};
+use super::{Setup, read_manual_packet, write_manual_packet};
+use replicate::bits::BitReader;
+use replicate::connection::{DeliveryStatus, PacketSequence};
 use replicate::object::ConnectionId;
 use replicate::protocol::{ProtocolRegistry, Registration};
 use replicate::replication::{
@@ -62,6 +60,16 @@ pub fn registry() -> Arc<ProtocolRegistry> {
         ])
         .expect("registry"),
     )
+}
+
+/// A [`Sim`](super::Sim) of these types: `peers` clients, 4 server packets per tick
+/// (delta compression stays on there).
+pub fn setup(peers: usize) -> Setup {
+    Setup {
+        peers,
+        packets_per_tick: 4,
+        ..Setup::new(registry())
+    }
 }
 
 /// Change-mask bit of a member by name.
@@ -247,19 +255,13 @@ impl Net {
             for pi in 0..self.packets_per_tick {
                 let seq = PacketSequence(self.seq);
                 self.seq = self.seq.wrapping_add(1);
-                let mut w = BitWriter::with_capacity_bits(16 + self.mtu * 8);
-                w.write_bits(seq.0 as u64, 16);
-                let result = self.server.write_packet(c.conn, seq, &mut w);
-                let bytes = w.finish().expect("fits");
+                let (result, bytes) = write_manual_packet(&mut self.server, c.conn, seq, self.mtu);
                 let decoded = decode_packet(&self.registry, &mut c.types, &bytes);
                 if lose(ci, pi) {
                     self.server
                         .process_delivery(c.conn, seq, DeliveryStatus::Lost);
                 } else {
-                    let mut r = BitReader::new(&bytes);
-                    let s = PacketSequence(r.read_bits(16) as u16);
-                    c.client
-                        .read_packet(self.now, s, &mut r)
+                    read_manual_packet(&mut c.client, self.now, &bytes)
                         .expect("well-formed packet");
                     self.server
                         .process_delivery(c.conn, seq, DeliveryStatus::Delivered);
@@ -281,138 +283,5 @@ impl Net {
 
     pub fn client(&self, i: usize) -> &ReplicationClient {
         &self.clients[i].client
-    }
-}
-
-/// SplitMix64.
-#[derive(Debug, Clone)]
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next_u64() % n }
-    }
-    pub fn chance(&mut self, p: f64) -> bool {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
-    }
-}
-
-/// One client of a [`Sim`].
-pub struct Peer {
-    pub conn: ConnectionId,
-    pub client: ReplicationClient,
-    pub server_conn: Connection,
-    pub client_conn: Connection,
-    pub down: LinkSimulator,
-    pub up: LinkSimulator,
-    pub stream_errors: usize,
-}
-
-/// A server and clients over sans-IO connections and seeded lossy links.
-pub struct Sim {
-    pub server: ReplicationServer,
-    pub peers: Vec<Peer>,
-    pub now: Duration,
-    pub mtu: usize,
-    pub packets_per_tick: usize,
-    seed: u64,
-    conditioner: LinkConditioner,
-}
-
-impl Sim {
-    pub fn new(seed: u64, conditioner: LinkConditioner, peers: usize) -> Self {
-        let mut sim = Self {
-            server: ReplicationServer::new(registry(), ReplicationConfig::default()),
-            peers: Vec::new(),
-            now: Duration::ZERO,
-            mtu: 1200,
-            packets_per_tick: 4,
-            seed,
-            conditioner,
-        };
-        for _ in 0..peers {
-            sim.add_peer();
-        }
-        sim
-    }
-
-    pub fn add_peer(&mut self) -> usize {
-        let n = self.peers.len() as u64;
-        let seed = self.seed.wrapping_add(n.wrapping_mul(0x9E37_79B9));
-        let conn = self.server.add_connection();
-        self.peers.push(Peer {
-            conn,
-            client: ReplicationClient::new(registry(), ReplicationConfig::default()),
-            server_conn: Connection::new(ConnectionConfig::default()),
-            client_conn: Connection::new(ConnectionConfig::default()),
-            down: LinkSimulator::new(self.conditioner.clone(), seed),
-            up: LinkSimulator::new(self.conditioner.clone(), seed ^ 0xABCD),
-            stream_errors: 0,
-        });
-        self.peers.len() - 1
-    }
-
-    pub fn set_conditioner(&mut self, c: LinkConditioner) {
-        for p in &mut self.peers {
-            p.down.set_conditioner(c.clone());
-            p.up.set_conditioner(c.clone());
-        }
-    }
-
-    pub fn step(&mut self, dt: Duration) {
-        self.now += dt;
-        let now = self.now;
-        for p in &mut self.peers {
-            let arrived: Vec<Vec<u8>> = p.down.drain(now).collect();
-            for bytes in arrived {
-                let mut r = BitReader::new(&bytes);
-                if let Ok(seq) = p.client_conn.read_header(now, &mut r)
-                    && p.client.read_packet(now, seq, &mut r).is_err()
-                {
-                    p.stream_errors += 1;
-                }
-            }
-            let arrived: Vec<Vec<u8>> = p.up.drain(now).collect();
-            for bytes in arrived {
-                let mut r = BitReader::new(&bytes);
-                if p.server_conn.read_header(now, &mut r).is_ok()
-                    && self.server.read_packet(p.conn, &mut r).is_err()
-                {
-                    p.stream_errors += 1;
-                }
-            }
-            p.server_conn.update(now);
-            while let Some((seq, status)) = p.server_conn.poll_delivery() {
-                self.server.process_delivery(p.conn, seq, status);
-            }
-            p.client_conn.update(now);
-            while let Some((seq, status)) = p.client_conn.poll_delivery() {
-                p.client.process_delivery(seq, status);
-            }
-        }
-        self.server.tick(now);
-        for p in &mut self.peers {
-            for _ in 0..self.packets_per_tick {
-                let mut w = BitWriter::with_capacity_bytes(self.mtu);
-                let seq = p.server_conn.write_header(now, &mut w);
-                let result = self.server.write_packet(p.conn, seq, &mut w);
-                p.down.send(now, &w.finish().expect("fits"));
-                if result != WriteResult::HasMoreData {
-                    break;
-                }
-            }
-            let mut w = BitWriter::with_capacity_bytes(self.mtu);
-            let seq = p.client_conn.write_header(now, &mut w);
-            p.client.write_packet(seq, &mut w);
-            p.up.send(now, &w.finish().expect("fits"));
-            p.client.update(now);
-        }
     }
 }

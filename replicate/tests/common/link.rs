@@ -1,7 +1,6 @@
-//! A server and one client joined by a hand-driven link (no connection layer): each
-//! test decides which packets share a tick, which are lost, and when time passes.
-
-#![allow(dead_code)]
+//! [`Link`]: a server and one client joined by a hand-driven link (no connection layer,
+//! no sequence prefix): each test decides which packets share a tick, which are lost,
+//! and when time passes. Both ends take every type registered in the test binary.
 
 use replicate::bits::{BitReader, BitWriter};
 use replicate::connection::{DeliveryStatus, PacketSequence};

@@ -1,14 +1,11 @@
-//! Shared helpers of the `core_*` tests: hand-written `Replicated` types stamped out by
-//! a `macro_rules!` (the `Door` pattern of `handwritten.rs`, until the derive lands), a
-//! packet-by-packet server/client pair ([`Manual`]) and a simulation over the real
-//! connection and link simulator ([`Sim`]).
+//! The `core_*` and `delta_*` suites: hand-written `Replicated` types stamped out by a
+//! `macro_rules!` (the `Door` pattern of `handwritten.rs`), their registry and [`setup`]
+//! for a [`Sim`](super::Sim), and a packet-by-packet server/client pair ([`Manual`]).
 
-#![allow(dead_code)]
-
+use super::{Setup, read_manual_packet, write_manual_packet};
 use replicate::__private::*;
 use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::{Connection, ConnectionConfig, DeliveryStatus, PacketSequence};
-use replicate::link::{LinkConditioner, LinkSimulator};
+use replicate::connection::{DeliveryStatus, PacketSequence};
 use replicate::object::ConnectionId;
 use replicate::protocol::ProtocolRegistry;
 use replicate::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
@@ -229,6 +226,11 @@ pub fn registry() -> Arc<ProtocolRegistry> {
     )
 }
 
+/// A [`Sim`](super::Sim) of these types: one client, 3 server packets per tick.
+pub fn setup() -> Setup {
+    Setup::new(registry())
+}
+
 /// A server with one connection and a client, driven packet by packet by the test
 /// (no connection, no link): the test decides which packets arrive and what the
 /// sender is told.
@@ -272,10 +274,8 @@ impl Manual {
     pub fn write(&mut self) -> (PacketSequence, Vec<u8>) {
         let seq = PacketSequence(self.seq);
         self.seq = self.seq.wrapping_add(1);
-        let mut w = BitWriter::with_capacity_bits(16 + self.mtu * 8);
-        w.write_bits(seq.0 as u64, 16);
-        self.server.write_packet(self.conn, seq, &mut w);
-        (seq, w.finish().expect("packet fits"))
+        let (_, bytes) = write_manual_packet(&mut self.server, self.conn, seq, self.mtu);
+        (seq, bytes)
     }
 
     pub fn deliver_to_client(&mut self, bytes: &[u8]) {
@@ -293,163 +293,42 @@ impl Manual {
         self.ack(seq, DeliveryStatus::Delivered);
         seq
     }
-}
 
-/// Reads a packet made by [`Manual::write`] (16-bit sequence, then the streams).
-pub fn read_manual_packet(
-    client: &mut ReplicationClient,
-    now: Duration,
-    bytes: &[u8],
-) -> Result<(), replicate::stream::StreamError> {
-    let mut r = BitReader::new(bytes);
-    let seq = PacketSequence(r.read_bits(16) as u16);
-    client.read_packet(now, seq, &mut r)
-}
-
-/// SplitMix64: a tiny seeded generator for the simulations.
-#[derive(Debug, Clone)]
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next_u64() % n }
-    }
-    pub fn chance(&mut self, p: f64) -> bool {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    /// Reads a hand-made packet (streams only, see [`packet_start`]) on the client with
+    /// the next sequence.
+    pub fn read_raw(&mut self, w: BitWriter) -> Result<(), replicate::stream::StreamError> {
+        let bytes = w.finish().expect("hand-made packet");
+        let seq = PacketSequence(self.seq);
+        self.seq += 1;
+        self.client
+            .read_packet(self.now, seq, &mut BitReader::new(&bytes))
     }
 }
 
-/// One client of a [`Sim`]: its connection on both ends and its two links.
-pub struct Peer {
-    pub conn: ConnectionId,
-    pub client: ReplicationClient,
-    pub server_conn: Connection,
-    pub client_conn: Connection,
-    pub down: LinkSimulator,
-    pub up: LinkSimulator,
-    pub stream_errors: usize,
-    pub header_errors: usize,
+// ---- hand-made packets ----
+
+/// `[streams - 1: 5 = 3][mask: 4 = replication only]` (replication, tokens, huge
+/// objects, messages), then the destroy list.
+pub fn packet_start(w: &mut BitWriter, destroys: &[NetRefHandle]) {
+    w.write_bits(3, 5);
+    w.write_bits(0b0001, 4);
+    for d in destroys {
+        w.write_bool(true);
+        d.write(w);
+    }
+    w.write_bool(false);
 }
 
-/// A server and clients over the crate's sans-IO [`Connection`]s and seeded
-/// [`LinkSimulator`]s (loss, duplication, jitter and reordering).
-pub struct Sim {
-    pub server: ReplicationServer,
-    pub peers: Vec<Peer>,
-    pub now: Duration,
-    pub mtu: usize,
-    pub packets_per_tick: usize,
-    seed: u64,
-    conditioner: LinkConditioner,
-}
-
-impl Sim {
-    /// A server with one client.
-    pub fn new(seed: u64, conditioner: LinkConditioner) -> Self {
-        let mut sim = Self {
-            server: ReplicationServer::new(registry(), ReplicationConfig::default()),
-            peers: Vec::new(),
-            now: Duration::ZERO,
-            mtu: 1200,
-            packets_per_tick: 3,
-            seed,
-            conditioner,
-        };
-        sim.add_peer();
-        sim
-    }
-
-    /// Connects another client; returns its index in `peers`.
-    pub fn add_peer(&mut self) -> usize {
-        let n = self.peers.len() as u64;
-        let seed = self.seed.wrapping_add(n.wrapping_mul(0x9E37_79B9));
-        let conn = self.server.add_connection();
-        self.peers.push(Peer {
-            conn,
-            client: ReplicationClient::new(registry(), ReplicationConfig::default()),
-            server_conn: Connection::new(ConnectionConfig::default()),
-            client_conn: Connection::new(ConnectionConfig::default()),
-            down: LinkSimulator::new(self.conditioner.clone(), seed),
-            up: LinkSimulator::new(self.conditioner.clone(), seed ^ 0xABCD),
-            stream_errors: 0,
-            header_errors: 0,
-        });
-        self.peers.len() - 1
-    }
-
-    /// Replaces every link's conditions (for example to let the links quiet).
-    pub fn set_conditioner(&mut self, c: LinkConditioner) {
-        for p in &mut self.peers {
-            p.down.set_conditioner(c.clone());
-            p.up.set_conditioner(c.clone());
-        }
-    }
-
-    /// One tick of `dt`: deliver arrived packets both ways, process delivery
-    /// notifications, tick the server once, then for every client write up to
-    /// `packets_per_tick` packets and one client packet (which carries the acks).
-    pub fn step(&mut self, dt: Duration) {
-        self.now += dt;
-        let now = self.now;
-        for p in &mut self.peers {
-            let arrived: Vec<Vec<u8>> = p.down.drain(now).collect();
-            for bytes in arrived {
-                let mut r = BitReader::new(&bytes);
-                match p.client_conn.read_header(now, &mut r) {
-                    Ok(seq) => {
-                        if p.client.read_packet(now, seq, &mut r).is_err() {
-                            p.stream_errors += 1;
-                        }
-                    }
-                    Err(e) if e.is_benign() => {}
-                    Err(_) => p.header_errors += 1,
-                }
-            }
-            let arrived: Vec<Vec<u8>> = p.up.drain(now).collect();
-            for bytes in arrived {
-                let mut r = BitReader::new(&bytes);
-                match p.server_conn.read_header(now, &mut r) {
-                    Ok(_) => {
-                        if self.server.read_packet(p.conn, &mut r).is_err() {
-                            p.stream_errors += 1;
-                        }
-                    }
-                    Err(e) if e.is_benign() => {}
-                    Err(_) => p.header_errors += 1,
-                }
-            }
-            p.server_conn.update(now);
-            while let Some((seq, status)) = p.server_conn.poll_delivery() {
-                self.server.process_delivery(p.conn, seq, status);
-            }
-            p.client_conn.update(now);
-            while let Some((seq, status)) = p.client_conn.poll_delivery() {
-                p.client.process_delivery(seq, status);
-            }
-        }
-        self.server.tick(now);
-        for p in &mut self.peers {
-            for _ in 0..self.packets_per_tick {
-                let mut w = BitWriter::with_capacity_bytes(self.mtu);
-                let seq = p.server_conn.write_header(now, &mut w);
-                let result = self.server.write_packet(p.conn, seq, &mut w);
-                p.down.send(now, &w.finish().expect("fits"));
-                if result != replicate::stream::WriteResult::HasMoreData {
-                    break;
-                }
-            }
-            let mut w = BitWriter::with_capacity_bytes(self.mtu);
-            let seq = p.client_conn.write_header(now, &mut w);
-            p.client.write_packet(seq, &mut w);
-            p.up.send(now, &w.finish().expect("fits"));
-            p.client.update(now);
-        }
-    }
+/// One batch for `handle`: the flag, the handle, the size prefix
+/// ([`ReplicationWriter::write_batch_size`]) and the body `body` writes.
+pub fn batch(w: &mut BitWriter, handle: NetRefHandle, body: impl FnOnce(&mut BitWriter)) {
+    w.write_bool(true);
+    handle.write(w);
+    let mut b = BitWriter::with_capacity_bits(1 << 16);
+    body(&mut b);
+    assert!(replicate::replication::ReplicationWriter::write_batch_size(
+        w,
+        b.position()
+    ));
+    w.write_from(&b);
 }
