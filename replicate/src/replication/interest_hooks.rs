@@ -108,15 +108,7 @@ impl ReplicationServer {
     pub(super) fn interest_begin_tick(&mut self) {
         let changes = lock(&self.interest).begin_tick(&self.objects, self.now);
         for ch in changes {
-            if let Some(w) = self
-                .connections
-                .get_mut(ch.connection as usize)
-                .and_then(Option::as_mut)
-                .and_then(|c| {
-                    c.streams
-                        .stream_mut::<ReplicationWriter>(ReplicationWriter::NAME)
-                })
-            {
+            if let Some(w) = super::writer_of(&mut self.connections, ch.connection) {
                 w.set_in_scope(&mut self.objects, ch.object, ch.in_scope);
             }
         }
@@ -352,10 +344,7 @@ impl ReplicationServer {
                 ChangeMask::new(bits.len())
             };
             for conn in self.connections.iter_mut().flatten() {
-                if let Some(w) = conn
-                    .streams
-                    .stream_mut::<ReplicationWriter>(ReplicationWriter::NAME)
-                {
+                if let Some(w) = conn.writer_mut() {
                     // Baselines taken while the switch was the other way hold values
                     // this connection never received (or may no longer use).
                     w.invalidate_baselines(&self.objects, i);

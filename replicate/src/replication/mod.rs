@@ -211,6 +211,24 @@ struct ServerConnection {
     streams: DataStreamManager<ObjectTable>,
 }
 
+impl ServerConnection {
+    fn writer_mut(&mut self) -> Option<&mut ReplicationWriter> {
+        self.streams
+            .stream_mut::<ReplicationWriter>(ReplicationWriter::NAME)
+    }
+}
+
+/// Connection `id`'s writer, borrowed apart from the object table the caller also needs.
+fn writer_of(
+    connections: &mut [Option<ServerConnection>],
+    id: ConnectionId,
+) -> Option<&mut ReplicationWriter> {
+    connections
+        .get_mut(id as usize)
+        .and_then(Option::as_mut)
+        .and_then(ServerConnection::writer_mut)
+}
+
 /// The server-side driver: the object table plus, per connection, a stream manager with
 /// the replication writer and the token stream.
 pub struct ReplicationServer {
@@ -316,10 +334,7 @@ impl ReplicationServer {
         };
         self.interest_remove_connection(id);
         conn.streams.discard_all(&mut self.objects);
-        if let Some(w) = conn
-            .streams
-            .stream_mut::<ReplicationWriter>(ReplicationWriter::NAME)
-        {
+        if let Some(w) = conn.writer_mut() {
             w.release_all(&mut self.objects);
         }
     }
@@ -376,10 +391,7 @@ impl ReplicationServer {
     /// interest layer's [`InterestHooks`]; replacing them turns the prioritizers and
     /// `Custom` switches off for that connection (filters and budgets stay).
     pub fn set_writer_hooks(&mut self, id: ConnectionId, hooks: Box<dyn WriterHooks>) -> bool {
-        match self.conn_mut(id).and_then(|c| {
-            c.streams
-                .stream_mut::<ReplicationWriter>(ReplicationWriter::NAME)
-        }) {
+        match self.conn_mut(id).and_then(ServerConnection::writer_mut) {
             Some(w) => {
                 w.set_hooks(hooks);
                 true
@@ -399,15 +411,7 @@ impl ReplicationServer {
         let Some(index) = self.objects.index_of(handle) else {
             return;
         };
-        if let Some(w) = self
-            .connections
-            .get_mut(id as usize)
-            .and_then(Option::as_mut)
-            .and_then(|c| {
-                c.streams
-                    .stream_mut::<ReplicationWriter>(ReplicationWriter::NAME)
-            })
-        {
+        if let Some(w) = writer_of(&mut self.connections, id) {
             w.mark_members_dirty(&self.objects, index, mask);
         }
     }
@@ -424,17 +428,7 @@ impl ReplicationServer {
         let Some(index) = self.objects.index_of(handle) else {
             return;
         };
-        let Some(conn) = self
-            .connections
-            .get_mut(id as usize)
-            .and_then(Option::as_mut)
-        else {
-            return;
-        };
-        if let Some(w) = conn
-            .streams
-            .stream_mut::<ReplicationWriter>(ReplicationWriter::NAME)
-        {
+        if let Some(w) = writer_of(&mut self.connections, id) {
             w.set_in_scope(&mut self.objects, index, in_scope);
         }
     }
@@ -448,10 +442,7 @@ impl ReplicationServer {
         self.objects.begin_tick();
         self.interest_begin_tick();
         for conn in self.connections.iter_mut().flatten() {
-            if let Some(w) = conn
-                .streams
-                .stream_mut::<ReplicationWriter>(ReplicationWriter::NAME)
-            {
+            if let Some(w) = conn.writer_mut() {
                 w.update(&mut self.objects);
             }
             crate::attachment::after_tick(&mut conn.streams, &self.objects, now);
@@ -503,15 +494,7 @@ impl ReplicationServer {
         let Some(index) = self.objects.index_of(handle) else {
             return;
         };
-        if let Some(w) = self
-            .connections
-            .get_mut(id as usize)
-            .and_then(Option::as_mut)
-            .and_then(|c| {
-                c.streams
-                    .stream_mut::<ReplicationWriter>(ReplicationWriter::NAME)
-            })
-        {
+        if let Some(w) = writer_of(&mut self.connections, id) {
             w.invalidate_baselines(&self.objects, index);
         }
     }

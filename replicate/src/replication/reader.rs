@@ -642,6 +642,51 @@ impl ClientWorld {
     }
 }
 
+/// Fails when a batch names another protocol than the object's.
+fn check_protocol(obj: &ClientObject, protocol: Option<u64>) -> Result<(), ObjectReadError> {
+    match protocol {
+        Some(p) if p != obj.protocol as u64 => Err(ObjectReadError::ProtocolMismatch {
+            expected: obj.protocol,
+            got: p,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Takes `received` (decoded from packet `seq`, members `mask`) as the object's state,
+/// except members a newer packet already set, which keep their value. Returns the
+/// members taken.
+fn take_fresh_members(
+    obj: &mut ClientObject,
+    mut received: Box<dyn ErasedState>,
+    mask: &ChangeMask,
+    seq: u64,
+    stats: &mut ReaderStats,
+) -> Result<ChangeMask, ObjectReadError> {
+    let mut fresh = mask.clone();
+    let mut stale = ChangeMask::new(mask.len());
+    for bit in mask.iter_ones() {
+        if obj.member_seq.get(bit as usize).is_some_and(|s| *s > seq) {
+            fresh.clear_bit(bit);
+            stale.set(bit);
+        }
+    }
+    if stale.any() {
+        let mut w = BitWriter::with_capacity_bits(1 << 20);
+        obj.state.serialize(&stale, &mut w);
+        let bytes = w.finish().map_err(SerializeError::from)?;
+        received.deserialize(&stale, &mut BitReader::with_bit_len(&bytes, w.position()))?;
+        stats.stale_members += stale.count_ones() as u64;
+    }
+    obj.state = received;
+    for bit in fresh.iter_ones() {
+        if let Some(s) = obj.member_seq.get_mut(bit as usize) {
+            *s = seq;
+        }
+    }
+    Ok(fresh)
+}
+
 /// Reads a state batch for an object this side has into its quantized state; members
 /// set by a newer packet keep their value. Returns the members taken.
 fn update_existing(
@@ -651,14 +696,7 @@ fn update_existing(
     b: &mut BitReader,
     stats: &mut ReaderStats,
 ) -> Result<ChangeMask, ObjectReadError> {
-    if let Some(p) = protocol
-        && p != obj.protocol as u64
-    {
-        return Err(ObjectReadError::ProtocolMismatch {
-            expected: obj.protocol,
-            got: p,
-        });
-    }
+    check_protocol(obj, protocol)?;
     let bits = obj.state.type_descriptor().change_mask_bits;
     let mask = ChangeMask::read(bits, b)?;
     let mut scratch = obj.state.clone_box();
@@ -667,28 +705,7 @@ fn update_existing(
     if b.bits_left() != 0 {
         return Err(ObjectReadError::TrailingBits(b.bits_left()));
     }
-    let mut fresh = mask.clone();
-    let mut stale = ChangeMask::new(bits);
-    for bit in mask.iter_ones() {
-        if obj.member_seq.get(bit as usize).is_some_and(|s| *s > seq) {
-            fresh.clear_bit(bit);
-            stale.set(bit);
-        }
-    }
-    if stale.any() {
-        let mut w = BitWriter::with_capacity_bits(1 << BATCH_SIZE_BITS);
-        obj.state.serialize(&stale, &mut w);
-        let bytes = w.to_bytes();
-        scratch.deserialize(&stale, &mut BitReader::with_bit_len(&bytes, w.position()))?;
-        stats.stale_members += stale.count_ones() as u64;
-    }
-    obj.state = scratch;
-    for bit in fresh.iter_ones() {
-        if let Some(s) = obj.member_seq.get_mut(bit as usize) {
-            *s = seq;
-        }
-    }
-    Ok(fresh)
+    take_fresh_members(obj, scratch, &mask, seq, stats)
 }
 
 /// Like [`update_existing`] for a delta-compressed batch: decodes against the stored
@@ -703,14 +720,7 @@ fn update_existing_delta(
     b: &mut BitReader,
     stats: &mut ReaderStats,
 ) -> Result<Option<ChangeMask>, ObjectReadError> {
-    if let Some(p) = protocol
-        && p != obj.protocol as u64
-    {
-        return Err(ObjectReadError::ProtocolMismatch {
-            expected: obj.protocol,
-            got: p,
-        });
-    }
+    check_protocol(obj, protocol)?;
     let bits = obj.state.type_descriptor().change_mask_bits;
     let Some(body) = read_delta_body(
         Some(obj.state.as_ref()),
@@ -728,31 +738,8 @@ fn update_existing_delta(
     if b.bits_left() != 0 {
         return Err(ObjectReadError::TrailingBits(b.bits_left()));
     }
-    let mask = body.mask;
-    let mut scratch = body.state;
     store_baseline(&mut obj.baselines, body.store, seq);
-    let mut fresh = mask.clone();
-    let mut stale = ChangeMask::new(bits);
-    for bit in mask.iter_ones() {
-        if obj.member_seq.get(bit as usize).is_some_and(|s| *s > seq) {
-            fresh.clear_bit(bit);
-            stale.set(bit);
-        }
-    }
-    if stale.any() {
-        let mut w = BitWriter::with_capacity_bits(1 << 20);
-        obj.state.serialize(&stale, &mut w);
-        let bytes = w.finish().map_err(SerializeError::from)?;
-        scratch.deserialize(&stale, &mut BitReader::with_bit_len(&bytes, w.position()))?;
-        stats.stale_members += stale.count_ones() as u64;
-    }
-    obj.state = scratch;
-    for bit in fresh.iter_ones() {
-        if let Some(s) = obj.member_seq.get_mut(bit as usize) {
-            *s = seq;
-        }
-    }
-    Ok(Some(fresh))
+    take_fresh_members(obj, body.state, &body.mask, seq, stats).map(Some)
 }
 
 struct Dispatch {
