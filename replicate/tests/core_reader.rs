@@ -294,6 +294,7 @@ fn framing_error_keeps_what_was_read() {
     // A batch that claims more bits than the packet has.
     w.write_bool(true);
     NetRefHandle::new(71, false, 0).write(&mut w);
+    w.write_bool(true); // the long size form
     w.write_bits(60_000, 16);
     assert!(m.read_raw(w).is_err());
     assert_eq!(m.client.get::<Pawn>(h).unwrap().x, 4);

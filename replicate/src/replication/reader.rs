@@ -842,11 +842,9 @@ impl ReplicationReader {
         r: &mut BitReader,
     ) -> Result<(), StreamError> {
         let handle = NetRefHandle::read(r).map_err(framing)?;
-        let mut size = r.read_bits(BATCH_SIZE_BITS) as usize;
-        if size as u64 == super::writer::huge::WIDE_BATCH_SIZE {
-            // A huge object's batch (only inside a blob): a 32-bit size follows.
-            size = r.read_bits(32) as usize;
-        }
+        // `[0][size: 7]`, `[1][size: 16]`, or, for a huge object's batch (only inside a
+        // blob), `[1][escape: 16][size: 32]`.
+        let size = super::ReplicationWriter::read_batch_size(r);
         r.check().map_err(framing)?;
         if size > r.bits_left() {
             return Err(framing(format!(

@@ -6,6 +6,13 @@
 //! objects at or above the threshold are scheduled; dependents that must precede their
 //! parent get a priority just above it; a partial sort orders the top N, chunk by chunk.
 //!
+//! A tick's order is computed once and kept across the packets of the tick
+//! ([`Schedule`]): each packet continues where the previous one stopped, skipping the
+//! entries written since, instead of re-scheduling and re-sorting every dirty root per
+//! packet (which made a tick that needs many packets cost quadratically). The writer
+//! invalidates the schedule whenever the set of scheduled roots or their priorities may
+//! have changed other than by writing (a new tick, a newly dirty object, a loss).
+//!
 //! Pure functions over the writer's arrays; no I/O, no object access beyond the
 //! table's dependent lists.
 
@@ -131,6 +138,129 @@ pub fn sort_scheduled_objects(
     n
 }
 
+/// What became of a scheduled entry, judged after a packet (see [`Schedule::retire`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryFate {
+    /// Still owed with the priority it was scheduled with: it keeps its place.
+    Keep,
+    /// Written, cleaned or below the threshold now: it leaves the schedule.
+    Drop,
+    /// Still owed but with another priority: its place is wrong, schedule again.
+    Reschedule,
+}
+
+/// The scheduled order of one tick, kept across the packets of the tick.
+///
+/// `entries[head..sorted_end]` is in final order (descending priority, ties by index);
+/// `entries[sorted_end..]` is not sorted yet and is ordered chunk by chunk
+/// ([`sort_scheduled_objects`]) as packets reach it. Since the sort key is a total
+/// order that does not change while the schedule is valid, the chunks concatenate to
+/// the order a full sort of the remaining entries would give, whichever packet sorts
+/// them and however large the chunks are. The first chunk has the configured size
+/// (`partial_sort_count`); each further chunk of the same schedule is twice the size
+/// of the previous one. Each chunk selects its entries out of all the remaining ones,
+/// so fixed chunks would cost `O(n² / chunk)` for a tick that writes all its `n` dirty
+/// roots over many packets; doubling keeps that at `O(n log n)` and a tick that needs
+/// one packet at one small chunk, as before. Entries before `head` are gone: a packet that stops early keeps the entries it
+/// passed over but did not write (compacted in place, order kept), so the next packet
+/// starts with them.
+#[derive(Debug, Default)]
+pub struct Schedule {
+    entries: Vec<ScheduledObject>,
+    head: usize,
+    sorted_end: usize,
+    /// Chunks sorted since the last rebuild (the next one is `chunk << chunks`).
+    chunks: u32,
+    valid: bool,
+}
+
+impl Schedule {
+    /// Whether the schedule may be continued (false: rebuild it before the next use).
+    pub fn is_valid(&self) -> bool {
+        self.valid
+    }
+
+    /// Forces a rebuild before the next use.
+    pub fn invalidate(&mut self) {
+        self.valid = false;
+    }
+
+    /// Schedules the dirty roots afresh ([`schedule_objects`]) and starts at the top.
+    pub fn rebuild(
+        &mut self,
+        table: &ObjectTable,
+        infos: &[ReplicationInfo],
+        dirty: &BitArray,
+        priorities: &mut [f32],
+        threshold: f32,
+    ) {
+        schedule_objects(
+            table,
+            infos,
+            dirty,
+            priorities,
+            threshold,
+            &mut self.entries,
+        );
+        self.head = 0;
+        self.sorted_end = 0;
+        self.chunks = 0;
+        self.valid = true;
+    }
+
+    /// Position of the first remaining entry: where a packet starts.
+    pub fn start(&self) -> usize {
+        self.head
+    }
+
+    /// The entry at `pos` (a position reached from [`start`](Self::start) one by one),
+    /// sorting the next chunk when `pos` reaches the unsorted part (`chunk` entries
+    /// for the first, doubling for each further one); `None` past the end.
+    pub fn get(&mut self, pos: usize, chunk: usize) -> Option<ScheduledObject> {
+        while pos >= self.sorted_end {
+            let size = chunk
+                .max(1)
+                .saturating_mul(1usize << self.chunks.min(usize::BITS - 1));
+            let n = sort_scheduled_objects(&mut self.entries, self.sorted_end, size);
+            if n == 0 {
+                return None;
+            }
+            self.sorted_end += n;
+            self.chunks = self.chunks.saturating_add(1);
+        }
+        self.entries.get(pos).copied()
+    }
+
+    /// Ends a packet that passed over the entries before `end`: keeps those `fate`
+    /// says are still owed (in order, right before `end`), drops the rest. Returns
+    /// whether an entry asked for a reschedule; the schedule is then invalid.
+    pub fn retire(
+        &mut self,
+        end: usize,
+        mut fate: impl FnMut(&ScheduledObject) -> EntryFate,
+    ) -> bool {
+        let end = end.min(self.sorted_end);
+        let mut dst = end;
+        let mut reschedule = false;
+        for i in (self.head..end).rev() {
+            let e = self.entries[i];
+            match fate(&e) {
+                EntryFate::Keep => {
+                    dst -= 1;
+                    self.entries[dst] = e;
+                }
+                EntryFate::Drop => {}
+                EntryFate::Reschedule => reschedule = true,
+            }
+        }
+        self.head = dst;
+        if reschedule {
+            self.valid = false;
+        }
+        reschedule
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +282,152 @@ mod tests {
         assert_eq!(sort_scheduled_objects(&mut v, 4, 10), 2);
         assert_eq!((v[4].sort_key, v[5].sort_key), (3.0, 1.0));
         assert_eq!(sort_scheduled_objects(&mut v, 6, 10), 0);
+    }
+
+    /// Packets that each pass over a few entries, write some and leave others owed:
+    /// what they see, in order, is the full sort of what is still owed, every entry
+    /// written exactly once.
+    #[test]
+    fn schedule_continued_across_packets_follows_the_full_order() {
+        let mut seed = 0x1234_5678_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for chunk in [1, 3, 8, 100] {
+            let n = 200u32;
+            // Few distinct keys: ties are ordered by index.
+            let keys: Vec<f32> = (0..n).map(|_| (next() % 17) as f32).collect();
+            let mut schedule = Schedule {
+                entries: (0..n)
+                    .map(|i| ScheduledObject {
+                        index: i,
+                        sort_key: keys[i as usize],
+                    })
+                    .collect(),
+                head: 0,
+                sorted_end: 0,
+                chunks: 0,
+                valid: true,
+            };
+            let mut written = vec![false; n as usize];
+            let mut seen_order = Vec::new();
+            let mut packets = 0;
+            loop {
+                packets += 1;
+                assert!(packets < 10_000);
+                let budget = 1 + next() % 9;
+                let mut pos = schedule.start();
+                let mut passed = 0;
+                let mut owed_seen = Vec::new();
+                while let Some(e) = schedule.get(pos, chunk) {
+                    if written[e.index as usize] {
+                        pos += 1;
+                        continue;
+                    }
+                    if passed == budget {
+                        break;
+                    }
+                    passed += 1;
+                    pos += 1;
+                    owed_seen.push(e);
+                    // Two thirds fit; the others stay owed for the next packet.
+                    if next() % 3 != 0 {
+                        written[e.index as usize] = true;
+                        seen_order.push(e);
+                    }
+                }
+                // The packet saw exactly the top of what is still owed, in order.
+                let mut owed: Vec<ScheduledObject> = (0..n)
+                    .filter(|&i| !written[i as usize] || owed_seen.iter().any(|e| e.index == i))
+                    .map(|i| ScheduledObject {
+                        index: i,
+                        sort_key: keys[i as usize],
+                    })
+                    .collect();
+                owed.sort_by(|a, b| {
+                    b.sort_key
+                        .total_cmp(&a.sort_key)
+                        .then(a.index.cmp(&b.index))
+                });
+                assert_eq!(owed_seen, owed[..owed_seen.len()].to_vec(), "chunk {chunk}");
+                let reschedule = schedule.retire(pos, |e| {
+                    if written[e.index as usize] {
+                        EntryFate::Drop
+                    } else {
+                        EntryFate::Keep
+                    }
+                });
+                assert!(!reschedule && schedule.is_valid());
+                if owed_seen.is_empty() {
+                    break;
+                }
+            }
+            assert_eq!(seen_order.len(), n as usize, "each entry written once");
+            assert!(written.iter().all(|&w| w));
+        }
+    }
+
+    #[test]
+    fn chunks_double_so_a_long_tick_sorts_log_many_times() {
+        let n = 10_000u32;
+        let mut schedule = Schedule {
+            entries: (0..n)
+                .map(|i| ScheduledObject {
+                    index: i,
+                    sort_key: ((i * 7919) % n) as f32,
+                })
+                .collect(),
+            valid: true,
+            ..Default::default()
+        };
+        let mut last = f32::INFINITY;
+        for pos in 0..n as usize {
+            let e = schedule.get(pos, 64).expect("an entry");
+            assert!(e.sort_key < last, "descending at {pos}");
+            last = e.sort_key;
+        }
+        assert_eq!(schedule.get(n as usize, 64), None);
+        // 64 + 128 + ... + 8192 >= 10 000: 8 chunks, not 10 000 / 64 = 157.
+        assert_eq!(schedule.chunks, 8);
+    }
+
+    #[test]
+    fn retire_keeps_owed_entries_in_order_and_flags_a_reschedule() {
+        let mut schedule = Schedule {
+            entries: [5.0, 4.0, 3.0, 2.0, 1.0]
+                .iter()
+                .enumerate()
+                .map(|(i, &p)| ScheduledObject {
+                    index: i as u32,
+                    sort_key: p,
+                })
+                .collect(),
+            head: 0,
+            sorted_end: 0,
+            chunks: 0,
+            valid: true,
+        };
+        for pos in 0..4 {
+            assert_eq!(schedule.get(pos, 2).map(|e| e.index), Some(pos as u32));
+        }
+        // Passed over 0..4: 1 and 3 stay owed, 0 and 2 were written.
+        assert!(!schedule.retire(4, |e| if e.index % 2 == 1 {
+            EntryFate::Keep
+        } else {
+            EntryFate::Drop
+        }));
+        let start = schedule.start();
+        let rest: Vec<u32> = (start..)
+            .map_while(|p| schedule.get(p, 2))
+            .map(|e| e.index)
+            .collect();
+        assert_eq!(rest, vec![1, 3, 4]);
+        let start = schedule.start();
+        assert!(schedule.retire(start + 1, |_| EntryFate::Reschedule));
+        assert!(!schedule.is_valid());
     }
 
     #[test]

@@ -5,7 +5,11 @@
 //! change mask) and a scheduling priority. Each tick it takes the object table's changes
 //! (only the objects that changed: cost follows dirty data); each packet it writes
 //! pending destroys first, then the scheduled objects in priority order, each as a
-//! size-prefixed batch, and keeps a [`PacketRecord`] of what went out. When the packet's
+//! size-prefixed batch, and keeps a [`PacketRecord`] of what went out. The order is
+//! scheduled once per tick and continued by the tick's later packets (see
+//! `scheduler::Schedule`); anything that could change it between two
+//! packets (an object owed anew, a loss, a priority change) makes the next packet
+//! schedule afresh. When the packet's
 //! fate is known it confirms creations and destroys (delivered), ORs the recorded change
 //! masks back and bumps the priority (lost: the *current* values are sent again), or
 //! just drops the record (discarded).
@@ -14,7 +18,10 @@
 //!
 //! ```text
 //! destroys: ([1][handle])* [0]
-//! batches:  ([1][handle][size: 16][body: size bits][exports if has_exports])* [0]
+//! batches:  ([1][handle][size][body: size bits][exports if has_exports])* [0]
+//! size:     [0][size: 7]                     a body of fewer than 128 bits
+//!           [1][size: 16]                    128 to 2^16 - 2 bits
+//!           [1][2^16 - 1: 16][size: 32]      a huge object's batch (only inside its blob)
 //! body:     [has_exports:1][is_creation:1]
 //!           (creation: [protocol index: registry.index_bits()][has_owner:1][owner handle]?)
 //!           [tear_off:1][is_delta:1]
@@ -38,7 +45,7 @@ use super::record::{
     BitArray, INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
     ReplicatedObjectState as S, ReplicationInfo,
 };
-use super::scheduler::{ScheduledObject, schedule_objects, sort_scheduled_objects};
+use super::scheduler::{EntryFate, Schedule, ScheduledObject};
 use crate::NetRefHandle;
 use crate::bits::BitWriter;
 use crate::connection::DeliveryStatus;
@@ -51,9 +58,21 @@ use std::collections::VecDeque;
 #[path = "huge.rs"]
 pub mod huge;
 
-/// Bits of a batch's size prefix: a batch holds at most `2^16 - 1` bits; a creation
-/// larger than that (or than an empty packet) is a huge object.
+/// Bits of the long form of a batch's size prefix: a batch holds at most `2^16 - 2`
+/// bits; a creation larger than that (or than an empty packet) is a huge object, whose
+/// batch (inside its blob) has the escape `2^16 - 1` and a 32-bit size.
 pub const BATCH_SIZE_BITS: u32 = 16;
+
+/// Bits of the short form of a batch's size prefix (bodies of fewer than `2^7` bits:
+/// nearly every update; S1 and S3 measured 95% and 100%). The prefix is
+/// `[0][size: 7]` or `[1][size: 16]` (see the module docs): 8 bits instead of 16 for a
+/// small batch, 17 for a large one.
+pub const SHORT_BATCH_SIZE_BITS: u32 = 7;
+
+/// Capacity of the scratch writer a batch body is written into before its size prefix
+/// (one bit more than the largest non-huge body, so that a body reaching the escape
+/// value is told apart from one that did not fit).
+const SCRATCH_BITS: usize = huge::WIDE_BATCH_SIZE as usize + 1;
 
 /// Counters of one writer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -78,6 +97,10 @@ pub struct WriterStats {
     pub disabled_by_remote: u64,
     /// Bits of object batches written, per protocol index (the replicated type).
     pub bits_per_type: Vec<u64>,
+    /// Times the dirty roots were scheduled and sorted afresh: once per tick that has
+    /// something to send, plus once after each change between the packets of a tick
+    /// that could alter the order (a newly dirty object, a loss, a priority change).
+    pub schedules: u64,
 }
 
 /// Per-connection hooks the interest layer plugs into a writer: the priority an object
@@ -161,7 +184,8 @@ pub struct ReplicationWriter {
     pending_destroys: Vec<InternalIndex>,
     records: VecDeque<PacketRecord>,
     pool: MaskPool,
-    scheduled: Vec<ScheduledObject>,
+    schedule: Schedule,
+    reuse_schedule: bool,
     tracked: usize,
     stats: WriterStats,
     exports: SharedExports,
@@ -170,6 +194,9 @@ pub struct ReplicationWriter {
     storage: Option<SharedBaselineStorage>,
     baselines: ConnectionBaselines,
     records_popped: u64,
+    /// Batch bodies are written here first (allocated at the first batch), with the
+    /// mark of its empty state.
+    scratch: Option<(BitWriter, crate::bits::WriterMark)>,
 }
 
 impl ReplicationWriter {
@@ -202,12 +229,45 @@ impl ReplicationWriter {
             pending_destroys: Vec::new(),
             records: VecDeque::new(),
             pool: MaskPool::default(),
-            scheduled: Vec::new(),
+            schedule: Schedule::default(),
+            reuse_schedule: true,
             tracked: 0,
             stats: WriterStats::default(),
             storage: None,
             baselines: ConnectionBaselines::default(),
             records_popped: 0,
+            scratch: None,
+        }
+    }
+
+    /// Writes a batch's size prefix (`[0][size: 7]` or `[1][size: 16]`, see the module
+    /// docs) for a body of `size` bits. Returns false (and writes nothing) when `size`
+    /// needs the huge-object form (at least `2^16 - 1` bits).
+    pub fn write_batch_size(w: &mut BitWriter, size: usize) -> bool {
+        if size < 1 << SHORT_BATCH_SIZE_BITS {
+            w.write_bool(false);
+            w.write_bits(size as u64, SHORT_BATCH_SIZE_BITS);
+            true
+        } else if (size as u64) < huge::WIDE_BATCH_SIZE {
+            w.write_bool(true);
+            w.write_bits(size as u64, BATCH_SIZE_BITS);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Reads a batch's size prefix, any of its three forms (a huge object's included).
+    /// Never panics; a truncated prefix leaves `r` in its error state (check it).
+    pub fn read_batch_size(r: &mut crate::bits::BitReader) -> usize {
+        if !r.read_bool() {
+            return r.read_bits(SHORT_BATCH_SIZE_BITS) as usize;
+        }
+        let size = r.read_bits(BATCH_SIZE_BITS);
+        if size == huge::WIDE_BATCH_SIZE {
+            r.read_bits(32) as usize
+        } else {
+            size as usize
         }
     }
 
@@ -374,6 +434,16 @@ impl ReplicationWriter {
     /// Installs the interest layer's hooks (priority, member filter).
     pub fn set_hooks(&mut self, hooks: Box<dyn WriterHooks>) {
         self.hooks = Hooks(Some(hooks));
+        self.schedule.invalidate();
+    }
+
+    /// Whether the packets of one tick continue the tick's schedule (default `true`)
+    /// or each packet schedules and sorts every dirty root afresh (`false`: the
+    /// reference behaviour, for differential tests and measurements; the packets are
+    /// the same, only slower when a tick needs many packets).
+    pub fn set_schedule_reuse(&mut self, reuse: bool) {
+        self.reuse_schedule = reuse;
+        self.schedule.invalidate();
     }
 
     /// The connection id.
@@ -467,6 +537,8 @@ impl ReplicationWriter {
     /// change masks of the objects that changed; then accumulates the priority of every
     /// object with something to send.
     pub fn update(&mut self, table: &mut ObjectTable) {
+        // Priorities accumulate below: the order of the last tick is void.
+        self.schedule.invalidate();
         self.release_huge_tear_offs(table);
         let created = table.tick_created().to_vec();
         for i in created {
@@ -593,6 +665,9 @@ impl ReplicationWriter {
     }
 
     fn mark_dirty(&mut self, table: &ObjectTable, index: InternalIndex) {
+        // A root that was not scheduled may be owed now (every priority increase
+        // outside `update` goes with a `mark_dirty` too).
+        self.schedule.invalidate();
         self.dirty.set(index);
         if let Some(root) = table.entry_at(index).and_then(|e| e.root()) {
             self.ensure(root);
@@ -850,49 +925,54 @@ impl ReplicationWriter {
         let _ = w.commit_substream(outer);
         w.write_bool(false);
 
-        // 2. Objects in priority order.
+        // 2. Objects in priority order: the tick's schedule, continued from the last
+        //    packet (see `scheduler::Schedule`), built afresh only when invalid.
         let outer = w.begin_substream(w.bits_left().saturating_sub(1));
-        let mut scheduled = std::mem::take(&mut self.scheduled);
-        schedule_objects(
-            table,
-            &self.infos,
-            &self.dirty,
-            &mut self.priorities,
-            self.config.scheduling_threshold,
-            &mut scheduled,
-        );
-        let mut start_index = 0;
-        let mut failures = 0;
-        'chunks: loop {
-            let n = sort_scheduled_objects(
-                &mut scheduled,
-                start_index,
-                self.config.partial_sort_count.max(1),
+        if !self.schedule.is_valid() || !self.reuse_schedule {
+            self.schedule.rebuild(
+                table,
+                &self.infos,
+                &self.dirty,
+                &mut self.priorities,
+                self.config.scheduling_threshold,
             );
-            if n == 0 {
+            self.stats.schedules += 1;
+        }
+        let chunk = self.config.partial_sort_count.max(1);
+        let threshold = self.config.scheduling_threshold;
+        let mut pos = self.schedule.start();
+        let mut failures = 0;
+        while let Some(entry) = self.schedule.get(pos, chunk) {
+            if entry_fate(&self.dirty, &self.priorities, threshold, table, &entry)
+                != EntryFate::Keep
+            {
+                // Written by an earlier packet of the tick (or cleaned since).
+                pos += 1;
+                continue;
+            }
+            if w.bits_left() < self.config.min_batch_bits {
+                more = true;
                 break;
             }
-            for entry in &scheduled[start_index..start_index + n] {
-                let root = entry.index;
-                if w.bits_left() < self.config.min_batch_bits {
+            pos += 1;
+            match self.write_root(table, entry.index, w, &mut record) {
+                Fit::Wrote => failures = 0,
+                Fit::Nothing => {}
+                Fit::NoRoom => {
                     more = true;
-                    break 'chunks;
-                }
-                match self.write_root(table, root, w, &mut record) {
-                    Fit::Wrote => failures = 0,
-                    Fit::Nothing => {}
-                    Fit::NoRoom => {
-                        more = true;
-                        failures += 1;
-                        if failures >= self.config.max_fit_failures {
-                            break 'chunks;
-                        }
+                    failures += 1;
+                    if failures >= self.config.max_fit_failures {
+                        break;
                     }
                 }
             }
-            start_index += n;
         }
-        self.scheduled = scheduled;
+        // Entries passed over but still owed stay in front for the next packet. (Were
+        // an object marked dirty while writing, the schedule is invalid already, and
+        // `retire` never makes it valid again.)
+        let (dirty, priorities) = (&self.dirty, &self.priorities);
+        self.schedule
+            .retire(pos, |e| entry_fate(dirty, priorities, threshold, table, e));
         let _ = w.commit_substream(outer);
         w.write_bool(false);
 
@@ -938,6 +1018,7 @@ impl ReplicationWriter {
             self.dirty.clear(root);
             return Fit::Nothing;
         }
+        let priority = self.priorities[root as usize];
         let mut wrote = false;
         if Self::needs_batch(&info) {
             match self.write_batch(table, root, w, record) {
@@ -997,7 +1078,11 @@ impl ReplicationWriter {
             return Fit::Nothing;
         }
         if subs_left {
-            // Keep the priority so the rest goes out soon.
+            // The root's own batch, if written, cleared its dirty bit and priority: the
+            // subobjects left keep it scheduled, with its priority, so the rest goes
+            // out soon (they were stuck until the root changed again).
+            self.dirty.set(root);
+            self.priorities[root as usize] = priority;
             if wrote { Fit::Wrote } else { Fit::NoRoom }
         } else if wrote {
             self.priorities[root as usize] = 0.0;
@@ -1097,63 +1182,67 @@ impl ReplicationWriter {
         let m = w.mark();
         w.write_bool(true);
         handle.write(w);
-        let size_pos = w.position();
-        w.write_bits(0, BATCH_SIZE_BITS);
-        let wide = self.huge.wide;
-        if wide {
-            w.write_bits(0, 32); // huge::WIDE_BATCH_SIZE escape, then the size
-        }
-        let body = w.position();
-        let exports_flag_pos = w.position();
-        w.write_bool(false); // has_exports, patched below
-        w.write_bool(creating);
-        if creating {
-            w.write_bits(entry.protocol() as u64, table.registry().index_bits());
-            let owner = entry
-                .root()
-                .and_then(|r| table.entry_at(r))
-                .map(|r| r.handle());
-            if w.write_bool(owner.is_some()) {
-                owner.unwrap_or(NetRefHandle::INVALID).write(w);
+        let exports = &self.exports;
+        let body_of = |out: &mut BitWriter| {
+            write_body(
+                out,
+                table,
+                entry,
+                creating,
+                tear_off,
+                plan.as_ref(),
+                send_tags,
+                &mask,
+                exports,
+            )
+        };
+        let tokens;
+        let exports_flag_pos;
+        if self.huge.wide {
+            // A huge object's batch, inside its blob: the escape and a 32-bit size.
+            w.write_bool(true);
+            w.write_bits(huge::WIDE_BATCH_SIZE, BATCH_SIZE_BITS);
+            let size_pos = w.position();
+            w.write_bits(0, 32);
+            let body = w.position();
+            exports_flag_pos = body;
+            tokens = body_of(w);
+            if w.is_overflown() {
+                w.rollback(m);
+                return Err(BatchError::DidNotFit);
             }
-        }
-        w.write_bool(tear_off);
-        w.write_bool(plan.is_some());
-        let mut tokens: Vec<NetToken> = Vec::new();
-        if w.write_bool(send_tags) {
-            let mut exports = lock(&self.exports);
-            tokens = entry
-                .tags()
-                .iter()
-                .filter_map(|t| exports.token_for(t))
-                .collect();
-            drop(exports);
-            w.write_bits(tokens.len() as u64, 8);
-            for t in &tokens {
-                w.write_bits(t.0 as u64, 16);
-            }
-        }
-        match &plan {
-            Some(plan) => write_delta_body(plan, entry.state(), &mask, creating, w),
-            None => {
-                mask.write(w);
-                entry.state().serialize(&mask, w);
-            }
-        }
-        let size = w.position().saturating_sub(body);
-        if size as u64 >= huge::WIDE_BATCH_SIZE && !wide {
-            w.rollback(m);
-            return Err(BatchError::TooLarge);
-        }
-        if w.is_overflown() {
-            w.rollback(m);
-            return Err(BatchError::DidNotFit);
-        }
-        if wide {
-            w.patch_bits(size_pos, huge::WIDE_BATCH_SIZE, BATCH_SIZE_BITS);
-            w.patch_bits(size_pos + BATCH_SIZE_BITS as usize, size as u64, 32);
+            let size = w.position() - body;
+            w.patch_bits(size_pos, size as u64, 32);
         } else {
-            w.patch_bits(size_pos, size as u64, BATCH_SIZE_BITS);
+            // The prefix's width depends on the body's size: body first, in the scratch
+            // writer, then prefix and body into the packet.
+            let (scratch, origin) = self.scratch.get_or_insert_with(|| {
+                let s = BitWriter::with_capacity_bits(SCRATCH_BITS);
+                let origin = s.mark();
+                (s, origin)
+            });
+            // Empty (clearing only the words the last body used), at most what the
+            // packet has left.
+            scratch.rollback(*origin);
+            let limit = w.bits_left();
+            scratch.begin_substream(limit);
+            tokens = body_of(scratch);
+            let size = scratch.position();
+            if scratch.is_overflown() || size as u64 >= huge::WIDE_BATCH_SIZE {
+                w.rollback(m);
+                return Err(if limit >= SCRATCH_BITS || !scratch.is_overflown() {
+                    BatchError::TooLarge
+                } else {
+                    BatchError::DidNotFit
+                });
+            }
+            Self::write_batch_size(w, size);
+            exports_flag_pos = w.position();
+            w.write_from(scratch);
+            if w.is_overflown() {
+                w.rollback(m);
+                return Err(BatchError::DidNotFit);
+            }
         }
         // Exports follow the state: the tokens the peer may not know yet.
         let mut exported = Vec::new();
@@ -1398,6 +1487,83 @@ impl ReplicationWriter {
         }
         self.tracked = 0;
         self.dirty.clear_all();
+        self.schedule.invalidate();
+    }
+}
+
+/// Writes a batch body, from the exports flag (written 0; patched by the caller) to the
+/// last member, and returns the net tokens of the tags it carries.
+#[allow(clippy::too_many_arguments)]
+fn write_body(
+    w: &mut BitWriter,
+    table: &ObjectTable,
+    entry: &crate::object::ObjectEntry,
+    creating: bool,
+    tear_off: bool,
+    plan: Option<&DeltaPlan>,
+    send_tags: bool,
+    mask: &ChangeMask,
+    exports: &SharedExports,
+) -> Vec<NetToken> {
+    w.write_bool(false); // has_exports, patched by the caller
+    w.write_bool(creating);
+    if creating {
+        w.write_bits(entry.protocol() as u64, table.registry().index_bits());
+        let owner = entry
+            .root()
+            .and_then(|r| table.entry_at(r))
+            .map(|r| r.handle());
+        if w.write_bool(owner.is_some()) {
+            owner.unwrap_or(NetRefHandle::INVALID).write(w);
+        }
+    }
+    w.write_bool(tear_off);
+    w.write_bool(plan.is_some());
+    let mut tokens: Vec<NetToken> = Vec::new();
+    if w.write_bool(send_tags) {
+        let mut exports = lock(exports);
+        tokens = entry
+            .tags()
+            .iter()
+            .filter_map(|t| exports.token_for(t))
+            .collect();
+        drop(exports);
+        w.write_bits(tokens.len() as u64, 8);
+        for t in &tokens {
+            w.write_bits(t.0 as u64, 16);
+        }
+    }
+    match plan {
+        Some(plan) => write_delta_body(plan, entry.state(), mask, creating, w),
+        None => {
+            mask.write(w);
+            entry.state().serialize(mask, w);
+        }
+    }
+    tokens
+}
+
+/// Whether a scheduled root is still owed at the priority it was scheduled with (what
+/// a fresh [`schedule_objects`](super::scheduler::schedule_objects) would keep at the
+/// same place), is done with (written, cleaned, below the threshold), or is owed at
+/// another priority (its place in the order is wrong).
+fn entry_fate(
+    dirty: &BitArray,
+    priorities: &[f32],
+    threshold: f32,
+    table: &ObjectTable,
+    e: &ScheduledObject,
+) -> EntryFate {
+    if !dirty.get(e.index) || table.subobject_set().get(e.index) {
+        return EntryFate::Drop;
+    }
+    let p = priorities.get(e.index as usize).copied().unwrap_or(0.0);
+    if p.to_bits() == e.sort_key.to_bits() {
+        EntryFate::Keep
+    } else if p >= threshold {
+        EntryFate::Reschedule
+    } else {
+        EntryFate::Drop
     }
 }
 

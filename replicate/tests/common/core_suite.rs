@@ -319,15 +319,16 @@ pub fn packet_start(w: &mut BitWriter, destroys: &[NetRefHandle]) {
     w.write_bool(false);
 }
 
-/// One batch for `handle`: the flag, the handle and a 16-bit size patched in after
-/// `body` wrote the batch.
+/// One batch for `handle`: the flag, the handle, the size prefix
+/// ([`ReplicationWriter::write_batch_size`]) and the body `body` writes.
 pub fn batch(w: &mut BitWriter, handle: NetRefHandle, body: impl FnOnce(&mut BitWriter)) {
     w.write_bool(true);
     handle.write(w);
-    let at = w.position();
-    w.write_bits(0, 16);
-    let start = w.position();
-    body(w);
-    let size = w.position() - start;
-    w.patch_bits(at, size as u64, 16);
+    let mut b = BitWriter::with_capacity_bits(1 << 16);
+    body(&mut b);
+    assert!(replicate::replication::ReplicationWriter::write_batch_size(
+        w,
+        b.position()
+    ));
+    w.write_from(&b);
 }

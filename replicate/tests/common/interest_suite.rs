@@ -9,7 +9,7 @@ use replicate::connection::{DeliveryStatus, PacketSequence};
 use replicate::object::ConnectionId;
 use replicate::protocol::{ProtocolRegistry, Registration};
 use replicate::replication::{
-    BATCH_SIZE_BITS, ReplicationClient, ReplicationConfig, ReplicationServer,
+    ReplicationClient, ReplicationConfig, ReplicationServer, ReplicationWriter,
 };
 use replicate::stream::WriteResult;
 use replicate::{ChangeMask, NetRefHandle, Replicated};
@@ -143,7 +143,7 @@ pub fn decode_packet(
     }
     while r.read_bool() {
         let handle = NetRefHandle::read(&mut r).expect("batch handle");
-        let size = r.read_bits(BATCH_SIZE_BITS) as usize;
+        let size = ReplicationWriter::read_batch_size(&mut r);
         let mut b = r.substream(size);
         let has_exports = b.read_bool();
         assert!(!has_exports, "the interest tests use no tags");
