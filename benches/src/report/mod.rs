@@ -174,6 +174,24 @@ pub fn f(v: f64, digits: usize) -> String {
     format!("{v:.digits$}")
 }
 
+/// Returns freed heap memory to the system (glibc's `malloc_trim`), then resets the
+/// process's peak resident set size to its current one (writes `5` to
+/// `/proc/self/clear_refs`), so the next [`peak_rss_bytes`] measures what runs from
+/// here rather than what ran before. Returns whether the platform allowed the reset.
+pub fn reset_peak_rss() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        unsafe extern "C" {
+            fn malloc_trim(pad: usize) -> i32;
+        }
+        // SAFETY: malloc_trim only releases free heap pages; it takes no pointers.
+        unsafe {
+            malloc_trim(0);
+        }
+    }
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
 /// The process's peak resident set size in bytes (`VmHWM` of `/proc/self/status`), if
 /// the platform has it.
 pub fn peak_rss_bytes() -> Option<u64> {

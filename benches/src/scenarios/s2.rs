@@ -20,7 +20,7 @@ use super::{
     replication_config,
 };
 use crate::report::svg::{self, Series};
-use crate::report::{Json, Table, f, peak_rss_bytes, write_file};
+use crate::report::{Json, Table, f, peak_rss_bytes, reset_peak_rss, write_file};
 use glam::Vec3;
 use replicate::NetRefHandle;
 use replicate::Replicated;
@@ -159,6 +159,9 @@ pub struct Measured {
     pub converged: usize,
     /// Peak RSS of the process after this configuration.
     pub peak_rss: Option<u64>,
+    /// Whether `peak_rss` is this configuration's own (the high-water mark was reset
+    /// before it) rather than the run's so far.
+    pub peak_rss_own: bool,
 }
 
 impl Measured {
@@ -257,6 +260,9 @@ fn s2_delta_mode() -> DeltaMode {
 
 /// Runs one configuration.
 pub fn measure(s: Setup) -> Result<Measured, SanityError> {
+    // Each configuration's peak RSS is its own (not the run's high-water mark so far),
+    // where the platform allows resetting it.
+    let rss_reset = reset_peak_rss();
     let registry = Arc::new(
         ProtocolRegistry::from_inventory().map_err(|e| SanityError(format!("registry: {e}")))?,
     );
@@ -494,6 +500,7 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     })?;
     out.converged = in_scope;
     out.peak_rss = peak_rss_bytes();
+    out.peak_rss_own = rss_reset;
     Ok(out)
 }
 
@@ -628,8 +635,10 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         "peak RSS MB",
     ]);
     let mut json_rows = Vec::new();
+    let mut rss_own = true;
     for (name, setup) in &variants {
         let m = measure(*setup)?;
+        rss_own &= m.peak_rss_own;
         ensure(m.payload_bytes > 0.0 && m.pairs > 0.0, || {
             format!("S2 {name}: no traffic")
         })?;
@@ -723,8 +732,13 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
     md.push_str(&format!(
         "\nDelta compression: {} (except the \"delta off\" row). Times are thread CPU time (the machine is shared; wall medians are in s2.json). \
          Timed tick: apply dirty values, scope update (grid), quantize, schedule and write every \
-         connection's packets. Peak RSS is the process high-water mark so far (cumulative).\n\n",
-        if s2_delta_mode() == DeltaMode::On { "on" } else { "off (not in this build)" }
+         connection's packets. {}\n\n",
+        if s2_delta_mode() == DeltaMode::On { "on" } else { "off (not in this build)" },
+        if rss_own {
+            "Peak RSS is each configuration's own (the process high-water mark is reset before it)."
+        } else {
+            "Peak RSS is the process high-water mark so far (cumulative: this platform cannot reset it)."
+        }
     ));
     md.push_str("Scale with objects (everything in scope):\n\n");
     md.push_str(&obj_table.markdown());
