@@ -123,6 +123,13 @@ fn converges_over_a_bad_link_with_a_small_packet_cap() {
         server.bits_per_type(id).first().map(|(n, _)| *n),
         Some("facade_memory::Crate")
     );
+    // The receiving side counts too: one type, and no more bits than the payloads held.
+    for c in &clients {
+        let got = c.bits_per_type();
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].0, "facade_memory::Crate");
+        assert!(got[0].1 > 0 && got[0].1 <= c.stats().bytes_in * 8);
+    }
 }
 
 #[test]

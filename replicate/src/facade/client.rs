@@ -500,6 +500,13 @@ impl<T: ClientTransport> Client<T> {
         &self.stats.stats
     }
 
+    /// Bits of object batches received so far (framing included), per replicated type
+    /// name (the types received at all), largest first: where the bandwidth goes.
+    pub fn bits_per_type(&self) -> Vec<(&'static str, u64)> {
+        let world = self.replication.world();
+        super::stats::bits_by_type_name(world.registry(), &world.stats().bits_per_type)
+    }
+
     /// The sans-IO connection (acks, RTT, loss counters).
     pub fn connection(&self) -> &Connection {
         &self.connection

@@ -14,7 +14,7 @@ use crate::blob::DeliveryMode;
 use crate::connection::{Connection, ConnectionConfig, MAX_HEADER_BITS};
 use crate::interest::BandwidthBudget;
 use crate::object::{ConnectionId, ObjectError, ObjectTable};
-use crate::protocol::{ProtocolIndex, ProtocolRegistry};
+use crate::protocol::ProtocolRegistry;
 use crate::replication::{ReplicationConfig, ReplicationServer};
 use crate::state::Replicated;
 use crate::stream::WriteResult;
@@ -654,20 +654,10 @@ impl<T: ServerTransport> Server<T> {
         else {
             return Vec::new();
         };
-        let registry = self.replication.objects().registry();
-        let mut out: Vec<(&'static str, u64)> = writer
-            .stats()
-            .bits_per_type
-            .iter()
-            .enumerate()
-            .filter(|&(_, &bits)| bits > 0)
-            .filter_map(|(i, &bits)| {
-                let index = ProtocolIndex::try_from(i).ok()?;
-                Some(((registry.get(index)?.descriptor)().name, bits))
-            })
-            .collect();
-        out.sort_by_key(|&(_, bits)| std::cmp::Reverse(bits));
-        out
+        super::stats::bits_by_type_name(
+            self.replication.objects().registry(),
+            &writer.stats().bits_per_type,
+        )
     }
 
     /// The sans-IO connection of a connected client (acks, RTT, loss counters).

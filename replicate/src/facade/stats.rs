@@ -2,7 +2,27 @@
 //! window, and the connection's RTT and loss estimates.
 
 use crate::connection::Connection;
+use crate::protocol::{ProtocolIndex, ProtocolRegistry};
 use std::time::Duration;
+
+/// Per-type bit counters (indexed by protocol index) as `(type name, bits)` for the
+/// types with any bits, largest first.
+pub(crate) fn bits_by_type_name(
+    registry: &ProtocolRegistry,
+    bits_per_type: &[u64],
+) -> Vec<(&'static str, u64)> {
+    let mut out: Vec<(&'static str, u64)> = bits_per_type
+        .iter()
+        .enumerate()
+        .filter(|&(_, &bits)| bits > 0)
+        .filter_map(|(i, &bits)| {
+            let index = ProtocolIndex::try_from(i).ok()?;
+            Some(((registry.get(index)?.descriptor)().name, bits))
+        })
+        .collect();
+    out.sort_by_key(|&(_, bits)| std::cmp::Reverse(bits));
+    out
+}
 
 /// Statistics of one connection (a client on the server, or the server on a client).
 #[derive(Debug, Clone, Default, PartialEq)]

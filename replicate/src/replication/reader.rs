@@ -176,6 +176,8 @@ pub struct ReaderStats {
     pub stale_members: u64,
     /// Batches of reordered packets for objects destroyed by a newer packet.
     pub stale_batches: u64,
+    /// Bits of object batches received (framing included), per protocol index.
+    pub bits_per_type: Vec<u64>,
 }
 
 #[derive(Debug)]
@@ -396,6 +398,11 @@ impl ClientWorld {
     /// Counters.
     pub fn stats(&self) -> &ReaderStats {
         &self.stats
+    }
+
+    /// The registry of the types this world replicates.
+    pub fn registry(&self) -> &Arc<ProtocolRegistry> {
+        &self.registry
     }
 
     /// The parked references.
@@ -841,6 +848,7 @@ impl ReplicationReader {
         world: &mut ClientWorld,
         r: &mut BitReader,
     ) -> Result<(), StreamError> {
+        let start = r.position();
         let handle = NetRefHandle::read(r).map_err(framing)?;
         // `[0][size: 7]`, `[1][size: 16]`, or, for a huge object's batch (only inside a
         // blob), `[1][escape: 16][size: 32]`.
@@ -862,7 +870,15 @@ impl ReplicationReader {
             world.stats.skipped_broken += 1;
             return Ok(());
         }
-        if let Err(e) = self.decode_batch(world, handle, &mut body) {
+        let decoded = self.decode_batch(world, handle, &mut body);
+        if let Some(protocol) = world.objects.get(&handle).map(|o| usize::from(o.protocol)) {
+            let bits = &mut world.stats.bits_per_type;
+            if bits.len() <= protocol {
+                bits.resize(protocol + 1, 0);
+            }
+            bits[protocol] += r.position().saturating_sub(start) as u64;
+        }
+        if let Err(e) = decoded {
             tracing::warn!("replication reader: object {handle}: {e}");
             if e.breaks_object() {
                 world.broken.insert(handle);
