@@ -711,6 +711,7 @@ fn an_unknown_token_breaks_only_that_object() {
     w.write_bits(500, 16); // sequence
     packet_start(&mut w, &[]);
     batch(&mut w, h, |w| {
+        w.write_bool(true); // long form
         w.write_bool(false); // exports
         w.write_bool(false); // creating
         w.write_bool(false); // tear off

@@ -195,6 +195,7 @@ fn without_the_cache_every_reference_is_retried_each_pass() {
 /// The flags of a plain update batch: no exports, not creating, no tear off, no delta,
 /// no tags.
 fn update_flags(w: &mut BitWriter) {
+    w.write_bool(true); // long form
     w.write_bool(false); // exports
     w.write_bool(false); // not creating
     w.write_bool(false); // tear off
@@ -204,6 +205,7 @@ fn update_flags(w: &mut BitWriter) {
 
 fn pawn_creation(w: &mut BitWriter, protocol: u64, x: i32) {
     let reg = registry();
+    w.write_bool(true); // long form
     w.write_bool(false); // exports
     w.write_bool(true); // creating
     w.write_bits(protocol, reg.index_bits());
@@ -312,6 +314,7 @@ fn update_for_unknown_object_and_delta_flag_are_object_errors() {
         w.write_bits(0, 4);
     });
     batch(&mut w, NetRefHandle::new(81, false, 0), |w| {
+        w.write_bool(true); // long form
         w.write_bool(false);
         w.write_bool(true);
         w.write_bits(0, registry().index_bits());

@@ -381,6 +381,7 @@ fn a_batch_naming_a_missing_baseline_breaks_that_object_only() {
     let mut w = BitWriter::with_capacity_bytes(256);
     packet_start(&mut w, &[]);
     batch(&mut w, h, |w| {
+        w.write_bool(true); // long form
         w.write_bool(false); // exports
         w.write_bool(false); // not creating
         w.write_bool(false); // tear off

@@ -117,8 +117,10 @@ fn batch_forms(bytes: &[u8]) -> Vec<(NetRefHandle, bool)> {
             r.read_bits(7)
         };
         assert!(long == (size >= 128), "{h}: {size} bits, long form {long}");
-        assert!(!r.read_bool(), "no exports in these batches");
-        r.skip(size as usize - 1);
+        // The body's form flag; the long form (creations here) has the exports flag next.
+        let long_body = r.read_bool();
+        assert!(!long_body || !r.read_bool(), "no exports in these batches");
+        r.skip(size as usize - 1 - usize::from(long_body));
         out.push((h, long));
     }
     r.check().unwrap();

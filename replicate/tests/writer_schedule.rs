@@ -142,8 +142,11 @@ fn creations_spread_over_many_packets_of_one_tick_come_out_in_priority_order() {
 
 #[test]
 fn updates_of_one_tick_follow_the_priority_order_across_packets() {
+    // A packet ends at the first batch that does not fit (no smaller, lower-priority
+    // batch may jump ahead into the space left), so the order is strict.
     let mut m = uncapped(ReplicationConfig {
         partial_sort_count: 3,
+        max_fit_failures: 1,
         ..Default::default()
     });
     let hs = created_crates(&mut m, 40);

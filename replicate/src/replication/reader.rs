@@ -862,7 +862,9 @@ impl ReplicationReader {
         }
         world.stats.batches += 1;
         let mut body = r.substream(size);
-        let has_exports = body.read_bool();
+        // `[0][is_delta]` (a plain update) or `[1][has_exports]...` (see `writer`).
+        let long_form = body.read_bool();
+        let has_exports = long_form && body.read_bool();
         if has_exports {
             lock(&world.imports).read_exports(r)?;
         }
@@ -870,7 +872,7 @@ impl ReplicationReader {
             world.stats.skipped_broken += 1;
             return Ok(());
         }
-        let decoded = self.decode_batch(world, handle, &mut body);
+        let decoded = self.decode_batch(world, handle, long_form, &mut body);
         if let Some(protocol) = world.objects.get(&handle).map(|o| usize::from(o.protocol)) {
             let bits = &mut world.stats.bits_per_type;
             if bits.len() <= protocol {
@@ -897,9 +899,10 @@ impl ReplicationReader {
         &mut self,
         world: &mut ClientWorld,
         handle: NetRefHandle,
+        long_form: bool,
         b: &mut BitReader,
     ) -> Result<(), ObjectReadError> {
-        let creating = b.read_bool();
+        let creating = long_form && b.read_bool();
         let mut protocol = None;
         let mut owner = None;
         if creating {
@@ -908,10 +911,10 @@ impl ReplicationReader {
                 owner = Some(NetRefHandle::read(b)?);
             }
         }
-        let tear_off = b.read_bool();
+        let tear_off = long_form && b.read_bool();
         let delta = b.read_bool();
         b.check().map_err(SerializeError::from)?;
-        let tags = if b.read_bool() {
+        let tags = if long_form && b.read_bool() {
             let n = b.read_bits(8) as usize;
             let mut tags = Vec::with_capacity(n);
             let imports = lock(&world.imports);

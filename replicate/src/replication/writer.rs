@@ -22,7 +22,8 @@
 //! size:     [0][size: 7]                     a body of fewer than 128 bits
 //!           [1][size: 16]                    128 to 2^16 - 2 bits
 //!           [1][2^16 - 1: 16][size: 32]      a huge object's batch (only inside its blob)
-//! body:     [has_exports:1][is_creation:1]
+//! body:     [0][is_delta:1]                  a plain update (most batches)
+//!           [1][has_exports:1][is_creation:1]  anything else
 //!           (creation: [protocol index: registry.index_bits()][has_owner:1][owner handle]?)
 //!           [tear_off:1][is_delta:1]
 //!           [has_tags:1]([count: 8][net token: 16]*)?
@@ -1205,7 +1206,7 @@ impl ReplicationWriter {
             let size_pos = w.position();
             w.write_bits(0, 32);
             let body = w.position();
-            exports_flag_pos = body;
+            exports_flag_pos = body + 1;
             tokens = body_of(w);
             if w.is_overflown() {
                 w.rollback(m);
@@ -1237,7 +1238,7 @@ impl ReplicationWriter {
                 });
             }
             Self::write_batch_size(w, size);
-            exports_flag_pos = w.position();
+            exports_flag_pos = w.position() + 1;
             w.write_from(scratch);
             if w.is_overflown() {
                 w.rollback(m);
@@ -1491,8 +1492,10 @@ impl ReplicationWriter {
     }
 }
 
-/// Writes a batch body, from the exports flag (written 0; patched by the caller) to the
-/// last member, and returns the net tokens of the tags it carries.
+/// Writes a batch body, from the form flag to the last member, and returns the net
+/// tokens of the tags it carries. A plain update (no creation, tear-off or tags, hence
+/// no exports) is `[0][is_delta]`; the long form `[1][has_exports]...` has its exports
+/// flag, one bit into the body, written 0 and patched by the caller.
 #[allow(clippy::too_many_arguments)]
 fn write_body(
     w: &mut BitWriter,
@@ -1505,22 +1508,15 @@ fn write_body(
     mask: &ChangeMask,
     exports: &SharedExports,
 ) -> Vec<NetToken> {
-    w.write_bool(false); // has_exports, patched by the caller
-    w.write_bool(creating);
-    if creating {
-        w.write_bits(entry.protocol() as u64, table.registry().index_bits());
-        let owner = entry
-            .root()
-            .and_then(|r| table.entry_at(r))
-            .map(|r| r.handle());
-        if w.write_bool(owner.is_some()) {
-            owner.unwrap_or(NetRefHandle::INVALID).write(w);
-        }
+    let plain = !creating && !tear_off && !send_tags;
+    w.write_bool(!plain);
+    if plain {
+        w.write_bool(plan.is_some());
+    } else {
+        write_long_flags(w, table, entry, creating, tear_off, plan.is_some());
     }
-    w.write_bool(tear_off);
-    w.write_bool(plan.is_some());
     let mut tokens: Vec<NetToken> = Vec::new();
-    if w.write_bool(send_tags) {
+    if !plain && w.write_bool(send_tags) {
         let mut exports = lock(exports);
         tokens = entry
             .tags()
@@ -1541,6 +1537,32 @@ fn write_body(
         }
     }
     tokens
+}
+
+/// The long form's flags, from the exports flag (written 0; patched by the caller) to
+/// `is_delta`.
+fn write_long_flags(
+    w: &mut BitWriter,
+    table: &ObjectTable,
+    entry: &crate::object::ObjectEntry,
+    creating: bool,
+    tear_off: bool,
+    is_delta: bool,
+) {
+    w.write_bool(false); // has_exports, patched by the caller
+    w.write_bool(creating);
+    if creating {
+        w.write_bits(entry.protocol() as u64, table.registry().index_bits());
+        let owner = entry
+            .root()
+            .and_then(|r| table.entry_at(r))
+            .map(|r| r.handle());
+        if w.write_bool(owner.is_some()) {
+            owner.unwrap_or(NetRefHandle::INVALID).write(w);
+        }
+    }
+    w.write_bool(tear_off);
+    w.write_bool(is_delta);
 }
 
 /// Whether a scheduled root is still owed at the priority it was scheduled with (what

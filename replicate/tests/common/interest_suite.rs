@@ -145,9 +145,10 @@ pub fn decode_packet(
         let handle = NetRefHandle::read(&mut r).expect("batch handle");
         let size = ReplicationWriter::read_batch_size(&mut r);
         let mut b = r.substream(size);
-        let has_exports = b.read_bool();
+        let long_form = b.read_bool();
+        let has_exports = long_form && b.read_bool();
         assert!(!has_exports, "the interest tests use no tags");
-        let creation = b.read_bool();
+        let creation = long_form && b.read_bool();
         if creation {
             let p = b.read_bits(registry.index_bits()) as usize;
             types.insert(handle, p);
@@ -155,10 +156,10 @@ pub fn decode_packet(
                 NetRefHandle::read(&mut b).expect("owner");
             }
         }
-        let _tear_off = b.read_bool();
+        let _tear_off = long_form && b.read_bool();
         let delta = b.read_bool();
         assert!(!delta, "decoder does not read delta batches");
-        let has_tags = b.read_bool();
+        let has_tags = long_form && b.read_bool();
         assert!(!has_tags);
         let p = *types
             .get(&handle)
