@@ -16,26 +16,6 @@ fn state_of(m: &Manual, h: NetRefHandle) -> S {
     m.server.writer(m.conn).unwrap().object_state(i)
 }
 
-fn spawned(events: &[ReplicationEvent]) -> Vec<NetRefHandle> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            ReplicationEvent::Spawned { handle, .. } => Some(*handle),
-            _ => None,
-        })
-        .collect()
-}
-
-fn destroyed(events: &[ReplicationEvent]) -> Vec<NetRefHandle> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            ReplicationEvent::Destroyed { handle } => Some(*handle),
-            _ => None,
-        })
-        .collect()
-}
-
 fn pawn(x: i32, hp: u8) -> Pawn {
     Pawn {
         x,

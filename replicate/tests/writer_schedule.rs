@@ -52,26 +52,6 @@ fn events_of(m: &mut Manual, bytes: &[u8]) -> Vec<ReplicationEvent> {
     m.client.drain_events()
 }
 
-fn spawned(events: &[ReplicationEvent]) -> Vec<NetRefHandle> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            ReplicationEvent::Spawned { handle, .. } => Some(*handle),
-            _ => None,
-        })
-        .collect()
-}
-
-fn changed(events: &[ReplicationEvent]) -> Vec<NetRefHandle> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            ReplicationEvent::MembersChanged { handle, .. } => Some(*handle),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Creates `n` crates, delivers and acks every creation (one large packet per tick).
 fn created_crates(m: &mut Manual, n: u32) -> Vec<NetRefHandle> {
     let hs: Vec<_> = (0..n)

@@ -8,7 +8,9 @@ use replicate::bits::{BitReader, BitWriter};
 use replicate::connection::{DeliveryStatus, PacketSequence};
 use replicate::object::ConnectionId;
 use replicate::protocol::ProtocolRegistry;
-use replicate::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
+use replicate::replication::{
+    ReplicationClient, ReplicationConfig, ReplicationEvent, ReplicationServer,
+};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -331,4 +333,36 @@ pub fn batch(w: &mut BitWriter, handle: NetRefHandle, body: impl FnOnce(&mut Bit
         b.position()
     ));
     w.write_from(&b);
+}
+
+/// The handles of the events `pick` selects, in order.
+fn handles_of(
+    events: &[ReplicationEvent],
+    pick: impl Fn(&ReplicationEvent) -> Option<NetRefHandle>,
+) -> Vec<NetRefHandle> {
+    events.iter().filter_map(pick).collect()
+}
+
+/// The objects spawned, in event order.
+pub fn spawned(events: &[ReplicationEvent]) -> Vec<NetRefHandle> {
+    handles_of(events, |e| match e {
+        ReplicationEvent::Spawned { handle, .. } => Some(*handle),
+        _ => None,
+    })
+}
+
+/// The objects whose members changed, in event order.
+pub fn changed(events: &[ReplicationEvent]) -> Vec<NetRefHandle> {
+    handles_of(events, |e| match e {
+        ReplicationEvent::MembersChanged { handle, .. } => Some(*handle),
+        _ => None,
+    })
+}
+
+/// The objects destroyed, in event order.
+pub fn destroyed(events: &[ReplicationEvent]) -> Vec<NetRefHandle> {
+    handles_of(events, |e| match e {
+        ReplicationEvent::Destroyed { handle } => Some(*handle),
+        _ => None,
+    })
 }
