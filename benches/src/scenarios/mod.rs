@@ -24,15 +24,11 @@ use std::time::Duration;
 /// Whether replicate sends members as deltas against acked baselines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeltaMode {
-    /// Delta compression on (needs the `delta` layer).
+    /// Delta compression against acknowledged baselines.
     On,
     /// Every changed member in full.
     Off,
 }
-
-/// Whether this build has the delta-compression layer wired into the writer (it has,
-/// since the `delta` branch landed; the switch is [`replication_config`]).
-pub const DELTA_AVAILABLE: bool = true;
 
 /// The replication settings of a variant: the one place the delta switch is set
 /// (`ReplicationConfig::delta.enabled`, on by default; per-type `#[net(delta = ..)]`
@@ -57,6 +53,22 @@ pub fn add_uncapped_connection(server: &mut ReplicationServer) -> ConnectionId {
     let id = server.add_connection();
     server.set_connection_budget(id, replicate::interest::BandwidthBudget::Unlimited);
     id
+}
+
+/// A server with every registered type and one uncapped connection whose packets a
+/// real client decodes (S1, S3).
+pub fn one_client_session(delta: DeltaMode) -> Result<(ReplicationServer, Link), SanityError> {
+    let registry = std::sync::Arc::new(
+        replicate::ProtocolRegistry::from_inventory()
+            .map_err(|e| SanityError(format!("registry: {e}")))?,
+    );
+    let config = replication_config(delta);
+    let mut server = ReplicationServer::new(registry.clone(), config.clone());
+    // No per-tick packet cap: every scenario writes until nothing is left.
+    server.set_max_extra_packets(UNCAPPED_EXTRA_PACKETS);
+    let conn = add_uncapped_connection(&mut server);
+    let client = replicate::replication::ReplicationClient::new(registry, config);
+    Ok((server, Link::new(conn, Some(client))))
 }
 
 /// Largest packet payload netcode.io carries (`NETCODE_MAX_PAYLOAD_BYTES`): the
@@ -349,10 +361,10 @@ mod tests {
             ticks: 40,
             seed: 7,
         };
-        let r = s1::replicate_run(p, s1::DeltaMode::Off).unwrap().unwrap();
+        let r = s1::replicate_run(p, s1::DeltaMode::Off).unwrap();
         assert_eq!(r.converged_objects, 90);
         // The switch works both ways: delta on converges too and sends fewer bytes.
-        let d = s1::replicate_run(p, s1::DeltaMode::On).unwrap().unwrap();
+        let d = s1::replicate_run(p, s1::DeltaMode::On).unwrap();
         assert_eq!(d.converged_objects, 90);
         assert!(mean_p95(&d.series.wire).0 < mean_p95(&r.series.wire).0);
         let b = s1::baseline_run(p);

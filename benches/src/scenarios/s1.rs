@@ -12,15 +12,12 @@
 //! 5. the empirical entropy bounds ([`super::entropy`]).
 
 use super::entropy::EntropyMeter;
-pub use super::{DELTA_AVAILABLE, DeltaMode, replication_config};
-use super::{Link, Outcome, SanityError, Traffic, baseline_wire, ensure, mean_p95};
+pub use super::{DeltaMode, replication_config};
+use super::{Outcome, SanityError, Traffic, baseline_wire, ensure, mean_p95};
 use crate::report::{Json, Table, f, svg, write_file};
-use replicate::protocol::ProtocolRegistry;
-use replicate::replication::{ReplicationClient, ReplicationServer};
 use replicate::serialize::VectorConfig;
 use replicate::{NetRefHandle, Replicated};
 use replicate_examples::arena::{ArenaWorld, Player, Projectile, Vehicle};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Parameters of a run.
@@ -78,24 +75,9 @@ struct Handles {
     vehicles: Vec<NetRefHandle>,
 }
 
-/// Runs replicate over the arena; `None` when the requested mode is not available.
-pub fn replicate_run(p: S1Params, delta: DeltaMode) -> Option<Result<ReplicateRun, SanityError>> {
-    if delta == DeltaMode::On && !DELTA_AVAILABLE {
-        return None;
-    }
-    Some(replicate_run_inner(p, delta))
-}
-
-fn replicate_run_inner(p: S1Params, delta: DeltaMode) -> Result<ReplicateRun, SanityError> {
-    let registry = Arc::new(
-        ProtocolRegistry::from_inventory().map_err(|e| SanityError(format!("registry: {e}")))?,
-    );
-    let config = replication_config(delta);
-    let mut server = ReplicationServer::new(registry.clone(), config.clone());
-    // No per-tick packet cap: every scenario writes until nothing is left.
-    server.set_max_extra_packets(super::UNCAPPED_EXTRA_PACKETS);
-    let conn = super::add_uncapped_connection(&mut server);
-    let mut link = Link::new(conn, Some(ReplicationClient::new(registry, config)));
+/// Runs replicate over the arena.
+pub fn replicate_run(p: S1Params, delta: DeltaMode) -> Result<ReplicateRun, SanityError> {
+    let (mut server, mut link) = super::one_client_session(delta)?;
     let mut world = ArenaWorld::new(p.seed);
     let spawn_err = |e| SanityError(format!("spawn: {e:?}"));
     let objects = server.objects_mut();
@@ -109,7 +91,7 @@ fn replicate_run_inner(p: S1Params, delta: DeltaMode) -> Result<ReplicateRun, Sa
             .push(objects.spawn(pl.clone()).map_err(spawn_err)?);
     }
     objects
-        .set_owner_connection(h.players[0], Some(conn))
+        .set_owner_connection(h.players[0], Some(link.conn))
         .map_err(|e| SanityError(format!("owner: {e:?}")))?;
     for pr in &world.projectiles {
         h.projectiles
@@ -588,9 +570,8 @@ pub fn baseline_run(p: S1Params) -> BaselineRun {
 /// Runs S1, writes `s1.{md,json,svg}` and returns the outcome; errors on failed sanity
 /// checks (no traffic, no convergence, replicate not smaller than the postcard model).
 pub fn run(p: S1Params) -> Result<Outcome, SanityError> {
-    let with_delta = replicate_run(p, DeltaMode::On).transpose()?;
-    let without = replicate_run(p, DeltaMode::Off)
-        .ok_or_else(|| SanityError("replicate without delta is always available".into()))??;
+    let with_delta = replicate_run(p, DeltaMode::On)?;
+    let without = replicate_run(p, DeltaMode::Off)?;
     let base = baseline_run(p);
     let (rm, _) = mean_p95(&without.series.wire);
     let (cm, _) = mean_p95(&base.replicon.wire);
@@ -607,63 +588,43 @@ pub fn run(p: S1Params) -> Result<Outcome, SanityError> {
     ]);
     let mut bars = Vec::new();
     let mut json_rows = Vec::new();
-    let mut add = |name: &str, s: Option<&Series>, table: &mut Table| match s {
-        Some(s) => {
-            let (m, p95) = mean_p95(&s.wire);
-            let (pm, _) = mean_p95(&s.payload);
-            table.row(vec![
-                name.into(),
-                f(m, 0),
-                f(p95, 0),
-                f(pm, 0),
-                format!("{:.2}×", m / rm),
-            ]);
-            bars.push((name.to_string(), Some(m)));
-            json_rows.push(Json::obj(vec![
-                ("variant", Json::str(name)),
-                ("mean_wire_bytes_per_tick", Json::Num(m)),
-                ("p95_wire_bytes_per_tick", Json::Num(p95)),
-                ("mean_payload_bytes_per_tick", Json::Num(pm)),
-            ]));
-        }
-        None => {
-            table.row(vec![
-                name.into(),
-                "pending".into(),
-                "pending".into(),
-                "pending".into(),
-                "—".into(),
-            ]);
-            bars.push((name.to_string(), None));
-            json_rows.push(Json::obj(vec![
-                ("variant", Json::str(name)),
-                ("pending", Json::Bool(true)),
-            ]));
-        }
+    let mut add = |name: &str, s: &Series, table: &mut Table| {
+        let (m, p95) = mean_p95(&s.wire);
+        let (pm, _) = mean_p95(&s.payload);
+        table.row(vec![
+            name.into(),
+            f(m, 0),
+            f(p95, 0),
+            f(pm, 0),
+            format!("{:.2}×", m / rm),
+        ]);
+        bars.push((name.to_string(), Some(m)));
+        json_rows.push(Json::obj(vec![
+            ("variant", Json::str(name)),
+            ("mean_wire_bytes_per_tick", Json::Num(m)),
+            ("p95_wire_bytes_per_tick", Json::Num(p95)),
+            ("mean_payload_bytes_per_tick", Json::Num(pm)),
+        ]));
     };
     add(
         "replicate (delta vs acked baselines)",
-        with_delta.as_ref().map(|r| &r.series),
+        &with_delta.series,
         &mut table,
     );
-    add("replicate (no delta)", Some(&without.series), &mut table);
+    add("replicate (no delta)", &without.series, &mut table);
     add(
         "bevy_replicon model (postcard, changed components)",
-        Some(&base.replicon),
+        &base.replicon,
         &mut table,
     );
-    add("bitcode full snapshot", Some(&base.bitcode), &mut table);
+    add("bitcode full snapshot", &base.bitcode, &mut table);
     let e1 = base.entropy_first;
     let e2 = base.entropy_second;
-    // The bounds are compared with the best replicate row (delta when available).
-    let best = with_delta.as_ref().map_or(&without.series, |r| &r.series);
+    // The bounds are compared with the best replicate row (delta).
+    let best = &with_delta.series;
     let (rm, _) = mean_p95(&best.wire);
     let (rpm, _) = mean_p95(&best.payload);
-    let best_name = if with_delta.is_some() {
-        "replicate (delta)"
-    } else {
-        "replicate (no delta)"
-    };
+    let best_name = "replicate (delta)";
     table.row(vec![
         "entropy bound, 1st differences".into(),
         f(e1, 0),
@@ -700,9 +661,6 @@ pub fn run(p: S1Params) -> Result<Outcome, SanityError> {
          Reference (different motion model, indicative only): naia 0.25 measured 2310 B/tick (3304 naive).\n",
         without.packets_per_tick, without.converged_objects, base.entropy_samples
     ));
-    if with_delta.is_none() {
-        md.push_str("\nThe delta row is pending: delta compression against acked baselines is not in this build yet.\n");
-    }
     let json = Json::obj(vec![
         ("scenario", Json::str("s1")),
         ("warmup_ticks", Json::Num(p.warmup as f64)),

@@ -4,8 +4,8 @@
 //!
 //! Variants: everything in scope of every connection; the spatial grid filter (cell
 //! 5000, cull distance 50 000) on a 200 000 × 200 000 world, driven through
-//! `ReplicationServer::set_in_scope` by [`GridFilter`] (the interest layer's own wiring
-//! is not in this build); and "crowd" — 100 players in one place, all moving, each
+//! `ReplicationServer::set_in_scope` by [`GridFilter`] (not through the interest
+//! layer's `InterestManager`); and "crowd" — 100 players in one place, all moving, each
 //! seeing all of them (100 × 100 = 10 000 object × connection updates per tick).
 //!
 //! The timed server tick is: apply the dirty objects' new values (`get_mut`), the scope
@@ -15,10 +15,7 @@
 //! check, happens outside the timed part. The hand-rolled baseline is timed on the same
 //! dirty sets: per connection, postcard-serialize every dirty object in scope in full.
 
-use super::{
-    DELTA_AVAILABLE, DeltaMode, Link, Outcome, SanityError, Stopwatch, ensure, median,
-    replication_config,
-};
+use super::{DeltaMode, Link, Outcome, SanityError, Stopwatch, ensure, median, replication_config};
 use crate::report::svg::{self, Series};
 use crate::report::{Json, Table, f, peak_rss_bytes, reset_peak_rss, write_file};
 use glam::Vec3;
@@ -246,15 +243,6 @@ impl ScopeCtx<'_> {
                 }
             }
         }
-    }
-}
-
-/// S2 runs the production configuration: delta compression on when the build has it.
-fn s2_delta_mode() -> DeltaMode {
-    if DELTA_AVAILABLE {
-        DeltaMode::On
-    } else {
-        DeltaMode::Off
     }
 }
 
@@ -596,7 +584,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         scope: ScopeMode::All,
         ticks: p.ticks,
         seed: 0x5EED_0002,
-        delta: s2_delta_mode(),
+        delta: DeltaMode::On,
     };
     let variants = [
         ("all in scope", base),
@@ -730,10 +718,9 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
     );
     md.push_str(&table.markdown());
     md.push_str(&format!(
-        "\nDelta compression: {} (except the \"delta off\" row). Times are thread CPU time (the machine is shared; wall medians are in s2.json). \
+        "\nDelta compression: on (except the \"delta off\" row). Times are thread CPU time (the machine is shared; wall medians are in s2.json). \
          Timed tick: apply dirty values, scope update (grid), quantize, schedule and write every \
          connection's packets. {}\n\n",
-        if s2_delta_mode() == DeltaMode::On { "on" } else { "off (not in this build)" },
         if rss_own {
             "Peak RSS is each configuration's own (the process high-water mark is reset before it)."
         } else {

@@ -6,17 +6,12 @@
 //! Reports bits per changed cube and kbps next to his figures: 321 bits raw per cube,
 //! 80 bits quantized, ~55 bits per changed cube with his delta encoding, 256 kbps target.
 
-use super::{
-    DELTA_AVAILABLE, DeltaMode, Link, Outcome, SanityError, ensure, mean_p95, replication_config,
-};
+use super::{DeltaMode, Outcome, SanityError, ensure, mean_p95};
 use crate::report::{Json, Table, f, svg, write_file};
 use glam::{Quat, Vec3};
 use replicate::Replicated;
 use replicate::link::SplitMix64;
-use replicate::protocol::ProtocolRegistry;
-use replicate::replication::{ReplicationClient, ReplicationServer};
 use replicate::serialize::{AxesConfig, QuatConfig, Vec3AxesSerializer, VectorConfig};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// 1/512 m over ±256 m horizontally (19 bits: 262 145 values) and 0–32 m vertically
@@ -185,24 +180,9 @@ impl CubeStats {
     }
 }
 
-/// Replicates the scene once; `None` when the delta mode is not available.
-pub fn cubes_run(p: S3Params, delta: DeltaMode) -> Option<Result<CubeStats, SanityError>> {
-    if delta == DeltaMode::On && !DELTA_AVAILABLE {
-        return None;
-    }
-    Some(cubes_run_inner(p, delta))
-}
-
-fn cubes_run_inner(p: S3Params, delta: DeltaMode) -> Result<CubeStats, SanityError> {
-    let registry = Arc::new(
-        ProtocolRegistry::from_inventory().map_err(|e| SanityError(format!("registry: {e}")))?,
-    );
-    let config = replication_config(delta);
-    let mut server = ReplicationServer::new(registry.clone(), config.clone());
-    // No per-tick packet cap: every scenario writes until nothing is left.
-    server.set_max_extra_packets(super::UNCAPPED_EXTRA_PACKETS);
-    let conn = super::add_uncapped_connection(&mut server);
-    let mut link = Link::new(conn, Some(ReplicationClient::new(registry, config)));
+/// Replicates the scene once.
+pub fn cubes_run(p: S3Params, delta: DeltaMode) -> Result<CubeStats, SanityError> {
+    let (mut server, mut link) = super::one_client_session(delta)?;
     let mut sim = Sim::new(p.seed);
     let mut handles = Vec::with_capacity(CUBES);
     for c in &sim.cubes {
@@ -281,63 +261,50 @@ fn cubes_run_inner(p: S3Params, delta: DeltaMode) -> Result<CubeStats, SanityErr
 
 /// Runs S3 (delta on when available, and off), writes `s3.{md,json,svg}`.
 pub fn run(p: S3Params) -> Result<Outcome, SanityError> {
-    let with_delta = cubes_run(p, DeltaMode::On).transpose()?;
-    let without = cubes_run(p, DeltaMode::Off)
-        .ok_or_else(|| SanityError("replicate without delta is always available".into()))??;
+    let with_delta = cubes_run(p, DeltaMode::On)?;
+    let without = cubes_run(p, DeltaMode::Off)?;
     let full_bits = 19 * 2 + 15 + 29 + 1;
     let mut table = Table::new(&["", "bits per changed cube", "kbps"]);
     let mut bars = Vec::new();
     let mut json_rows = Vec::new();
-    for (name, stats) in [
-        ("replicate (delta)", with_delta.as_ref()),
-        ("replicate (no delta)", Some(&without)),
+    for (name, st) in [
+        ("replicate (delta)", &with_delta),
+        ("replicate (no delta)", &without),
     ] {
-        match stats {
-            Some(st) => {
-                let (_, p95) = mean_p95(&st.kbps_per_tick);
-                table.row(vec![
-                    format!("{name}, payload (object framing, masks, values)"),
-                    f(st.bits_per_changed(), 1),
-                    f(st.payload_kbps(), 0),
-                ]);
-                table.row(vec![
-                    format!("{name}, on the wire (+ connection header + netcode.io)"),
-                    f(st.wire_bits_per_changed(), 1),
-                    format!("{} (p95 tick {})", f(st.kbps(), 0), f(p95, 0)),
-                ]);
-                bars.push((format!("{name} payload"), Some(st.bits_per_changed())));
-                bars.push((
-                    format!("{name} on the wire"),
-                    Some(st.wire_bits_per_changed()),
-                ));
-                json_rows.push(Json::obj(vec![
-                    ("variant", Json::str(name)),
-                    (
-                        "changed_cubes_per_tick",
-                        Json::Num(st.changed as f64 / st.ticks as f64),
-                    ),
-                    (
-                        "payload_bits_per_changed_cube",
-                        Json::Num(st.bits_per_changed()),
-                    ),
-                    (
-                        "wire_bits_per_changed_cube",
-                        Json::Num(st.wire_bits_per_changed()),
-                    ),
-                    ("wire_kbps", Json::Num(st.kbps())),
-                    ("payload_kbps", Json::Num(st.payload_kbps())),
-                    ("p95_tick_wire_kbps", Json::Num(p95)),
-                ]));
-            }
-            None => {
-                table.row(vec![format!("{name}"), "pending".into(), "pending".into()]);
-                bars.push((name.to_string(), None));
-                json_rows.push(Json::obj(vec![
-                    ("variant", Json::str(name)),
-                    ("pending", Json::Bool(true)),
-                ]));
-            }
-        }
+        let (_, p95) = mean_p95(&st.kbps_per_tick);
+        table.row(vec![
+            format!("{name}, payload (object framing, masks, values)"),
+            f(st.bits_per_changed(), 1),
+            f(st.payload_kbps(), 0),
+        ]);
+        table.row(vec![
+            format!("{name}, on the wire (+ connection header + netcode.io)"),
+            f(st.wire_bits_per_changed(), 1),
+            format!("{} (p95 tick {})", f(st.kbps(), 0), f(p95, 0)),
+        ]);
+        bars.push((format!("{name} payload"), Some(st.bits_per_changed())));
+        bars.push((
+            format!("{name} on the wire"),
+            Some(st.wire_bits_per_changed()),
+        ));
+        json_rows.push(Json::obj(vec![
+            ("variant", Json::str(name)),
+            (
+                "changed_cubes_per_tick",
+                Json::Num(st.changed as f64 / st.ticks as f64),
+            ),
+            (
+                "payload_bits_per_changed_cube",
+                Json::Num(st.bits_per_changed()),
+            ),
+            (
+                "wire_bits_per_changed_cube",
+                Json::Num(st.wire_bits_per_changed()),
+            ),
+            ("wire_kbps", Json::Num(st.kbps())),
+            ("payload_kbps", Json::Num(st.payload_kbps())),
+            ("p95_tick_wire_kbps", Json::Num(p95)),
+        ]));
     }
     table.row(vec![
         "replicate, one cube's full quantized state".into(),
@@ -367,9 +334,6 @@ pub fn run(p: S3Params) -> Result<Outcome, SanityError> {
         "\n{:.1} changed cubes per tick on average; every cube on the client equals the server's quantized state at the end.\n",
         without.changed as f64 / without.ticks as f64
     ));
-    if with_delta.is_none() {
-        md.push_str("\nThe delta rows are pending: delta compression is not in this build yet.\n");
-    }
     let json = Json::obj(vec![
         ("scenario", Json::str("s3")),
         ("seconds", Json::Num(p.seconds as f64)),
