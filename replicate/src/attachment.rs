@@ -1027,7 +1027,9 @@ impl ReplicationServer {
         ms.check_size(mode, &blob)?;
         match gate {
             Gate::Send => {
-                ms.push(mode, blob)?;
+                // Size already checked above.
+                ms.queue_blob(mode, blob)?;
+                ms.stats.queued += 1;
                 Ok(MessageOutcome::Queued)
             }
             Gate::Hold => {

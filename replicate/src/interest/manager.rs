@@ -471,15 +471,7 @@ impl InterestManager {
         handle: NetRefHandle,
         on: bool,
     ) {
-        self.slot(index, handle);
-        if let Some(c) = self.conn_mut(id) {
-            c.touched.push(index);
-            if on {
-                c.scope.allow.insert(index);
-            } else {
-                c.scope.allow.remove(&index);
-            }
-        }
+        self.set_listed(id, index, handle, on, |scope| &mut scope.allow);
     }
 
     /// Puts an object on (or off) a connection's deny list: never in scope.
@@ -490,13 +482,27 @@ impl InterestManager {
         handle: NetRefHandle,
         on: bool,
     ) {
+        self.set_listed(id, index, handle, on, |scope| &mut scope.deny);
+    }
+
+    /// Puts an object on (or off) the list `list` picks in a connection's scope, and
+    /// marks the object for a scope re-check.
+    fn set_listed(
+        &mut self,
+        id: ConnectionId,
+        index: InternalIndex,
+        handle: NetRefHandle,
+        on: bool,
+        list: impl FnOnce(&mut ConnectionScope) -> &mut HashSet<InternalIndex>,
+    ) {
         self.slot(index, handle);
         if let Some(c) = self.conn_mut(id) {
             c.touched.push(index);
+            let list = list(&mut c.scope);
             if on {
-                c.scope.deny.insert(index);
+                list.insert(index);
             } else {
-                c.scope.deny.remove(&index);
+                list.remove(&index);
             }
         }
     }
