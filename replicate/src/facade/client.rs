@@ -18,6 +18,7 @@ use crate::replication::{
 };
 use crate::state::{ChangeMask, Replicated};
 use crate::stream::WriteResult;
+#[cfg(feature = "udp")]
 use crate::transport::udp::{ConnectToken, UdpClientTransport};
 use crate::transport::{ClientTransport, ClientTransportEvent};
 use std::collections::VecDeque;
@@ -151,7 +152,7 @@ impl From<ReplicationEvent> for ClientEvent {
 ///     std::thread::sleep(std::time::Duration::from_millis(16));
 /// }
 /// ```
-pub struct Client<T: ClientTransport = UdpClientTransport> {
+pub struct Client<T: ClientTransport = crate::transport::DefaultClientTransport> {
     transport: T,
     replication: ReplicationClient,
     registry_hash: u64,
@@ -174,6 +175,7 @@ impl<T: ClientTransport> std::fmt::Debug for Client<T> {
     }
 }
 
+#[cfg(feature = "udp")]
 impl Client<UdpClientTransport> {
     /// Connects over netcode.io UDP with a connect token from the backend (or from
     /// [`ConnectTokenIssuer`](crate::transport::udp::ConnectTokenIssuer) for local

@@ -18,9 +18,11 @@ use crate::protocol::ProtocolRegistry;
 use crate::replication::{ReplicationConfig, ReplicationServer};
 use crate::state::Replicated;
 use crate::stream::WriteResult;
+#[cfg(feature = "udp")]
 use crate::transport::udp::{ConnectTokenIssuer, UdpServerConfig, UdpServerTransport};
 use crate::transport::{ClientId, ServerTransport, ServerTransportEvent};
 use std::collections::{BTreeMap, VecDeque};
+#[cfg(feature = "udp")]
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
@@ -144,7 +146,7 @@ struct Peer {
 ///     std::thread::sleep(std::time::Duration::from_millis(33));
 /// }
 /// ```
-pub struct Server<T: ServerTransport = UdpServerTransport> {
+pub struct Server<T: ServerTransport = crate::transport::DefaultServerTransport> {
     transport: T,
     replication: ReplicationServer,
     registry_hash: u64,
@@ -167,6 +169,7 @@ impl<T: ServerTransport> std::fmt::Debug for Server<T> {
     }
 }
 
+#[cfg(feature = "udp")]
 impl Server<UdpServerTransport> {
     /// Binds a netcode.io UDP server on `addr` accepting connect tokens from `issuer`,
     /// replicating every `#[derive(Replicated)]` type linked into the program.

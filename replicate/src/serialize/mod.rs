@@ -27,6 +27,8 @@ pub mod float;
 pub mod health;
 pub mod ints;
 pub mod misc;
+#[cfg(feature = "serde")]
+pub mod fallback;
 pub mod packed;
 pub mod quat;
 pub mod rotator;
@@ -48,7 +50,9 @@ pub use ints::{
     BoolSerializer, I8Serializer, I16Serializer, I32Serializer, I64Serializer, IntConfig,
     U8Serializer, U16Serializer, U32Serializer, U64Serializer,
 };
-pub use misc::{BytesConfig, BytesSerializer, Guid, GuidSerializer, SerdeConfig, SerdeSerializer};
+#[cfg(feature = "serde")]
+pub use fallback::{SerdeConfig, SerdeSerializer};
+pub use misc::{BytesConfig, BytesSerializer, Guid, GuidSerializer};
 pub use packed::{
     PackedI32Serializer, PackedI64Serializer, PackedU32Serializer, PackedU64Serializer,
 };

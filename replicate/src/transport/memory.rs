@@ -183,14 +183,14 @@ pub struct MemoryServerTransport {
 impl MemoryServerTransport {
     /// A server on a new in-memory network whose routes are conditioned by
     /// `conditioner`, with per-route seeds derived from `seed`. Payloads are capped
-    /// at [`MAX_PAYLOAD_BYTES`](crate::transport::udp::MAX_PAYLOAD_BYTES) like the
-    /// UDP transport's, and clients at [`MAX_CLIENTS`](crate::transport::udp::MAX_CLIENTS).
+    /// at [`MAX_PAYLOAD_BYTES`](crate::transport::MAX_PAYLOAD_BYTES) like the
+    /// UDP transport's, and clients at [`MAX_CLIENTS`](crate::transport::MAX_CLIENTS).
     pub fn new(conditioner: LinkConditioner, seed: u64) -> Self {
         Self::with_limits(
             conditioner,
             seed,
-            crate::transport::udp::MAX_PAYLOAD_BYTES,
-            crate::transport::udp::MAX_CLIENTS,
+            crate::transport::MAX_PAYLOAD_BYTES,
+            crate::transport::MAX_CLIENTS,
         )
     }
 

@@ -2,8 +2,11 @@
 //! produces and consumes whole packets; a transport moves them and tells who connected
 //! and who left.
 //!
-//! - [`udp`]: UDP secured with netcode.io (through `renetcode`): connect tokens,
+//! - `udp` (feature `udp`, on by default): UDP secured with netcode.io (through `renetcode`): connect tokens,
 //!   encryption, replay protection.
+//! - [`memory`]: an in-process network for tests and single-process games, and
+//!   [`conditioned`]: any transport behind a seeded link conditioner (loss, latency,
+//!   jitter, duplication, reordering).
 //! - Implement [`ServerTransport`] / [`ClientTransport`] to plug in another one (Steam,
 //!   WebTransport, an in-memory pipe for tests).
 //!
@@ -12,7 +15,31 @@
 
 pub mod conditioned;
 pub mod memory;
+#[cfg(feature = "udp")]
 pub mod udp;
+
+/// The largest payload a packet carries (1300 bytes, netcode.io's limit; the in-memory
+/// transport uses it too, so tests see the same packet sizes as UDP).
+pub const MAX_PAYLOAD_BYTES: usize = 1300;
+/// The most clients one server accepts.
+pub const MAX_CLIENTS: usize = 1024;
+
+/// The transport a [`Server`](crate::Server) uses when none is named: UDP with
+/// netcode.io (feature `udp`, on by default), else the in-memory transport.
+#[cfg(feature = "udp")]
+pub type DefaultServerTransport = udp::UdpServerTransport;
+/// The transport a [`Server`](crate::Server) uses when none is named: UDP with
+/// netcode.io (feature `udp`, on by default), else the in-memory transport.
+#[cfg(not(feature = "udp"))]
+pub type DefaultServerTransport = memory::MemoryServerTransport;
+/// The transport a [`Client`](crate::Client) uses when none is named (see
+/// [`DefaultServerTransport`]).
+#[cfg(feature = "udp")]
+pub type DefaultClientTransport = udp::UdpClientTransport;
+/// The transport a [`Client`](crate::Client) uses when none is named (see
+/// [`DefaultServerTransport`]).
+#[cfg(not(feature = "udp"))]
+pub type DefaultClientTransport = memory::MemoryClientTransport;
 
 use std::time::Duration;
 use thiserror::Error;

@@ -38,10 +38,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use renetcode::ConnectToken;
 
-/// The largest payload netcode carries (1300 bytes).
-pub const MAX_PAYLOAD_BYTES: usize = NETCODE_MAX_PAYLOAD_BYTES;
-/// The most clients one netcode server accepts.
-pub const MAX_CLIENTS: usize = 1024;
+pub use super::{MAX_CLIENTS, MAX_PAYLOAD_BYTES};
+const _: () = assert!(MAX_PAYLOAD_BYTES == NETCODE_MAX_PAYLOAD_BYTES);
 
 /// netcode's clock: connect tokens carry wall-clock expiry times.
 fn wall_clock() -> Duration {
