@@ -6,6 +6,8 @@
 //! model, [`check`] validates all of it (collecting every error with its span in a
 //! [`ctxt::Ctxt`]), and [`expand`] generates one piece per file.
 
+#![forbid(unsafe_code)]
+
 mod apply;
 mod ast;
 mod attr;

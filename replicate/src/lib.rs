@@ -183,7 +183,8 @@
 //! | [`transport`] | UDP with netcode.io, in-memory, link conditioner |
 //! | [`facade`] | [`Server`] and [`Client`]: the game-loop API, handshake, events, stats |
 
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod attachment;
 pub mod bits;

@@ -34,6 +34,7 @@ fn note(size: usize) {
 
 // SAFETY: forwards every call to `System` unchanged; `note` only touches const-initialised
 // thread-local `Cell`s, which never allocate.
+#[allow(unsafe_code)]
 unsafe impl GlobalAlloc for TrackingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         note(layout.size());

@@ -178,6 +178,7 @@ pub fn f(v: f64, digits: usize) -> String {
 /// process's peak resident set size to its current one (writes `5` to
 /// `/proc/self/clear_refs`), so the next [`peak_rss_bytes`] measures what runs from
 /// here rather than what ran before. Returns whether the platform allowed the reset.
+#[allow(unsafe_code)] // FFI to glibc's malloc_trim
 pub fn reset_peak_rss() -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {

@@ -221,6 +221,7 @@ impl Link {
 /// `CLOCK_THREAD_CPUTIME_ID`; `None` elsewhere). The harness machine is shared, so the
 /// S2 tables report thread CPU time, which other processes' load inflates far less than
 /// wall time; wall time is kept in the JSON.
+#[allow(unsafe_code)] // FFI to clock_gettime
 pub fn thread_cpu_ns() -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
