@@ -7,17 +7,17 @@
 //! the world and keeps ticking until every client's objects equal the server's
 //! (converged) or [`SessionConfig::settle_timeout`] passes.
 
-use crate::arena::{ArenaWorld, Player, Projectile, Vehicle};
-use replicate::link::LinkConditioner;
-use replicate::protocol::ErasedState;
+use crate::arena_world::{ArenaWorld, Player, Projectile, Vehicle};
+use replicate::internals::protocol::ErasedState;
 use replicate::transport::ClientId;
+use replicate::transport::LinkConditioner;
 use replicate::transport::conditioned::ConditionedServer;
 use replicate::transport::udp::{
     ConnectTokenIssuer, UdpClientTransport, UdpServerConfig, UdpServerTransport,
 };
 use replicate::{
-    Client, ClientConfig, ClientEvent, DisconnectReason, NetRefHandle, ProtocolRegistry,
-    Replicated, Server, ServerConfig, ServerEvent, facade::FacadeError,
+    Client, ClientConfig, ClientEvent, DisconnectReason, FacadeError, NetRefHandle,
+    ProtocolRegistry, Replicated, Server, ServerConfig, ServerEvent,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -159,7 +159,7 @@ impl Session {
         let mut server = Server::new(transport, registry.clone(), server_config)?;
         let (np, npr, nv) = config.counts;
         let world = ArenaWorld::with_counts(config.seed, np, npr, nv);
-        let spawn_err = |e: replicate::object::ObjectError| FacadeError::Config(e.to_string());
+        let spawn_err = |e: replicate::ObjectError| FacadeError::Config(e.to_string());
         let players = world
             .players
             .iter()

@@ -7,13 +7,13 @@
 
 use replicate::NetRefHandle;
 use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::{DeliveryStatus, PacketSequence};
-use replicate::protocol::ProtocolRegistry;
-use replicate::replication::{
+use replicate::internals::connection::{DeliveryStatus, PacketSequence};
+use replicate::internals::protocol::ProtocolRegistry;
+use replicate::internals::replication::{
     DeltaSettings, ReplicationClient, ReplicationConfig, ReplicationServer,
 };
-use replicate::stream::WriteResult;
-use replicate_examples::arena::{ArenaWorld, Player, Projectile, Vehicle};
+use replicate::internals::stream::WriteResult;
+use replicate_examples::arena_world::{ArenaWorld, Player, Projectile, Vehicle};
 use std::sync::Arc;
 use std::time::Duration;
 

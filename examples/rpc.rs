@@ -6,8 +6,8 @@
 //!
 //! Run: `cargo run --example rpc`
 
-use replicate::blob::DeliveryMode;
-use replicate::link::LinkConditioner;
+use replicate::DeliveryMode;
+use replicate::transport::LinkConditioner;
 use replicate::transport::memory::MemoryServerTransport;
 use replicate::{Client, ClientEvent, ProtocolRegistry, Replicated, Server, ServerEvent};
 use std::sync::{Arc, Mutex};

@@ -8,11 +8,11 @@
 //! the sequence step lets the fuzzer reorder, repeat and skip packets.
 
 use replicate::bits::{BitReader, BitWriter};
-use replicate::blob::DeliveryMode;
-use replicate::connection::{DeliveryStatus, PacketSequence};
-use replicate::protocol::ProtocolRegistry;
-use replicate::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
-use replicate::stream::WriteResult;
+use replicate::internals::blob::DeliveryMode;
+use replicate::internals::connection::{DeliveryStatus, PacketSequence};
+use replicate::internals::protocol::ProtocolRegistry;
+use replicate::internals::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
+use replicate::internals::stream::WriteResult;
 use replicate::{NetRefHandle, Replicated};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

@@ -79,7 +79,7 @@
 //! ```
 //! use std::time::Duration;
 //! use replicate::bits::{BitReader, BitWriter};
-//! use replicate::connection::{Connection, ConnectionConfig, DeliveryStatus};
+//! use replicate::internals::connection::{Connection, ConnectionConfig, DeliveryStatus};
 //!
 //! let mut server = Connection::new(ConnectionConfig::default());
 //! let mut client = Connection::new(ConnectionConfig::default());
@@ -164,7 +164,7 @@ pub const MIN_HEADER_BITS: usize = 8 + 1 + 16 + 1;
 ///
 /// ```
 /// use std::time::Duration;
-/// use replicate::connection::ConnectionConfig;
+/// use replicate::internals::connection::ConnectionConfig;
 ///
 /// let config = ConnectionConfig {
 ///     initial_rtt: Duration::from_millis(200),

@@ -14,7 +14,7 @@
 //! knows nothing about connections or packets.
 //!
 //! ```
-//! use replicate::fragment::{Notifications, ReplicationFragment};
+//! use replicate::internals::fragment::{Notifications, ReplicationFragment};
 //! use replicate::{ChangeMask, Replicated};
 //!
 //! #[derive(Replicated, Default)]

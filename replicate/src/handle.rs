@@ -5,11 +5,9 @@
 //! of the id is the *static* flag: static handles name objects both sides know without
 //! a message (level geometry), dynamic handles are assigned by the server.
 //!
-//! This module owns the handle value and its wire encoding only; allocation and the
+//! This module owns the handle value only: its wire encoding and serializer live in the
+//! serialization layer ([`crate::serialize::reference`]); allocation and the
 //! handle-to-object tables live in the object layer.
-
-use crate::bits::{BitReader, BitWriter, bits_needed};
-use crate::serialize::{NetDefault, NetSerializer, NoConfig, Result, SerializeError};
 
 /// A network object handle. Equality, hashing and ordering use the id only and ignore
 /// the replication system id.
@@ -106,41 +104,6 @@ impl NetRefHandle {
         let next = counter.wrapping_add(1) & Self::COUNTER_MASK;
         if next == 0 { 1 } else { next }
     }
-
-    /// Writes the id: `[0]` for invalid, else `[1][bit length - 1: 6][id]`.
-    pub fn write(self, w: &mut BitWriter) {
-        if w.write_bool(self.is_valid()) {
-            let id = self.id();
-            let n = bits_needed(id);
-            w.write_bits((n - 1) as u64, 6);
-            w.write_bits(id, n);
-        }
-    }
-
-    /// Reads what [`write`](Self::write) wrote. The replication system id is not sent;
-    /// the receiver's own is applied by the caller.
-    pub fn read(r: &mut BitReader) -> Result<Self> {
-        if !r.read_bool() {
-            r.check()?;
-            return Ok(Self::INVALID);
-        }
-        let n = r.read_bits(6) as u32 + 1;
-        if n > Self::ID_BITS {
-            return Err(SerializeError::invalid(
-                "NetRefHandle",
-                "id wider than 60 bits",
-            ));
-        }
-        let id = r.read_bits(n);
-        r.check()?;
-        if id == 0 {
-            return Err(SerializeError::invalid(
-                "NetRefHandle",
-                "a valid handle with id 0",
-            ));
-        }
-        Ok(Self::from_id(id, 0))
-    }
 }
 
 impl PartialEq for NetRefHandle {
@@ -189,55 +152,13 @@ impl std::fmt::Display for NetRefHandle {
     }
 }
 
-/// Serializer for [`NetRefHandle`] members (object references). See
-/// [`NetRefHandle::write`] for the encoding: 1 bit for none, else 7 bits plus the id's
-/// bit length.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NetRefHandleSerializer;
-
-impl NetSerializer for NetRefHandleSerializer {
-    type Source = NetRefHandle;
-    type Quantized = NetRefHandle;
-    type Config = NoConfig;
-    const NAME: &'static str = "NetRefHandle";
-    const HAS_OBJECT_REFERENCES: bool = true;
-
-    fn quantize(_: &NoConfig, source: &NetRefHandle) -> NetRefHandle {
-        *source
-    }
-    fn dequantize(_: &NoConfig, q: &NetRefHandle) -> NetRefHandle {
-        *q
-    }
-    fn serialize(_: &NoConfig, q: &NetRefHandle, w: &mut BitWriter) {
-        q.write(w)
-    }
-    fn deserialize(_: &NoConfig, r: &mut BitReader) -> Result<NetRefHandle> {
-        NetRefHandle::read(r)
-    }
-    fn is_equal(_: &NoConfig, a: &NetRefHandle, b: &NetRefHandle) -> bool {
-        a.value() == b.value() || (a == b)
-    }
-    fn max_bits(_: &NoConfig) -> Option<u32> {
-        Some(1 + 6 + NetRefHandle::ID_BITS)
-    }
-    fn collect_references(_: &NoConfig, q: &NetRefHandle, out: &mut Vec<NetRefHandle>) {
-        if q.is_valid() {
-            out.push(*q);
-        }
-    }
-}
-
-impl NetDefault for NetRefHandle {
-    type Serializer = NetRefHandleSerializer;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serialize::roundtrip;
+    use crate::serialize::{NetRefHandleSerializer, NoConfig, roundtrip};
 
     #[test]
-    fn seed_handle_layout() {
+    fn iris_handle_layout() {
         assert_eq!(NetRefHandle::new(1, false, 0).id(), 2);
         assert_eq!(NetRefHandle::new(1, true, 0).id(), 3);
         assert_eq!(NetRefHandle::new(5, true, 0).id(), 11);

@@ -186,34 +186,43 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod attachment;
 pub mod bits;
-pub mod blob;
-pub mod connection;
-pub mod facade;
-pub mod fragment;
-pub mod handle;
 pub mod interest;
-pub mod link;
-pub mod nested;
-pub mod object;
-pub mod protocol;
-pub mod replication;
 pub mod serialize;
-pub mod state;
-pub mod stats;
-pub mod stream;
 pub mod transport;
 
+mod blob;
+mod connection;
+mod facade;
+mod fragment;
+mod handle;
+mod link;
+mod nested;
+mod object;
+mod protocol;
+mod replication;
+mod state;
+mod stats;
+mod stream;
+
+pub use blob::{DeliveryMode, SplitConfig};
+pub use connection::ConnectionStats;
 pub use facade::{
-    Client, ClientConfig, ClientEvent, DisconnectReason, NetStats, Server, ServerConfig,
-    ServerEvent,
+    Client, ClientConfig, ClientEvent, ClientState, DisconnectReason, FacadeError, NetStats,
+    Server, ServerConfig, ServerEvent,
 };
 pub use fragment::ReplicationFragment;
 pub use handle::NetRefHandle;
-pub use protocol::{ProtocolRegistry, Registration};
+pub use object::{ObjectError, ObjectTable};
+pub use protocol::{ProtocolError, ProtocolRegistry, Registration};
 pub use replicate_derive::{NetEnum, Replicated};
-pub use state::{ChangeMask, Condition, Replicated, ReplicatedState, StateDescriptor};
+pub use replication::attachment::{
+    AttachmentConfig, MessageError, MessageInfo, MessageStats, ReceivedMessage,
+};
+pub use replication::{ClientObject, ClientWorld, DeltaSettings, ReplicationConfig};
+pub use state::{
+    ChangeMask, Condition, MemberDescriptor, Replicated, ReplicatedState, StateDescriptor,
+};
 
 /// What generated code needs. Not public API: may change in any release.
 #[doc(hidden)]
@@ -266,5 +275,67 @@ pub mod __private {
             .get_or_insert_with(HashMap::new)
             .entry(id)
             .or_insert(built)
+    }
+}
+
+/// The runtime's internal layers, re-exported for the project's own tests, benchmarks
+/// and fuzzers.
+///
+/// **Unstable**: not part of the public API and not covered by semantic versioning;
+/// anything here may change or disappear in any release. Game code uses the items at
+/// the crate root and in [`bits`], [`serialize`] and [`transport`].
+#[doc(hidden)]
+pub mod internals {
+    /// Internal layer (unstable): see [`crate::internals`].
+    pub mod blob {
+        pub use crate::blob::*;
+    }
+    /// Internal layer (unstable): see [`crate::internals`].
+    pub mod connection {
+        pub use crate::connection::*;
+    }
+    /// Internal layer (unstable): see [`crate::internals`].
+    pub mod facade {
+        pub use crate::facade::*;
+    }
+    /// Internal layer (unstable): see [`crate::internals`].
+    pub mod fragment {
+        pub use crate::fragment::*;
+    }
+    /// Internal layer (unstable): see [`crate::internals`].
+    pub mod handle {
+        pub use crate::handle::*;
+    }
+    /// Internal layer (unstable): see [`crate::internals`].
+    pub mod link {
+        pub use crate::link::*;
+    }
+    /// Internal layer (unstable): see [`crate::internals`].
+    pub mod nested {
+        pub use crate::nested::*;
+    }
+    /// Internal layer (unstable): see [`crate::internals`].
+    pub mod object {
+        pub use crate::object::*;
+    }
+    /// Internal layer (unstable): see [`crate::internals`].
+    pub mod protocol {
+        pub use crate::protocol::*;
+    }
+    /// Internal layer (unstable): see [`crate::internals`].
+    pub mod replication {
+        pub use crate::replication::*;
+    }
+    /// Internal layer (unstable): see [`crate::internals`].
+    pub mod state {
+        pub use crate::state::*;
+    }
+    /// Internal layer (unstable): see [`crate::internals`].
+    pub mod stats {
+        pub use crate::stats::*;
+    }
+    /// Internal layer (unstable): see [`crate::internals`].
+    pub mod stream {
+        pub use crate::stream::*;
     }
 }

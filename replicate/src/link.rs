@@ -41,7 +41,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use replicate::link::{LinkConditioner, LinkPair};
+//! use replicate::internals::link::{LinkConditioner, LinkPair};
 //!
 //! let ms = Duration::from_millis;
 //! let mut pair = LinkPair::new(LinkConditioner { latency: ms(30), ..LinkConditioner::perfect() }, 42);
@@ -51,7 +51,7 @@
 //!
 //! // The same seed replays the same fate for every packet.
 //! let run = |seed| {
-//!     let mut link = replicate::link::LinkSimulator::new(LinkConditioner::bad(), seed);
+//!     let mut link = replicate::internals::link::LinkSimulator::new(LinkConditioner::bad(), seed);
 //!     for i in 0..100u8 {
 //!         link.send(ms(u64::from(i) * 10), &[i]);
 //!     }
@@ -70,7 +70,7 @@ use std::time::Duration;
 /// platform, which is what reproducible simulations need.
 ///
 /// ```
-/// use replicate::link::SplitMix64;
+/// use replicate::internals::link::SplitMix64;
 /// let mut a = SplitMix64::new(1);
 /// let mut b = SplitMix64::new(1);
 /// assert_eq!(a.next_u64(), b.next_u64());
@@ -127,7 +127,7 @@ impl SplitMix64 {
 ///
 /// ```
 /// use std::time::Duration;
-/// use replicate::link::LinkConditioner;
+/// use replicate::internals::link::LinkConditioner;
 ///
 /// let flaky = LinkConditioner { loss: 0.5, ..LinkConditioner::lan() };
 /// let slow = LinkConditioner { latency: Duration::from_millis(300), ..LinkConditioner::perfect() };
@@ -287,7 +287,7 @@ impl Ord for InFlight {
 ///
 /// ```
 /// use std::time::Duration;
-/// use replicate::link::{LinkConditioner, LinkSimulator};
+/// use replicate::internals::link::{LinkConditioner, LinkSimulator};
 ///
 /// let ms = Duration::from_millis;
 /// let mut link = LinkSimulator::new(LinkConditioner { loss: 1.0, ..LinkConditioner::perfect() }, 1);
@@ -449,7 +449,7 @@ impl LinkSimulator {
 ///
 /// ```
 /// use std::time::Duration;
-/// use replicate::link::{LinkConditioner, LinkPair};
+/// use replicate::internals::link::{LinkConditioner, LinkPair};
 ///
 /// let mut pair = LinkPair::new(LinkConditioner::lan(), 3);
 /// let t = Duration::from_millis(5);

@@ -6,8 +6,8 @@
 //! This module also holds the small helpers generated code calls (re-exported through
 //! `__private`).
 
-use crate::NetRefHandle;
 use crate::bits::{BitReader, BitWriter};
+use crate::handle::NetRefHandle;
 use crate::protocol::ValidateConfigs;
 use crate::serialize::{NetSerializer, NoConfig, Result, StableHasher};
 use crate::state::{ChangeMask, Replicated, ReplicatedState};

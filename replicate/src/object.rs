@@ -17,20 +17,23 @@
 //! This module knows nothing about connections beyond an owner id, nor about packets.
 //!
 //! ```
-//! # use replicate::object::ObjectTable;
-//! # use replicate::protocol::ProtocolRegistry;
+//! # use replicate::internals::object::ObjectTable;
+//! # use replicate::internals::protocol::ProtocolRegistry;
 //! # use std::sync::Arc;
 //! let mut table = ObjectTable::new(Arc::new(ProtocolRegistry::default()), 0);
 //! assert_eq!(table.len(), 0);
 //! ```
 
-use crate::NetRefHandle;
+use crate::handle::NetRefHandle;
 use crate::protocol::{ErasedObject, ErasedState, ProtocolIndex, ProtocolRegistry};
-use crate::replication::BitArray;
+use crate::serialize::BitArray;
 use crate::state::{ChangeMask, Replicated, StateDescriptor};
 use std::collections::HashMap;
 use std::sync::Arc;
 use thiserror::Error;
+
+/// Longest net token string (an object's exported names), in bytes.
+pub const MAX_TOKEN_LEN: usize = 255;
 
 /// Most tags per object.
 pub const MAX_TAGS: usize = 255;
@@ -44,7 +47,7 @@ pub type ConnectionId = u32;
 /// Allocates handles and maps them to dense internal indices and back.
 ///
 /// ```
-/// use replicate::object::NetRefHandleManager;
+/// use replicate::internals::object::NetRefHandleManager;
 /// let mut m = NetRefHandleManager::new(0);
 /// let h = m.allocate_handle(false);
 /// assert_eq!(h.id(), 2); // first dynamic handle
@@ -322,8 +325,8 @@ impl ObjectEntry {
 /// The server's table of replicated objects.
 ///
 /// ```
-/// # use replicate::object::ObjectTable;
-/// # use replicate::protocol::ProtocolRegistry;
+/// # use replicate::internals::object::ObjectTable;
+/// # use replicate::internals::protocol::ProtocolRegistry;
 /// # use std::sync::Arc;
 /// // With a registry holding a `Door` type:
 /// // let h = table.spawn(Door::default())?;            // push mode: the table owns it
@@ -719,16 +722,12 @@ impl ObjectTable {
     /// Replaces an object's tags: short strings that recur across objects (a team, a
     /// player name, a category). Each connection exports a string once as a net token
     /// and then sends only its 16-bit id. At most [`MAX_TAGS`] tags of at most
-    /// [`MAX_TOKEN_LEN`](crate::stream::tokens::MAX_TOKEN_LEN) bytes.
+    /// [`MAX_TOKEN_LEN`](MAX_TOKEN_LEN) bytes.
     pub fn set_tags(&mut self, handle: NetRefHandle, tags: Vec<String>) -> Result<(), ObjectError> {
         let i = self
             .live_index(handle)
             .ok_or(ObjectError::UnknownHandle(handle))?;
-        if tags.len() > MAX_TAGS
-            || tags
-                .iter()
-                .any(|t| t.len() > crate::stream::tokens::MAX_TOKEN_LEN)
-        {
+        if tags.len() > MAX_TAGS || tags.iter().any(|t| t.len() > MAX_TOKEN_LEN) {
             return Err(ObjectError::Invalid(
                 handle,
                 "too many tags or a tag too long",

@@ -6,8 +6,8 @@
 //! It also defines the type-erased views of states and objects ([`ErasedState`],
 //! [`ErasedObject`]) through which the runtime handles objects of any registered type.
 
-use crate::NetRefHandle;
 use crate::bits::{BitReader, BitWriter};
+use crate::handle::NetRefHandle;
 use crate::serialize::{Result, StableHasher};
 use crate::state::{ChangeMask, Replicated, ReplicatedState, StateDescriptor};
 use std::any::{Any, TypeId};

@@ -1,4 +1,4 @@
-//! Network statistics (the seed's `NetStats`): one snapshot per connection gathering
+//! Network statistics (the seed's `ReplicationStats`): one snapshot per connection gathering
 //! the connection's packet counters, the replication writer's, the huge-object queue's
 //! and the message stream's.
 //!
@@ -6,27 +6,27 @@
 //! counted by whoever moves them (the transport or the facade) and passed in.
 //!
 //! ```
-//! use replicate::protocol::ProtocolRegistry;
-//! use replicate::replication::{ReplicationConfig, ReplicationServer};
-//! use replicate::stats::NetStats;
+//! use replicate::internals::protocol::ProtocolRegistry;
+//! use replicate::internals::replication::{ReplicationConfig, ReplicationServer};
+//! use replicate::internals::stats::ReplicationStats;
 //! use std::sync::Arc;
 //!
 //! let mut server = ReplicationServer::new(Arc::new(ProtocolRegistry::default()), ReplicationConfig::default());
 //! let conn = server.add_connection();
-//! let stats = NetStats::collect(&mut server, conn, None, (0, 0));
+//! let stats = ReplicationStats::collect(&mut server, conn, None, (0, 0));
 //! assert_eq!(stats.huge_objects_active, 0);
 //! assert_eq!(stats.attachments_sent, 0);
 //! ```
 
-use crate::attachment::MessageStream;
 use crate::connection::ConnectionStats;
 use crate::object::ConnectionId;
+use crate::replication::attachment::MessageStream;
 use crate::replication::{HugeObjectStream, ReplicationServer};
 use std::time::Duration;
 
 /// Statistics of one server connection.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NetStats {
+pub struct ReplicationStats {
     /// Huge objects in transit now.
     pub huge_objects_active: usize,
     /// Huge objects waiting for a free transit slot now.
@@ -65,7 +65,7 @@ pub struct NetStats {
     pub attachments_rejected: u64,
 }
 
-impl NetStats {
+impl ReplicationStats {
     /// Gathers the statistics of connection `conn` of `server`; `connection` is the
     /// transport-level connection (packet counters) and `bytes` is
     /// `(sent, received)` as counted by the caller.
@@ -74,8 +74,8 @@ impl NetStats {
         conn: ConnectionId,
         connection: Option<&ConnectionStats>,
         bytes: (u64, u64),
-    ) -> NetStats {
-        let mut s = NetStats {
+    ) -> ReplicationStats {
+        let mut s = ReplicationStats {
             bytes_sent: bytes.0,
             bytes_received: bytes.1,
             ..Default::default()

@@ -138,8 +138,8 @@ struct ManagerRecord {
 ///
 /// ```
 /// use replicate::bits::{BitReader, BitWriter};
-/// use replicate::connection::{DeliveryStatus, PacketSequence};
-/// use replicate::stream::{DataStream, DataStreamManager, StreamError, WriteResult};
+/// use replicate::internals::connection::{DeliveryStatus, PacketSequence};
+/// use replicate::internals::stream::{DataStream, DataStreamManager, StreamError, WriteResult};
 ///
 /// /// Sends a counter when asked.
 /// struct Counter { next: u8, pending: Option<u8>, got: Vec<u8>, acked: u32 }

@@ -15,10 +15,12 @@ mod common;
 use common::Link;
 use replicate::NetRefHandle;
 use replicate::Replicated;
-use replicate::attachment::{MessageInfo, MessageOutcome, MessageStream, encode_message};
-use replicate::blob::DeliveryMode;
-use replicate::protocol::ProtocolRegistry;
-use replicate::replication::{
+use replicate::internals::blob::DeliveryMode;
+use replicate::internals::protocol::ProtocolRegistry;
+use replicate::internals::replication::attachment::{
+    MessageInfo, MessageOutcome, MessageStream, encode_message,
+};
+use replicate::internals::replication::{
     ClientWorld, ReplicationClient, ReplicationConfig, ReplicationEvent, ReplicationServer,
 };
 use std::sync::{Arc, Mutex};
@@ -365,7 +367,10 @@ fn unreliable_messages_larger_than_a_part_are_refused_at_the_send() {
     assert!(
         matches!(
             err,
-            replicate::attachment::MessageError::UnreliableTooLarge { max: 1024, .. }
+            replicate::internals::replication::attachment::MessageError::UnreliableTooLarge {
+                max: 1024,
+                ..
+            }
         ),
         "{err}"
     );

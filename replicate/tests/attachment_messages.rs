@@ -7,11 +7,11 @@ mod common;
 
 use common::attachment_suite::*;
 use common::*;
-use replicate::attachment::{MessageOutcome, ReceivedMessage};
-use replicate::blob::DeliveryMode;
-use replicate::link::LinkConditioner;
-use replicate::replication::ReplicationConfig;
-use replicate::stats::NetStats;
+use replicate::internals::blob::DeliveryMode;
+use replicate::internals::link::LinkConditioner;
+use replicate::internals::replication::ReplicationConfig;
+use replicate::internals::replication::attachment::{MessageOutcome, ReceivedMessage};
+use replicate::internals::stats::ReplicationStats;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -153,7 +153,7 @@ fn object_messages_reach_only_clients_that_have_the_object() {
     let m1 = sim.peers[second].client.drain_messages();
     assert_eq!(seqs(&m0), vec![2, 4]);
     assert_eq!(seqs(&m1), vec![4]);
-    let stats = NetStats::collect(&mut sim.server, c1, None, (0, 0));
+    let stats = ReplicationStats::collect(&mut sim.server, c1, None, (0, 0));
     assert_eq!(
         stats.attachments_dropped, 2,
         "the scoped send and the direct one"

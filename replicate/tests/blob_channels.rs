@@ -5,11 +5,11 @@
 
 use proptest::prelude::*;
 use replicate::bits::{BitReader, BitWriter};
-use replicate::blob::{
+use replicate::internals::blob::{
     BlobAssembler, ChannelConfig, ChannelReceiver, ChannelSender, DeliveryMode, NetBlob,
     PartAccepted, PartialBlob, SplitConfig, split_blob,
 };
-use replicate::connection::DeliveryStatus;
+use replicate::internals::connection::DeliveryStatus;
 
 fn msg(i: u32, len: usize) -> NetBlob {
     let mut bytes = i.to_le_bytes().to_vec();

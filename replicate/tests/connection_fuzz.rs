@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::{
+use replicate::internals::connection::{
     ConnectionConfig, ConnectionError, ConnectionStats, DeliveryStatus, HEADER_MAGIC_V1,
     MAX_HEADER_BITS, MIN_HEADER_BITS, PacketSequence,
 };
 
-type Connection = replicate::connection::Connection;
+type Connection = replicate::internals::connection::Connection;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

@@ -9,10 +9,10 @@ use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 
 use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::{
+use replicate::internals::connection::{
     Connection, ConnectionConfig, ConnectionError, DeliveryStatus, PacketSequence,
 };
-use replicate::link::{LinkConditioner, LinkPair, SplitMix64};
+use replicate::internals::link::{LinkConditioner, LinkPair, SplitMix64};
 
 const TICK: Duration = Duration::from_millis(16);
 

@@ -7,8 +7,10 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::{Connection, ConnectionConfig, DeliveryStatus, PacketSequence};
-use replicate::link::LinkConditioner;
+use replicate::internals::connection::{
+    Connection, ConnectionConfig, DeliveryStatus, PacketSequence,
+};
+use replicate::internals::link::LinkConditioner;
 use replicate::transport::memory::{MemoryClientTransport, MemoryServerTransport};
 use replicate::transport::{
     ClientId, ClientTransport, ClientTransportEvent, ServerTransport, ServerTransportEvent,

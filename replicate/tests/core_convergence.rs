@@ -10,10 +10,10 @@ use common::core_suite::*;
 use common::*;
 use replicate::NetRefHandle;
 use replicate::Replicated;
-use replicate::link::LinkConditioner;
-use replicate::object::SchedulingHint;
-use replicate::protocol::ErasedState;
-use replicate::replication::ReplicationEvent;
+use replicate::internals::link::LinkConditioner;
+use replicate::internals::object::SchedulingHint;
+use replicate::internals::protocol::ErasedState;
+use replicate::internals::replication::ReplicationEvent;
 use std::collections::HashSet;
 use std::time::Duration;
 

@@ -8,8 +8,8 @@ use common::core_suite::*;
 use common::*;
 use proptest::prelude::*;
 use replicate::bits::BitReader;
-use replicate::connection::DeliveryStatus;
-use replicate::replication::{ReplicationClient, ReplicationConfig};
+use replicate::internals::connection::DeliveryStatus;
+use replicate::internals::replication::{ReplicationClient, ReplicationConfig};
 use std::time::Duration;
 
 /// A session's packets (stream payloads), recorded from a server with churn.
@@ -161,14 +161,14 @@ proptest! {
     fn random_bytes_into_a_client(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
         let mut client = ReplicationClient::new(registry(), ReplicationConfig::default());
         let _ = read_manual_packet(&mut client, Duration::ZERO, &bytes);
-        let _ = client.read_packet(Duration::from_secs(2), replicate::connection::PacketSequence(9), &mut BitReader::new(&bytes));
+        let _ = client.read_packet(Duration::from_secs(2), replicate::internals::connection::PacketSequence(9), &mut BitReader::new(&bytes));
         client.update(Duration::from_secs(5));
     }
 }
 
 #[test]
 fn corrupted_packets_through_real_connections_never_panic() {
-    use replicate::link::LinkConditioner;
+    use replicate::internals::link::LinkConditioner;
     let mut sim = Sim::new(
         setup(),
         11,

@@ -7,9 +7,11 @@ mod common;
 use common::core_suite::*;
 use common::*;
 use replicate::NetRefHandle;
-use replicate::connection::DeliveryStatus::{Delivered, Lost};
-use replicate::object::SchedulingHint;
-use replicate::replication::{ReplicatedObjectState as S, ReplicationEvent, ReplicationInfo};
+use replicate::internals::connection::DeliveryStatus::{Delivered, Lost};
+use replicate::internals::object::SchedulingHint;
+use replicate::internals::replication::{
+    ReplicatedObjectState as S, ReplicationEvent, ReplicationInfo,
+};
 
 fn state_of(m: &Manual, h: NetRefHandle) -> S {
     let i = m.server.objects().index_of(h).expect("live object");
@@ -417,7 +419,7 @@ fn higher_priority_goes_first_and_priority_accumulates_until_sent() {
 
 #[test]
 fn below_threshold_waits_until_priority_accumulates() {
-    let config = replicate::replication::ReplicationConfig {
+    let config = replicate::internals::replication::ReplicationConfig {
         scheduling_threshold: 1.0,
         ..Default::default()
     };
@@ -434,8 +436,8 @@ fn below_threshold_waits_until_priority_accumulates() {
 #[test]
 fn creation_too_large_for_a_packet_does_not_wedge_the_writer() {
     // Without delta compression: against the default state the values would shrink.
-    let mut m = Manual::with_config(replicate::replication::ReplicationConfig {
-        delta: replicate::replication::DeltaSettings {
+    let mut m = Manual::with_config(replicate::internals::replication::ReplicationConfig {
+        delta: replicate::internals::replication::DeltaSettings {
             enabled: false,
             ..Default::default()
         },
@@ -491,7 +493,7 @@ fn static_objects_share_a_handle_without_a_spawn() {
         )
         .unwrap();
     assert!(h.is_static());
-    let client_handle = replicate::object::NetRefHandleManager::new(0).static_handle(3);
+    let client_handle = replicate::internals::object::NetRefHandleManager::new(0).static_handle(3);
     assert_eq!(client_handle, h);
     assert!(m.client.register_static(client_handle, Crate::default()));
     m.round_trip();
@@ -562,12 +564,15 @@ fn paused_replication_stream_resumes_by_name() {
     assert!(m.server.set_stream_status(
         m.conn,
         "replication",
-        replicate::stream::SendStatus::Pause
+        replicate::internals::stream::SendStatus::Pause
     ));
     m.round_trip();
     assert!(!m.client.contains(h));
-    m.server
-        .set_stream_status(m.conn, "replication", replicate::stream::SendStatus::Send);
+    m.server.set_stream_status(
+        m.conn,
+        "replication",
+        replicate::internals::stream::SendStatus::Send,
+    );
     m.round_trip();
     assert!(m.client.contains(h));
 }
@@ -615,15 +620,18 @@ fn late_connection_gets_subobjects_whose_index_precedes_their_owner() {
     m.round_trip();
     // A new connection starts every object in index order: subobject first.
     let late = m.server.add_connection();
-    let mut client = replicate::replication::ReplicationClient::new(
+    let mut client = replicate::internals::replication::ReplicationClient::new(
         registry(),
-        replicate::replication::ReplicationConfig::default(),
+        replicate::internals::replication::ReplicationConfig::default(),
     );
     m.server.tick(m.now);
     let mut w = replicate::bits::BitWriter::with_capacity_bits(16 + 1200 * 8);
     w.write_bits(0, 16);
-    m.server
-        .write_packet(late, replicate::connection::PacketSequence(0), &mut w);
+    m.server.write_packet(
+        late,
+        replicate::internals::connection::PacketSequence(0),
+        &mut w,
+    );
     read_manual_packet(&mut client, m.now, &w.finish().unwrap()).unwrap();
     assert_eq!(client.get::<Crate>(sub).unwrap().kind, 4);
     assert!(client.contains(owner));
@@ -706,7 +714,7 @@ fn an_unknown_token_breaks_only_that_object() {
     assert!(m.client.drain_events().iter().any(|e| matches!(
         e,
         ReplicationEvent::ObjectError {
-            error: replicate::replication::ObjectReadError::UnknownToken(9),
+            error: replicate::internals::replication::ObjectReadError::UnknownToken(9),
             ..
         }
     )));
@@ -715,8 +723,8 @@ fn an_unknown_token_breaks_only_that_object() {
 
 #[test]
 fn conditions_are_applied_per_connection() {
-    use replicate::connection::PacketSequence;
-    use replicate::replication::{ReplicationClient, ReplicationConfig};
+    use replicate::internals::connection::PacketSequence;
+    use replicate::internals::replication::{ReplicationClient, ReplicationConfig};
     let mut m = Manual::new();
     let other = m.server.add_connection();
     let mut other_client = ReplicationClient::new(registry(), ReplicationConfig::default());
@@ -867,8 +875,11 @@ fn removing_a_connection_discards_its_records_and_releases_its_objects() {
     let i = m.server.objects().index_of(h).unwrap();
     // The other connection has the creation in flight when the object is destroyed.
     let mut w = replicate::bits::BitWriter::with_capacity_bytes(1200);
-    m.server
-        .write_packet(other, replicate::connection::PacketSequence(0), &mut w);
+    m.server.write_packet(
+        other,
+        replicate::internals::connection::PacketSequence(0),
+        &mut w,
+    );
     m.server.objects_mut().destroy(h).unwrap();
     m.round_trip();
     assert!(
@@ -883,8 +894,8 @@ fn removing_a_connection_discards_its_records_and_releases_its_objects() {
 #[test]
 fn drivers_can_move_to_another_thread() {
     fn assert_send<T: Send>() {}
-    assert_send::<replicate::replication::ReplicationServer>();
-    assert_send::<replicate::replication::ReplicationClient>();
+    assert_send::<replicate::internals::replication::ReplicationServer>();
+    assert_send::<replicate::internals::replication::ReplicationClient>();
     let mut m = Manual::new();
     let h = m.server.objects_mut().spawn(pawn(3, 3)).unwrap();
     let handle = std::thread::spawn(move || {
@@ -896,8 +907,8 @@ fn drivers_can_move_to_another_thread() {
 
 #[test]
 fn writer_hooks_set_priority_and_filter_members() {
-    use replicate::object::{InternalIndex, ObjectTable};
-    use replicate::replication::WriterHooks;
+    use replicate::internals::object::{InternalIndex, ObjectTable};
+    use replicate::internals::replication::WriterHooks;
     struct Hooks {
         ignored: NetRefHandle,
     }
@@ -937,8 +948,8 @@ fn writer_hooks_set_priority_and_filter_members() {
 #[test]
 fn extra_streams_ride_along_with_replication() {
     use replicate::bits::{BitReader, BitWriter};
-    use replicate::connection::DeliveryStatus;
-    use replicate::stream::{DataStream, StreamError, WriteResult};
+    use replicate::internals::connection::DeliveryStatus;
+    use replicate::internals::stream::{DataStream, StreamError, WriteResult};
 
     #[derive(Default)]
     struct Chat {

@@ -7,8 +7,8 @@ use common::core_suite::*;
 use replicate::__private::ReplicatedState;
 use replicate::NetRefHandle;
 use replicate::bits::{BitReader, BitWriter};
-use replicate::replication::{ObjectReadError, ReplicationConfig, ReplicationEvent};
-use replicate::state::ChangeMask;
+use replicate::internals::replication::{ObjectReadError, ReplicationConfig, ReplicationEvent};
+use replicate::internals::state::ChangeMask;
 use std::time::Duration;
 
 /// Spawns a captain of `rank` that the client does not see yet (out of its scope), so
@@ -401,7 +401,10 @@ fn reordered_packets_never_roll_a_member_back() {
     m.deliver_to_client(&p3);
     m.deliver_to_client(&p1);
     for s in [s1, s2, s3] {
-        m.ack(s, replicate::connection::DeliveryStatus::Delivered);
+        m.ack(
+            s,
+            replicate::internals::connection::DeliveryStatus::Delivered,
+        );
     }
     let c = m.client.get::<Crate>(h).unwrap();
     assert_eq!((c.amount, c.kind, c.open), (2, 5, true));
@@ -422,8 +425,14 @@ fn a_creation_overtaken_by_its_destroy_leaves_no_ghost() {
         "the late creation is older than the destroy"
     );
     assert_eq!(m.client.world().stats().stale_batches, 1);
-    m.ack(s1, replicate::connection::DeliveryStatus::Delivered);
-    m.ack(s2, replicate::connection::DeliveryStatus::Delivered);
+    m.ack(
+        s1,
+        replicate::internals::connection::DeliveryStatus::Delivered,
+    );
+    m.ack(
+        s2,
+        replicate::internals::connection::DeliveryStatus::Delivered,
+    );
     assert_eq!(m.server.writer(m.conn).unwrap().tracked_objects(), 0);
 }
 
@@ -461,14 +470,14 @@ fn a_broken_object_is_reported_and_the_server_stops_sending_it() {
     // The client's next packet reports it; the server takes it out of scope.
     let mut up = BitWriter::with_capacity_bytes(1200);
     m.client
-        .write_packet(replicate::connection::PacketSequence(0), &mut up);
+        .write_packet(replicate::internals::connection::PacketSequence(0), &mut up);
     let bytes = up.finish().unwrap();
     m.server
         .read_packet(m.conn, &mut BitReader::new(&bytes))
         .unwrap();
     m.client.process_delivery(
-        replicate::connection::PacketSequence(0),
-        replicate::connection::DeliveryStatus::Delivered,
+        replicate::internals::connection::PacketSequence(0),
+        replicate::internals::connection::DeliveryStatus::Delivered,
     );
     assert_eq!(
         m.server.writer(m.conn).unwrap().stats().disabled_by_remote,

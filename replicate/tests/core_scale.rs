@@ -9,8 +9,8 @@ mod common;
 use common::core_suite::*;
 use common::*;
 use replicate::bits::BitWriter;
-use replicate::connection::{DeliveryStatus, PacketSequence};
-use replicate::replication::{ReplicationConfig, ReplicationServer};
+use replicate::internals::connection::{DeliveryStatus, PacketSequence};
+use replicate::internals::replication::{ReplicationConfig, ReplicationServer};
 use std::time::{Duration, Instant};
 
 fn measure(

@@ -7,7 +7,7 @@ mod common;
 use common::core_suite::*;
 use common::*;
 use replicate::NetRefHandle;
-use replicate::replication::{DeltaSettings, ReplicationConfig};
+use replicate::internals::replication::{DeltaSettings, ReplicationConfig};
 
 fn run(delta: bool) -> usize {
     let mut m = Manual::with_config(ReplicationConfig {
@@ -49,7 +49,10 @@ fn run(delta: bool) -> usize {
         let (seq, packet) = m.tick_and_write();
         bytes += packet.len();
         m.deliver_to_client(&packet);
-        m.ack(seq, replicate::connection::DeliveryStatus::Delivered);
+        m.ack(
+            seq,
+            replicate::internals::connection::DeliveryStatus::Delivered,
+        );
     }
     for &h in &handles {
         let s = m.server.objects().state(h).unwrap();

@@ -8,8 +8,8 @@ mod common;
 use common::core_suite::*;
 use common::*;
 use replicate::NetRefHandle;
-use replicate::link::LinkConditioner;
-use replicate::replication::DeltaSettings;
+use replicate::internals::link::LinkConditioner;
+use replicate::internals::replication::DeltaSettings;
 use std::time::Duration;
 
 struct World {

@@ -6,9 +6,9 @@
 
 use proptest::prelude::*;
 use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::{DeliveryStatus, PacketSequence};
-use replicate::protocol::{ProtocolRegistry, Registration};
-use replicate::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
+use replicate::internals::connection::{DeliveryStatus, PacketSequence};
+use replicate::internals::protocol::{ProtocolRegistry, Registration};
+use replicate::internals::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
 use replicate::serialize::Rotator;
 use replicate::{ChangeMask, Replicated, ReplicatedState};
 use std::sync::Arc;

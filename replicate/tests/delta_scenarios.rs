@@ -8,13 +8,13 @@ use common::core_suite::*;
 use common::*;
 use replicate::NetRefHandle;
 use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::{DeliveryStatus, PacketSequence};
-use replicate::object::ConnectionId;
-use replicate::replication::{
+use replicate::internals::connection::{DeliveryStatus, PacketSequence};
+use replicate::internals::object::ConnectionId;
+use replicate::internals::replication::{
     DeltaSettings, INVALID_BASELINE_INDEX, ObjectReadError, ReplicationClient, ReplicationConfig,
     ReplicationEvent, ReplicationServer,
 };
-use replicate::state::ChangeMask;
+use replicate::internals::state::ChangeMask;
 use std::time::Duration;
 
 fn config(min_frames: u32) -> ReplicationConfig {

@@ -4,7 +4,7 @@
 
 use replicate::__private::*;
 use replicate::bits::{BitReader, BitWriter};
-use replicate::protocol::{ErasedState, ProtocolRegistry};
+use replicate::internals::protocol::{ErasedState, ProtocolRegistry};
 use replicate::serialize::{BoolSerializer, I32Serializer, IntConfig, NoConfig, U8Serializer};
 
 #[derive(Debug, Default, PartialEq)]

@@ -3,10 +3,10 @@
 //! valid transfer still completes afterwards.
 
 use proptest::prelude::*;
-use replicate::attachment::AttachmentConfig;
 use replicate::bits::BitWriter;
-use replicate::blob::{NetBlob, PartialBlob, SplitConfig, split_blob};
-use replicate::replication::HugeObjectReceiver;
+use replicate::internals::blob::{NetBlob, PartialBlob, SplitConfig, split_blob};
+use replicate::internals::replication::HugeObjectReceiver;
+use replicate::internals::replication::attachment::AttachmentConfig;
 
 /// A part message as the huge-object stream sends it: `[kind 0: 2][id: 16][part]`.
 fn part_msg(id: u16, part: &PartialBlob) -> NetBlob {

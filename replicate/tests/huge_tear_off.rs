@@ -8,7 +8,9 @@ mod common;
 use common::Link;
 use replicate::NetRefHandle;
 use replicate::Replicated;
-use replicate::replication::{ReplicatedObjectState, ReplicationConfig, ReplicationEvent};
+use replicate::internals::replication::{
+    ReplicatedObjectState, ReplicationConfig, ReplicationEvent,
+};
 
 /// An object whose state may exceed a packet by far.
 #[derive(Replicated, Debug, Clone, Default, PartialEq)]

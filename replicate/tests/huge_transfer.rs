@@ -6,11 +6,11 @@ mod common;
 
 use common::attachment_suite::*;
 use common::*;
-use replicate::link::LinkConditioner;
-use replicate::replication::{
+use replicate::internals::link::LinkConditioner;
+use replicate::internals::replication::{
     HugeObjectReceiver, HugeObjectStream, ReplicatedObjectState, ReplicationConfig,
 };
-use replicate::stats::NetStats;
+use replicate::internals::stats::ReplicationStats;
 use std::time::Duration;
 
 fn lossy() -> LinkConditioner {
@@ -25,7 +25,7 @@ fn lossy() -> LinkConditioner {
     }
 }
 
-fn huge_stats(sim: &mut Sim) -> replicate::replication::HugeSendStats {
+fn huge_stats(sim: &mut Sim) -> replicate::internals::replication::HugeSendStats {
     let conn = sim.peers[0].conn;
     sim.server
         .stream_mut::<HugeObjectStream>(conn, HugeObjectStream::NAME)
@@ -118,7 +118,7 @@ fn fifty_huge_objects_keep_at_most_sixteen_in_transit_and_all_arrive() {
     sim.set_conditioner(LinkConditioner::perfect());
     sim.run(100);
     let conn = sim.peers[0].conn;
-    let stats = NetStats::collect(&mut sim.server, conn, None, (0, 0));
+    let stats = ReplicationStats::collect(&mut sim.server, conn, None, (0, 0));
     assert_eq!(stats.huge_objects_completed, 50);
     assert_eq!(stats.huge_objects_active, 0);
     assert!(stats.huge_object_stalls >= 1);

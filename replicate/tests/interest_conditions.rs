@@ -263,7 +263,7 @@ fn init_only_values_arrive_once_and_are_never_sent_again() {
 #[test]
 fn condition_change_while_the_creation_awaits_its_ack_is_not_lost() {
     use replicate::bits::{BitReader, BitWriter};
-    use replicate::connection::{DeliveryStatus, PacketSequence};
+    use replicate::internals::connection::{DeliveryStatus, PacketSequence};
     use std::time::Duration;
     let mut net = Net::new(1);
     let conn = net.clients[0].conn;

@@ -13,10 +13,10 @@ use common::interest_suite::*;
 use common::*;
 use glam::Vec3;
 use replicate::bits::BitWriter;
-use replicate::connection::{DeliveryStatus, PacketSequence};
 use replicate::interest::{BandwidthBudget, FilterKind, InterestConfig};
-use replicate::replication::{ReplicationConfig, ReplicationServer};
-use replicate::stream::WriteResult;
+use replicate::internals::connection::{DeliveryStatus, PacketSequence};
+use replicate::internals::replication::{ReplicationConfig, ReplicationServer};
+use replicate::internals::stream::WriteResult;
 use replicate::{NetRefHandle, Replicated};
 use std::time::{Duration, Instant};
 

@@ -9,12 +9,12 @@ use common::core_suite::*;
 use common::*;
 use replicate::NetRefHandle;
 use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::DeliveryStatus;
-use replicate::replication::{BATCH_SIZE_BITS, ReplicationConfig, ReplicationWriter};
+use replicate::internals::connection::DeliveryStatus;
+use replicate::internals::replication::{BATCH_SIZE_BITS, ReplicationConfig};
 
 fn prefix_bits(size: usize) -> Option<usize> {
     let mut w = BitWriter::with_capacity_bits(64);
-    ReplicationWriter::write_batch_size(&mut w, size).then_some(w.position())
+    replicate::internals::replication::write_batch_size(&mut w, size).then_some(w.position())
 }
 
 #[test]
@@ -29,7 +29,9 @@ fn small_bodies_take_an_8_bit_prefix_large_ones_17() {
     assert_eq!(prefix_bits(65_535), None);
     assert_eq!(prefix_bits(1 << 20), None);
     let mut w = BitWriter::with_capacity_bits(64);
-    assert!(!ReplicationWriter::write_batch_size(&mut w, 65_535));
+    assert!(!replicate::internals::replication::write_batch_size(
+        &mut w, 65_535
+    ));
     assert_eq!(w.position(), 0, "nothing written for a size it refuses");
 }
 
@@ -45,7 +47,9 @@ fn prefixes_read_back_bit_exactly_in_sequence() {
             2 => rng.below(65_535) as usize,
             _ => 65_530 + rng.below(5) as usize,
         };
-        assert!(ReplicationWriter::write_batch_size(&mut w, size));
+        assert!(replicate::internals::replication::write_batch_size(
+            &mut w, size
+        ));
         // A marker after each prefix: a reader that consumed a wrong width misreads it.
         w.write_bits(0b101, 3);
         sizes.push(size);
@@ -53,7 +57,10 @@ fn prefixes_read_back_bit_exactly_in_sequence() {
     let bytes = w.finish().unwrap();
     let mut r = BitReader::with_bit_len(&bytes, w.position());
     for &size in &sizes {
-        assert_eq!(ReplicationWriter::read_batch_size(&mut r), size);
+        assert_eq!(
+            replicate::internals::replication::read_batch_size(&mut r),
+            size
+        );
         assert_eq!(r.read_bits(3), 0b101);
     }
     assert_eq!(r.bits_left(), 0);
@@ -68,7 +75,10 @@ fn the_huge_object_form_is_read() {
     w.write_bits(3_000_000, 32);
     let bytes = w.finish().unwrap();
     let mut r = BitReader::with_bit_len(&bytes, w.position());
-    assert_eq!(ReplicationWriter::read_batch_size(&mut r), 3_000_000);
+    assert_eq!(
+        replicate::internals::replication::read_batch_size(&mut r),
+        3_000_000
+    );
     r.check().unwrap();
 }
 
@@ -83,7 +93,7 @@ fn truncated_or_random_prefixes_never_panic() {
         for cut in 0..bits {
             let bytes = value.to_le_bytes();
             let mut r = BitReader::with_bit_len(&bytes, cut);
-            let _ = ReplicationWriter::read_batch_size(&mut r);
+            let _ = replicate::internals::replication::read_batch_size(&mut r);
             assert!(r.check().is_err(), "{bits}-bit form cut at {cut}");
         }
     }
@@ -92,7 +102,7 @@ fn truncated_or_random_prefixes_never_panic() {
         let len = rng.below(8) as usize;
         let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
         let mut r = BitReader::new(&bytes);
-        let size = ReplicationWriter::read_batch_size(&mut r);
+        let size = replicate::internals::replication::read_batch_size(&mut r);
         if r.check().is_ok() {
             assert!(size as u64 <= u32::MAX as u64);
         }
@@ -132,7 +142,7 @@ fn batches_on_both_sides_of_the_short_form_reach_the_client() {
     // No delta: bodies are the full masked state. A `Counted` update is a few dozen
     // bits (short form); a `Big` creation, six u64 members, is several hundred (long).
     let config = ReplicationConfig {
-        delta: replicate::replication::DeltaSettings {
+        delta: replicate::internals::replication::DeltaSettings {
             enabled: false,
             ..Default::default()
         },

@@ -12,12 +12,12 @@ mod common;
 use common::core_suite::*;
 use common::*;
 use replicate::NetRefHandle;
-use replicate::connection::DeliveryStatus::{self, Delivered, Lost};
-use replicate::connection::PacketSequence;
 use replicate::interest::BandwidthBudget;
-use replicate::object::SchedulingHint;
-use replicate::replication::{ReplicationConfig, ReplicationEvent, ReplicationWriter};
-use replicate::state::ChangeMask;
+use replicate::internals::connection::DeliveryStatus::{self, Delivered, Lost};
+use replicate::internals::connection::PacketSequence;
+use replicate::internals::object::SchedulingHint;
+use replicate::internals::replication::{ReplicationConfig, ReplicationEvent, ReplicationWriter};
+use replicate::internals::state::ChangeMask;
 use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 

@@ -3,9 +3,9 @@
 //! strings, vectors, arrays and object references, packet by packet with losses.
 
 use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::{DeliveryStatus, PacketSequence};
-use replicate::object::ConnectionId;
-use replicate::replication::{
+use replicate::internals::connection::{DeliveryStatus, PacketSequence};
+use replicate::internals::object::ConnectionId;
+use replicate::internals::replication::{
     ReplicationClient, ReplicationConfig, ReplicationEvent, ReplicationServer,
 };
 use replicate::{NetRefHandle, ProtocolRegistry, Replicated};

@@ -3,10 +3,10 @@
 //! The hand-written one tracks dirty items itself (push-based), polls only those and on
 //! the receiving side applies and notifies per changed item.
 
-use replicate::fragment::{
+use replicate::internals::fragment::{
     FragmentError, FragmentOwner, FragmentTraits, Notifications, ReplicationFragment,
 };
-use replicate::protocol::ErasedState;
+use replicate::internals::protocol::ErasedState;
 use replicate::{ChangeMask, Replicated, StateDescriptor};
 
 #[derive(Replicated, Debug, Default)]
@@ -130,7 +130,7 @@ impl ReplicationFragment for InventoryFragment {
         state: &dyn ErasedState,
         mask: &ChangeMask,
     ) -> Result<Notifications, FragmentError> {
-        let state = replicate::fragment::downcast_state::<Slots>(state)?;
+        let state = replicate::internals::fragment::downcast_state::<Slots>(state)?;
         if mask.get(0) {
             self.items.resize(state.count as usize, 0);
         }

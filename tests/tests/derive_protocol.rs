@@ -1,7 +1,7 @@
 //! Protocol identifiers (stable golden value, sensitive to every structural change)
 //! and registration (inventory, wire ids, duplicates, factory, generic types).
 
-use replicate::protocol::{ErasedState, ProtocolError, ProtocolRegistry};
+use replicate::internals::protocol::{ErasedState, ProtocolError, ProtocolRegistry};
 use replicate::{Registration, Replicated};
 
 mod v1 {

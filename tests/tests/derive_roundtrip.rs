@@ -277,8 +277,8 @@ proptest! {
     /// whole-state diff sets and leaves the stored state equal to a fresh quantization.
     #[test]
     fn fragment_poll_matches_whole_state_diff(x in everything(), prev in everything()) {
-        use replicate::fragment::ReplicationFragment;
-        let mut stored: Box<dyn replicate::protocol::ErasedState> = Box::new(prev.to_state());
+        use replicate::internals::fragment::ReplicationFragment;
+        let mut stored: Box<dyn replicate::internals::protocol::ErasedState> = Box::new(prev.to_state());
         let mut polled = ChangeMask::new(bits());
         let mut obj = x.clone();
         let changed = obj.poll_state(stored.as_mut(), &mut polled).unwrap();

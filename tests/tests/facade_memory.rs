@@ -3,7 +3,7 @@
 //! disconnects in both directions, and configuration checks.
 
 use replicate::interest::BandwidthBudget;
-use replicate::link::LinkConditioner;
+use replicate::internals::link::LinkConditioner;
 use replicate::transport::memory::{MemoryClientTransport, MemoryServerTransport};
 use replicate::{
     Client, ClientConfig, ClientEvent, DisconnectReason, ProtocolRegistry, Replicated, Server,
@@ -194,7 +194,7 @@ fn invalid_configurations_are_refused() {
 
     let transport = MemoryServerTransport::new(LinkConditioner::perfect(), 1);
     let mut config = ServerConfig::default();
-    config.connection.protocol_tag = replicate::facade::CONTROL_TAG;
+    config.connection.protocol_tag = replicate::internals::facade::CONTROL_TAG;
     assert!(Server::new(transport, registry.clone(), config).is_err());
 
     let transport = MemoryServerTransport::new(LinkConditioner::perfect(), 1);
@@ -269,7 +269,7 @@ fn reliable_messages_both_ways_over_a_bad_link() {
                         .send_message(
                             client,
                             &line,
-                            replicate::blob::DeliveryMode::ReliableOrdered,
+                            replicate::internals::blob::DeliveryMode::ReliableOrdered,
                         )
                         .unwrap();
                 }
@@ -286,8 +286,11 @@ fn reliable_messages_both_ways_over_a_bad_link() {
                 seq: client_sent,
                 text: "hi".into(),
             };
-            c.send_message(&line, replicate::blob::DeliveryMode::ReliableOrdered)
-                .unwrap();
+            c.send_message(
+                &line,
+                replicate::internals::blob::DeliveryMode::ReliableOrdered,
+            )
+            .unwrap();
             client_sent += 1;
         }
         at_client.extend(
@@ -317,7 +320,7 @@ fn reliable_messages_both_ways_over_a_bad_link() {
             .send_message(
                 999,
                 &Chat::default(),
-                replicate::blob::DeliveryMode::Unreliable
+                replicate::internals::blob::DeliveryMode::Unreliable
             )
             .is_err()
     );
@@ -399,7 +402,7 @@ fn object_rpcs_run_in_a_client_handler_exactly_once_in_order() {
                     id,
                     target,
                     &line,
-                    replicate::blob::DeliveryMode::ReliableOrdered,
+                    replicate::internals::blob::DeliveryMode::ReliableOrdered,
                 )
                 .unwrap();
             sent += 1;

@@ -6,7 +6,7 @@
 //! Built to pass on a loaded 2-core machine: converge-by-deadline loops with generous
 //! deadlines, no timing assertions.
 
-use replicate::facade::ClientState;
+use replicate::internals::facade::ClientState;
 use replicate::transport::ClientTransport;
 use replicate::transport::udp::{
     ConnectTokenIssuer, UdpClientTransport, UdpServerConfig, UdpServerTransport,

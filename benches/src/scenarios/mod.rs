@@ -13,12 +13,12 @@ pub mod s2;
 pub mod s3;
 
 use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::{DeliveryStatus, MAX_HEADER_BITS, PacketSequence};
-use replicate::object::ConnectionId;
-use replicate::replication::{
+use replicate::internals::connection::{DeliveryStatus, MAX_HEADER_BITS, PacketSequence};
+use replicate::internals::object::ConnectionId;
+use replicate::internals::replication::{
     DeltaSettings, ReplicationClient, ReplicationConfig, ReplicationServer,
 };
-use replicate::stream::WriteResult;
+use replicate::internals::stream::WriteResult;
 use std::time::Duration;
 
 /// Whether replicate sends members as deltas against acked baselines.
@@ -67,7 +67,7 @@ pub fn one_client_session(delta: DeltaMode) -> Result<(ReplicationServer, Link),
     // No per-tick packet cap: every scenario writes until nothing is left.
     server.set_max_extra_packets(UNCAPPED_EXTRA_PACKETS);
     let conn = add_uncapped_connection(&mut server);
-    let client = replicate::replication::ReplicationClient::new(registry, config);
+    let client = replicate::internals::replication::ReplicationClient::new(registry, config);
     Ok((server, Link::new(conn, Some(client))))
 }
 

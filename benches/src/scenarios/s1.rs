@@ -1,5 +1,5 @@
 //! S1 "arena" — bandwidth. 32 players, 50 projectiles, 8 vehicles
-//! ([`replicate_examples::arena`]), one receiving client that owns player 0, 30 Hz,
+//! ([`replicate_examples::arena_world`]), one receiving client that owns player 0, 30 Hz,
 //! 900 measured ticks after 60 warm-up ticks, everything in scope.
 //!
 //! Variants, measured in the same run from the same seeded motion:
@@ -17,7 +17,7 @@ use super::{Outcome, SanityError, Traffic, baseline_wire, ensure, mean_p95};
 use crate::report::{Json, Table, f, svg, write_file};
 use replicate::serialize::VectorConfig;
 use replicate::{NetRefHandle, Replicated};
-use replicate_examples::arena::{ArenaWorld, Player, Projectile, Vehicle};
+use replicate_examples::arena_world::{ArenaWorld, Player, Projectile, Vehicle};
 use std::time::Duration;
 
 /// Parameters of a run.

@@ -10,7 +10,7 @@ use super::{DeltaMode, Outcome, SanityError, ensure, mean_p95};
 use crate::report::{Json, Table, f, svg, write_file};
 use glam::{Quat, Vec3};
 use replicate::Replicated;
-use replicate::link::SplitMix64;
+use replicate::internals::link::SplitMix64;
 use replicate::serialize::{AxesConfig, QuatConfig, Vec3AxesSerializer, VectorConfig};
 use std::time::Duration;
 

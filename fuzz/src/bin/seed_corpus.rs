@@ -2,7 +2,7 @@
 //! `cargo run --bin seed_corpus` (from `fuzz/`) fills `corpus/<target>/`.
 
 use replicate::bits::BitWriter;
-use replicate::connection::{Connection, ConnectionConfig};
+use replicate::internals::connection::{Connection, ConnectionConfig};
 use replicate_fuzz::{join, record_session};
 use std::time::Duration;
 

@@ -21,7 +21,7 @@ pub enum PartAccepted {
 /// Accepts the parts of one blob at a time, in order.
 ///
 /// ```
-/// use replicate::blob::{BlobAssembler, NetBlob, PartAccepted, SplitConfig, split_blob};
+/// use replicate::internals::blob::{BlobAssembler, NetBlob, PartAccepted, SplitConfig, split_blob};
 /// let config = SplitConfig::default();
 /// let blob = NetBlob::from_bytes((0..=255).collect());
 /// let mut asm = BlobAssembler::new(config);

@@ -123,8 +123,8 @@ pub type ChannelRecord = Vec<u64>;
 ///
 /// ```
 /// use replicate::bits::{BitReader, BitWriter};
-/// use replicate::blob::{ChannelConfig, ChannelReceiver, ChannelSender, DeliveryMode, NetBlob};
-/// use replicate::connection::DeliveryStatus;
+/// use replicate::internals::blob::{ChannelConfig, ChannelReceiver, ChannelSender, DeliveryMode, NetBlob};
+/// use replicate::internals::connection::DeliveryStatus;
 ///
 /// let config = ChannelConfig::new(DeliveryMode::ReliableOrdered);
 /// let (mut tx, mut rx) = (ChannelSender::new(config), ChannelReceiver::new(config));

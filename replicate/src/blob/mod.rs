@@ -27,7 +27,7 @@ use thiserror::Error;
 ///
 /// ```
 /// use replicate::bits::BitWriter;
-/// use replicate::blob::NetBlob;
+/// use replicate::internals::blob::NetBlob;
 /// let mut w = BitWriter::with_capacity_bits(64);
 /// w.write_bits(0b1011, 4);
 /// let blob = NetBlob::from_writer(&w);

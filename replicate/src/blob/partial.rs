@@ -126,7 +126,7 @@ impl PartialBlob {
 /// the remainder). Fails when more than `config.max_part_count` parts would be needed.
 ///
 /// ```
-/// use replicate::blob::{NetBlob, SplitConfig, split_blob};
+/// use replicate::internals::blob::{NetBlob, SplitConfig, split_blob};
 /// let blob = NetBlob::from_bytes(vec![7u8; 300]); // 2400 bits
 /// let parts = split_blob(&blob, &SplitConfig::default()).unwrap();
 /// assert_eq!(parts.len(), 3);

@@ -7,12 +7,12 @@ use super::{
     CONTROL_TAG, Control, DEFAULT_MAX_PACKET_BYTES, DisconnectReason, FacadeError, HELLO_RESEND,
     NetStats, PROTOCOL_VERSION,
 };
-use crate::NetRefHandle;
-use crate::attachment::{MessageError, MessageInfo, ReceivedMessage};
 use crate::bits::{BitReader, BitWriter};
 use crate::blob::DeliveryMode;
 use crate::connection::{Connection, ConnectionConfig, MAX_HEADER_BITS};
+use crate::handle::NetRefHandle;
 use crate::protocol::{ProtocolIndex, ProtocolRegistry};
+use crate::replication::attachment::{MessageError, MessageInfo, ReceivedMessage};
 use crate::replication::{
     ClientObject, ClientWorld, ReplicationClient, ReplicationConfig, ReplicationEvent,
 };
@@ -440,7 +440,7 @@ impl<T: ClientTransport> Client<T> {
     /// during [`tick`](Self::tick): a reliable message before the state of its packet
     /// is applied (so the handler sees the objects as they were), an unreliable one
     /// after it. See [`ReplicationClient::on_message`] for the exact rules and
-    /// [`AttachmentConfig::reliable_before_state`](crate::attachment::AttachmentConfig::reliable_before_state)
+    /// [`AttachmentConfig::reliable_before_state`](crate::replication::attachment::AttachmentConfig::reliable_before_state)
     /// to turn the "before" off.
     pub fn on_message<M: Replicated>(
         &mut self,
@@ -465,11 +465,19 @@ impl<T: ClientTransport> Client<T> {
     }
 
     /// The replication core (extra streams, static objects).
+    ///
+    /// Unstable: an escape hatch into the internal layers, for the project's tests and
+    /// tools; not covered by semantic versioning.
+    #[doc(hidden)]
     pub fn replication(&self) -> &ReplicationClient {
         &self.replication
     }
 
     /// The replication core, mutably.
+    ///
+    /// Unstable: an escape hatch into the internal layers, for the project's tests and
+    /// tools; not covered by semantic versioning.
+    #[doc(hidden)]
     pub fn replication_mut(&mut self) -> &mut ReplicationClient {
         &mut self.replication
     }
@@ -510,6 +518,10 @@ impl<T: ClientTransport> Client<T> {
     }
 
     /// The sans-IO connection (acks, RTT, loss counters).
+    ///
+    /// Unstable: an escape hatch into the internal layers, for the project's tests and
+    /// tools; not covered by semantic versioning.
+    #[doc(hidden)]
     pub fn connection(&self) -> &Connection {
         &self.connection
     }

@@ -7,14 +7,14 @@ use super::{
     CONTROL_TAG, Control, DEFAULT_MAX_PACKET_BYTES, DisconnectReason, FacadeError, NetStats,
     PROTOCOL_VERSION,
 };
-use crate::NetRefHandle;
-use crate::attachment::{MessageError, ReceivedMessage};
 use crate::bits::{BitReader, BitWriter};
 use crate::blob::DeliveryMode;
 use crate::connection::{Connection, ConnectionConfig, MAX_HEADER_BITS};
+use crate::handle::NetRefHandle;
 use crate::interest::BandwidthBudget;
 use crate::object::{ConnectionId, ObjectError, ObjectTable};
 use crate::protocol::ProtocolRegistry;
+use crate::replication::attachment::{MessageError, ReceivedMessage};
 use crate::replication::{ReplicationConfig, ReplicationServer};
 use crate::state::Replicated;
 use crate::stream::WriteResult;
@@ -608,6 +608,10 @@ impl<T: ServerTransport> Server<T> {
     }
 
     /// The replication core (scope, writer hooks, extra streams per connection).
+    ///
+    /// Unstable: an escape hatch into the internal layers, for the project's tests and
+    /// tools; not covered by semantic versioning.
+    #[doc(hidden)]
     pub fn replication(&self) -> &ReplicationServer {
         &self.replication
     }
@@ -618,6 +622,10 @@ impl<T: ServerTransport> Server<T> {
     /// [`set_writer_hooks`](ReplicationServer::set_writer_hooks),
     /// [`add_stream`](ReplicationServer::add_stream), addressed by
     /// [`connection_id`](Self::connection_id).
+    ///
+    /// Unstable: an escape hatch into the internal layers, for the project's tests and
+    /// tools; not covered by semantic versioning.
+    #[doc(hidden)]
     pub fn replication_mut(&mut self) -> &mut ReplicationServer {
         &mut self.replication
     }
@@ -664,6 +672,10 @@ impl<T: ServerTransport> Server<T> {
     }
 
     /// The sans-IO connection of a connected client (acks, RTT, loss counters).
+    ///
+    /// Unstable: an escape hatch into the internal layers, for the project's tests and
+    /// tools; not covered by semantic versioning.
+    #[doc(hidden)]
     pub fn connection(&self, client: ClientId) -> Option<&Connection> {
         match &self.peers.get(&client)?.phase {
             Phase::Active { connection, .. } => Some(connection),

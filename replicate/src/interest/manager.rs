@@ -25,7 +25,7 @@ use super::filter::{
     ViewInfo, in_scope,
 };
 use super::priority::{Prioritizer, SpherePrioritizer, SpherePrioritizerConfig};
-use crate::NetRefHandle;
+use crate::handle::NetRefHandle;
 use crate::object::{ConnectionId, InternalIndex, ObjectTable};
 use crate::protocol::ErasedState;
 use crate::state::{ChangeMask, Condition};

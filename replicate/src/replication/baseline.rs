@@ -45,8 +45,8 @@
 //!        [members, each delta vs the type's default state if vs default, full otherwise]
 //! ```
 
-use super::reader::ObjectReadError;
 use super::record::INVALID_BASELINE_INDEX;
+use super::wire::ObjectReadError;
 use crate::bits::{BitReader, BitWriter};
 use crate::object::{InternalIndex, ObjectTable};
 use crate::protocol::{ErasedState, ProtocolIndex};
@@ -178,7 +178,7 @@ struct ObjectShared {
 /// connection's writer (the seed's storage plus the shared half of its manager).
 ///
 /// ```
-/// use replicate::replication::{BaselineStorage, DeltaSettings};
+/// use replicate::internals::replication::{BaselineStorage, DeltaSettings};
 /// let mut s = BaselineStorage::new(DeltaSettings::default());
 /// let snapshot = s.reserve(7);
 /// s.add_ref(snapshot); // one connection keeps it

@@ -47,15 +47,15 @@
 //! send queue, the two streams and the writer's huge-object pump.
 
 use super::{BatchError, PacketRecord, RecordKind, ReplicationWriter, S};
-use crate::NetRefHandle;
-use crate::attachment::AttachmentConfig;
 use crate::bits::{BitReader, BitWriter};
 use crate::blob::{
     BlobAssembler, BlobError, ChannelConfig, ChannelReceiver, ChannelRecord, ChannelSender,
     DeliveryMode, NetBlob, PartAccepted, PartialBlob, SplitConfig, split_blob,
 };
 use crate::connection::DeliveryStatus;
+use crate::handle::NetRefHandle;
 use crate::object::{InternalIndex, ObjectTable};
+use crate::replication::attachment::AttachmentConfig;
 use crate::replication::{ClientWorld, ReplicationReader};
 use crate::stream::tokens::lock;
 use crate::stream::{DataStream, StreamError, WriteResult};
@@ -67,8 +67,6 @@ const KIND_BITS: u32 = 2;
 const KIND_PART: u64 = 0;
 const KIND_CANCEL: u64 = 1;
 const KIND_NOOP: u64 = 2;
-/// The batch-size escape announcing a 32-bit size (see the module docs).
-pub const WIDE_BATCH_SIZE: u64 = (1 << super::BATCH_SIZE_BITS) - 1;
 /// Most objects a blob may announce.
 pub const MAX_BLOB_OBJECTS: u64 = 1024;
 /// Parts kept queued in the channel ahead of the packets (the rest wait in the

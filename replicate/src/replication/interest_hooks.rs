@@ -23,8 +23,8 @@
 //! deny lists instead.
 
 use super::{ReplicationServer, ReplicationWriter, WriterHooks};
-use crate::NetRefHandle;
 use crate::bits::BitWriter;
+use crate::handle::NetRefHandle;
 use crate::interest::{
     BandwidthBudget, FilterKind, InterestConfig, InterestManager, ObjectFilter, Prioritizer,
     PrioritizerKind,
@@ -178,8 +178,8 @@ impl ReplicationServer {
     /// ```
     /// use glam::Vec3;
     /// use replicate::interest::FilterKind;
-    /// use replicate::protocol::Registration;
-    /// use replicate::replication::{ReplicationConfig, ReplicationServer};
+    /// use replicate::internals::protocol::Registration;
+    /// use replicate::internals::replication::{ReplicationConfig, ReplicationServer};
     /// use replicate::{ProtocolRegistry, Replicated};
     /// use std::sync::Arc;
     ///

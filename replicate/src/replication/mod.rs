@@ -38,7 +38,7 @@
 //! - huge objects: a batch that does not fit in an empty packet parks the object in
 //!   [`ReplicatedObjectState::HugeObject`] and travels as a blob split into parts on the
 //!   huge-object stream (`writer::huge`: [`HugeObjectStream`], [`HugeObjectReceiver`]);
-//! - messages and RPCs: the [`crate::attachment`] message stream of every connection.
+//! - messages and RPCs: the [`crate::replication::attachment`] message stream of every connection.
 //!
 //! Packets may be lost, duplicated or reordered: the writer re-sends the *current*
 //! values of lost members, and the reader never lets an older packet overwrite a newer
@@ -46,9 +46,9 @@
 //!
 //! ```
 //! use replicate::bits::{BitReader, BitWriter};
-//! use replicate::connection::{DeliveryStatus, PacketSequence};
-//! use replicate::protocol::ProtocolRegistry;
-//! use replicate::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
+//! use replicate::internals::connection::{DeliveryStatus, PacketSequence};
+//! use replicate::internals::protocol::ProtocolRegistry;
+//! use replicate::internals::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //!
@@ -66,37 +66,40 @@
 //! assert!(client.drain_events().is_empty());
 //! ```
 
+pub mod attachment;
 pub mod baseline;
 mod interest_hooks;
 mod reader;
 mod record;
 mod scheduler;
+pub mod wire;
 mod writer;
 
 pub use baseline::{
     BaselineStats, BaselineStorage, DeltaSettings, MAX_BASELINE_COUNT, SharedBaselineStorage,
 };
 pub use interest_hooks::{InterestHooks, SharedInterest};
-pub use reader::{
-    ClientObject, ClientWorld, ObjectReadError, ReaderStats, ReferenceResolver, ReplicationReader,
-};
+pub use reader::{ClientObject, ClientWorld, ReaderStats, ReferenceResolver, ReplicationReader};
 pub use record::{
-    BitArray, INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
-    ReplicatedObjectState, ReplicationInfo,
+    INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind, ReplicatedObjectState,
+    ReplicationInfo,
 };
 pub use scheduler::{ScheduledObject, schedule_objects, sort_scheduled_objects};
+pub use wire::{
+    BATCH_SIZE_BITS, ObjectReadError, SHORT_BATCH_SIZE_BITS, WIDE_BATCH_SIZE, read_batch_size,
+    write_batch_size,
+};
 pub use writer::huge::{
     HugeObjectReceiver, HugeObjectStream, HugeReceiveStats, HugeSendQueue, HugeSendStats,
     SharedHugeQueue,
 };
 pub use writer::{
-    BATCH_SIZE_BITS, MAX_REPORTS_PER_PACKET, ReplicationWriter, WriterHooks, WriterStats,
-    apply_conditions,
+    MAX_REPORTS_PER_PACKET, ReplicationWriter, WriterHooks, WriterStats, apply_conditions,
 };
 
-use crate::NetRefHandle;
 use crate::bits::{BitReader, BitWriter};
 use crate::connection::{DeliveryStatus, PacketSequence};
+use crate::handle::NetRefHandle;
 use crate::object::{ConnectionId, ObjectTable};
 use crate::protocol::{ErasedObject, ErasedState, ProtocolIndex, ProtocolRegistry};
 use crate::state::{ChangeMask, Replicated};
@@ -132,8 +135,8 @@ pub struct ReplicationConfig {
     pub cold_resolving_retry: Duration,
     /// Most objects a client accepts (default 2^20).
     pub max_client_objects: usize,
-    /// Messages and huge objects (see [`crate::attachment`]).
-    pub attachments: crate::attachment::AttachmentConfig,
+    /// Messages and huge objects (see [`crate::replication::attachment`]).
+    pub attachments: crate::replication::attachment::AttachmentConfig,
     /// Delta compression against acknowledged baselines (on by default).
     pub delta: DeltaSettings,
 }
@@ -313,11 +316,13 @@ impl ReplicationServer {
             SharedImports::default(),
         )));
         let _ = streams.add_stream(Box::new(HugeObjectStream::new(huge)));
-        let _ = streams.add_stream(Box::new(crate::attachment::MessageStream::new(
-            self.objects.registry().clone(),
-            &self.config.attachments,
-            Some(id),
-        )));
+        let _ = streams.add_stream(Box::new(
+            crate::replication::attachment::MessageStream::new(
+                self.objects.registry().clone(),
+                &self.config.attachments,
+                Some(id),
+            ),
+        ));
         let conn = ServerConnection { streams };
         if (id as usize) < self.connections.len() {
             self.connections[id as usize] = Some(conn);
@@ -445,7 +450,7 @@ impl ReplicationServer {
             if let Some(w) = conn.writer_mut() {
                 w.update(&mut self.objects);
             }
-            crate::attachment::after_tick(&mut conn.streams, &self.objects, now);
+            crate::replication::attachment::after_tick(&mut conn.streams, &self.objects, now);
         }
         self.objects.end_tick();
     }
@@ -516,7 +521,7 @@ impl ReplicationServer {
         conn.streams
             .process_delivery(&mut self.objects, sequence, status);
         // A creation acknowledged just now frees the object messages held for it.
-        crate::attachment::release_held(&mut conn.streams, &self.objects);
+        crate::replication::attachment::release_held(&mut conn.streams, &self.objects);
     }
 
     /// Reads a packet received from connection `id` (after the transport's header).
@@ -563,11 +568,9 @@ impl ReplicationClient {
             world.shared_imports(),
         )));
         let _ = streams.add_stream(Box::new(HugeObjectReceiver::new(&attachments)));
-        let _ = streams.add_stream(Box::new(crate::attachment::MessageStream::new(
-            registry,
-            &attachments,
-            None,
-        )));
+        let _ = streams.add_stream(Box::new(
+            crate::replication::attachment::MessageStream::new(registry, &attachments, None),
+        ));
         Self { world, streams }
     }
 

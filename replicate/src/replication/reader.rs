@@ -30,11 +30,11 @@
 //! cold cache retried every `cold_resolving_retry`.
 
 use super::baseline::{ReceiverBaselines, read_delta_body, store_baseline};
-use super::writer::BATCH_SIZE_BITS;
+use super::wire::{BATCH_SIZE_BITS, ObjectReadError, read_batch_size};
 use super::{ReplicationConfig, ReplicationEvent};
-use crate::NetRefHandle;
 use crate::bits::{BitReader, BitWriter};
 use crate::connection::{DeliveryStatus, PacketSequence};
+use crate::handle::NetRefHandle;
 use crate::protocol::{ErasedObject, ErasedState, ProtocolIndex, ProtocolRegistry};
 use crate::serialize::SerializeError;
 use crate::state::{ChangeMask, Replicated};
@@ -43,54 +43,6 @@ use crate::stream::{DataStream, StreamError, WriteResult};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
-use thiserror::Error;
-
-/// Why one object's batch could not be used.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum ObjectReadError {
-    /// The creation names a protocol index this side does not know.
-    #[error("unknown protocol index {0}")]
-    UnknownProtocol(u64),
-    /// A state update for an object this side does not have.
-    #[error("update for an unknown object")]
-    UnknownHandle,
-    /// A creation for a known object with another type.
-    #[error("creation with protocol {got} for an object of protocol {expected}")]
-    ProtocolMismatch {
-        /// The local protocol.
-        expected: ProtocolIndex,
-        /// The received one.
-        got: u64,
-    },
-    /// A static object the game did not register on this side.
-    #[error("static object not registered on this side")]
-    StaticNotRegistered,
-    /// The batch uses delta compression, which this reader does not support (kept for
-    /// compatibility; this reader decodes delta batches).
-    #[error("delta-compressed batch not supported")]
-    DeltaUnsupported,
-    /// A delta batch names a baseline this side does not have.
-    #[error("delta batch against baseline {0}, which this side does not have")]
-    MissingBaseline(u8),
-    /// The members did not decode or validate.
-    #[error(transparent)]
-    Decode(#[from] SerializeError),
-    /// The batch had bits left over after its members (corrupt or mismatched types).
-    #[error("{0} bits left over after the object's members")]
-    TrailingBits(usize),
-    /// Too many objects.
-    #[error("object limit of {0} reached")]
-    TooManyObjects(usize),
-    /// A net token this side never received an export for.
-    #[error("unknown net token {0}")]
-    UnknownToken(u16),
-}
-
-impl ObjectReadError {
-    fn breaks_object(&self) -> bool {
-        !matches!(self, ObjectReadError::UnknownHandle)
-    }
-}
 
 /// A replicated object on the receiving side.
 pub struct ClientObject {
@@ -852,7 +804,7 @@ impl ReplicationReader {
         let handle = NetRefHandle::read(r).map_err(framing)?;
         // `[0][size: 7]`, `[1][size: 16]`, or, for a huge object's batch (only inside a
         // blob), `[1][escape: 16][size: 32]`.
-        let size = super::ReplicationWriter::read_batch_size(r);
+        let size = read_batch_size(r);
         r.check().map_err(framing)?;
         if size > r.bits_left() {
             return Err(framing(format!(

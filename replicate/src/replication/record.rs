@@ -226,7 +226,7 @@ pub const INVALID_BASELINE_INDEX: u8 = 2;
 /// baseline indices for delta compression).
 ///
 /// ```
-/// use replicate::replication::ReplicationInfo;
+/// use replicate::internals::replication::ReplicationInfo;
 /// assert_eq!(std::mem::size_of::<ReplicationInfo>(), 16);
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
@@ -444,7 +444,7 @@ pub struct RecordInfo {
     /// The object's internal index.
     pub index: u32,
     /// The object's handle (a record about a since-reused index is ignored).
-    pub handle: crate::NetRefHandle,
+    pub handle: crate::handle::NetRefHandle,
     /// What was written.
     pub kind: RecordKind,
     /// The change mask that was written (empty for destroys).
@@ -463,79 +463,6 @@ pub struct PacketRecord {
     pub infos: Vec<RecordInfo>,
     /// Net token exports that travelled with batches of this packet.
     pub exports: Vec<crate::stream::tokens::NetToken>,
-}
-
-/// A growable bit array over internal indices.
-#[derive(Debug, Clone, Default)]
-pub struct BitArray {
-    words: Vec<u64>,
-}
-
-impl BitArray {
-    /// Whether bit `i` is set.
-    #[inline]
-    pub fn get(&self, i: u32) -> bool {
-        self.words
-            .get((i / 64) as usize)
-            .is_some_and(|w| w >> (i % 64) & 1 == 1)
-    }
-
-    /// Sets bit `i`, growing as needed.
-    #[inline]
-    pub fn set(&mut self, i: u32) {
-        let w = (i / 64) as usize;
-        if w >= self.words.len() {
-            self.words.resize(w + 1, 0);
-        }
-        self.words[w] |= 1 << (i % 64);
-    }
-
-    /// Clears bit `i`.
-    #[inline]
-    pub fn clear(&mut self, i: u32) {
-        if let Some(w) = self.words.get_mut((i / 64) as usize) {
-            *w &= !(1 << (i % 64));
-        }
-    }
-
-    /// Sets or clears bit `i`.
-    pub fn assign(&mut self, i: u32, on: bool) {
-        if on { self.set(i) } else { self.clear(i) }
-    }
-
-    /// Number of set bits.
-    pub fn count(&self) -> usize {
-        self.words.iter().map(|w| w.count_ones() as usize).sum()
-    }
-
-    /// Clears every bit.
-    pub fn clear_all(&mut self) {
-        self.words.fill(0);
-    }
-
-    /// Indices of set bits, ascending.
-    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.iter_and_not(None)
-    }
-
-    /// Indices set in `self` and not in `other` (or all of `self` when `None`).
-    pub fn iter_and_not<'a>(
-        &'a self,
-        other: Option<&'a BitArray>,
-    ) -> impl Iterator<Item = u32> + 'a {
-        self.words.iter().enumerate().flat_map(move |(i, &w)| {
-            let not = other.and_then(|o| o.words.get(i)).copied().unwrap_or(0);
-            let mut w = w & !not;
-            std::iter::from_fn(move || {
-                if w == 0 {
-                    return None;
-                }
-                let b = w.trailing_zeros();
-                w &= w - 1;
-                Some(i as u32 * 64 + b)
-            })
-        })
-    }
 }
 
 #[cfg(test)]
@@ -626,7 +553,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_transitions_are_validated() {
+    fn iris_transitions_are_validated() {
         assert!(Invalid.can_transition_to(PendingCreate));
         assert!(WaitOnCreateConfirmation.can_transition_to(PendingCreate));
         assert!(!Created.can_transition_to(PendingCreate));
@@ -648,22 +575,5 @@ mod tests {
     fn illegal_transition_asserts_in_debug() {
         let mut info = ReplicationInfo::default();
         info.set_state(Created);
-    }
-
-    #[test]
-    fn bit_array_and_not() {
-        let mut a = BitArray::default();
-        let mut b = BitArray::default();
-        for i in [1, 64, 65, 200] {
-            a.set(i);
-        }
-        b.set(65);
-        assert_eq!(
-            a.iter_and_not(Some(&b)).collect::<Vec<_>>(),
-            vec![1, 64, 200]
-        );
-        assert_eq!(a.count(), 4);
-        a.clear(1);
-        assert!(!a.get(1) && a.get(64));
     }
 }

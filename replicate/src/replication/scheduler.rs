@@ -16,8 +16,9 @@
 //! Pure functions over the writer's arrays; no I/O, no object access beyond the
 //! table's dependent lists.
 
-use super::record::{BitArray, ReplicationInfo};
+use super::record::ReplicationInfo;
 use crate::object::{InternalIndex, ObjectTable, SchedulingHint};
+use crate::serialize::BitArray;
 
 /// One scheduled object.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -43,14 +43,16 @@ use super::baseline::{
     SharedBaselineStorage, is_subset, lock_storage, write_delta_body,
 };
 use super::record::{
-    BitArray, INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
+    INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
     ReplicatedObjectState as S, ReplicationInfo,
 };
 use super::scheduler::{EntryFate, Schedule, ScheduledObject};
-use crate::NetRefHandle;
+use super::wire::{BATCH_SIZE_BITS, WIDE_BATCH_SIZE, write_batch_size};
 use crate::bits::BitWriter;
 use crate::connection::DeliveryStatus;
+use crate::handle::NetRefHandle;
 use crate::object::{ConnectionId, InternalIndex, ObjectTable};
+use crate::serialize::BitArray;
 use crate::state::{ChangeMask, Condition, StateDescriptor};
 use crate::stream::tokens::{NetToken, SharedExports, lock};
 use crate::stream::{DataStream, StreamError, WriteResult};
@@ -59,21 +61,10 @@ use std::collections::VecDeque;
 #[path = "huge.rs"]
 pub mod huge;
 
-/// Bits of the long form of a batch's size prefix: a batch holds at most `2^16 - 2`
-/// bits; a creation larger than that (or than an empty packet) is a huge object, whose
-/// batch (inside its blob) has the escape `2^16 - 1` and a 32-bit size.
-pub const BATCH_SIZE_BITS: u32 = 16;
-
-/// Bits of the short form of a batch's size prefix (bodies of fewer than `2^7` bits:
-/// nearly every update; S1 and S3 measured 95% and 100%). The prefix is
-/// `[0][size: 7]` or `[1][size: 16]` (see the module docs): 8 bits instead of 16 for a
-/// small batch, 17 for a large one.
-pub const SHORT_BATCH_SIZE_BITS: u32 = 7;
-
 /// Capacity of the scratch writer a batch body is written into before its size prefix
 /// (one bit more than the largest non-huge body, so that a body reaching the escape
 /// value is told apart from one that did not fit).
-const SCRATCH_BITS: usize = huge::WIDE_BATCH_SIZE as usize + 1;
+const SCRATCH_BITS: usize = WIDE_BATCH_SIZE as usize + 1;
 
 /// Counters of one writer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -161,11 +152,11 @@ enum BatchError {
 /// [`ObjectTable`]:
 ///
 /// ```
-/// use replicate::object::ObjectTable;
-/// use replicate::protocol::ProtocolRegistry;
-/// use replicate::replication::{ReplicationConfig, ReplicationWriter};
+/// use replicate::internals::object::ObjectTable;
+/// use replicate::internals::protocol::ProtocolRegistry;
+/// use replicate::internals::replication::{ReplicationConfig, ReplicationWriter};
 /// use replicate::bits::BitWriter;
-/// use replicate::stream::WriteResult;
+/// use replicate::internals::stream::WriteResult;
 /// use std::sync::Arc;
 ///
 /// let mut table = ObjectTable::new(Arc::new(ProtocolRegistry::default()), 0);
@@ -238,37 +229,6 @@ impl ReplicationWriter {
             baselines: ConnectionBaselines::default(),
             records_popped: 0,
             scratch: None,
-        }
-    }
-
-    /// Writes a batch's size prefix (`[0][size: 7]` or `[1][size: 16]`, see the module
-    /// docs) for a body of `size` bits. Returns false (and writes nothing) when `size`
-    /// needs the huge-object form (at least `2^16 - 1` bits).
-    pub fn write_batch_size(w: &mut BitWriter, size: usize) -> bool {
-        if size < 1 << SHORT_BATCH_SIZE_BITS {
-            w.write_bool(false);
-            w.write_bits(size as u64, SHORT_BATCH_SIZE_BITS);
-            true
-        } else if (size as u64) < huge::WIDE_BATCH_SIZE {
-            w.write_bool(true);
-            w.write_bits(size as u64, BATCH_SIZE_BITS);
-            true
-        } else {
-            false
-        }
-    }
-
-    /// Reads a batch's size prefix, any of its three forms (a huge object's included).
-    /// Never panics; a truncated prefix leaves `r` in its error state (check it).
-    pub fn read_batch_size(r: &mut crate::bits::BitReader) -> usize {
-        if !r.read_bool() {
-            return r.read_bits(SHORT_BATCH_SIZE_BITS) as usize;
-        }
-        let size = r.read_bits(BATCH_SIZE_BITS);
-        if size == huge::WIDE_BATCH_SIZE {
-            r.read_bits(32) as usize
-        } else {
-            size as usize
         }
     }
 
@@ -1202,7 +1162,7 @@ impl ReplicationWriter {
         if self.huge.wide {
             // A huge object's batch, inside its blob: the escape and a 32-bit size.
             w.write_bool(true);
-            w.write_bits(huge::WIDE_BATCH_SIZE, BATCH_SIZE_BITS);
+            w.write_bits(WIDE_BATCH_SIZE, BATCH_SIZE_BITS);
             let size_pos = w.position();
             w.write_bits(0, 32);
             let body = w.position();
@@ -1229,7 +1189,7 @@ impl ReplicationWriter {
             scratch.begin_substream(limit);
             tokens = body_of(scratch);
             let size = scratch.position();
-            if scratch.is_overflown() || size as u64 >= huge::WIDE_BATCH_SIZE {
+            if scratch.is_overflown() || size as u64 >= WIDE_BATCH_SIZE {
                 w.rollback(m);
                 return Err(if limit >= SCRATCH_BITS || !scratch.is_overflown() {
                     BatchError::TooLarge
@@ -1237,7 +1197,7 @@ impl ReplicationWriter {
                     BatchError::DidNotFit
                 });
             }
-            Self::write_batch_size(w, size);
+            write_batch_size(w, size);
             exports_flag_pos = w.position() + 1;
             w.write_from(scratch);
             if w.is_overflown() {

@@ -48,9 +48,9 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 
+use super::ChangeMask;
 use super::{NetDefault, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher};
 use crate::bits::{BitReader, BitWriter, bits_for_count};
-use crate::state::ChangeMask;
 
 /// The largest element count a container config may allow (the seed bounds array counts
 /// by `uint16`).
@@ -217,7 +217,7 @@ impl<S: NetSerializer> NetSerializer for OptionSerializer<S> {
     fn collect_references(
         config: &S::Config,
         q: &Option<S::Quantized>,
-        out: &mut Vec<crate::NetRefHandle>,
+        out: &mut Vec<crate::handle::NetRefHandle>,
     ) {
         if let Some(v) = q {
             S::collect_references(config, v, out);
@@ -640,7 +640,7 @@ impl<S: NetSerializer> NetSerializer for VecSerializer<S> {
     fn collect_references(
         config: &Self::Config,
         q: &Vec<S::Quantized>,
-        out: &mut Vec<crate::NetRefHandle>,
+        out: &mut Vec<crate::handle::NetRefHandle>,
     ) {
         for e in q {
             S::collect_references(&config.element, e, out);
@@ -849,7 +849,7 @@ impl<S: NetSerializer, const N: usize> NetSerializer for ArraySerializer<S, N> {
     fn collect_references(
         config: &Self::Config,
         q: &Vec<S::Quantized>,
-        out: &mut Vec<crate::NetRefHandle>,
+        out: &mut Vec<crate::handle::NetRefHandle>,
     ) {
         for e in q.iter().take(N) {
             S::collect_references(&config.element, e, out);
@@ -1079,7 +1079,7 @@ where
     fn collect_references(
         config: &Self::Config,
         q: &Self::Quantized,
-        out: &mut Vec<crate::NetRefHandle>,
+        out: &mut Vec<crate::handle::NetRefHandle>,
     ) {
         for (k, v) in q {
             K::collect_references(&config.key, k, out);
@@ -1219,7 +1219,7 @@ where
     fn collect_references(
         config: &Self::Config,
         q: &Self::Quantized,
-        out: &mut Vec<crate::NetRefHandle>,
+        out: &mut Vec<crate::handle::NetRefHandle>,
     ) {
         for e in q {
             S::collect_references(&config.element, e, out);

@@ -10,8 +10,9 @@
 //! client: bits --deserialize(_delta)--> quantized --dequantize--> source
 //! ```
 //!
-//! This layer only uses [`crate::bits`]. It knows nothing of objects, change masks or
-//! connections.
+//! This layer only uses [`crate::bits`] and knows nothing of objects or connections.
+//! It defines the [`ChangeMask`] (in [`mask`]) because container serializers track
+//! their elements in a member's change-mask bits.
 //!
 //! Every serializer documents its exact wire encoding in its rustdoc. Every
 //! `deserialize` is bounds-checked: truncated or random input yields an
@@ -23,14 +24,16 @@ use thiserror::Error;
 pub mod containers;
 pub mod delta;
 pub mod enums;
+#[cfg(feature = "serde")]
+pub mod fallback;
 pub mod float;
 pub mod health;
 pub mod ints;
+pub mod mask;
 pub mod misc;
-#[cfg(feature = "serde")]
-pub mod fallback;
 pub mod packed;
 pub mod quat;
+pub mod reference;
 pub mod rotator;
 pub mod string;
 pub mod vector;
@@ -41,6 +44,8 @@ pub use containers::{
 };
 pub use delta::{DeltaTable, read_int_delta, write_int_delta};
 pub use enums::{EnumSerializer, NetEnum};
+#[cfg(feature = "serde")]
+pub use fallback::{SerdeConfig, SerdeSerializer};
 pub use float::{
     CANONICAL_NAN_F32, CANONICAL_NAN_F64, F32Serializer, F64Serializer, FloatRangeConfig,
     RangedF32Serializer, RangedF64Serializer, UnitF32Serializer,
@@ -50,8 +55,7 @@ pub use ints::{
     BoolSerializer, I8Serializer, I16Serializer, I32Serializer, I64Serializer, IntConfig,
     U8Serializer, U16Serializer, U32Serializer, U64Serializer,
 };
-#[cfg(feature = "serde")]
-pub use fallback::{SerdeConfig, SerdeSerializer};
+pub use mask::{BitArray, ChangeMask};
 pub use misc::{BytesConfig, BytesSerializer, Guid, GuidSerializer};
 pub use packed::{
     PackedI32Serializer, PackedI64Serializer, PackedU32Serializer, PackedU64Serializer,
@@ -60,6 +64,7 @@ pub use quat::{
     QuantizedQuat, QuantizedTransform, QuatConfig, QuatSerializer, Transform, TransformConfig,
     TransformSerializer,
 };
+pub use reference::NetRefHandleSerializer;
 pub use rotator::{
     Rotator, RotatorAsByteSerializer, RotatorByteQuantized, RotatorQuantized, RotatorSerializer,
     compress_axis_to_byte, compress_axis_to_short, decompress_axis_from_byte,
@@ -285,7 +290,7 @@ pub trait NetSerializer: 'static {
     const VERSION: u32 = 0;
     /// Whether the quantized value owns heap memory (strings, arrays).
     const HAS_DYNAMIC_STATE: bool = false;
-    /// Whether the value can contain object references ([`crate::NetRefHandle`]).
+    /// Whether the value can contain object references ([`crate::handle::NetRefHandle`]).
     const HAS_OBJECT_REFERENCES: bool = false;
 
     /// Source → quantized. Must fully define the result from `source`.
@@ -360,7 +365,7 @@ pub trait NetSerializer: 'static {
         config: &Self::Config,
         current: &Self::Quantized,
         previous: &Self::Quantized,
-        mask: &mut crate::state::ChangeMask,
+        mask: &mut ChangeMask,
         offset: u32,
     ) -> bool {
         let changed = !Self::is_equal(config, current, previous);
@@ -376,7 +381,7 @@ pub trait NetSerializer: 'static {
     fn serialize_masked(
         config: &Self::Config,
         quantized: &Self::Quantized,
-        _mask: &crate::state::ChangeMask,
+        _mask: &ChangeMask,
         _offset: u32,
         writer: &mut BitWriter,
     ) {
@@ -388,7 +393,7 @@ pub trait NetSerializer: 'static {
     fn deserialize_masked(
         config: &Self::Config,
         target: &mut Self::Quantized,
-        _mask: &crate::state::ChangeMask,
+        _mask: &ChangeMask,
         _offset: u32,
         reader: &mut BitReader,
     ) -> Result<()> {
@@ -402,7 +407,7 @@ pub trait NetSerializer: 'static {
         config: &Self::Config,
         quantized: &Self::Quantized,
         prev: &Self::Quantized,
-        _mask: &crate::state::ChangeMask,
+        _mask: &ChangeMask,
         _offset: u32,
         writer: &mut BitWriter,
     ) {
@@ -414,7 +419,7 @@ pub trait NetSerializer: 'static {
         config: &Self::Config,
         target: &mut Self::Quantized,
         prev: &Self::Quantized,
-        _mask: &crate::state::ChangeMask,
+        _mask: &ChangeMask,
         _offset: u32,
         reader: &mut BitReader,
     ) -> Result<()> {
@@ -431,7 +436,7 @@ pub trait NetSerializer: 'static {
     fn collect_references(
         _config: &Self::Config,
         _quantized: &Self::Quantized,
-        _out: &mut Vec<crate::NetRefHandle>,
+        _out: &mut Vec<crate::handle::NetRefHandle>,
     ) {
     }
 

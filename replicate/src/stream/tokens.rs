@@ -36,8 +36,7 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NetToken(pub u16);
 
-/// Longest exportable string, in bytes.
-pub const MAX_TOKEN_LEN: usize = 255;
+pub use crate::object::MAX_TOKEN_LEN;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ExportState {
@@ -182,7 +181,7 @@ impl TokenImports {
 /// batch), re-sending lost exports until acknowledged.
 ///
 /// ```
-/// use replicate::stream::tokens::TokenStream;
+/// use replicate::internals::stream::tokens::TokenStream;
 /// let s = TokenStream::default();
 /// let t = s.exports().token_for("Player").unwrap();
 /// assert_eq!(s.exports().token_for("Player"), Some(t));

@@ -4,7 +4,7 @@
 //! duplication and reordering.
 //!
 //! ```no_run
-//! use replicate::link::LinkConditioner;
+//! use replicate::transport::LinkConditioner;
 //! use replicate::transport::conditioned::ConditionedServer;
 //! use replicate::transport::udp::{ConnectTokenIssuer, UdpServerConfig, UdpServerTransport};
 //! let issuer = ConnectTokenIssuer::with_random_key(1);

@@ -151,7 +151,7 @@ impl MemoryNetwork {
 ///
 /// ```
 /// use std::time::Duration;
-/// use replicate::link::LinkConditioner;
+/// use replicate::transport::LinkConditioner;
 /// use replicate::transport::memory::MemoryServerTransport;
 /// use replicate::transport::{
 ///     ClientTransport, ClientTransportEvent, ServerTransport, ServerTransportEvent,

@@ -41,6 +41,7 @@ pub type DefaultClientTransport = udp::UdpClientTransport;
 #[cfg(not(feature = "udp"))]
 pub type DefaultClientTransport = memory::MemoryClientTransport;
 
+pub use crate::link::{LinkConditioner, LinkStats};
 use std::time::Duration;
 use thiserror::Error;
 

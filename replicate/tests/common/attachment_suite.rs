@@ -7,8 +7,8 @@
 
 use super::Setup;
 use replicate::Replicated;
-use replicate::protocol::{ProtocolRegistry, Registration};
-use replicate::replication::ReplicationConfig;
+use replicate::internals::protocol::{ProtocolRegistry, Registration};
+use replicate::internals::replication::ReplicationConfig;
 use std::sync::Arc;
 
 /// A chat line (a message type).

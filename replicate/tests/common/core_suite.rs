@@ -5,10 +5,10 @@
 use super::{Setup, read_manual_packet, write_manual_packet};
 use replicate::__private::*;
 use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::{DeliveryStatus, PacketSequence};
-use replicate::object::ConnectionId;
-use replicate::protocol::ProtocolRegistry;
-use replicate::replication::{
+use replicate::internals::connection::{DeliveryStatus, PacketSequence};
+use replicate::internals::object::ConnectionId;
+use replicate::internals::protocol::ProtocolRegistry;
+use replicate::internals::replication::{
     ReplicationClient, ReplicationConfig, ReplicationEvent, ReplicationServer,
 };
 use std::sync::Arc;
@@ -298,7 +298,10 @@ impl Manual {
 
     /// Reads a hand-made packet (streams only, see [`packet_start`]) on the client with
     /// the next sequence.
-    pub fn read_raw(&mut self, w: BitWriter) -> Result<(), replicate::stream::StreamError> {
+    pub fn read_raw(
+        &mut self,
+        w: BitWriter,
+    ) -> Result<(), replicate::internals::stream::StreamError> {
         let bytes = w.finish().expect("hand-made packet");
         let seq = PacketSequence(self.seq);
         self.seq += 1;
@@ -322,13 +325,13 @@ pub fn packet_start(w: &mut BitWriter, destroys: &[NetRefHandle]) {
 }
 
 /// One batch for `handle`: the flag, the handle, the size prefix
-/// ([`ReplicationWriter::write_batch_size`]) and the body `body` writes.
+/// ([`replicate::internals::replication::write_batch_size`]) and the body `body` writes.
 pub fn batch(w: &mut BitWriter, handle: NetRefHandle, body: impl FnOnce(&mut BitWriter)) {
     w.write_bool(true);
     handle.write(w);
     let mut b = BitWriter::with_capacity_bits(1 << 16);
     body(&mut b);
-    assert!(replicate::replication::ReplicationWriter::write_batch_size(
+    assert!(replicate::internals::replication::write_batch_size(
         w,
         b.position()
     ));

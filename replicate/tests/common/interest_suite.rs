@@ -5,13 +5,13 @@
 
 use super::{Setup, read_manual_packet, write_manual_packet};
 use replicate::bits::BitReader;
-use replicate::connection::{DeliveryStatus, PacketSequence};
-use replicate::object::ConnectionId;
-use replicate::protocol::{ProtocolRegistry, Registration};
-use replicate::replication::{
+use replicate::internals::connection::{DeliveryStatus, PacketSequence};
+use replicate::internals::object::ConnectionId;
+use replicate::internals::protocol::{ProtocolRegistry, Registration};
+use replicate::internals::replication::{
     ReplicationClient, ReplicationConfig, ReplicationServer, ReplicationWriter,
 };
-use replicate::stream::WriteResult;
+use replicate::internals::stream::WriteResult;
 use replicate::{ChangeMask, NetRefHandle, Replicated};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -89,7 +89,7 @@ pub struct WireBatch {
     pub creation: bool,
     pub mask: ChangeMask,
     /// The members' values as decoded (a quantized state with only `mask` applied).
-    pub state: Box<dyn replicate::protocol::ErasedState>,
+    pub state: Box<dyn replicate::internals::protocol::ErasedState>,
 }
 
 impl Clone for WireBatch {
@@ -143,7 +143,7 @@ pub fn decode_packet(
     }
     while r.read_bool() {
         let handle = NetRefHandle::read(&mut r).expect("batch handle");
-        let size = ReplicationWriter::read_batch_size(&mut r);
+        let size = replicate::internals::replication::read_batch_size(&mut r);
         let mut b = r.substream(size);
         let long_form = b.read_bool();
         let has_exports = long_form && b.read_bool();

@@ -3,11 +3,11 @@
 //! and when time passes. Both ends take every type registered in the test binary.
 
 use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::{DeliveryStatus, PacketSequence};
-use replicate::object::ConnectionId;
-use replicate::protocol::ProtocolRegistry;
-use replicate::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
-use replicate::stream::WriteResult;
+use replicate::internals::connection::{DeliveryStatus, PacketSequence};
+use replicate::internals::object::ConnectionId;
+use replicate::internals::protocol::ProtocolRegistry;
+use replicate::internals::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
+use replicate::internals::stream::WriteResult;
 use std::sync::Arc;
 use std::time::Duration;
 

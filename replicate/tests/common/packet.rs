@@ -6,10 +6,10 @@
 //! [`interest_suite::Net`]: super::interest_suite::Net
 
 use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::PacketSequence;
-use replicate::object::ConnectionId;
-use replicate::replication::{ReplicationClient, ReplicationServer};
-use replicate::stream::{StreamError, WriteResult};
+use replicate::internals::connection::PacketSequence;
+use replicate::internals::object::ConnectionId;
+use replicate::internals::replication::{ReplicationClient, ReplicationServer};
+use replicate::internals::stream::{StreamError, WriteResult};
 use std::time::Duration;
 
 /// Writes one packet for `conn` without ticking: `seq` in 16 bits, then the streams,

@@ -3,12 +3,12 @@
 //! each suite's module gives it a [`Setup`] (registry, config, packets per tick).
 
 use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::{Connection, ConnectionConfig};
-use replicate::link::{LinkConditioner, LinkSimulator};
-use replicate::object::ConnectionId;
-use replicate::protocol::ProtocolRegistry;
-use replicate::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
-use replicate::stream::WriteResult;
+use replicate::internals::connection::{Connection, ConnectionConfig};
+use replicate::internals::link::{LinkConditioner, LinkSimulator};
+use replicate::internals::object::ConnectionId;
+use replicate::internals::protocol::ProtocolRegistry;
+use replicate::internals::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
+use replicate::internals::stream::WriteResult;
 use std::sync::Arc;
 use std::time::Duration;
 

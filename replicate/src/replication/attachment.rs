@@ -72,10 +72,10 @@
 //! ```
 //! use replicate::Replicated;
 //! use replicate::bits::{BitReader, BitWriter};
-//! use replicate::blob::DeliveryMode;
-//! use replicate::connection::{DeliveryStatus, PacketSequence};
-//! use replicate::protocol::ProtocolRegistry;
-//! use replicate::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
+//! use replicate::internals::blob::DeliveryMode;
+//! use replicate::internals::connection::{DeliveryStatus, PacketSequence};
+//! use replicate::internals::protocol::ProtocolRegistry;
+//! use replicate::internals::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //!
@@ -129,19 +129,19 @@
 //! state in its `end_packet`, and the message stream (a later stream) runs its
 //! deferred messages in its own.
 
-use crate::NetRefHandle;
+use super::{
+    ClientWorld, HugeObjectStream, ReplicatedObjectState, ReplicationClient, ReplicationServer,
+    ReplicationWriter,
+};
 use crate::bits::{BitReader, BitWriter};
 use crate::blob::{
     BlobAssembler, BlobError, ChannelConfig, ChannelError, ChannelReceiver, ChannelRecord,
     ChannelSender, DeliveryMode, NetBlob, PartAccepted, PartialBlob, SplitConfig, split_blob,
 };
 use crate::connection::DeliveryStatus;
+use crate::handle::NetRefHandle;
 use crate::object::{ConnectionId, ObjectTable};
 use crate::protocol::{ErasedObject, ProtocolIndex, ProtocolRegistry};
-use crate::replication::{
-    ClientWorld, HugeObjectStream, ReplicatedObjectState, ReplicationClient, ReplicationServer,
-    ReplicationWriter,
-};
 use crate::state::{ChangeMask, Replicated};
 use crate::stream::tokens::lock;
 use crate::stream::{DataStream, DataStreamManager, StreamError, WriteResult};
@@ -1173,8 +1173,8 @@ impl ReplicationClient {
     ///
     /// ```
     /// use replicate::Replicated;
-    /// use replicate::protocol::ProtocolRegistry;
-    /// use replicate::replication::{ReplicationClient, ReplicationConfig};
+    /// use replicate::internals::protocol::ProtocolRegistry;
+    /// use replicate::internals::replication::{ReplicationClient, ReplicationConfig};
     /// use std::sync::{Arc, Mutex};
     ///
     /// #[derive(Replicated, Debug, Clone, Default, PartialEq)]

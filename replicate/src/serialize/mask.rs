@@ -1,0 +1,475 @@
+//! Bit sets of the replication state: [`ChangeMask`], one bit per replicated member
+//! (Iris's change mask), with its wire encodings, and [`BitArray`], a growable set over
+//! object indices (dirty objects, subobjects, exclusions).
+//!
+//! They live in the serialization layer because container serializers track their
+//! elements in a member's change-mask bits.
+
+use crate::bits::{BitReader, BitWriter};
+use crate::serialize::Result;
+
+/// One bit per replicated member (more for arrays and nested structs), set when the
+/// member changed. Masks of up to 64 bits live inline without allocation.
+///
+/// ```
+/// use replicate::ChangeMask;
+/// let mut m = ChangeMask::new(3);
+/// m.set(0);
+/// m.set(2);
+/// assert_eq!(m.to_u64(), 0b101);
+/// assert!(m.any());
+/// assert_eq!(m.iter_ones().collect::<Vec<_>>(), vec![0, 2]);
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct ChangeMask {
+    repr: MaskRepr,
+}
+
+/// Masks of up to 64 bits (nearly every type's) live inline, so a `ChangeMask` is 16
+/// bytes: it matters where many are kept (each connection's baselines hold two per
+/// object). The bit count decides the variant, so derived equality is mask equality.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum MaskRepr {
+    Inline { bits: u32, word: u64 },
+    Heap(Box<HeapMask>),
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct HeapMask {
+    bits: u32,
+    words: Box<[u64]>,
+}
+
+impl std::fmt::Debug for ChangeMask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ChangeMask(")?;
+        for i in 0..self.len() {
+            write!(f, "{}", self.get(i) as u8)?;
+        }
+        write!(f, ")")
+    }
+}
+
+impl ChangeMask {
+    /// An all-clear mask of `bits` bits.
+    pub fn new(bits: u32) -> Self {
+        let repr = if bits <= 64 {
+            MaskRepr::Inline { bits, word: 0 }
+        } else {
+            MaskRepr::Heap(Box::new(HeapMask {
+                bits,
+                words: vec![0; bits.div_ceil(64) as usize].into_boxed_slice(),
+            }))
+        };
+        Self { repr }
+    }
+
+    /// An all-set mask of `bits` bits (what a creation sends).
+    pub fn all(bits: u32) -> Self {
+        let mut m = Self::new(bits);
+        m.set_all();
+        m
+    }
+
+    /// Number of bits.
+    #[inline]
+    pub fn len(&self) -> u32 {
+        match &self.repr {
+            MaskRepr::Inline { bits, .. } => *bits,
+            MaskRepr::Heap(h) => h.bits,
+        }
+    }
+
+    /// Whether the mask has zero bits.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The backing words (bit `i` is bit `i % 64` of word `i / 64`).
+    #[inline]
+    pub fn words(&self) -> &[u64] {
+        match &self.repr {
+            MaskRepr::Inline { word, .. } => std::slice::from_ref(word),
+            MaskRepr::Heap(h) => &h.words,
+        }
+    }
+
+    #[inline]
+    fn words_mut(&mut self) -> &mut [u64] {
+        match &mut self.repr {
+            MaskRepr::Inline { word, .. } => std::slice::from_mut(word),
+            MaskRepr::Heap(h) => &mut h.words,
+        }
+    }
+
+    /// Reads bit `i` (false when out of range).
+    #[inline]
+    pub fn get(&self, i: u32) -> bool {
+        i < self.len() && self.words()[(i / 64) as usize] >> (i % 64) & 1 == 1
+    }
+
+    /// Sets bit `i` (ignored when out of range).
+    #[inline]
+    pub fn set(&mut self, i: u32) {
+        if i < self.len() {
+            self.words_mut()[(i / 64) as usize] |= 1 << (i % 64);
+        }
+    }
+
+    /// Clears bit `i`.
+    #[inline]
+    pub fn clear_bit(&mut self, i: u32) {
+        if i < self.len() {
+            self.words_mut()[(i / 64) as usize] &= !(1 << (i % 64));
+        }
+    }
+
+    /// Sets bits `offset..offset + count`.
+    pub fn set_range(&mut self, offset: u32, count: u32) {
+        for i in offset..offset.saturating_add(count).min(self.len()) {
+            self.set(i);
+        }
+    }
+
+    /// Whether any bit in `offset..offset + count` is set.
+    pub fn any_in(&self, offset: u32, count: u32) -> bool {
+        (offset..offset.saturating_add(count).min(self.len())).any(|i| self.get(i))
+    }
+
+    /// Sets every bit.
+    pub fn set_all(&mut self) {
+        let bits = self.len();
+        for (i, w) in self.words_mut().iter_mut().enumerate() {
+            let start = i as u32 * 64;
+            let n = bits.saturating_sub(start).min(64);
+            *w = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        }
+    }
+
+    /// Clears every bit.
+    pub fn clear(&mut self) {
+        self.words_mut().fill(0);
+    }
+
+    /// Whether any bit is set.
+    #[inline]
+    pub fn any(&self) -> bool {
+        self.words().iter().any(|&w| w != 0)
+    }
+
+    /// Number of set bits.
+    pub fn count_ones(&self) -> u32 {
+        self.words().iter().map(|w| w.count_ones()).sum()
+    }
+
+    /// `self |= other` (masks of different lengths: the common prefix).
+    pub fn or_with(&mut self, other: &ChangeMask) {
+        for (a, b) in self.words_mut().iter_mut().zip(other.words()) {
+            *a |= *b;
+        }
+        self.trim();
+    }
+
+    /// `self &= other`.
+    pub fn and_with(&mut self, other: &ChangeMask) {
+        let n = other.words().len();
+        for (i, a) in self.words_mut().iter_mut().enumerate() {
+            *a &= if i < n { other.words()[i] } else { 0 };
+        }
+    }
+
+    /// `self &= !other`.
+    pub fn and_not(&mut self, other: &ChangeMask) {
+        for (a, b) in self.words_mut().iter_mut().zip(other.words()) {
+            *a &= !*b;
+        }
+    }
+
+    fn trim(&mut self) {
+        let bits = self.len();
+        if let Some(last) = self.words_mut().last_mut() {
+            let rem = bits % 64;
+            if rem != 0 {
+                *last &= (1u64 << rem) - 1;
+            } else if bits == 0 {
+                *last = 0;
+            }
+        }
+    }
+
+    /// The first 64 bits as an integer.
+    pub fn to_u64(&self) -> u64 {
+        self.words()[0]
+    }
+
+    /// A mask of `bits` bits whose first 64 bits are `value`.
+    pub fn from_u64(bits: u32, value: u64) -> Self {
+        let mut m = Self::new(bits);
+        m.words_mut()[0] = value;
+        m.trim();
+        m
+    }
+
+    /// Indices of the set bits, ascending.
+    pub fn iter_ones(&self) -> impl Iterator<Item = u32> + '_ {
+        self.words().iter().enumerate().flat_map(|(i, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let b = w.trailing_zeros();
+                w &= w - 1;
+                Some(i as u32 * 64 + b)
+            })
+        })
+    }
+
+    /// Writes the mask: raw when at most 8 bits, otherwise a one-bit form selector then
+    /// either the raw bits or, for sparse masks, the set bits' indices.
+    ///
+    /// Sparse form: `[1][count - 1: n][index: n]...` where `n` is the bits needed for an
+    /// index. It is chosen only when shorter than the raw form.
+    pub fn write(&self, w: &mut BitWriter) {
+        let bits = self.len();
+        if bits <= 8 {
+            w.write_bits(self.to_u64(), bits);
+            return;
+        }
+        let ones = self.count_ones();
+        let index_bits = crate::bits::bits_for_count(bits as u64);
+        let sparse_cost = if ones == 0 {
+            u64::MAX
+        } else {
+            (index_bits as u64) * (ones as u64 + 1)
+        };
+        if sparse_cost < bits as u64 {
+            w.write_bool(true);
+            w.write_bits(ones as u64 - 1, index_bits);
+            for i in self.iter_ones() {
+                w.write_bits(i as u64, index_bits);
+            }
+        } else {
+            w.write_bool(false);
+            let mut left = bits;
+            for &word in self.words() {
+                let n = left.min(64);
+                w.write_bits(word, n);
+                left -= n;
+            }
+        }
+    }
+
+    /// Reads a mask of `bits` bits written by [`write`](Self::write).
+    pub fn read(bits: u32, r: &mut BitReader) -> Result<Self> {
+        let mut m = Self::new(bits);
+        if bits <= 8 {
+            m.words_mut()[0] = r.read_bits(bits);
+            r.check()?;
+            return Ok(m);
+        }
+        if r.read_bool() {
+            let index_bits = crate::bits::bits_for_count(bits as u64);
+            let count = r.read_bits(index_bits) + 1;
+            if count > bits as u64 {
+                return Err(super::SerializeError::TooLong {
+                    what: "change mask set-bit count",
+                    len: count,
+                    max: bits as u64,
+                });
+            }
+            for _ in 0..count {
+                let i = r.read_bits(index_bits) as u32;
+                r.check()?;
+                if i >= bits {
+                    return Err(super::SerializeError::invalid(
+                        "ChangeMask",
+                        "set-bit index past the mask length",
+                    ));
+                }
+                m.set(i);
+            }
+        } else {
+            let mut left = bits;
+            for word in m.words_mut() {
+                let n = left.min(64);
+                *word = r.read_bits(n);
+                left -= n;
+            }
+        }
+        r.check()?;
+        Ok(m)
+    }
+}
+
+impl ChangeMask {
+    /// Writes the mask like [`write`](Self::write), or, with `mostly_ones` (the seed's
+    /// `ContainsMostlyOnes` hint, used for initial states), in an inverted sparse form:
+    /// raw when at most 8 bits, otherwise `[1][zero count: m][zero index: n]...` when
+    /// shorter than the raw `[0][bits]` form (`m` holds `0..=bits`, `n` an index).
+    pub fn write_with_hint(&self, w: &mut BitWriter, mostly_ones: bool) {
+        let bits = self.len();
+        if !mostly_ones || bits <= 8 {
+            self.write(w);
+            return;
+        }
+        let zeros = bits - self.count_ones();
+        let count_bits = crate::bits::bits_for_count(bits as u64 + 1);
+        let index_bits = crate::bits::bits_for_count(bits as u64);
+        let sparse_cost = count_bits as u64 + index_bits as u64 * zeros as u64;
+        if sparse_cost < bits as u64 {
+            w.write_bool(true);
+            w.write_bits(zeros as u64, count_bits);
+            for i in (0..bits).filter(|&i| !self.get(i)) {
+                w.write_bits(i as u64, index_bits);
+            }
+        } else {
+            w.write_bool(false);
+            let mut left = bits;
+            for &word in self.words() {
+                let n = left.min(64);
+                w.write_bits(word, n);
+                left -= n;
+            }
+        }
+    }
+
+    /// Reads a mask written by [`write_with_hint`](Self::write_with_hint) with the same
+    /// hint.
+    pub fn read_with_hint(bits: u32, r: &mut BitReader, mostly_ones: bool) -> Result<Self> {
+        if !mostly_ones || bits <= 8 {
+            return Self::read(bits, r);
+        }
+        if !r.read_bool() {
+            let mut m = Self::new(bits);
+            let mut left = bits;
+            for word in m.words_mut() {
+                let n = left.min(64);
+                *word = r.read_bits(n);
+                left -= n;
+            }
+            r.check()?;
+            return Ok(m);
+        }
+        let count_bits = crate::bits::bits_for_count(bits as u64 + 1);
+        let index_bits = crate::bits::bits_for_count(bits as u64);
+        let zeros = r.read_bits(count_bits);
+        r.check()?;
+        if zeros > bits as u64 {
+            return Err(super::SerializeError::TooLong {
+                what: "change mask clear-bit count",
+                len: zeros,
+                max: bits as u64,
+            });
+        }
+        let mut m = Self::all(bits);
+        for _ in 0..zeros {
+            let i = r.read_bits(index_bits) as u32;
+            r.check()?;
+            if i >= bits {
+                return Err(super::SerializeError::invalid(
+                    "ChangeMask",
+                    "clear-bit index past the mask length",
+                ));
+            }
+            m.clear_bit(i);
+        }
+        Ok(m)
+    }
+}
+
+/// A growable bit array over internal indices.
+#[derive(Debug, Clone, Default)]
+pub struct BitArray {
+    words: Vec<u64>,
+}
+
+impl BitArray {
+    /// Whether bit `i` is set.
+    #[inline]
+    pub fn get(&self, i: u32) -> bool {
+        self.words
+            .get((i / 64) as usize)
+            .is_some_and(|w| w >> (i % 64) & 1 == 1)
+    }
+
+    /// Sets bit `i`, growing as needed.
+    #[inline]
+    pub fn set(&mut self, i: u32) {
+        let w = (i / 64) as usize;
+        if w >= self.words.len() {
+            self.words.resize(w + 1, 0);
+        }
+        self.words[w] |= 1 << (i % 64);
+    }
+
+    /// Clears bit `i`.
+    #[inline]
+    pub fn clear(&mut self, i: u32) {
+        if let Some(w) = self.words.get_mut((i / 64) as usize) {
+            *w &= !(1 << (i % 64));
+        }
+    }
+
+    /// Sets or clears bit `i`.
+    pub fn assign(&mut self, i: u32, on: bool) {
+        if on { self.set(i) } else { self.clear(i) }
+    }
+
+    /// Number of set bits.
+    pub fn count(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Clears every bit.
+    pub fn clear_all(&mut self) {
+        self.words.fill(0);
+    }
+
+    /// Indices of set bits, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.iter_and_not(None)
+    }
+
+    /// Indices set in `self` and not in `other` (or all of `self` when `None`).
+    pub fn iter_and_not<'a>(
+        &'a self,
+        other: Option<&'a BitArray>,
+    ) -> impl Iterator<Item = u32> + 'a {
+        self.words.iter().enumerate().flat_map(move |(i, &w)| {
+            let not = other.and_then(|o| o.words.get(i)).copied().unwrap_or(0);
+            let mut w = w & !not;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let b = w.trailing_zeros();
+                w &= w - 1;
+                Some(i as u32 * 64 + b)
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bit_array_and_not() {
+        let mut a = BitArray::default();
+        let mut b = BitArray::default();
+        for i in [1, 64, 65, 200] {
+            a.set(i);
+        }
+        b.set(65);
+        assert_eq!(
+            a.iter_and_not(Some(&b)).collect::<Vec<_>>(),
+            vec![1, 64, 200]
+        );
+        assert_eq!(a.count(), 4);
+        a.clear(1);
+        assert!(!a.get(1) && a.get(64));
+    }
+}
