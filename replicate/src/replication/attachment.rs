@@ -151,56 +151,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
 
-/// Settings of attachments and huge objects; both ends must use the same values.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AttachmentConfig {
-    /// How huge objects are split: at most `max_part_bits` (default 1024) per part and
-    /// `max_part_count` (default 8192) parts per blob.
-    pub split: SplitConfig,
-    /// Huge objects in transit at once per connection (default 16, at least 1).
-    pub max_huge_in_transit: usize,
-    /// Most bits a client reserves for partly assembled huge objects (default 16 MiB).
-    pub max_huge_receive_bits: u64,
-    /// Share of each packet the replication writer leaves to huge-object parts while
-    /// some wait to be sent (default 0.25, at most 0.9), so a busy world cannot starve
-    /// them (0 turns the reservation off: parts then get what the writer leaves).
-    pub huge_packet_share: f32,
-    /// Largest message in bits (default 8 KiB). A reliable message larger than
-    /// `split.max_part_bits` travels in parts (see the module docs); an unreliable one
-    /// may not exceed a part.
-    pub max_message_bits: u32,
-    /// Most messages queued per channel on the sender (default 4096).
-    pub max_queued_messages: usize,
-    /// Most received messages waiting for game code (default 4096); beyond it new
-    /// ones are dropped with a warning.
-    pub max_received_messages: usize,
-    /// Warn when an object message is dropped because the object is not in scope
-    /// (default off, as in Iris).
-    pub warn_dropped_messages: bool,
-    /// Reliable messages run *before* the state of the packet that delivers them is
-    /// applied to the game objects (default on, Iris's
-    /// `ExecuteReliableRPCsBeforeApplyState`), except object messages whose object is
-    /// not spawned yet, which run right after it is. Off, every message runs after
-    /// the packet's state. Unreliable messages always run after it. Only the side
-    /// that receives state (the client) reads this setting.
-    pub reliable_before_state: bool,
-}
-
-impl Default for AttachmentConfig {
-    fn default() -> Self {
-        Self {
-            split: SplitConfig::default(),
-            max_huge_in_transit: 16,
-            max_huge_receive_bits: 16 * 1024 * 1024 * 8,
-            huge_packet_share: 0.25,
-            max_message_bits: 8192 * 8,
-            max_queued_messages: 4096,
-            max_received_messages: 4096,
-            warn_dropped_messages: false,
-            reliable_before_state: true,
-        }
-    }
-}
+pub use super::writer::huge::AttachmentConfig;
 
 impl AttachmentConfig {
     fn channel(&self, mode: DeliveryMode) -> ChannelConfig {

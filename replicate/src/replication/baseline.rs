@@ -52,7 +52,7 @@ use crate::object::{InternalIndex, ObjectTable};
 use crate::protocol::{ErasedState, ProtocolIndex};
 use crate::serialize::SerializeError;
 use crate::state::ChangeMask;
-use crate::{NetRefHandle, connection::DeliveryStatus};
+use crate::{connection::DeliveryStatus, handle::NetRefHandle};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

@@ -731,7 +731,7 @@ fn framing(reason: impl std::fmt::Display) -> StreamError {
 
 impl ReplicationReader {
     /// The stream's name (same as the writer's).
-    pub const NAME: &'static str = super::writer::ReplicationWriter::NAME;
+    pub const NAME: &'static str = super::wire::REPLICATION_STREAM_NAME;
 
     /// Reads one packet's replication section into `world` and applies it to the game
     /// objects ([`read_section`](Self::read_section) then

@@ -7,6 +7,9 @@ use crate::protocol::ProtocolIndex;
 use crate::serialize::SerializeError;
 use thiserror::Error;
 
+/// The name of the replication data stream (the writer's and the reader's).
+pub const REPLICATION_STREAM_NAME: &str = "replication";
+
 /// Bits of the long form of a batch's size prefix: a batch holds at most `2^16 - 2`
 /// bits; a creation larger than that (or than an empty packet) is a huge object, whose
 /// batch (inside its blob) has the escape `2^16 - 1` and a 32-bit size.

@@ -193,7 +193,7 @@ pub struct ReplicationWriter {
 
 impl ReplicationWriter {
     /// The stream's name.
-    pub const NAME: &'static str = "replication";
+    pub const NAME: &'static str = super::wire::REPLICATION_STREAM_NAME;
 
     /// A writer for connection `connection` (conditions such as `OwnerOnly` compare it
     /// with objects' owning connection).
