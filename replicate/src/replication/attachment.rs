@@ -136,7 +136,7 @@ use super::{
 use crate::bits::{BitReader, BitWriter};
 use crate::blob::{
     BlobAssembler, BlobError, ChannelConfig, ChannelError, ChannelReceiver, ChannelRecord,
-    ChannelSender, DeliveryMode, NetBlob, PartAccepted, PartialBlob, SplitConfig, split_blob,
+    ChannelSender, DeliveryMode, NetBlob, PartAccepted, PartialBlob, split_blob,
 };
 use crate::connection::DeliveryStatus;
 use crate::handle::NetRefHandle;
