@@ -28,59 +28,51 @@ usage: arena [--clients N] [--seconds S] [--loss P] [--latency-ms MS] [--jitter-
   --quick           a short run for CI smoke tests
   --plain           periodic lines instead of the live view";
 
-fn parse_args() -> Result<SessionConfig, String> {
+/// What the command line asked for: the session, and whether to print plain lines.
+struct Args {
+    config: SessionConfig,
+    plain: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
+    use lexopt::prelude::*;
+    fn number<T: std::str::FromStr>(parser: &mut lexopt::Parser, name: &str) -> Result<T, String>
+    where
+        T::Err: std::fmt::Display,
+    {
+        let raw = parser.value().map_err(|e| e.to_string())?;
+        let text = raw.string().map_err(|e| e.to_string())?;
+        text.parse().map_err(|e| format!("--{name} {text}: {e}"))
+    }
     let mut config = SessionConfig::s1(8);
     let mut seconds: Option<f64> = None;
     let mut quick = false;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
-        match arg.as_str() {
-            "--clients" => {
-                config.clients = value("--clients")?
-                    .parse()
-                    .map_err(|e| format!("--clients: {e}"))?
-            }
-            "--seconds" => {
-                seconds = Some(
-                    value("--seconds")?
-                        .parse()
-                        .map_err(|e| format!("--seconds: {e}"))?,
-                )
-            }
-            "--loss" => {
-                let loss: f32 = value("--loss")?
-                    .parse()
-                    .map_err(|e| format!("--loss: {e}"))?;
+    let mut plain = false;
+    let mut parser = lexopt::Parser::from_env();
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        match arg {
+            Long("clients") => config.clients = number(&mut parser, "clients")?,
+            Long("seconds") => seconds = Some(number(&mut parser, "seconds")?),
+            Long("loss") => {
+                let loss: f32 = number(&mut parser, "loss")?;
                 if !(0.0..1.0).contains(&loss) {
                     return Err("--loss must be in 0..1".into());
                 }
                 config.conditioner.loss = loss;
             }
-            "--latency-ms" => {
-                config.conditioner.latency = Duration::from_millis(
-                    value("--latency-ms")?
-                        .parse()
-                        .map_err(|e| format!("--latency-ms: {e}"))?,
-                )
+            Long("latency-ms") => {
+                config.conditioner.latency =
+                    Duration::from_millis(number(&mut parser, "latency-ms")?)
             }
-            "--jitter-ms" => {
-                config.conditioner.jitter = Duration::from_millis(
-                    value("--jitter-ms")?
-                        .parse()
-                        .map_err(|e| format!("--jitter-ms: {e}"))?,
-                )
+            Long("jitter-ms") => {
+                config.conditioner.jitter = Duration::from_millis(number(&mut parser, "jitter-ms")?)
             }
-            "--seed" => {
-                config.seed = value("--seed")?
-                    .parse()
-                    .map_err(|e| format!("--seed: {e}"))?
-            }
-            "--quick" => quick = true,
-            "--no-delta" => config.delta = false,
-            "--plain" => {}
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument `{other}`")),
+            Long("seed") => config.seed = number(&mut parser, "seed")?,
+            Long("quick") => quick = true,
+            Long("no-delta") => config.delta = false,
+            Long("plain") => plain = true,
+            Short('h') | Long("help") => return Err(String::new()),
+            other => return Err(other.unexpected().to_string()),
         }
     }
     if !(1..=32).contains(&config.clients) {
@@ -94,7 +86,7 @@ fn parse_args() -> Result<SessionConfig, String> {
     if quick {
         config.settle_timeout = Duration::from_secs(20);
     }
-    Ok(config)
+    Ok(Args { config, plain })
 }
 
 fn human_bytes(b: f64) -> String {
@@ -159,8 +151,8 @@ fn view(session: &Session) -> Vec<String> {
 }
 
 fn main() -> ExitCode {
-    let config = match parse_args() {
-        Ok(c) => c,
+    let Args { config, plain } = match parse_args() {
+        Ok(a) => a,
         Err(e) => {
             if !e.is_empty() {
                 eprintln!("error: {e}\n");
@@ -169,7 +161,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let plain = std::env::args().any(|a| a == "--plain") || !std::io::stdout().is_terminal();
+    let plain = plain || !std::io::stdout().is_terminal();
     println!(
         "arena: {} clients, {:?} of simulation at {} Hz, loss {:.1}%, latency {:?} (+ up to {:?} jitter), delta {}, netcode.io over UDP on 127.0.0.1",
         config.clients,

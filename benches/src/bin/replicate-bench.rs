@@ -1,11 +1,11 @@
 //! The scenario harness of `BENCHMARKS.md`:
 //!
 //! ```text
-//! cargo run --release -p replicate-bench -- s1|s2|s3|all [--quick]
+//! cargo run --release -p replicate-bench -- s1|s2|s3|all [--quick] [--out DIR]
 //! ```
 //!
 //! Prints each scenario's markdown tables and writes JSON, markdown and SVG under
-//! `target/bench-report/`. Exits non-zero when a sanity check fails (no traffic, a
+//! `target/bench-report/` of the invoking workspace (or `--out DIR`). Exits non-zero when a sanity check fails (no traffic, a
 //! client that did not converge, replicate not smaller than the postcard baseline);
 //! timings are reported, never asserted.
 
@@ -14,23 +14,58 @@ use replicate_bench::scenarios::{Outcome, SanityError, s1, s2, s3};
 use std::process::ExitCode;
 use std::time::Instant;
 
-fn usage() -> ExitCode {
-    eprintln!("usage: replicate-bench s1|s2|s3|all [--quick]");
-    ExitCode::from(2)
+const USAGE: &str = "usage: replicate-bench [s1|s2|s3|all] [--quick] [--out DIR]
+
+  s1, s2, s3, all   the scenarios to run (default all)
+  --quick           short runs: a smoke test of the harness, not a measurement
+  --out DIR         where the reports go (default target/bench-report/ of this workspace)";
+
+/// What the command line asked for.
+struct Args {
+    scenarios: Vec<&'static str>,
+    quick: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
+    use lexopt::prelude::*;
+    let mut scenarios = Vec::new();
+    let mut quick = false;
+    let mut parser = lexopt::Parser::from_env();
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        match arg {
+            Long("quick") => quick = true,
+            Long("out") => {
+                let dir = parser.value().map_err(|e| e.to_string())?;
+                replicate_bench::report::set_report_dir(dir.into());
+            }
+            Short('h') | Long("help") => return Err(String::new()),
+            Value(v) => match v.to_str() {
+                Some("all") => scenarios.extend(["s1", "s2", "s3"]),
+                Some("s1") => scenarios.push("s1"),
+                Some("s2") => scenarios.push("s2"),
+                Some("s3") => scenarios.push("s3"),
+                _ => return Err(format!("unknown scenario {v:?} (s1, s2, s3 or all)")),
+            },
+            other => return Err(other.unexpected().to_string()),
+        }
+    }
+    if scenarios.is_empty() {
+        scenarios.extend(["s1", "s2", "s3"]);
+    }
+    scenarios.dedup();
+    Ok(Args { scenarios, quick })
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let quick = args.iter().any(|a| a == "--quick");
-    let which: Vec<&str> = args
-        .iter()
-        .map(String::as_str)
-        .filter(|a| !a.starts_with("--"))
-        .collect();
-    let scenarios: Vec<&str> = match which.as_slice() {
-        ["all"] | [] => vec!["s1", "s2", "s3"],
-        [one @ ("s1" | "s2" | "s3")] => vec![*one],
-        _ => return usage(),
+    let Args { scenarios, quick } = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("error: {e}\n");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
     };
     let mut all = Vec::new();
     let mut markdown = String::new();

@@ -81,82 +81,56 @@ impl Json {
         v.map_or(Json::Null, Json::Num)
     }
 
-    /// The value as pretty-printed JSON text.
+    /// The value as pretty-printed JSON text (non-finite numbers become `null`).
     pub fn render(&self) -> String {
-        let mut s = String::new();
-        self.write(&mut s, 0);
-        s.push('\n');
-        s
+        let mut text = serde_json::to_string_pretty(&self.to_value())
+            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+        text.push('\n');
+        text
     }
 
-    fn write(&self, s: &mut String, indent: usize) {
-        let pad = |s: &mut String, n: usize| s.extend(std::iter::repeat_n(' ', n));
+    fn to_value(&self) -> serde_json::Value {
+        use serde_json::Value;
         match self {
-            Json::Null => s.push_str("null"),
-            Json::Bool(b) => {
-                let _ = write!(s, "{b}");
-            }
-            Json::Num(n) if n.is_finite() => {
-                let _ = write!(s, "{n}");
-            }
-            Json::Num(_) => s.push_str("null"),
-            Json::Str(t) => write_json_string(s, t),
-            Json::Arr(items) => {
-                if items.is_empty() {
-                    s.push_str("[]");
-                    return;
-                }
-                s.push_str("[\n");
-                for (i, v) in items.iter().enumerate() {
-                    pad(s, indent + 2);
-                    v.write(s, indent + 2);
-                    s.push_str(if i + 1 < items.len() { ",\n" } else { "\n" });
-                }
-                pad(s, indent);
-                s.push(']');
-            }
-            Json::Obj(pairs) => {
-                if pairs.is_empty() {
-                    s.push_str("{}");
-                    return;
-                }
-                s.push_str("{\n");
-                for (i, (k, v)) in pairs.iter().enumerate() {
-                    pad(s, indent + 2);
-                    write_json_string(s, k);
-                    s.push_str(": ");
-                    v.write(s, indent + 2);
-                    s.push_str(if i + 1 < pairs.len() { ",\n" } else { "\n" });
-                }
-                pad(s, indent);
-                s.push('}');
-            }
+            Json::Null => Value::Null,
+            Json::Bool(b) => Value::Bool(*b),
+            Json::Num(n) => serde_json::Number::from_f64(*n).map_or(Value::Null, Value::Number),
+            Json::Str(t) => Value::String(t.clone()),
+            Json::Arr(items) => Value::Array(items.iter().map(Json::to_value).collect()),
+            Json::Obj(pairs) => Value::Object(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.to_value()))
+                    .collect(),
+            ),
         }
     }
 }
 
-fn write_json_string(s: &mut String, t: &str) {
-    s.push('"');
-    for c in t.chars() {
-        match c {
-            '"' => s.push_str("\\\""),
-            '\\' => s.push_str("\\\\"),
-            '\n' => s.push_str("\\n"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(s, "\\u{:04x}", c as u32);
-            }
-            c => s.push(c),
-        }
-    }
-    s.push('"');
+static REPORT_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Sets the report directory (the harness's `--out`); the first call wins.
+pub fn set_report_dir(dir: PathBuf) {
+    let _ = REPORT_DIR.set(dir);
 }
 
-/// The report directory: `target/bench-report/` of the workspace (or under
-/// `CARGO_TARGET_DIR` when set).
+/// The report directory: the one set with [`set_report_dir`], else
+/// `bench-report/` in `CARGO_TARGET_DIR` when set, else in the `target/` folder of the
+/// workspace the harness is run from (the nearest folder up from the current one with
+/// a `Cargo.lock`), else `./target/bench-report`.
 pub fn report_dir() -> PathBuf {
+    if let Some(dir) = REPORT_DIR.get() {
+        return dir.clone();
+    }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        .or_else(|| {
+            let cwd = std::env::current_dir().ok()?;
+            cwd.ancestors()
+                .find(|d| d.join("Cargo.lock").is_file())
+                .map(|d| d.join("target"))
+        })
+        .unwrap_or_else(|| PathBuf::from("target"));
     target.join("bench-report")
 }
 
