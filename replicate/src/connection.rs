@@ -367,7 +367,7 @@ enum Arrival {
 }
 
 /// One peer's end of a connection: stamps outgoing packets, reads incoming headers,
-/// reports what became of every sent packet. See the [module docs](self) for the wire
+/// reports what became of every sent packet. See the module docs for the wire
 /// format and the rules.
 ///
 /// Typical use per tick:

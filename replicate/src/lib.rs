@@ -165,23 +165,37 @@
 //!
 //! Any other field type needs `serializer = ...`, a `NetDefault` impl, or `skip`.
 //!
+//! ## Public API
+//!
+//! Everything a game uses is at the crate root or in four modules:
+//!
+//! | where | what |
+//! |---|---|
+//! | root: [`Server`], [`Client`], [`ServerConfig`], [`ClientConfig`], [`ServerEvent`], [`ClientEvent`], [`ClientState`], [`DisconnectReason`], [`FacadeError`], [`NetStats`], [`ConnectionStats`] | the game-loop API: bind or connect, tick, events, statistics |
+//! | root: [`Replicated`] (derive and trait), [`NetEnum`], [`ReplicatedState`], [`StateDescriptor`], [`MemberDescriptor`], [`ChangeMask`], [`Condition`], [`ReplicationFragment`] | replicated types: what the derive generates and the traits behind it |
+//! | root: [`ProtocolRegistry`], [`Registration`], [`ProtocolError`] | type registration, wire ids, the registry hash |
+//! | root: [`NetRefHandle`], [`ObjectTable`], [`ObjectError`], [`ClientObject`], [`ClientWorld`] | objects on the server (subobjects, dependents, tags, priorities) and on the client |
+//! | root: [`ReplicationConfig`], [`DeltaSettings`], [`AttachmentConfig`], [`SplitConfig`] | settings of the replication core, delta compression, messages and huge objects |
+//! | root: [`DeliveryMode`], [`MessageInfo`], [`ReceivedMessage`], [`MessageError`], [`MessageStats`] | messages and RPCs |
+//! | [`serialize`] | the [`NetSerializer`](serialize::NetSerializer) trait, the built-in serializers and their configs |
+//! | [`bits`] | the bit stream, for custom serializers |
+//! | [`interest`] | scope filters, prioritizers, bandwidth budgets |
+//! | [`transport`] | UDP with netcode.io (feature `udp`), in-memory, the link conditioner, and the traits to plug in another transport |
+//!
+//! Features: `udp` (the netcode.io transport and `Server::bind` / `Client::connect`)
+//! and `serde` (the [`SerdeSerializer`](serialize::SerdeSerializer) fallback), both
+//! on by default.
+//!
 //! ## Layers
 //!
-//! | module | owns |
-//! |---|---|
-//! | [`bits`] | the `u64`-word bit writer and bounds-checked reader |
-//! | [`serialize`] | the [`NetSerializer`](serialize::NetSerializer) trait and the built-in serializers |
-//! | [`state`] | change masks, conditions, descriptors, the [`Replicated`] traits |
-//! | [`protocol`] | type registration, wire ids, the registry hash |
-//! | [`handle`] | [`NetRefHandle`], the network identity of an object |
-//! | [`fragment`] | [`ReplicationFragment`], the bridge between a game object and the system |
-//! | [`nested`] | replicated structs as members of other replicated structs |
-//! | [`object`] | the handle manager and the server's object table (poll and push modes) |
-//! | [`replication`] | the per-connection writer and reader, scheduling, the server and client drivers |
-//! | [`stream`] | data streams multiplexed into packets, net token exports |
-//! | [`connection`] | the sans-IO packet header, acks, RTT and loss |
-//! | [`transport`] | UDP with netcode.io, in-memory, link conditioner |
-//! | [`facade`] | [`Server`] and [`Client`]: the game-loop API, handshake, events, stats |
+//! Inside, the runtime is built in layers, each importing only from those below it (a
+//! test, `tests/layers.rs`, keeps it so): `bits` → `handle` → `serialize` (with the
+//! change mask) → `state` → `protocol` → `fragment`, `nested` → `object` →
+//! `connection` → `link` → `stream` → `blob` → `interest` → `replication` (batch
+//! framing, records, baselines, scheduling, reader, writer, attachments, the server
+//! and client drivers) → `stats` → `transport` → `facade`. The internal layers are
+//! reachable through `replicate::internals` for the project's own tests and tools; it
+//! is not part of the public API.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

@@ -283,7 +283,7 @@ impl Ord for InFlight {
 
 /// A one-way simulated link: packets go in with [`send`](Self::send) and come out of
 /// [`receive`](Self::receive) once their simulated delay has passed. See the
-/// [module docs](self) for the model.
+/// module docs for the model.
 ///
 /// ```
 /// use std::time::Duration;

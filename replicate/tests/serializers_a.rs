@@ -7,6 +7,10 @@ use proptest::test_runner::TestCaseError;
 use replicate::bits::{BitReader, BitWriter};
 use replicate::serialize::*;
 
+#[path = "support/health.rs"]
+mod health;
+use health::HealthSerializer;
+
 replicate::net_enum! {
     #[derive(Debug, Clone, Copy, PartialEq, Default)]
     enum Single { #[default] Only }

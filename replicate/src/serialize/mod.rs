@@ -27,7 +27,6 @@ pub mod enums;
 #[cfg(feature = "serde")]
 pub mod fallback;
 pub mod float;
-pub mod health;
 pub mod ints;
 pub mod mask;
 pub mod misc;
@@ -50,7 +49,6 @@ pub use float::{
     CANONICAL_NAN_F32, CANONICAL_NAN_F64, F32Serializer, F64Serializer, FloatRangeConfig,
     RangedF32Serializer, RangedF64Serializer, UnitF32Serializer,
 };
-pub use health::HealthSerializer;
 pub use ints::{
     BoolSerializer, I8Serializer, I16Serializer, I32Serializer, I64Serializer, IntConfig,
     U8Serializer, U16Serializer, U32Serializer, U64Serializer,

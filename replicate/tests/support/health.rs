@@ -1,5 +1,5 @@
-//! A worked custom serializer: the seed's second Health example (0..=100 at 1%
-//! precision), with the seed's missing range check added.
+//! A worked custom serializer: the second Health example of Iris's serializer
+//! documentation (0..=100 at 1% precision), with its missing range check added.
 //!
 //! This module owns [`HealthSerializer`] only. Read it as a template for writing your
 //! own serializer: a quantized type that is cheap to compare, a full encoding with a
@@ -18,18 +18,18 @@
 //! | change of -8..=7 | — | `[1][0][delta + 8 in 4 bits]`, 6 bits |
 //! | larger change | — | `[1][1][value in 7 bits]`, 9 bits |
 //!
-//! (The seed's table says "2 bits" for a change to zero; by its own code that case costs
+//! (Iris's table says "2 bits" for a change to zero; by its own code that case costs
 //! 6 or 9 bits like any other change, and that is what this implementation does.)
 //!
-//! # The seed's bug, fixed
+//! # The range bug, fixed
 //!
-//! The seed's `Deserialize` accepts any 7-bit value, so a malicious or corrupt packet can
+//! Iris's example `Deserialize` accepts any 7-bit value, so a malicious or corrupt packet can
 //! set health to 127. Here `deserialize` and `deserialize_delta` return
 //! [`SerializeError::InvalidValue`] for a value above 100 (including a small delta that
 //! would leave `0..=100`).
 
-use super::{NetSerializer, NoConfig, Result, SerializeError};
-use crate::bits::{BitReader, BitWriter};
+use replicate::bits::{BitReader, BitWriter};
+use replicate::serialize::{NetSerializer, NoConfig, Result, SerializeError};
 
 /// Health `0..=100` in whole points, as a custom-serializer example; see the
 /// [module docs](self) for the encoding. Use it with
