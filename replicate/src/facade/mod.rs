@@ -253,6 +253,9 @@ pub enum FacadeError {
     /// The configuration is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A connect token could not be issued.
+    #[error("connect token: {0}")]
+    Token(#[from] crate::transport::udp::TokenError),
 }
 
 /// A decoded control frame.

@@ -2,6 +2,12 @@
 //! joined to the server by a pair of seeded [`LinkSimulator`]s that add latency,
 //! jitter, loss, duplication and reordering. For tests, benchmarks and examples that
 //! want real packet flow without sockets.
+//!
+//! Payloads arrive unaltered (the [integrity contract](super#the-integrity-contract))
+//! unless the conditioner's [`corrupt`](LinkConditioner::corrupt) probability is set:
+//! then one random bit of a payload copy is flipped with that probability, drawn from
+//! the route's seeded generator, for robustness tests
+//! ([`MemoryNetwork::set_client_conditioner`] injects it on one client's route).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
