@@ -440,7 +440,7 @@ fn parked_references_of_destroyed_objects_are_forgotten() {
 }
 
 #[test]
-fn a_broken_object_is_reported_and_the_server_stops_sending_it() {
+fn a_broken_object_is_reported_destroyed_and_created_again() {
     let mut m = Manual::new();
     let h = m.server.objects_mut().spawn(Crate::default()).unwrap();
     let other = m.server.objects_mut().spawn(Crate::default()).unwrap();
@@ -458,7 +458,7 @@ fn a_broken_object_is_reported_and_the_server_stops_sending_it() {
     m.read_raw(w).unwrap();
     assert!(m.client.world().is_broken(h));
 
-    // The client's next packet reports it; the server takes it out of scope.
+    // The client's next packet reports it; the server destroys it on this client.
     let mut up = BitWriter::with_capacity_bytes(1200);
     m.client
         .write_packet(replicate::connection::PacketSequence(0), &mut up);
@@ -489,6 +489,22 @@ fn a_broken_object_is_reported_and_the_server_stops_sending_it() {
     );
     assert!(!m.client.contains(h) && !m.client.world().is_broken(h));
     assert_eq!(m.client.get::<Crate>(other).unwrap().amount, 6);
+    assert_eq!(m.server.take_recovered(m.conn), vec![h]);
+
+    // Once the destroy is acknowledged, the object is created again from its current
+    // state: the client is whole again.
+    for _ in 0..3 {
+        m.round_trip();
+    }
+    let ev = m.client.drain_events();
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, ReplicationEvent::Spawned { handle, .. } if *handle == h)),
+        "{ev:?}"
+    );
+    assert_eq!(m.client.get::<Crate>(h).unwrap().amount, 5);
+    assert!(!m.client.world().is_broken(h));
+    assert!(m.server.take_recovered(m.conn).is_empty());
 }
 
 #[test]

@@ -427,7 +427,16 @@ impl<T: ClientTransport> Client<T> {
             return;
         }
         let mut r = BitReader::new(payload);
-        match self.connection.read_header(self.now, &mut r) {
+        let header = self.connection.read_header(self.now, &mut r);
+        if self.liveness.header_is_fatal(&header) {
+            if let Err(e) = header {
+                tracing::warn!("client: unreadable packet header, closing: {e}");
+            }
+            self.stats.on_reject();
+            self.close(DisconnectReason::ReadError);
+            return;
+        }
+        match header {
             Ok(seq) => {
                 if let Err(e) = self.replication.read_packet(self.now, seq, &mut r) {
                     // The packet is already acknowledged (see the module docs): close.

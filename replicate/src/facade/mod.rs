@@ -50,6 +50,11 @@
 //!   already counts it delivered. Rather than stay connected with state that silently
 //!   differs from the peer's, the side that fails to read closes the connection with
 //!   [`DisconnectReason::ReadError`] and tells the peer, which reports the same reason.
+//!   A replication packet whose connection header is malformed (wrong tag, truncated,
+//!   an implausible sequence or ack), or a long run of stale packets (the receive
+//!   window was moved by a sequence number the peer never sent), counts as a read
+//!   error too: over a transport that keeps the
+//!   [integrity contract](crate::transport#the-integrity-contract) neither happens.
 //!   An error confined to one object's batch (its size prefix still delimits it)
 //!   does not close anything: the client marks the object broken and reports it, the
 //!   server destroys it on that client and creates it again
@@ -382,7 +387,15 @@ struct Liveness {
     last_eliciting: Duration,
     /// `packets_delivered` of the connection at `last_progress`.
     delivered: u64,
+    /// Packets rejected as stale since the last accepted one.
+    stale_run: u32,
 }
+
+/// This many packets in a row rejected as stale (older than the ack window) mean the
+/// receive window was moved by a packet that was not the peer's (a corrupted or forged
+/// sequence number): a read error. Reordering alone never delays 64 packets in a row
+/// behind a newer one.
+const MAX_STALE_RUN: u32 = 64;
 
 impl Liveness {
     fn new(now: Duration) -> Self {
@@ -390,6 +403,32 @@ impl Liveness {
             last_progress: now,
             last_eliciting: now,
             delivered: 0,
+            stale_run: 0,
+        }
+    }
+
+    /// Judges the outcome of [`Connection::read_header`](crate::connection::Connection::read_header)
+    /// for a replication packet: true when the connection must be closed with
+    /// [`DisconnectReason::ReadError`]. A malformed header (wrong tag, truncated, an
+    /// implausible sequence or ack) never comes from a peer over a transport that keeps
+    /// the integrity contract; duplicates are ordinary; stale packets are, unless they
+    /// keep coming ([`MAX_STALE_RUN`]).
+    fn header_is_fatal(
+        &mut self,
+        result: &Result<crate::connection::PacketSequence, crate::connection::ConnectionError>,
+    ) -> bool {
+        use crate::connection::ConnectionError as E;
+        match result {
+            Ok(_) => {
+                self.stale_run = 0;
+                false
+            }
+            Err(E::Duplicate { .. }) => false,
+            Err(E::Stale { .. }) => {
+                self.stale_run += 1;
+                self.stale_run >= MAX_STALE_RUN
+            }
+            Err(_) => true,
         }
     }
 

@@ -332,10 +332,13 @@ impl<T: ServerTransport> Server<T> {
             }
             return;
         }
-        let (conn, connection) = match &mut peer.phase {
+        let (conn, connection, liveness) = match &mut peer.phase {
             Phase::Active {
-                conn, connection, ..
-            } => (*conn, connection),
+                conn,
+                connection,
+                liveness,
+                ..
+            } => (*conn, connection, liveness),
             Phase::Lingering { frame, .. } => {
                 // The client has not heard why yet: tell it again.
                 let frame = frame.clone();
@@ -349,7 +352,16 @@ impl<T: ServerTransport> Server<T> {
             }
         };
         let mut r = BitReader::new(payload);
-        match connection.read_header(now, &mut r) {
+        let header = connection.read_header(now, &mut r);
+        if liveness.header_is_fatal(&header) {
+            if let Err(e) = header {
+                tracing::warn!("client {client}: unreadable packet header, closing: {e}");
+            }
+            peer.stats.on_reject();
+            self.close_peer(client, DisconnectReason::ReadError);
+            return;
+        }
+        match header {
             Ok(_) => {
                 if let Err(e) = self.replication.read_packet(conn, &mut r) {
                     // The packet is already acknowledged (see the module docs): close.
