@@ -106,7 +106,7 @@ mod server;
 mod stats;
 
 pub use client::{Client, ClientConfig, ClientEvent, ClientState};
-pub use server::{Server, ServerConfig, ServerEvent};
+pub use server::{HeldBytes, Server, ServerConfig, ServerEvent};
 pub use stats::NetStats;
 
 use crate::transport::{TransportDisconnect, TransportError};

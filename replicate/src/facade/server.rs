@@ -119,6 +119,16 @@ pub enum ServerEvent {
     },
 }
 
+/// Bytes a [`Server`] holds on behalf of its clients ([`Server::held_bytes`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HeldBytes {
+    /// Replication state and messages kept until the client acknowledges them.
+    pub pending: usize,
+    /// Received messages waiting for game code, out-of-order reliable messages and
+    /// partly reassembled ones.
+    pub receive: usize,
+}
+
 enum Phase {
     AwaitingHello {
         since: Duration,
@@ -792,6 +802,26 @@ impl<T: ServerTransport> Server<T> {
     /// Number of connected clients.
     pub fn client_count(&self) -> usize {
         self.clients().count()
+    }
+
+    /// Bytes held for one connected client, or, with `None`, the totals over every
+    /// connected client: state kept because the client has not acknowledged it
+    /// ([`ReplicationServer::pending_bytes`], capped per client by
+    /// [`ServerConfig::max_pending_bytes`]) and its receive buffers
+    /// ([`ReplicationServer::buffered_receive_bytes`], capped by the
+    /// [`AttachmentConfig`](crate::attachment::AttachmentConfig) byte limits).
+    pub fn held_bytes(&self, client: Option<ClientId>) -> HeldBytes {
+        let mut total = HeldBytes::default();
+        for (&id, peer) in &self.peers {
+            if client.is_some_and(|c| c != id) {
+                continue;
+            }
+            if let Phase::Active { conn, .. } = peer.phase {
+                total.pending += self.replication.pending_bytes(conn);
+                total.receive += self.replication.buffered_receive_bytes(conn);
+            }
+        }
+        total
     }
 
     /// Statistics of a client's connection.
