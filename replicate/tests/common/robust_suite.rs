@@ -51,9 +51,19 @@ pub type MemServer = Server<MemoryServerTransport>;
 /// drops every replication packet it is asked to send (control frames still go): a
 /// client whose replication stopped while its transport stays connected, as netcode.io
 /// keep-alives keep a UDP connection open.
+///
+/// It also records every event it hands the client and every payload it sends
+/// (`events`, `sent`), and hands
+/// the client the payloads pushed into `inject` as if they came from the server.
 pub struct Mutable {
     pub inner: MemoryClientTransport,
     pub mute: Arc<AtomicBool>,
+    pub events: Vec<ClientTransportEvent>,
+    pub sent: Vec<Vec<u8>>,
+    pub inject: std::collections::VecDeque<Vec<u8>>,
+    /// Whether `received` and `sent` record (off by default: the memory tests count
+    /// the whole heap).
+    pub record: bool,
 }
 
 impl ClientTransport for Mutable {
@@ -61,12 +71,26 @@ impl ClientTransport for Mutable {
         self.inner.update(now)
     }
     fn poll_event(&mut self) -> Option<ClientTransportEvent> {
-        self.inner.poll_event()
+        if self.inner.is_connected()
+            && let Some(p) = self.inject.pop_front()
+        {
+            return Some(ClientTransportEvent::Payload(p));
+        }
+        let event = self.inner.poll_event();
+        if let Some(e) = &event
+            && self.record
+        {
+            self.events.push(e.clone());
+        }
+        event
     }
     fn send(&mut self, payload: &[u8]) -> Result<(), TransportError> {
         if self.mute.load(Ordering::Relaxed) && payload.first() != Some(&replicate::facade::CONTROL_TAG)
         {
             return Ok(());
+        }
+        if self.record {
+            self.sent.push(payload.to_vec());
         }
         self.inner.send(payload)
     }
@@ -96,6 +120,10 @@ pub fn client(network: &MemoryNetwork, config: ClientConfig) -> (MemClient, Arc<
     let transport = Mutable {
         inner: network.connect(&[]),
         mute: mute.clone(),
+        events: Vec::new(),
+        sent: Vec::new(),
+        inject: Default::default(),
+        record: false,
     };
     (Client::new(transport, registry(), config).expect("client"), mute)
 }
