@@ -310,7 +310,7 @@ fn mutate_payloads<E: Clone>(
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 64,
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
