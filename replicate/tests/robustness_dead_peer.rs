@@ -247,3 +247,55 @@ fn a_client_over_the_pending_state_cap_is_closed_before_the_ack_timeout() {
         .events()
         .all(|e| !matches!(e, ClientEvent::Connected)));
 }
+
+#[test]
+fn a_client_whose_server_stops_replicating_closes_itself() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut server, network) = server(LinkConditioner::lan(), 9, ServerConfig::default());
+    let mut world = World::new(&mut server);
+    world.churn = false;
+    let ack_timeout = Duration::from_millis(1500);
+    let (mut client, _) = client(&network, ClientConfig {
+        ack_timeout,
+        ..ClientConfig::default()
+    });
+    let mut now = Duration::ZERO;
+    while !converged(&server, &client) {
+        now += TICK;
+        server.tick(now).unwrap();
+        client.tick(now).unwrap();
+        assert!(now < Duration::from_secs(10));
+    }
+    // The server process hangs (no more ticks); the transport stays up.
+    let hung_at = now;
+    let mut closed_at = None;
+    for _ in 0..200 {
+        now += TICK;
+        client.tick(now).unwrap();
+        for e in client.events() {
+            if let ClientEvent::Disconnected { reason } = e {
+                assert_eq!(reason, DisconnectReason::AckTimedOut);
+                closed_at = Some(now);
+            }
+        }
+        if closed_at.is_some() {
+            break;
+        }
+    }
+    let took = closed_at.expect("the client closed") - hung_at;
+    assert!(took >= ack_timeout && took <= ack_timeout + Duration::from_millis(400), "{took:?}");
+    // An idle but live server keeps the client connected (keep-alives): no false alarm.
+    let (mut server, network) =
+        common::robust_suite::server(LinkConditioner::lan(), 10, ServerConfig::default());
+    let (mut client, _) = common::robust_suite::client(&network, ClientConfig {
+        ack_timeout,
+        ..ClientConfig::default()
+    });
+    for _ in 0..600 {
+        now += TICK;
+        server.tick(now).unwrap();
+        client.tick(now).unwrap();
+    }
+    assert!(client.is_connected());
+    assert_eq!(server.client_count(), 1);
+}

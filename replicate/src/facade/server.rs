@@ -353,7 +353,9 @@ impl<T: ServerTransport> Server<T> {
                 // The client has not heard why yet: tell it again.
                 let frame = frame.clone();
                 peer.stats.on_reject();
-                Self::send_raw(&mut self.transport, client, &mut peer.stats, &frame);
+                if !frame.is_empty() {
+                    Self::send_raw(&mut self.transport, client, &mut peer.stats, &frame);
+                }
                 return;
             }
             Phase::AwaitingHello { .. } => {
@@ -407,7 +409,9 @@ impl<T: ServerTransport> Server<T> {
             }
             Phase::Lingering { frame, .. } => {
                 let frame = frame.clone();
-                Self::send_raw(&mut self.transport, client, &mut peer.stats, &frame);
+                if !frame.is_empty() {
+                    Self::send_raw(&mut self.transport, client, &mut peer.stats, &frame);
+                }
                 return;
             }
             Phase::AwaitingHello { .. } => {}

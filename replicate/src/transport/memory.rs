@@ -478,6 +478,42 @@ mod tests {
     }
 
     #[test]
+    fn corruption_on_a_route_is_seeded_and_flips_one_bit() {
+        let run = |seed| {
+            let (mut server, mut client, id) = connected(LinkConditioner::perfect(), seed);
+            let network = server.network();
+            let corrupt = LinkConditioner {
+                corrupt: 0.5,
+                ..LinkConditioner::perfect()
+            };
+            assert!(network.set_client_conditioner(id, corrupt));
+            let sent = vec![0x5Au8; 64];
+            let mut received = Vec::new();
+            for t in 1..=40 {
+                server.send(id, &sent).unwrap();
+                client.update(ms(t)).unwrap();
+                while let Some(ClientTransportEvent::Payload(p)) = client.poll_event() {
+                    received.push(p);
+                }
+            }
+            let flipped: Vec<u32> = received
+                .iter()
+                .map(|p| p.iter().zip(&sent).map(|(a, b)| (a ^ b).count_ones()).sum())
+                .collect();
+            (received, flipped)
+        };
+        let (a, flipped) = run(5);
+        assert_eq!(a.len(), 40);
+        // Each copy is intact or has exactly one bit flipped, about half of them.
+        assert!(flipped.iter().all(|&f| f <= 1));
+        let corrupted = flipped.iter().filter(|&&f| f == 1).count();
+        assert!((10..=30).contains(&corrupted), "{corrupted}");
+        // The same seed flips the same bits.
+        assert_eq!(run(5).0, a);
+        assert_ne!(run(6).0, a);
+    }
+
+    #[test]
     fn memory_transport_carries_payloads_both_ways() {
         let c = LinkConditioner {
             latency: ms(20),
