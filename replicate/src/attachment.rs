@@ -688,7 +688,11 @@ impl MessageStream {
 
     /// Bytes of messages queued to the peer and not yet acknowledged.
     pub fn queued_send_bytes(&self) -> usize {
-        self.senders.iter().map(ChannelSender::queued_bits).sum::<usize>() / 8
+        self.senders
+            .iter()
+            .map(ChannelSender::queued_bits)
+            .sum::<usize>()
+            / 8
     }
 
     fn message_bytes(msg: &ReceivedMessage) -> usize {
@@ -879,7 +883,10 @@ impl MessageStream {
         {
             // No log line per message: a flooding peer would flood the log. The facade
             // summarises `rejected` at most once per interval.
-            tracing::trace!("{}: received-message queue full; a message is refused", self.side());
+            tracing::trace!(
+                "{}: received-message queue full; a message is refused",
+                self.side()
+            );
             self.stats.rejected += 1;
             self.stats.refused_over_cap += 1;
             self.stats.refused_bytes += msg.wire_bits.div_ceil(8) as u64;

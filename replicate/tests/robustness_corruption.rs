@@ -32,7 +32,14 @@ fn run(seed: u64, rate: f32, corrupt_ticks: u64) -> Outcome {
     };
     let (mut server, network) = server(corrupt, seed, ServerConfig::default());
     let mut movers: Vec<_> = (0..OBJECTS)
-        .map(|i| server.spawn(Mover { label: i as u32, ..Mover::default() }).unwrap())
+        .map(|i| {
+            server
+                .spawn(Mover {
+                    label: i as u32,
+                    ..Mover::default()
+                })
+                .unwrap()
+        })
         .collect();
     let mut clients: Vec<_> = (0..CLIENTS)
         .map(|_| client(&network, ClientConfig::default()).0)
@@ -51,11 +58,16 @@ fn run(seed: u64, rate: f32, corrupt_ticks: u64) -> Outcome {
         now += TICK;
         if animating {
             animate(server, movers, tick);
-            if tick.is_multiple_of(40) {
+            if tick % 40 == 0 {
                 // Some churn: creations and destroys cross the bad link too.
                 let i = (tick / 40) as usize % OBJECTS;
                 server.destroy(movers[i]).unwrap();
-                movers[i] = server.spawn(Mover { label: tick as u32, ..Mover::default() }).unwrap();
+                movers[i] = server
+                    .spawn(Mover {
+                        label: tick as u32,
+                        ..Mover::default()
+                    })
+                    .unwrap();
             }
         }
         server.tick(now).unwrap();
@@ -99,7 +111,9 @@ fn run(seed: u64, rate: f32, corrupt_ticks: u64) -> Outcome {
             assert_eq!(
                 c.disconnect_reason(),
                 Some(DisconnectReason::ReadError),
-                "seed {seed}, client {i}: closed for another reason (server: {:?}, stats {:?})", server_reasons.get(&ids[i]), c.stats()
+                "seed {seed}, client {i}: closed for another reason (server: {:?}, stats {:?})",
+                server_reasons.get(&ids[i]),
+                c.stats()
             );
             assert_eq!(
                 server_reasons.get(&ids[i]),

@@ -31,7 +31,10 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -60,9 +63,20 @@ struct World {
 impl World {
     fn new(server: &mut MemServer) -> Self {
         let movers = (0..OBJECTS)
-            .map(|i| server.spawn(Mover { label: i as u32, ..Mover::default() }).unwrap())
+            .map(|i| {
+                server
+                    .spawn(Mover {
+                        label: i as u32,
+                        ..Mover::default()
+                    })
+                    .unwrap()
+            })
             .collect();
-        Self { movers, tick: 0, churn: true }
+        Self {
+            movers,
+            tick: 0,
+            churn: true,
+        }
     }
 
     fn step(&mut self, server: &mut MemServer) {
@@ -70,7 +84,12 @@ impl World {
         for k in 0..if self.churn { CHURN } else { 0 } {
             let i = (self.tick as usize * CHURN + k) % OBJECTS;
             server.destroy(self.movers[i]).unwrap();
-            self.movers[i] = server.spawn(Mover { label: i as u32, ..Mover::default() }).unwrap();
+            self.movers[i] = server
+                .spawn(Mover {
+                    label: i as u32,
+                    ..Mover::default()
+                })
+                .unwrap();
         }
         if self.churn {
             animate(server, &self.movers, self.tick);
@@ -160,8 +179,12 @@ fn a_client_that_stops_acking_is_closed_and_its_memory_released() {
 
     // A first client that stalls grows the tables to their high-water mark (the object
     // table and per-object arrays keep the capacity the retained objects needed).
-    let (_, high_water, took, client_reason) = stall_cycle(&mut server, &network, &mut world, &mut now);
-    assert!(took >= ack_timeout && took <= ack_timeout + Duration::from_millis(300), "closed after {took:?}");
+    let (_, high_water, took, client_reason) =
+        stall_cycle(&mut server, &network, &mut world, &mut now);
+    assert!(
+        took >= ack_timeout && took <= ack_timeout + Duration::from_millis(300),
+        "closed after {took:?}"
+    );
     assert_eq!(client_reason, Some(DisconnectReason::AckTimedOut));
 
     for cycle in 2..=3 {
@@ -170,14 +193,20 @@ fn a_client_that_stops_acking_is_closed_and_its_memory_released() {
             stall_cycle(&mut server, &network, &mut world, &mut now);
         // Closed within the timeout (plus a tick and the last ack's round trip).
         assert!(took >= ack_timeout, "closed after {took:?}");
-        assert!(took <= ack_timeout + Duration::from_millis(300), "closed after {took:?}");
+        assert!(
+            took <= ack_timeout + Duration::from_millis(300),
+            "closed after {took:?}"
+        );
         // The client learnt the same reason from the server's close frame (or found it
         // out itself: its own packets went unacknowledged too).
         assert_eq!(client_reason, Some(DisconnectReason::AckTimedOut));
         // While stalled, the server kept state for it (objects destroyed meanwhile wait
         // for its destroy confirmation): the peak is well above the baseline...
         let grew = peak - before;
-        assert!(grew > 256 * 1024, "peak only {grew} bytes above the baseline");
+        assert!(
+            grew > 256 * 1024,
+            "peak only {grew} bytes above the baseline"
+        );
         // ...and all of it is released: back to the pre-connect level.
         let left = after - before;
         eprintln!(
@@ -204,10 +233,13 @@ fn a_client_over_the_pending_state_cap_is_closed_before_the_ack_timeout() {
     );
     let mut world = World::new(&mut server);
     world.churn = false;
-    let (mut client, mute) = client(&network, ClientConfig {
-        ack_timeout: Duration::from_secs(60),
-        ..ClientConfig::default()
-    });
+    let (mut client, mute) = client(
+        &network,
+        ClientConfig {
+            ack_timeout: Duration::from_secs(60),
+            ..ClientConfig::default()
+        },
+    );
     let mut now = Duration::ZERO;
     let mut stalled_at = None;
     let mut closed = None;
@@ -216,7 +248,11 @@ fn a_client_over_the_pending_state_cap_is_closed_before_the_ack_timeout() {
         now += TICK;
         world.step(&mut server);
         server.tick(now).unwrap();
-        if let Some(conn) = server.clients().next().and_then(|c| server.connection_id(c)) {
+        if let Some(conn) = server
+            .clients()
+            .next()
+            .and_then(|c| server.connection_id(c))
+        {
             max_pending = max_pending.max(server.replication().pending_bytes(conn));
         }
         for e in server.events() {
@@ -238,14 +274,19 @@ fn a_client_over_the_pending_state_cap_is_closed_before_the_ack_timeout() {
     let (reason, at) = closed.expect("the client was closed");
     assert_eq!(reason, DisconnectReason::PendingStateOverflow);
     assert!(at - stalled_at.unwrap() < Duration::from_secs(30));
-    assert!(max_pending <= cap + 64 * 1024, "pending reached {max_pending}");
+    assert!(
+        max_pending <= cap + 64 * 1024,
+        "pending reached {max_pending}"
+    );
     assert_eq!(
         client.disconnect_reason(),
         Some(DisconnectReason::PendingStateOverflow)
     );
-    assert!(client
-        .events()
-        .all(|e| !matches!(e, ClientEvent::Connected)));
+    assert!(
+        client
+            .events()
+            .all(|e| !matches!(e, ClientEvent::Connected))
+    );
 }
 
 #[test]
@@ -255,10 +296,13 @@ fn a_client_whose_server_stops_replicating_closes_itself() {
     let mut world = World::new(&mut server);
     world.churn = false;
     let ack_timeout = Duration::from_millis(1500);
-    let (mut client, _) = client(&network, ClientConfig {
-        ack_timeout,
-        ..ClientConfig::default()
-    });
+    let (mut client, _) = client(
+        &network,
+        ClientConfig {
+            ack_timeout,
+            ..ClientConfig::default()
+        },
+    );
     let mut now = Duration::ZERO;
     while !converged(&server, &client) {
         now += TICK;
@@ -283,14 +327,20 @@ fn a_client_whose_server_stops_replicating_closes_itself() {
         }
     }
     let took = closed_at.expect("the client closed") - hung_at;
-    assert!(took >= ack_timeout && took <= ack_timeout + Duration::from_millis(400), "{took:?}");
+    assert!(
+        took >= ack_timeout && took <= ack_timeout + Duration::from_millis(400),
+        "{took:?}"
+    );
     // An idle but live server keeps the client connected (keep-alives): no false alarm.
     let (mut server, network) =
         common::robust_suite::server(LinkConditioner::lan(), 10, ServerConfig::default());
-    let (mut client, _) = common::robust_suite::client(&network, ClientConfig {
-        ack_timeout,
-        ..ClientConfig::default()
-    });
+    let (mut client, _) = common::robust_suite::client(
+        &network,
+        ClientConfig {
+            ack_timeout,
+            ..ClientConfig::default()
+        },
+    );
     for _ in 0..600 {
         now += TICK;
         server.tick(now).unwrap();

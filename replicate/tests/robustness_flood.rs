@@ -44,11 +44,17 @@ fn flood(attachments: AttachmentConfig, ticks: u32) -> (usize, u64, u64, u64, u6
             if client.is_connected() {
                 // Keep the client's send queue full of 8 KiB messages.
                 while client
-                    .send_message(&Bulk { seq, data: vec![seq as u8; 8000] }, DeliveryMode::ReliableOrdered)
+                    .send_message(
+                        &Bulk {
+                            seq,
+                            data: vec![seq as u8; 8000],
+                        },
+                        DeliveryMode::ReliableOrdered,
+                    )
                     .is_ok()
                 {
                     seq += 1;
-                    if seq.is_multiple_of(64) {
+                    if seq % 64 == 0 {
                         break;
                     }
                 }
@@ -79,13 +85,22 @@ fn a_message_flood_is_held_within_the_byte_cap_and_logged_a_bounded_number_of_ti
     eprintln!(
         "default caps: held at most {held} B; refused {refused} messages ({refused_bytes} B); {lines} log lines ({warnings} warnings)"
     );
-    assert!(refused > 100, "the flood must exceed the cap (refused {refused})");
+    assert!(
+        refused > 100,
+        "the flood must exceed the cap (refused {refused})"
+    );
     assert!(refused_bytes > 2 * 1024 * 1024);
     let bound = defaults.max_received_bytes + 3 * defaults.max_out_of_order_bytes + 8192;
     assert!(held <= bound, "held {held} B, cap {bound} B");
-    assert!(held >= defaults.max_received_bytes - 16 * 1024, "the queue filled up to its cap ({held} B)");
+    assert!(
+        held >= defaults.max_received_bytes - 16 * 1024,
+        "the queue filled up to its cap ({held} B)"
+    );
     // One summary per 10 s interval, not a line per refused message.
-    assert!(lines <= 10, "{lines} log lines for {refused} refused messages");
+    assert!(
+        lines <= 10,
+        "{lines} log lines for {refused} refused messages"
+    );
     assert!(warnings >= 1, "the refusals are reported");
 
     // A configured cap holds as well.

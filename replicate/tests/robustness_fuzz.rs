@@ -77,10 +77,21 @@ thread_local! {
 }
 
 /// The same script drives the recording and every replay of the server.
-fn script(server: &mut Server<impl ServerTransport>, movers: &mut Vec<replicate::NetRefHandle>, tick: u64) {
+fn script(
+    server: &mut Server<impl ServerTransport>,
+    movers: &mut Vec<replicate::NetRefHandle>,
+    tick: u64,
+) {
     if tick == 0 {
         *movers = (0..8)
-            .map(|i| server.spawn(Mover { label: i, ..Mover::default() }).unwrap())
+            .map(|i| {
+                server
+                    .spawn(Mover {
+                        label: i,
+                        ..Mover::default()
+                    })
+                    .unwrap()
+            })
             .collect();
     }
     for (i, &h) in movers.iter().enumerate() {
@@ -99,7 +110,10 @@ fn script(server: &mut Server<impl ServerTransport>, movers: &mut Vec<replicate:
         if let Some(id) = first {
             let _ = server.send_message(
                 id,
-                &Bulk { seq: tick as u32, data: vec![7; 3000] },
+                &Bulk {
+                    seq: tick as u32,
+                    data: vec![7; 3000],
+                },
                 DeliveryMode::ReliableOrdered,
             );
         }
@@ -109,7 +123,10 @@ fn script(server: &mut Server<impl ServerTransport>, movers: &mut Vec<replicate:
 fn client_script(client: &mut Client<impl ClientTransport>, tick: u64) {
     if tick % 20 == 10 {
         let _ = client.send_message(
-            &Bulk { seq: tick as u32, data: vec![9; 40] },
+            &Bulk {
+                seq: tick as u32,
+                data: vec![9; 40],
+            },
             DeliveryMode::ReliableOrdered,
         );
     }
@@ -122,7 +139,10 @@ fn recorded() -> &'static (ServerLog, ClientLog) {
         let inner = MemoryServerTransport::new(LinkConditioner::perfect(), 1);
         let network = inner.network();
         let mut server = Server::new(
-            RecordingServer { inner, log: Vec::new() },
+            RecordingServer {
+                inner,
+                log: Vec::new(),
+            },
             registry(),
             ServerConfig::default(),
         )
@@ -394,9 +414,17 @@ proptest! {
 fn the_recording_replays_exactly() {
     // Unmutated, a replay ends where the recording did: connected, every object there.
     let (server_log, client_log) = recorded();
-    let transport = ReplayClient { log: client_log.clone().into(), events: VecDeque::new(), connected: false };
+    let transport = ReplayClient {
+        log: client_log.clone().into(),
+        events: VecDeque::new(),
+        connected: false,
+    };
     let mut client = Client::new(transport, registry(), ClientConfig::default()).unwrap();
-    let transport = ReplayServer { log: server_log.clone().into(), events: VecDeque::new(), closed: Vec::new() };
+    let transport = ReplayServer {
+        log: server_log.clone().into(),
+        events: VecDeque::new(),
+        closed: Vec::new(),
+    };
     let mut server = Server::new(transport, registry(), ServerConfig::default()).unwrap();
     let mut movers = Vec::new();
     let mut now = Duration::ZERO;
@@ -414,5 +442,12 @@ fn the_recording_replays_exactly() {
     assert_eq!(server.connection(id).unwrap().stats().malformed, 0);
     assert_eq!(client.replication().world().stats().framing_errors, 0);
     assert!(server_log.iter().flatten().count() > 100);
-    assert!(client_log.iter().flatten().filter(|e| matches!(e, ClientTransportEvent::Payload(p) if p.len() > 200)).count() > 20);
+    assert!(
+        client_log
+            .iter()
+            .flatten()
+            .filter(|e| matches!(e, ClientTransportEvent::Payload(p) if p.len() > 200))
+            .count()
+            > 20
+    );
 }

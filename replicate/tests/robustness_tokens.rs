@@ -19,7 +19,12 @@ fn valid_parameters_issue_a_token() {
     // The bounds themselves are accepted.
     let servers: Vec<_> = (1..=MAX_TOKEN_SERVERS as u16).map(addr).collect();
     issuer
-        .issue(2, servers, MAX_TOKEN_EXPIRE_SECONDS, MAX_TOKEN_TIMEOUT_SECONDS)
+        .issue(
+            2,
+            servers,
+            MAX_TOKEN_EXPIRE_SECONDS,
+            MAX_TOKEN_TIMEOUT_SECONDS,
+        )
         .unwrap();
     issuer.issue(3, vec![addr(1)], 1, 1).unwrap();
 }
@@ -61,7 +66,12 @@ fn each_bad_parameter_has_its_error() {
             TokenError::UnroutableServerAddress("[::]:7000".parse().unwrap()),
         ),
         // u64::MAX used to wrap the expiry timestamp into an already expired token.
-        (ok.clone(), u64::MAX, 5, TokenError::ExpireOutOfRange(u64::MAX)),
+        (
+            ok.clone(),
+            u64::MAX,
+            5,
+            TokenError::ExpireOutOfRange(u64::MAX),
+        ),
         (ok.clone(), 0, 5, TokenError::ExpireOutOfRange(0)),
         (
             ok.clone(),
@@ -71,7 +81,12 @@ fn each_bad_parameter_has_its_error() {
         ),
         // netcode.io reads a negative timeout as "never time out".
         (ok.clone(), 30, -1, TokenError::TimeoutOutOfRange(-1)),
-        (ok.clone(), 30, i32::MIN, TokenError::TimeoutOutOfRange(i32::MIN)),
+        (
+            ok.clone(),
+            30,
+            i32::MIN,
+            TokenError::TimeoutOutOfRange(i32::MIN),
+        ),
         (ok.clone(), 30, 0, TokenError::TimeoutOutOfRange(0)),
         (
             ok.clone(),
@@ -81,7 +96,9 @@ fn each_bad_parameter_has_its_error() {
         ),
     ];
     for (servers, expire, timeout, expected) in cases {
-        let got = issuer.issue(1, servers.clone(), expire, timeout).unwrap_err();
+        let got = issuer
+            .issue(1, servers.clone(), expire, timeout)
+            .unwrap_err();
         assert_eq!(got, expected, "{servers:?} {expire} {timeout}");
         // The message names the parameter.
         let text = got.to_string();
@@ -115,7 +132,9 @@ fn token_errors_convert_into_the_facade_and_transport_errors() {
     };
     assert!(matches!(
         facade(),
-        Err(replicate::facade::FacadeError::Token(TokenError::NoServerAddresses))
+        Err(replicate::facade::FacadeError::Token(
+            TokenError::NoServerAddresses
+        ))
     ));
     let transport = || -> Result<(), replicate::transport::TransportError> {
         issuer.issue(1, vec![addr(5000)], 0, 5)?;

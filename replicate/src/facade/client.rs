@@ -299,12 +299,8 @@ impl<T: ClientTransport> Client<T> {
                     self.close(DisconnectReason::AckTimedOut);
                 } else {
                     self.flush();
-                    let refused = self
-                        .replication
-                        .message_stats()
-                        .map_or(0, |s| s.rejected);
-                    self.refusals
-                        .report(now, refused, format_args!("client"));
+                    let refused = self.replication.message_stats().map_or(0, |s| s.rejected);
+                    self.refusals.report(now, refused, format_args!("client"));
                 }
             }
             _ => {}

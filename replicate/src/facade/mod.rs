@@ -266,11 +266,18 @@ pub enum FacadeError {
 /// A decoded control frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Control {
-    Hello { version: u16, registry_hash: u64 },
+    Hello {
+        version: u16,
+        registry_hash: u64,
+    },
     Welcome,
-    Refuse { reason: DisconnectReason },
+    Refuse {
+        reason: DisconnectReason,
+    },
     /// The sender closed the connection; the code is [`DisconnectReason::close_code`].
-    Close { code: u8 },
+    Close {
+        code: u8,
+    },
 }
 
 impl Control {

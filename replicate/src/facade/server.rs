@@ -5,8 +5,8 @@
 use super::stats::StatsTracker;
 use super::{
     CLOSE_LINGER, CONTROL_TAG, Control, DEFAULT_ACK_TIMEOUT, DEFAULT_KEEP_ALIVE_INTERVAL,
-    DEFAULT_MAX_PACKET_BYTES, DisconnectReason, FacadeError, Liveness, NetStats,
-    PROTOCOL_VERSION, RefusalLog,
+    DEFAULT_MAX_PACKET_BYTES, DisconnectReason, FacadeError, Liveness, NetStats, PROTOCOL_VERSION,
+    RefusalLog,
 };
 use crate::NetRefHandle;
 use crate::attachment::{MessageError, ReceivedMessage};

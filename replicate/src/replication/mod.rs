@@ -555,7 +555,8 @@ impl ReplicationServer {
     /// The roots connection `id`'s client reported broken since the last call; each
     /// is destroyed on that client and created again.
     pub fn take_recovered(&mut self, id: ConnectionId) -> Vec<NetRefHandle> {
-        writer_of(&mut self.connections, id).map_or_else(Vec::new, ReplicationWriter::take_recovered)
+        writer_of(&mut self.connections, id)
+            .map_or_else(Vec::new, ReplicationWriter::take_recovered)
     }
 
     /// Reads a packet received from connection `id` (after the transport's header).

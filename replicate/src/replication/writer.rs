@@ -1419,9 +1419,7 @@ impl ReplicationWriter {
         let Some(record) = self.records.pop_front() else {
             return;
         };
-        self.record_bytes = self
-            .record_bytes
-            .saturating_sub(Self::record_size(&record));
+        self.record_bytes = self.record_bytes.saturating_sub(Self::record_size(&record));
         let ordinal = self.records_popped;
         self.records_popped += 1;
         if let Some(storage) = self.storage.clone() {

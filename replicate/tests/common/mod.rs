@@ -21,9 +21,9 @@
 pub mod attachment_suite;
 pub mod core_suite;
 pub mod interest_suite;
-pub mod robust_suite;
 mod link;
 mod packet;
+pub mod robust_suite;
 mod sim;
 
 pub use link::Link;

@@ -85,7 +85,8 @@ impl ClientTransport for Mutable {
         event
     }
     fn send(&mut self, payload: &[u8]) -> Result<(), TransportError> {
-        if self.mute.load(Ordering::Relaxed) && payload.first() != Some(&replicate::facade::CONTROL_TAG)
+        if self.mute.load(Ordering::Relaxed)
+            && payload.first() != Some(&replicate::facade::CONTROL_TAG)
         {
             return Ok(());
         }
@@ -108,10 +109,17 @@ impl ClientTransport for Mutable {
 pub type MemClient = Client<Mutable>;
 
 /// A server over a fresh in-memory network (up to 16 clients).
-pub fn server(conditioner: LinkConditioner, seed: u64, config: ServerConfig) -> (MemServer, MemoryNetwork) {
+pub fn server(
+    conditioner: LinkConditioner,
+    seed: u64,
+    config: ServerConfig,
+) -> (MemServer, MemoryNetwork) {
     let transport = MemoryServerTransport::new(conditioner, seed);
     let network = transport.network();
-    (Server::new(transport, registry(), config).expect("server"), network)
+    (
+        Server::new(transport, registry(), config).expect("server"),
+        network,
+    )
 }
 
 /// A client on `network`, with the switch that mutes its replication packets.
@@ -125,7 +133,10 @@ pub fn client(network: &MemoryNetwork, config: ClientConfig) -> (MemClient, Arc<
         inject: Default::default(),
         record: false,
     };
-    (Client::new(transport, registry(), config).expect("client"), mute)
+    (
+        Client::new(transport, registry(), config).expect("client"),
+        mute,
+    )
 }
 
 /// Whether the client holds exactly the server's objects with equal quantized states.
@@ -146,7 +157,7 @@ pub fn animate(server: &mut MemServer, movers: &[replicate::NetRefHandle], tick:
         if let Some(m) = server.get_mut::<Mover>(h) {
             let t = tick as f32 * 0.05 + i as f32;
             m.position = glam::Vec3::new(t.sin() * 90.0, t.cos() * 90.0, (t * 0.5).sin() * 10.0);
-            if (tick + i as u64).is_multiple_of(5) {
+            if (tick + i as u64) % 5 == 0 {
                 m.hp = (m.hp + 7) % 1000;
                 m.label = m.label.wrapping_add(1);
             }
