@@ -487,7 +487,8 @@ impl ReplicationWriter {
     /// An estimate of the bytes this writer keeps only because the client has not
     /// acknowledged them: the records of the packets in flight, and the objects
     /// destroyed on the server that stay in the object table until this client
-    /// confirms their destroy (each counted at [`RETAINED_OBJECT_BYTES`]). O(1).
+    /// confirms their destroy (each counted as 1 KiB, an estimate of the table entry,
+    /// quantized state and game object it keeps alive). O(1).
     pub fn pending_bytes(&self) -> usize {
         self.record_bytes + self.pending_destroys.len() * RETAINED_OBJECT_BYTES
     }
