@@ -592,3 +592,41 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn an_object_broken_every_time_is_no_longer_sent_after_a_few_recreations() {
+    use replicate::replication::ReplicatedObjectState;
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    m.round_trip();
+    let index = m.server.objects().index_of(h).unwrap();
+    let mut recreated = 0;
+    for _ in 0..6 {
+        // The client reports `h` broken (as if every creation failed to decode): the
+        // manager header (4 streams, only the replication stream), then `[1][h][0]`.
+        let mut up = BitWriter::with_capacity_bytes(64);
+        up.write_bits(3, replicate::stream::STREAM_COUNT_BITS);
+        up.write_bits(0b0001, 4);
+        up.write_bool(true);
+        h.write(&mut up);
+        up.write_bool(false);
+        m.server
+            .read_packet(m.conn, &mut BitReader::new(&up.finish().unwrap()))
+            .unwrap();
+        for _ in 0..4 {
+            m.round_trip();
+        }
+        if m.server.writer(m.conn).unwrap().object_state(index) == ReplicatedObjectState::Created {
+            recreated += 1;
+        }
+        m.server.take_recovered(m.conn);
+    }
+    let stats = m.server.writer(m.conn).unwrap().stats().clone();
+    assert_eq!(stats.disabled_by_remote, 6);
+    assert_eq!(
+        recreated,
+        replicate::replication::MAX_RECOVERIES,
+        "recreated {recreated} times"
+    );
+    assert!(!m.client.contains(h));
+}

@@ -90,8 +90,8 @@ pub use writer::huge::{
     SharedHugeQueue,
 };
 pub use writer::{
-    BATCH_SIZE_BITS, MAX_REPORTS_PER_PACKET, ReplicationWriter, WriterHooks, WriterStats,
-    apply_conditions,
+    BATCH_SIZE_BITS, MAX_RECOVERIES, MAX_REPORTS_PER_PACKET, RETAINED_OBJECT_BYTES,
+    ReplicationWriter, WriterHooks, WriterStats, apply_conditions,
 };
 
 use crate::NetRefHandle;

@@ -76,6 +76,10 @@ pub const SHORT_BATCH_SIZE_BITS: u32 = 7;
 /// an estimate, not a measurement of each object).
 pub const RETAINED_OBJECT_BYTES: usize = 1024;
 
+/// How often one root is destroyed and created again on a client that reports it
+/// broken; reported once more, it is no longer replicated to that client.
+pub const MAX_RECOVERIES: u8 = 3;
+
 /// Capacity of the scratch writer a batch body is written into before its size prefix
 /// (one bit more than the largest non-huge body, so that a body reaching the escape
 /// value is told apart from one that did not fit).
@@ -100,8 +104,9 @@ pub struct WriterStats {
     pub huge_objects: u64,
     /// Bits written (stream sections).
     pub bits: u64,
-    /// Objects the client reported broken: destroyed there and created again once
-    /// the destroy is acknowledged.
+    /// Broken-object reports acted on: the object is destroyed on the client and
+    /// created again once the destroy is acknowledged, or, reported more than
+    /// [`MAX_RECOVERIES`] times, no longer replicated there.
     pub disabled_by_remote: u64,
     /// Bits of object batches written, per protocol index (the replicated type).
     pub bits_per_type: Vec<u64>,
@@ -209,6 +214,9 @@ pub struct ReplicationWriter {
     recovered: Vec<NetRefHandle>,
     /// Estimated heap bytes of `records` (see [`pending_bytes`](Self::pending_bytes)).
     record_bytes: usize,
+    /// Times each root was reported broken (a root reported more than
+    /// [`MAX_RECOVERIES`] times leaves this connection's scope for good).
+    recoveries: std::collections::HashMap<NetRefHandle, u8>,
     /// Batch bodies are written here first (allocated at the first batch), with the
     /// mark of its empty state.
     scratch: Option<(BitWriter, crate::bits::WriterMark)>,
@@ -254,6 +262,7 @@ impl ReplicationWriter {
             recovering: BitArray::default(),
             recovered: Vec::new(),
             record_bytes: 0,
+            recoveries: std::collections::HashMap::new(),
             scratch: None,
         }
     }
@@ -754,6 +763,12 @@ impl ReplicationWriter {
 
     fn release(&mut self, table: &mut ObjectTable, index: InternalIndex) {
         self.recovering.clear(index);
+        if !self.recoveries.is_empty()
+            && let Some(entry) = table.entry_at(index)
+            && !entry.is_alive()
+        {
+            self.recoveries.remove(&entry.handle());
+        }
         self.drop_baselines(index);
         self.baselines.forget(index);
         let Some(info) = self.infos.get_mut(index as usize) else {
@@ -1737,11 +1752,23 @@ impl DataStream<ObjectTable> for ReplicationWriter {
             if self.recovered.contains(&root_handle) || self.recovering.get(root) {
                 continue;
             }
+            self.stats.disabled_by_remote += 1;
+            let attempts = self.recoveries.entry(root_handle).or_insert(0);
+            *attempts += 1;
+            if *attempts > MAX_RECOVERIES {
+                // It breaks every time (a type the client cannot decode): Iris's
+                // ReplicationDisabled, for good.
+                tracing::warn!(
+                    "connection {}: the client could not replicate {h} after {MAX_RECOVERIES} re-creations; it is no longer sent there",
+                    self.connection
+                );
+                self.set_in_scope(ctx, root, false);
+                continue;
+            }
             tracing::warn!(
                 "connection {}: the client could not replicate {h}; destroying and creating it again there",
                 self.connection
             );
-            self.stats.disabled_by_remote += 1;
             self.recovered.push(root_handle);
             self.recover(ctx, root);
         }
