@@ -65,6 +65,9 @@ fn flood(attachments: AttachmentConfig, ticks: u32) -> (usize, u64, u64, u64, u6
         let id = server.clients().next().expect("connected");
         let conn = server.connection_id(id).unwrap();
         let stats = server.replication_mut().message_stats(conn).unwrap();
+        // The facade's per-client statistics count them too.
+        assert_eq!(server.stats(id).unwrap().messages_refused, stats.rejected);
+        assert!(stats.rejected >= stats.refused_over_cap);
         (max_held, stats.refused_over_cap, stats.refused_bytes)
     });
     (

@@ -300,6 +300,7 @@ impl<T: ClientTransport> Client<T> {
                 } else {
                     self.flush();
                     let refused = self.replication.message_stats().map_or(0, |s| s.rejected);
+                    self.stats.stats.messages_refused = refused;
                     self.refusals.report(now, refused, format_args!("client"));
                 }
             }
@@ -621,6 +622,11 @@ impl<T: ClientTransport> Client<T> {
 
     /// Closes the connection (the server sees [`DisconnectReason::ClosedByClient`]).
     pub fn disconnect(&mut self) {
+        if self.closing.take().is_some() {
+            // Already closed for a reason; stop lingering.
+            self.transport.disconnect();
+            return;
+        }
         self.end(DisconnectReason::ClosedByClient, true);
     }
 

@@ -490,6 +490,7 @@ impl<T: ServerTransport> Server<T> {
                         .replication
                         .message_stats(*conn)
                         .map_or(0, |s| s.rejected);
+                    peer.stats.stats.messages_refused = refused;
                     refusals.report(now, refused, format_args!("client {client}"));
                 }
                 _ => {}
