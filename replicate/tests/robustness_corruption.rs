@@ -148,6 +148,9 @@ fn corrupted_packets_end_in_convergence_or_a_read_error_close() {
     }
     eprintln!("total: {total:?}");
     assert_eq!(total.converged + total.closed_read_error, 8 * CLIENTS);
+    // Objects a client could not read were reported and recreated, with events on both
+    // sides, before the framing of some packet broke and closed the connection.
+    assert!(total.object_errors > 0 && total.recovered > 0, "{total:?}");
 }
 
 /// Rarer corruption: some clients ride it out (objects they could not read are
@@ -165,4 +168,6 @@ fn rare_corruption_is_recovered_or_closed_never_silent() {
     }
     eprintln!("total: {total:?}");
     assert_eq!(total.converged + total.closed_read_error, 8 * CLIENTS);
+    // Both outcomes occur, and some converged clients had objects recreated.
+    assert!(total.converged > 0 && total.recovered > 0, "{total:?}");
 }
