@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use replicate::bits::BitReader;
-use replicate::blob::{
+use replicate::internals::blob::{
     BlobAssembler, ChannelConfig, ChannelReceiver, DeliveryMode, PartialBlob, SplitConfig,
 };
 use replicate_fuzz::packets;

@@ -5,8 +5,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::{DeliveryStatus, PacketSequence};
-use replicate::replication::{ReplicationClient, ReplicationConfig};
+use replicate::internals::connection::{DeliveryStatus, PacketSequence};
+use replicate::internals::replication::{ReplicationClient, ReplicationConfig};
 use replicate_fuzz::{packets, registry};
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::{Connection, ConnectionConfig};
+use replicate::internals::connection::{Connection, ConnectionConfig};
 use replicate_fuzz::packets;
 use std::time::Duration;
 

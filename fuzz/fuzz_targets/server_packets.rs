@@ -5,8 +5,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use replicate::bits::{BitReader, BitWriter};
-use replicate::connection::{DeliveryStatus, PacketSequence};
-use replicate::replication::{ReplicationConfig, ReplicationServer};
+use replicate::internals::connection::{DeliveryStatus, PacketSequence};
+use replicate::internals::replication::{ReplicationConfig, ReplicationServer};
 use replicate_fuzz::{Pawn, packets, registry};
 use std::time::Duration;
 

@@ -48,7 +48,12 @@
 //!
 //! - [`DeliveryStatus::Delivered`]: the peer's `read_header` accepted the packet, so
 //!   (if the peer processes every accepted payload) its payload was processed exactly
-//!   once. Never reported for a packet the peer did not accept.
+//!   once. Never reported for a packet the peer did not accept. The ack covers the
+//!   header only: it is recorded before the payload is parsed, so a payload that then
+//!   fails to parse is still reported delivered. The caller must not carry on as if it
+//!   had been applied: the facade closes the connection on such a read error (Iris
+//!   closes on bitstream errors; see
+//!   [`facade`](crate::facade#dead-peers-read-errors-and-caps)).
 //! - [`DeliveryStatus::Lost`]: no ack came in time. Usually the packet never arrived,
 //!   but it may have arrived late or its acks may have been lost: **Lost is not proof
 //!   of non-arrival.** Resend state, not packets (Iris ORs the lost change mask back),

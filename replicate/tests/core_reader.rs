@@ -449,7 +449,7 @@ fn parked_references_of_destroyed_objects_are_forgotten() {
 }
 
 #[test]
-fn a_broken_object_is_reported_and_the_server_stops_sending_it() {
+fn a_broken_object_is_reported_destroyed_and_created_again() {
     let mut m = Manual::new();
     let h = m.server.objects_mut().spawn(Crate::default()).unwrap();
     let other = m.server.objects_mut().spawn(Crate::default()).unwrap();
@@ -467,7 +467,7 @@ fn a_broken_object_is_reported_and_the_server_stops_sending_it() {
     m.read_raw(w).unwrap();
     assert!(m.client.world().is_broken(h));
 
-    // The client's next packet reports it; the server takes it out of scope.
+    // The client's next packet reports it; the server destroys it on this client.
     let mut up = BitWriter::with_capacity_bytes(1200);
     m.client
         .write_packet(replicate::internals::connection::PacketSequence(0), &mut up);
@@ -498,6 +498,22 @@ fn a_broken_object_is_reported_and_the_server_stops_sending_it() {
     );
     assert!(!m.client.contains(h) && !m.client.world().is_broken(h));
     assert_eq!(m.client.get::<Crate>(other).unwrap().amount, 6);
+    assert_eq!(m.server.take_recovered(m.conn), vec![h]);
+
+    // Once the destroy is acknowledged, the object is created again from its current
+    // state: the client is whole again.
+    for _ in 0..3 {
+        m.round_trip();
+    }
+    let ev = m.client.drain_events();
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, ReplicationEvent::Spawned { handle, .. } if *handle == h)),
+        "{ev:?}"
+    );
+    assert_eq!(m.client.get::<Crate>(h).unwrap().amount, 5);
+    assert!(!m.client.world().is_broken(h));
+    assert!(m.server.take_recovered(m.conn).is_empty());
 }
 
 #[test]
@@ -584,4 +600,42 @@ proptest::proptest! {
             }
         }
     }
+}
+
+#[test]
+fn an_object_broken_every_time_is_no_longer_sent_after_a_few_recreations() {
+    use replicate::internals::replication::ReplicatedObjectState;
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(Crate::default()).unwrap();
+    m.round_trip();
+    let index = m.server.objects().index_of(h).unwrap();
+    let mut recreated = 0;
+    for _ in 0..6 {
+        // The client reports `h` broken (as if every creation failed to decode): the
+        // manager header (4 streams, only the replication stream), then `[1][h][0]`.
+        let mut up = BitWriter::with_capacity_bytes(64);
+        up.write_bits(3, replicate::internals::stream::STREAM_COUNT_BITS);
+        up.write_bits(0b0001, 4);
+        up.write_bool(true);
+        h.write(&mut up);
+        up.write_bool(false);
+        m.server
+            .read_packet(m.conn, &mut BitReader::new(&up.finish().unwrap()))
+            .unwrap();
+        for _ in 0..4 {
+            m.round_trip();
+        }
+        if m.server.writer(m.conn).unwrap().object_state(index) == ReplicatedObjectState::Created {
+            recreated += 1;
+        }
+        m.server.take_recovered(m.conn);
+    }
+    let stats = m.server.writer(m.conn).unwrap().stats().clone();
+    assert_eq!(stats.disabled_by_remote, 6);
+    assert_eq!(
+        recreated,
+        replicate::internals::replication::MAX_RECOVERIES,
+        "recreated {recreated} times"
+    );
+    assert!(!m.client.contains(h));
 }

@@ -237,6 +237,15 @@ impl ChannelSender {
         self.entries.len()
     }
 
+    /// Bits of the messages queued or unacknowledged.
+    pub fn queued_bits(&self) -> usize {
+        self.entries
+            .iter()
+            .filter_map(|e| e.blob.as_ref())
+            .map(NetBlob::bit_len)
+            .sum()
+    }
+
     /// Messages waiting to be written.
     pub fn waiting(&self) -> usize {
         self.waiting

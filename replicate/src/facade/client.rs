@@ -4,8 +4,9 @@
 
 use super::stats::StatsTracker;
 use super::{
-    CONTROL_TAG, Control, DEFAULT_MAX_PACKET_BYTES, DisconnectReason, FacadeError, HELLO_RESEND,
-    NetStats, PROTOCOL_VERSION,
+    CLOSE_LINGER, CONTROL_TAG, Control, DEFAULT_ACK_TIMEOUT, DEFAULT_KEEP_ALIVE_INTERVAL,
+    DEFAULT_MAX_PACKET_BYTES, DisconnectReason, FacadeError, HELLO_RESEND, Liveness, NetStats,
+    PROTOCOL_VERSION, RefusalLog,
 };
 use crate::bits::{BitReader, BitWriter};
 use crate::blob::DeliveryMode;
@@ -41,6 +42,13 @@ pub struct ClientConfig {
     /// Local address to bind for [`Client::connect`]; by default any address of the
     /// server's family, port 0.
     pub bind_addr: Option<SocketAddr>,
+    /// Once connected, give up when none of the client's packets was acknowledged
+    /// for this long ([`DisconnectReason::AckTimedOut`]; default
+    /// [`DEFAULT_ACK_TIMEOUT`](super::DEFAULT_ACK_TIMEOUT), 5 s).
+    pub ack_timeout: Duration,
+    /// An empty ack-eliciting packet is sent when the client sent none for this long
+    /// (default [`DEFAULT_KEEP_ALIVE_INTERVAL`](super::DEFAULT_KEEP_ALIVE_INTERVAL)).
+    pub keep_alive_interval: Duration,
 }
 
 impl Default for ClientConfig {
@@ -51,6 +59,8 @@ impl Default for ClientConfig {
             max_packet_bytes: DEFAULT_MAX_PACKET_BYTES,
             handshake_timeout: Duration::from_secs(5),
             bind_addr: None,
+            ack_timeout: DEFAULT_ACK_TIMEOUT,
+            keep_alive_interval: DEFAULT_KEEP_ALIVE_INTERVAL,
         }
     }
 }
@@ -164,6 +174,11 @@ pub struct Client<T: ClientTransport = crate::transport::DefaultClientTransport>
     handshake_started: Duration,
     last_hello: Option<Duration>,
     now: Duration,
+    liveness: Liveness,
+    refusals: RefusalLog,
+    /// After closing for a reason the server must learn: the close frame, repeated
+    /// until the transport is closed at the given time.
+    closing: Option<(Duration, Vec<u8>)>,
 }
 
 impl<T: ClientTransport> std::fmt::Debug for Client<T> {
@@ -233,6 +248,9 @@ impl<T: ClientTransport> Client<T> {
             handshake_started: Duration::ZERO,
             last_hello: None,
             now: Duration::ZERO,
+            liveness: Liveness::new(Duration::ZERO),
+            refusals: RefusalLog::default(),
+            closing: None,
         })
     }
 
@@ -241,6 +259,7 @@ impl<T: ClientTransport> Client<T> {
     pub fn tick(&mut self, now: Duration) -> Result<(), FacadeError> {
         self.now = now;
         if matches!(self.state, ClientState::Disconnected(_)) {
+            self.linger(now)?;
             return Ok(());
         }
         self.transport.update(now)?;
@@ -273,7 +292,20 @@ impl<T: ClientTransport> Client<T> {
                     self.send_hello();
                 }
             }
-            ClientState::Connected => self.flush(),
+            ClientState::Connected => {
+                if self
+                    .liveness
+                    .timed_out(now, &self.connection, self.config.ack_timeout)
+                {
+                    tracing::warn!("client: closing: {}", DisconnectReason::AckTimedOut);
+                    self.close(DisconnectReason::AckTimedOut);
+                } else {
+                    self.flush();
+                    let refused = self.replication.message_stats().map_or(0, |s| s.rejected);
+                    self.stats.stats.messages_refused = refused;
+                    self.refusals.report(now, refused, format_args!("client"));
+                }
+            }
             _ => {}
         }
         for e in self.replication.drain_events() {
@@ -304,8 +336,50 @@ impl<T: ClientTransport> Client<T> {
     fn accept(&mut self) {
         if self.state == ClientState::Handshaking {
             self.state = ClientState::Connected;
+            self.liveness = Liveness::new(self.now);
             self.events.push_back(ClientEvent::Connected);
         }
+    }
+
+    /// Closes the connection for `reason` and tells the server why (a close frame,
+    /// repeated for a short linger before the transport is closed).
+    fn close(&mut self, reason: DisconnectReason) {
+        if matches!(self.state, ClientState::Disconnected(_)) {
+            return;
+        }
+        let frame = Control::Close {
+            code: reason.close_code(),
+        }
+        .encode();
+        self.send_raw(&frame);
+        self.closing = Some((self.now + CLOSE_LINGER, frame));
+        self.end(reason, false);
+    }
+
+    /// While closing: keep the transport going, answer what the server still sends
+    /// with the close frame, and close the transport when the linger is over.
+    fn linger(&mut self, now: Duration) -> Result<(), FacadeError> {
+        let Some((until, frame)) = self.closing.take() else {
+            return Ok(());
+        };
+        if now >= until {
+            self.transport.disconnect();
+            return Ok(());
+        }
+        self.transport.update(now)?;
+        let mut answer = false;
+        while let Some(event) = self.transport.poll_event() {
+            match event {
+                ClientTransportEvent::Payload(_) => answer = true,
+                ClientTransportEvent::Disconnected(_) => return Ok(()),
+                ClientTransportEvent::Connected => {}
+            }
+        }
+        if answer {
+            self.send_raw(&frame);
+        }
+        self.closing = Some((until, frame));
+        Ok(())
     }
 
     /// Ends the connection with `reason` (once); `close` also closes the transport.
@@ -336,6 +410,11 @@ impl<T: ClientTransport> Client<T> {
                     tracing::warn!("refused by the server: {reason}");
                     self.end(reason, true);
                 }
+                Some(Control::Close { code }) => {
+                    let reason = DisconnectReason::from_close_code(code, true);
+                    tracing::warn!("the server closed the connection: {reason}");
+                    self.end(reason, true);
+                }
                 _ => self.stats.on_reject(),
             }
             return;
@@ -347,11 +426,22 @@ impl<T: ClientTransport> Client<T> {
             return;
         }
         let mut r = BitReader::new(payload);
-        match self.connection.read_header(self.now, &mut r) {
+        let header = self.connection.read_header(self.now, &mut r);
+        if self.liveness.header_is_fatal(&header) {
+            if let Err(e) = header {
+                tracing::warn!("client: unreadable packet header, closing: {e}");
+            }
+            self.stats.on_reject();
+            self.close(DisconnectReason::ReadError);
+            return;
+        }
+        match header {
             Ok(seq) => {
                 if let Err(e) = self.replication.read_packet(self.now, seq, &mut r) {
-                    tracing::debug!("client: unreadable packet: {e}");
+                    // The packet is already acknowledged (see the module docs): close.
+                    tracing::warn!("client: unreadable packet, closing: {e}");
                     self.stats.on_reject();
+                    self.close(DisconnectReason::ReadError);
                 }
             }
             Err(e) => {
@@ -388,7 +478,20 @@ impl<T: ClientTransport> Client<T> {
                 }
             },
         };
-        if !sent && self.connection.needs_ack() {
+        if sent {
+            self.liveness.last_eliciting = now;
+        } else if self
+            .liveness
+            .keep_alive_due(now, self.config.keep_alive_interval)
+        {
+            // Nothing to send for a while: an empty packet the server must ack.
+            let mut w = BitWriter::with_capacity_bytes(MAX_HEADER_BITS.div_ceil(8));
+            self.connection.write_header(now, &mut w);
+            if let Ok(bytes) = w.finish() {
+                self.send_raw(&bytes);
+            }
+            self.liveness.last_eliciting = now;
+        } else if self.connection.needs_ack() {
             let (_, bytes) = self.connection.ack_only_packet(now);
             self.send_raw(&bytes);
         }
@@ -533,6 +636,11 @@ impl<T: ClientTransport> Client<T> {
 
     /// Closes the connection (the server sees [`DisconnectReason::ClosedByClient`]).
     pub fn disconnect(&mut self) {
+        if self.closing.take().is_some() {
+            // Already closed for a reason; stop lingering.
+            self.transport.disconnect();
+            return;
+        }
         self.end(DisconnectReason::ClosedByClient, true);
     }
 

@@ -20,10 +20,50 @@
 //! | hello | client → server | `1`, protocol version (u16 LE), registry hash (u64 LE) |
 //! | welcome | server → client | `2` |
 //! | refuse | server → client | `3`, reason code (u8), server version (u16 LE), server registry hash (u64 LE) |
+//! | close | either way | `4`, reason code (u8): the sender closed the connection for this [`DisconnectReason`] |
 //!
 //! The client resends its hello until it is answered; the server only starts
 //! replicating to a client whose hello matched its own version and registry hash, and a
 //! replication packet arriving at the client counts as a welcome.
+//!
+//! # Dead peers, read errors and caps
+//!
+//! Once connected, each side watches the other (Iris closes a connection on the same
+//! conditions):
+//!
+//! - **No ack progress**: every side sends at least one ack-eliciting packet per
+//!   [`ServerConfig::keep_alive_interval`] (an empty one when it has nothing to say),
+//!   so a live peer always has something to acknowledge. When none of this side's
+//!   packets was acknowledged for [`ServerConfig::ack_timeout`] /
+//!   [`ClientConfig::ack_timeout`] (default 5 s), the connection is closed with
+//!   [`DisconnectReason::AckTimedOut`], even if the transport still sees the peer
+//!   (netcode.io keep-alives alone keep a UDP connection open).
+//! - **Pending state**: the server estimates, per client, the bytes it keeps only
+//!   because that client has not acknowledged them (packet records in flight, objects
+//!   destroyed on the server that wait for the client's destroy confirmation, queued
+//!   messages). Above [`ServerConfig::max_pending_bytes`] the client is closed with
+//!   [`DisconnectReason::PendingStateOverflow`].
+//! - **Read errors close the connection.** A packet is acknowledged by its
+//!   connection header before its payload is parsed, so a payload that fails to parse
+//!   (a framing error: the streams are out of step, or the packet was corrupted or
+//!   forged on a transport without integrity checks) cannot be taken back: the peer
+//!   already counts it delivered. Rather than stay connected with state that silently
+//!   differs from the peer's, the side that fails to read closes the connection with
+//!   [`DisconnectReason::ReadError`] and tells the peer, which reports the same reason.
+//!   A replication packet whose connection header is malformed (wrong tag, truncated,
+//!   an implausible sequence or ack), or a long run of stale packets (the receive
+//!   window was moved by a sequence number the peer never sent), counts as a read
+//!   error too: over a transport that keeps the
+//!   [integrity contract](crate::transport#the-integrity-contract) neither happens.
+//!   An error confined to one object's batch (its size prefix still delimits it)
+//!   does not close anything: the client marks the object broken and reports it, the
+//!   server destroys it on that client and creates it again
+//!   ([`ServerEvent::ObjectRecovered`], [`ClientEvent::Replication`] with
+//!   [`ReplicationEvent::ObjectError`](crate::replication::ReplicationEvent::ObjectError)).
+//!
+//! A close frame is sent when a side closes for one of these reasons (and repeated
+//! while the peer keeps sending for a short linger), so both ends report the same
+//! [`DisconnectReason`].
 //!
 //! # Game loop
 //!
@@ -66,7 +106,7 @@ mod server;
 mod stats;
 
 pub use client::{Client, ClientConfig, ClientEvent, ClientState};
-pub use server::{Server, ServerConfig, ServerEvent};
+pub use server::{HeldBytes, Server, ServerConfig, ServerEvent};
 pub use stats::NetStats;
 
 use crate::transport::{TransportDisconnect, TransportError};
@@ -88,6 +128,7 @@ pub const DEFAULT_MAX_PACKET_BYTES: usize = 1200;
 const KIND_HELLO: u8 = 1;
 const KIND_WELCOME: u8 = 2;
 const KIND_REFUSE: u8 = 3;
+const KIND_CLOSE: u8 = 4;
 
 const REFUSE_REGISTRY: u8 = 1;
 const REFUSE_VERSION: u8 = 2;
@@ -122,6 +163,16 @@ pub enum DisconnectReason {
     Denied,
     /// The connect token expired before the connection was established.
     TokenExpired,
+    /// None of this side's packets was acknowledged within the ack timeout
+    /// ([`ServerConfig::ack_timeout`], [`ClientConfig::ack_timeout`]) although the
+    /// transport still saw the peer: it stopped processing replication.
+    AckTimedOut,
+    /// The server held more state for this client than
+    /// [`ServerConfig::max_pending_bytes`] because the client did not acknowledge it.
+    PendingStateOverflow,
+    /// A packet's payload could not be read (the streams are out of step, or the
+    /// packet was corrupted or forged): the connection cannot be trusted any more.
+    ReadError,
 }
 
 impl DisconnectReason {
@@ -135,6 +186,28 @@ impl DisconnectReason {
             TransportDisconnect::ByLocal => Self::ClosedByClient,
             TransportDisconnect::Denied => Self::Denied,
             TransportDisconnect::TokenExpired => Self::TokenExpired,
+        }
+    }
+
+    /// Wire code of a reason carried by a close frame (0: a plain close).
+    fn close_code(self) -> u8 {
+        match self {
+            Self::AckTimedOut => 1,
+            Self::PendingStateOverflow => 2,
+            Self::ReadError => 3,
+            _ => 0,
+        }
+    }
+
+    /// The reason a close frame with `code` stands for, received by the client when
+    /// `on_client`.
+    fn from_close_code(code: u8, on_client: bool) -> Self {
+        match code {
+            1 => Self::AckTimedOut,
+            2 => Self::PendingStateOverflow,
+            3 => Self::ReadError,
+            _ if on_client => Self::ClosedByServer,
+            _ => Self::ClosedByClient,
         }
     }
 }
@@ -159,6 +232,15 @@ impl std::fmt::Display for DisconnectReason {
             Self::ClosedByServer => f.write_str("the server closed the connection"),
             Self::Denied => f.write_str("the server denied the connection (full, or a bad token)"),
             Self::TokenExpired => f.write_str("the connect token expired"),
+            Self::AckTimedOut => {
+                f.write_str("timed out: the peer stopped acknowledging replication packets")
+            }
+            Self::PendingStateOverflow => f.write_str(
+                "the server held too much unacknowledged replication state for this client",
+            ),
+            Self::ReadError => f.write_str(
+                "a replication packet could not be read (streams out of step, or corrupted data)",
+            ),
         }
     }
 }
@@ -176,14 +258,26 @@ pub enum FacadeError {
     /// The configuration is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A connect token could not be issued.
+    #[error("connect token: {0}")]
+    Token(#[from] crate::transport::udp::TokenError),
 }
 
 /// A decoded control frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Control {
-    Hello { version: u16, registry_hash: u64 },
+    Hello {
+        version: u16,
+        registry_hash: u64,
+    },
     Welcome,
-    Refuse { reason: DisconnectReason },
+    Refuse {
+        reason: DisconnectReason,
+    },
+    /// The sender closed the connection; the code is [`DisconnectReason::close_code`].
+    Close {
+        code: u8,
+    },
 }
 
 impl Control {
@@ -212,6 +306,10 @@ impl Control {
                 out.push(code);
                 out.extend_from_slice(&version.to_le_bytes());
                 out.extend_from_slice(&hash.to_le_bytes());
+            }
+            Control::Close { code } => {
+                out.push(KIND_CLOSE);
+                out.push(code);
             }
         }
         out
@@ -254,6 +352,9 @@ impl Control {
                 };
                 Some(Control::Refuse { reason })
             }
+            KIND_CLOSE => Some(Control::Close {
+                code: *rest.first()?,
+            }),
             _ => None,
         }
     }
@@ -266,6 +367,129 @@ pub struct ReadmeDoctests;
 
 /// How often an unanswered hello is resent.
 const HELLO_RESEND: Duration = Duration::from_millis(100);
+
+/// Default [`ServerConfig::ack_timeout`] and [`ClientConfig::ack_timeout`].
+pub const DEFAULT_ACK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Default [`ServerConfig::keep_alive_interval`] and
+/// [`ClientConfig::keep_alive_interval`].
+pub const DEFAULT_KEEP_ALIVE_INTERVAL: Duration = Duration::from_millis(250);
+
+/// How long a side that closed a connection for a [`DisconnectReason`] keeps
+/// repeating its close frame before it closes the transport.
+const CLOSE_LINGER: Duration = Duration::from_millis(500);
+
+/// How often refused input (messages over a cap, unreadable packets) is summarised in
+/// the log, per connection.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Watches one connection for ack progress and sends keep-alives: the shared part of
+/// the dead-peer detection of [`Server`] and [`Client`].
+#[derive(Debug, Clone, Copy)]
+struct Liveness {
+    /// When one of this side's packets was last acknowledged (or the connection
+    /// started).
+    last_progress: Duration,
+    /// When this side last sent an ack-eliciting packet.
+    last_eliciting: Duration,
+    /// `packets_delivered` of the connection at `last_progress`.
+    delivered: u64,
+    /// Packets rejected as stale since the last accepted one.
+    stale_run: u32,
+}
+
+/// This many packets in a row rejected as stale (older than the ack window) mean the
+/// receive window was moved by a packet that was not the peer's (a corrupted or forged
+/// sequence number): a read error. Reordering alone never delays 64 packets in a row
+/// behind a newer one.
+const MAX_STALE_RUN: u32 = 64;
+
+impl Liveness {
+    fn new(now: Duration) -> Self {
+        Self {
+            last_progress: now,
+            last_eliciting: now,
+            delivered: 0,
+            stale_run: 0,
+        }
+    }
+
+    /// Judges the outcome of [`Connection::read_header`](crate::connection::Connection::read_header)
+    /// for a replication packet: true when the connection must be closed with
+    /// [`DisconnectReason::ReadError`]. A malformed header (wrong tag, truncated, an
+    /// implausible sequence or ack) never comes from a peer over a transport that keeps
+    /// the integrity contract; duplicates are ordinary; stale packets are, unless they
+    /// keep coming ([`MAX_STALE_RUN`]).
+    fn header_is_fatal(
+        &mut self,
+        result: &Result<crate::connection::PacketSequence, crate::connection::ConnectionError>,
+    ) -> bool {
+        use crate::connection::ConnectionError as E;
+        match result {
+            Ok(_) => {
+                self.stale_run = 0;
+                false
+            }
+            Err(E::Duplicate { .. }) => false,
+            Err(E::Stale { .. }) => {
+                self.stale_run += 1;
+                self.stale_run >= MAX_STALE_RUN
+            }
+            Err(_) => true,
+        }
+    }
+
+    /// Records the connection's acks; true when nothing was acknowledged for
+    /// `timeout`.
+    fn timed_out(
+        &mut self,
+        now: Duration,
+        connection: &crate::connection::Connection,
+        timeout: Duration,
+    ) -> bool {
+        let delivered = connection.stats().packets_delivered;
+        if delivered != self.delivered {
+            self.delivered = delivered;
+            self.last_progress = now;
+        }
+        now.saturating_sub(self.last_progress) >= timeout
+    }
+
+    /// Whether an (empty) ack-eliciting packet is due.
+    fn keep_alive_due(&self, now: Duration, interval: Duration) -> bool {
+        now.saturating_sub(self.last_eliciting) >= interval
+    }
+}
+
+/// Counts refused input of one connection and logs it at most once per
+/// [`REFUSAL_LOG_INTERVAL`] (a flooding peer must not flood the log too).
+#[derive(Debug, Clone, Copy, Default)]
+struct RefusalLog {
+    /// Refusals counted by the layers below at the last log line.
+    logged: u64,
+    last_log: Option<Duration>,
+}
+
+impl RefusalLog {
+    /// Logs `total - logged` new refusals if the interval has passed.
+    fn report(&mut self, now: Duration, total: u64, who: std::fmt::Arguments<'_>) {
+        if total <= self.logged {
+            return;
+        }
+        if self
+            .last_log
+            .is_some_and(|t| now.saturating_sub(t) < REFUSAL_LOG_INTERVAL)
+        {
+            return;
+        }
+        tracing::warn!(
+            "{who}: {} messages refused (over a receive cap, undecodable or invalid) since the last report",
+            total - self.logged
+        );
+        self.logged = total;
+        self.last_log = Some(now);
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -305,6 +529,26 @@ mod tests {
             assert_eq!(Control::decode(&bytes[..len], 0), None, "len {len}");
         }
         assert_eq!(Control::decode(&[CONTROL_TAG, 99], 0), None);
+        for reason in [
+            DisconnectReason::AckTimedOut,
+            DisconnectReason::PendingStateOverflow,
+            DisconnectReason::ReadError,
+        ] {
+            let frame = Control::Close {
+                code: reason.close_code(),
+            }
+            .encode();
+            let Some(Control::Close { code }) = Control::decode(&frame, 0) else {
+                panic!("close frame did not decode");
+            };
+            assert_eq!(DisconnectReason::from_close_code(code, true), reason);
+            assert_eq!(DisconnectReason::from_close_code(code, false), reason);
+        }
+        assert_eq!(
+            DisconnectReason::from_close_code(0, true),
+            DisconnectReason::ClosedByServer
+        );
+        assert_eq!(Control::decode(&[CONTROL_TAG, KIND_CLOSE], 0), None);
         assert_eq!(Control::decode(&[0xA1, KIND_WELCOME], 0), None);
     }
 

@@ -4,8 +4,9 @@
 
 use super::stats::StatsTracker;
 use super::{
-    CONTROL_TAG, Control, DEFAULT_MAX_PACKET_BYTES, DisconnectReason, FacadeError, NetStats,
-    PROTOCOL_VERSION,
+    CLOSE_LINGER, CONTROL_TAG, Control, DEFAULT_ACK_TIMEOUT, DEFAULT_KEEP_ALIVE_INTERVAL,
+    DEFAULT_MAX_PACKET_BYTES, DisconnectReason, FacadeError, Liveness, NetStats, PROTOCOL_VERSION,
+    RefusalLog,
 };
 use crate::bits::{BitReader, BitWriter};
 use crate::blob::DeliveryMode;
@@ -49,6 +50,21 @@ pub struct ServerConfig {
     pub refusal_linger: Duration,
     /// Most clients, for [`Server::bind`] (default 64).
     pub max_clients: usize,
+    /// A connected client none of whose packets was acknowledged for this long is
+    /// closed with [`DisconnectReason::AckTimedOut`] (default
+    /// [`DEFAULT_ACK_TIMEOUT`](super::DEFAULT_ACK_TIMEOUT), 5 s). Keep it well above
+    /// [`keep_alive_interval`](Self::keep_alive_interval) plus the worst round trip.
+    pub ack_timeout: Duration,
+    /// An empty ack-eliciting packet is sent to a client that got no ack-eliciting
+    /// packet for this long, so a live client always has something to acknowledge
+    /// (default [`DEFAULT_KEEP_ALIVE_INTERVAL`](super::DEFAULT_KEEP_ALIVE_INTERVAL),
+    /// 250 ms).
+    pub keep_alive_interval: Duration,
+    /// Most bytes of replication state kept for one client only because it has not
+    /// acknowledged them (see [`ReplicationServer::pending_bytes`]); above it the
+    /// client is closed with [`DisconnectReason::PendingStateOverflow`] (default
+    /// 8 MiB).
+    pub max_pending_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -61,6 +77,9 @@ impl Default for ServerConfig {
             handshake_timeout: Duration::from_secs(5),
             refusal_linger: Duration::from_millis(500),
             max_clients: 64,
+            ack_timeout: DEFAULT_ACK_TIMEOUT,
+            keep_alive_interval: DEFAULT_KEEP_ALIVE_INTERVAL,
+            max_pending_bytes: 8 * 1024 * 1024,
         }
     }
 }
@@ -91,6 +110,25 @@ pub enum ServerEvent {
         /// [`DisconnectReason::VersionMismatch`]); `ours` is the server's.
         reason: DisconnectReason,
     },
+    /// A client reported that it could not read an object (it marked it broken, Iris's
+    /// `ReplicationDisabled`); the server destroys it on that client and creates it
+    /// again from its current state.
+    ObjectRecovered {
+        /// The client.
+        client: ClientId,
+        /// The object (the root, if the client reported a subobject).
+        handle: NetRefHandle,
+    },
+}
+
+/// Bytes a [`Server`] holds on behalf of its clients ([`Server::held_bytes`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HeldBytes {
+    /// Replication state and messages kept until the client acknowledges them.
+    pub pending: usize,
+    /// Received messages waiting for game code, out-of-order reliable messages and
+    /// partly reassembled ones.
+    pub receive: usize,
 }
 
 enum Phase {
@@ -100,8 +138,13 @@ enum Phase {
     Active {
         conn: ConnectionId,
         connection: Box<Connection>,
+        liveness: Liveness,
+        refusals: RefusalLog,
     },
-    Refused {
+    /// Refused in the handshake, or closed by the server for a reason the client
+    /// must learn: `frame` (the refusal or close frame) is repeated whenever the
+    /// client sends something, until the transport connection is closed at `until`.
+    Lingering {
         until: Duration,
         frame: Vec<u8>,
     },
@@ -140,6 +183,7 @@ struct Peer {
 ///             ServerEvent::ClientConnected { client, .. } => println!("{client} joined"),
 ///             ServerEvent::ClientDisconnected { client, reason } => println!("{client} left: {reason}"),
 ///             ServerEvent::ClientRefused { client, reason } => println!("{client} refused: {reason}"),
+///             ServerEvent::ObjectRecovered { client, handle } => println!("{handle} re-sent to {client}"),
 ///         }
 ///     }
 ///     if let Some(s) = server.get_mut::<Score>(score) { s.points += 1; }
@@ -291,20 +335,54 @@ impl<T: ServerTransport> Server<T> {
                     version,
                     registry_hash,
                 }) => self.on_hello(client, version, registry_hash),
+                Some(Control::Close { code }) => {
+                    let reason = DisconnectReason::from_close_code(code, false);
+                    tracing::debug!("client {client} closed the connection: {reason}");
+                    self.drop_peer(client, Some(reason));
+                    self.transport.disconnect(client);
+                }
                 _ => peer.stats.on_reject(),
             }
             return;
         }
-        let Phase::Active { conn, connection } = &mut peer.phase else {
-            peer.stats.on_reject();
-            return;
+        let (conn, connection, liveness) = match &mut peer.phase {
+            Phase::Active {
+                conn,
+                connection,
+                liveness,
+                ..
+            } => (*conn, connection, liveness),
+            Phase::Lingering { frame, .. } => {
+                // The client has not heard why yet: tell it again.
+                let frame = frame.clone();
+                peer.stats.on_reject();
+                if !frame.is_empty() {
+                    Self::send_raw(&mut self.transport, client, &mut peer.stats, &frame);
+                }
+                return;
+            }
+            Phase::AwaitingHello { .. } => {
+                peer.stats.on_reject();
+                return;
+            }
         };
         let mut r = BitReader::new(payload);
-        match connection.read_header(now, &mut r) {
+        let header = connection.read_header(now, &mut r);
+        if liveness.header_is_fatal(&header) {
+            if let Err(e) = header {
+                tracing::warn!("client {client}: unreadable packet header, closing: {e}");
+            }
+            peer.stats.on_reject();
+            self.close_peer(client, DisconnectReason::ReadError);
+            return;
+        }
+        match header {
             Ok(_) => {
-                if let Err(e) = self.replication.read_packet(*conn, &mut r) {
-                    tracing::debug!("client {client}: unreadable packet: {e}");
+                if let Err(e) = self.replication.read_packet(conn, &mut r) {
+                    // The packet is already acknowledged (see the module docs): close.
+                    tracing::warn!("client {client}: unreadable packet, closing: {e}");
                     peer.stats.on_reject();
+                    self.close_peer(client, DisconnectReason::ReadError);
                 }
             }
             Err(e) => {
@@ -332,9 +410,11 @@ impl<T: ServerTransport> Server<T> {
                 );
                 return;
             }
-            Phase::Refused { frame, .. } => {
+            Phase::Lingering { frame, .. } => {
                 let frame = frame.clone();
-                Self::send_raw(&mut self.transport, client, &mut peer.stats, &frame);
+                if !frame.is_empty() {
+                    Self::send_raw(&mut self.transport, client, &mut peer.stats, &frame);
+                }
                 return;
             }
             Phase::AwaitingHello { .. } => {}
@@ -356,7 +436,7 @@ impl<T: ServerTransport> Server<T> {
             tracing::warn!("client {client} refused: {reason}");
             let frame = Control::Refuse { reason }.encode();
             Self::send_raw(&mut self.transport, client, &mut peer.stats, &frame);
-            peer.phase = Phase::Refused {
+            peer.phase = Phase::Lingering {
                 until: now + self.config.refusal_linger,
                 frame,
             };
@@ -368,6 +448,8 @@ impl<T: ServerTransport> Server<T> {
         peer.phase = Phase::Active {
             conn,
             connection: Box::new(Connection::new(self.config.connection.clone())),
+            liveness: Liveness::new(now),
+            refusals: RefusalLog::default(),
         };
         Self::send_raw(
             &mut self.transport,
@@ -385,15 +467,35 @@ impl<T: ServerTransport> Server<T> {
     fn run_timeouts(&mut self) {
         let now = self.now;
         let mut drop = Vec::new();
-        for (&client, peer) in &self.peers {
-            match peer.phase {
+        let mut close = Vec::new();
+        for (&client, peer) in &mut self.peers {
+            match &mut peer.phase {
                 Phase::AwaitingHello { since }
-                    if now.saturating_sub(since) >= self.config.handshake_timeout =>
+                    if now.saturating_sub(*since) >= self.config.handshake_timeout =>
                 {
                     tracing::debug!("client {client}: no hello in time, dropped");
                     drop.push(client);
                 }
-                Phase::Refused { until, .. } if now >= until => drop.push(client),
+                Phase::Lingering { until, .. } if now >= *until => drop.push(client),
+                Phase::Active {
+                    conn,
+                    connection,
+                    liveness,
+                    refusals,
+                } => {
+                    if liveness.timed_out(now, connection, self.config.ack_timeout) {
+                        close.push((client, DisconnectReason::AckTimedOut));
+                    } else if self.replication.pending_bytes(*conn) > self.config.max_pending_bytes
+                    {
+                        close.push((client, DisconnectReason::PendingStateOverflow));
+                    }
+                    let refused = self
+                        .replication
+                        .message_stats(*conn)
+                        .map_or(0, |s| s.rejected);
+                    peer.stats.stats.messages_refused = refused;
+                    refusals.report(now, refused, format_args!("client {client}"));
+                }
                 _ => {}
             }
         }
@@ -401,6 +503,53 @@ impl<T: ServerTransport> Server<T> {
             self.peers.remove(&client);
             self.transport.disconnect(client);
         }
+        for (client, reason) in close {
+            tracing::warn!("client {client}: closing: {reason}");
+            self.close_peer(client, reason);
+        }
+    }
+
+    /// Closes a connected client for `reason`: its replication state is released now
+    /// and [`ServerEvent::ClientDisconnected`] raised; a close frame tells the client
+    /// why, and the transport connection is closed after a short linger.
+    fn close_peer(&mut self, client: ClientId, reason: DisconnectReason) {
+        if !self.drop_peer(client, Some(reason)) {
+            return;
+        }
+        let frame = Control::Close {
+            code: reason.close_code(),
+        }
+        .encode();
+        let Some(peer) = self.peers.get_mut(&client) else {
+            return;
+        };
+        Self::send_raw(&mut self.transport, client, &mut peer.stats, &frame);
+        peer.phase = Phase::Lingering {
+            until: self.now + CLOSE_LINGER,
+            frame,
+        };
+    }
+
+    /// Ends a connected client's replication (keeping the peer entry) and raises
+    /// [`ServerEvent::ClientDisconnected`] when `reason` is given. Returns whether the
+    /// client was connected.
+    fn drop_peer(&mut self, client: ClientId, reason: Option<DisconnectReason>) -> bool {
+        let Some(peer) = self.peers.get_mut(&client) else {
+            return false;
+        };
+        let Phase::Active { conn, .. } = peer.phase else {
+            return false;
+        };
+        peer.phase = Phase::Lingering {
+            until: self.now,
+            frame: Vec::new(),
+        };
+        self.replication.remove_connection(conn);
+        if let Some(reason) = reason {
+            self.events
+                .push_back(ServerEvent::ClientDisconnected { client, reason });
+        }
+        true
     }
 
     fn send_raw(transport: &mut T, client: ClientId, stats: &mut StatsTracker, bytes: &[u8]) {
@@ -415,7 +564,13 @@ impl<T: ServerTransport> Server<T> {
         let Some(peer) = self.peers.get_mut(&client) else {
             return;
         };
-        let Phase::Active { conn, connection } = &mut peer.phase else {
+        let Phase::Active {
+            conn,
+            connection,
+            liveness,
+            ..
+        } = &mut peer.phase
+        else {
             peer.stats.update(now, None);
             return;
         };
@@ -423,6 +578,10 @@ impl<T: ServerTransport> Server<T> {
         connection.update(now);
         while let Some((seq, status)) = connection.poll_delivery() {
             self.replication.process_delivery(conn, seq, status);
+        }
+        for handle in self.replication.take_recovered(conn) {
+            self.events
+                .push_back(ServerEvent::ObjectRecovered { client, handle });
         }
         let mut sent_any = false;
         for _ in 0..self.config.max_packets_per_tick {
@@ -446,7 +605,17 @@ impl<T: ServerTransport> Server<T> {
                 break;
             }
         }
-        if !sent_any && connection.needs_ack() {
+        if sent_any {
+            liveness.last_eliciting = now;
+        } else if liveness.keep_alive_due(now, self.config.keep_alive_interval) {
+            // Nothing to send for a while: an empty packet the client must ack.
+            let mut w = BitWriter::with_capacity_bytes(MAX_HEADER_BITS.div_ceil(8));
+            connection.write_header(now, &mut w);
+            if let Ok(bytes) = w.finish() {
+                Self::send_raw(&mut self.transport, client, &mut peer.stats, &bytes);
+            }
+            liveness.last_eliciting = now;
+        } else if connection.needs_ack() {
             let (_, bytes) = connection.ack_only_packet(now);
             Self::send_raw(&mut self.transport, client, &mut peer.stats, &bytes);
         }
@@ -649,6 +818,26 @@ impl<T: ServerTransport> Server<T> {
     /// Number of connected clients.
     pub fn client_count(&self) -> usize {
         self.clients().count()
+    }
+
+    /// Bytes held for one connected client, or, with `None`, the totals over every
+    /// connected client: state kept because the client has not acknowledged it
+    /// ([`ReplicationServer::pending_bytes`], capped per client by
+    /// [`ServerConfig::max_pending_bytes`]) and its receive buffers
+    /// ([`ReplicationServer::buffered_receive_bytes`], capped by the
+    /// [`AttachmentConfig`](crate::replication::attachment::AttachmentConfig) byte limits).
+    pub fn held_bytes(&self, client: Option<ClientId>) -> HeldBytes {
+        let mut total = HeldBytes::default();
+        for (&id, peer) in &self.peers {
+            if client.is_some_and(|c| c != id) {
+                continue;
+            }
+            if let Phase::Active { conn, .. } = peer.phase {
+                total.pending += self.replication.pending_bytes(conn);
+                total.receive += self.replication.buffered_receive_bytes(conn);
+            }
+        }
+        total
     }
 
     /// Statistics of a client's connection.

@@ -49,6 +49,12 @@ pub struct NetStats {
     pub packets_lost: u64,
     /// Packets acknowledged by the peer.
     pub packets_delivered: u64,
+    /// Messages from the peer refused: over a receive cap
+    /// ([`AttachmentConfig::max_received_messages`](crate::replication::attachment::AttachmentConfig::max_received_messages),
+    /// [`max_received_bytes`](crate::replication::attachment::AttachmentConfig::max_received_bytes)),
+    /// undecodable, or rejected by the validator. Summarised in the log at most once
+    /// per 10 s per connection.
+    pub messages_refused: u64,
 }
 
 /// Running counters behind [`NetStats`].

@@ -159,6 +159,7 @@ impl AttachmentConfig {
         // The channels carry whole messages up to a part and the parts of larger ones.
         c.max_message_bits = self.part_bits() + PART_FRAMING_BITS;
         c.max_queued = self.max_queued_messages.max(1);
+        c.max_buffered_bits = (self.max_out_of_order_bytes as u64).saturating_mul(8);
         c
     }
 
@@ -226,6 +227,8 @@ pub struct ReceivedMessage {
     /// The message type's wire id.
     pub protocol: ProtocolIndex,
     value: Box<dyn ErasedObject>,
+    /// Bits the message took on the wire (for the receive caps).
+    wire_bits: usize,
 }
 
 impl std::fmt::Debug for ReceivedMessage {
@@ -304,6 +307,12 @@ pub struct MessageStats {
     pub written: u64,
     /// Messages received and handed to game code.
     pub received: u64,
+    /// Of `rejected`, the messages refused because the received queue was at
+    /// [`AttachmentConfig::max_received_messages`] or
+    /// [`AttachmentConfig::max_received_bytes`].
+    pub refused_over_cap: u64,
+    /// Bytes of the refused messages (their wire size).
+    pub refused_bytes: u64,
     /// Object messages dropped because the object was not in scope (either end).
     pub dropped_not_in_scope: u64,
     /// Received messages rejected (undecodable, invalid state, validator, full queue).
@@ -352,6 +361,7 @@ fn decode_message_from(
     r: &mut BitReader,
     mode: DeliveryMode,
 ) -> Result<ReceivedMessage, String> {
+    let start = r.position();
     let target = if r.read_bool() {
         Some(NetRefHandle::read(r).map_err(|e| e.to_string())?)
     } else {
@@ -374,6 +384,7 @@ fn decode_message_from(
         mode,
         protocol,
         value,
+        wire_bits: r.position().saturating_sub(start),
     })
 }
 
@@ -475,6 +486,8 @@ pub struct MessageStream {
     /// Decoded this packet, to run at its end (after the state is applied).
     deferred: Vec<ReceivedMessage>,
     received: VecDeque<ReceivedMessage>,
+    /// Accounted bytes of `received` (see [`Self::received_bytes`]).
+    received_bytes: usize,
     validator: Option<MessageValidator>,
     handlers: Vec<(ProtocolIndex, MessageHandler)>,
     stats: MessageStats,
@@ -511,6 +524,7 @@ impl MessageStream {
                 .with_max_blob_bits(config.max_message_bits as u64),
             deferred: Vec::new(),
             received: VecDeque::new(),
+            received_bytes: 0,
             validator: None,
             handlers: Vec::new(),
             stats: MessageStats::default(),
@@ -592,7 +606,35 @@ impl MessageStream {
 
     /// Takes every received message.
     pub fn drain(&mut self) -> Vec<ReceivedMessage> {
+        self.received_bytes = 0;
         self.received.drain(..).collect()
+    }
+
+    /// Bytes the received messages waiting for game code account for: per message
+    /// its wire size twice (the decoded value holds about as much again) plus the
+    /// queue entry. Capped by [`AttachmentConfig::max_received_bytes`].
+    pub fn received_bytes(&self) -> usize {
+        self.received_bytes
+    }
+
+    /// Bytes this side holds for the peer in its receive buffers: queued received
+    /// messages, out-of-order reliable messages, a partly reassembled message.
+    pub fn buffered_receive_bytes(&self) -> usize {
+        let ooo: u64 = self.receivers.iter().map(|r| r.buffered_bits()).sum();
+        self.received_bytes + (ooo / 8) as usize + self.assembler.buffered_bits() / 8
+    }
+
+    /// Bytes of messages queued to the peer and not yet acknowledged.
+    pub fn queued_send_bytes(&self) -> usize {
+        self.senders
+            .iter()
+            .map(ChannelSender::queued_bits)
+            .sum::<usize>()
+            / 8
+    }
+
+    fn message_bytes(msg: &ReceivedMessage) -> usize {
+        msg.wire_bits.div_ceil(8) * 2 + std::mem::size_of::<ReceivedMessage>()
     }
 
     /// Whether nothing is queued or unacknowledged.
@@ -709,7 +751,7 @@ impl MessageStream {
                 let mut msg = match decoded {
                     Ok(m) => m,
                     Err(e) => {
-                        tracing::warn!("{side}: undecodable message dropped: {e}");
+                        tracing::trace!("{side}: undecodable message dropped: {e}");
                         self.stats.rejected += 1;
                         continue;
                     }
@@ -773,15 +815,23 @@ impl MessageStream {
 
     /// Queues a message for game code (`drain`), within the queue's cap.
     fn enqueue(&mut self, msg: ReceivedMessage) {
-        if self.received.len() >= self.config.max_received_messages {
-            tracing::warn!(
-                "{}: received-message queue full; a message is dropped",
+        let bytes = Self::message_bytes(&msg);
+        if self.received.len() >= self.config.max_received_messages
+            || self.received_bytes + bytes > self.config.max_received_bytes
+        {
+            // No log line per message: a flooding peer would flood the log. The facade
+            // summarises `rejected` at most once per interval.
+            tracing::trace!(
+                "{}: received-message queue full; a message is refused",
                 self.side()
             );
             self.stats.rejected += 1;
+            self.stats.refused_over_cap += 1;
+            self.stats.refused_bytes += msg.wire_bits.div_ceil(8) as u64;
             return;
         }
         self.stats.received += 1;
+        self.received_bytes += bytes;
         self.received.push_back(msg);
     }
 

@@ -87,8 +87,19 @@ pub struct AttachmentConfig {
     /// Most messages queued per channel on the sender (default 4096).
     pub max_queued_messages: usize,
     /// Most received messages waiting for game code (default 4096); beyond it new
-    /// ones are dropped with a warning.
+    /// ones are refused (counted in [`MessageStats::rejected`](crate::replication::attachment::MessageStats::rejected), summarised in the log
+    /// at most once per interval by the facade).
     pub max_received_messages: usize,
+    /// Most bytes of received messages waiting for game code, per connection
+    /// (default 1 MiB; each message counts its wire size plus its bookkeeping, see
+    /// [`MessageStream::received_bytes`](crate::replication::attachment::MessageStream::received_bytes)); beyond it new ones are refused like above.
+    /// A peer that floods messages game code does not drain holds at most this much.
+    pub max_received_bytes: usize,
+    /// Most bytes a receiving channel buffers for reliable messages that arrived
+    /// ahead of an earlier one (default 256 KiB per channel). The channel window
+    /// (1024 messages of at most one part each) bounds it too; a peer exceeding it
+    /// sends data that cannot be read, and the facade closes its connection.
+    pub max_out_of_order_bytes: usize,
     /// Warn when an object message is dropped because the object is not in scope
     /// (default off, as in Iris).
     pub warn_dropped_messages: bool,
@@ -111,6 +122,8 @@ impl Default for AttachmentConfig {
             max_message_bits: 8192 * 8,
             max_queued_messages: 4096,
             max_received_messages: 4096,
+            max_received_bytes: 1024 * 1024,
+            max_out_of_order_bytes: 256 * 1024,
             warn_dropped_messages: false,
             reliable_before_state: true,
         }

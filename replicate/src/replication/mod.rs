@@ -94,7 +94,8 @@ pub use writer::huge::{
     SharedHugeQueue,
 };
 pub use writer::{
-    MAX_REPORTS_PER_PACKET, ReplicationWriter, WriterHooks, WriterStats, apply_conditions,
+    MAX_RECOVERIES, MAX_REPORTS_PER_PACKET, RETAINED_OBJECT_BYTES, ReplicationWriter, WriterHooks,
+    WriterStats, apply_conditions,
 };
 
 use crate::bits::{BitReader, BitWriter};
@@ -522,6 +523,49 @@ impl ReplicationServer {
             .process_delivery(&mut self.objects, sequence, status);
         // A creation acknowledged just now frees the object messages held for it.
         crate::replication::attachment::release_held(&mut conn.streams, &self.objects);
+    }
+
+    /// An estimate of the bytes the server keeps for connection `id` only because
+    /// that client has not acknowledged them: the writer's records in flight and the
+    /// destroyed objects awaiting its destroy confirmation
+    /// ([`ReplicationWriter::pending_bytes`]), and the messages queued to it and not
+    /// yet acknowledged. 0 for an unknown connection.
+    pub fn pending_bytes(&self, id: ConnectionId) -> usize {
+        let Some(conn) = self.conn(id) else {
+            return 0;
+        };
+        let writer = conn
+            .streams
+            .stream::<ReplicationWriter>(ReplicationWriter::NAME)
+            .map_or(0, ReplicationWriter::pending_bytes);
+        let messages = conn
+            .streams
+            .stream::<crate::replication::attachment::MessageStream>(
+                crate::replication::attachment::MessageStream::NAME,
+            )
+            .map_or(0, |m| m.queued_send_bytes());
+        writer + messages
+    }
+
+    /// Bytes held in connection `id`'s receive buffers (received messages waiting
+    /// for game code, out-of-order reliable messages, a partly reassembled message;
+    /// see [`MessageStream::buffered_receive_bytes`](crate::replication::attachment::MessageStream::buffered_receive_bytes)).
+    pub fn buffered_receive_bytes(&self, id: ConnectionId) -> usize {
+        self.conn(id)
+            .and_then(|c| {
+                c.streams
+                    .stream::<crate::replication::attachment::MessageStream>(
+                        crate::replication::attachment::MessageStream::NAME,
+                    )
+            })
+            .map_or(0, |m| m.buffered_receive_bytes())
+    }
+
+    /// The roots connection `id`'s client reported broken since the last call; each
+    /// is destroyed on that client and created again.
+    pub fn take_recovered(&mut self, id: ConnectionId) -> Vec<NetRefHandle> {
+        writer_of(&mut self.connections, id)
+            .map_or_else(Vec::new, ReplicationWriter::take_recovered)
     }
 
     /// Reads a packet received from connection `id` (after the transport's header).

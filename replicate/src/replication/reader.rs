@@ -496,6 +496,9 @@ impl ClientWorld {
         }
         let t = self.tombstones.entry(handle).or_insert(seq);
         *t = (*t).max(seq);
+        // A broken handle is whole again once destroyed: the server destroys an object
+        // reported broken and creates it anew (even one whose creation failed here).
+        self.broken.remove(&handle);
         let Some(obj) = self.objects.remove(&handle) else {
             if !tear_off {
                 self.stats.unknown_destroys += 1;

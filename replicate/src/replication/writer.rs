@@ -61,6 +61,16 @@ use std::collections::VecDeque;
 #[path = "huge.rs"]
 pub mod huge;
 
+/// What [`ReplicationWriter::pending_bytes`] counts for an object kept alive only
+/// because a connection has not confirmed its destroy: the object table entry, its
+/// quantized state and the game object (about 0.9 KiB measured for a small type;
+/// an estimate, not a measurement of each object).
+pub const RETAINED_OBJECT_BYTES: usize = 1024;
+
+/// How often one root is destroyed and created again on a client that reports it
+/// broken; reported once more, it is no longer replicated to that client.
+pub const MAX_RECOVERIES: u8 = 3;
+
 /// Capacity of the scratch writer a batch body is written into before its size prefix
 /// (one bit more than the largest non-huge body, so that a body reaching the escape
 /// value is told apart from one that did not fit).
@@ -85,7 +95,9 @@ pub struct WriterStats {
     pub huge_objects: u64,
     /// Bits written (stream sections).
     pub bits: u64,
-    /// Objects taken out of scope because the client reported them broken.
+    /// Broken-object reports acted on: the object is destroyed on the client and
+    /// created again once the destroy is acknowledged, or, reported more than
+    /// [`MAX_RECOVERIES`] times, no longer replicated there.
     pub disabled_by_remote: u64,
     /// Bits of object batches written, per protocol index (the replicated type).
     pub bits_per_type: Vec<u64>,
@@ -186,6 +198,16 @@ pub struct ReplicationWriter {
     storage: Option<SharedBaselineStorage>,
     baselines: ConnectionBaselines,
     records_popped: u64,
+    /// Objects reported broken by the client, waiting for their destroy to be
+    /// acknowledged before they are created again.
+    recovering: BitArray,
+    /// Roots reported broken since [`take_recovered`](Self::take_recovered).
+    recovered: Vec<NetRefHandle>,
+    /// Estimated heap bytes of `records` (see [`pending_bytes`](Self::pending_bytes)).
+    record_bytes: usize,
+    /// Times each root was reported broken (a root reported more than
+    /// [`MAX_RECOVERIES`] times leaves this connection's scope for good).
+    recoveries: std::collections::HashMap<NetRefHandle, u8>,
     /// Batch bodies are written here first (allocated at the first batch), with the
     /// mark of its empty state.
     scratch: Option<(BitWriter, crate::bits::WriterMark)>,
@@ -228,6 +250,10 @@ impl ReplicationWriter {
             storage: None,
             baselines: ConnectionBaselines::default(),
             records_popped: 0,
+            recovering: BitArray::default(),
+            recovered: Vec::new(),
+            record_bytes: 0,
+            recoveries: std::collections::HashMap::new(),
             scratch: None,
         }
     }
@@ -425,6 +451,35 @@ impl ReplicationWriter {
     /// Packets written whose fate is unknown.
     pub fn packets_in_flight(&self) -> usize {
         self.records.len()
+    }
+
+    /// An estimate of the bytes this writer keeps only because the client has not
+    /// acknowledged them: the records of the packets in flight, and the objects
+    /// destroyed on the server that stay in the object table until this client
+    /// confirms their destroy (each counted as 1 KiB, an estimate of the table entry,
+    /// quantized state and game object it keeps alive). O(1).
+    pub fn pending_bytes(&self) -> usize {
+        self.record_bytes + self.pending_destroys.len() * RETAINED_OBJECT_BYTES
+    }
+
+    /// Estimated heap bytes of one packet record, destroys counted as retained
+    /// objects (an object whose destroy is in flight is kept for this connection).
+    fn record_size(record: &PacketRecord) -> usize {
+        let destroys = record
+            .infos
+            .iter()
+            .filter(|ri| ri.kind == RecordKind::Destroy)
+            .count();
+        std::mem::size_of::<PacketRecord>()
+            + record.infos.capacity() * std::mem::size_of::<RecordInfo>()
+            + record.exports.capacity() * std::mem::size_of::<crate::stream::tokens::NetToken>()
+            + destroys * RETAINED_OBJECT_BYTES
+    }
+
+    /// The roots the client reported broken since the last call (each is destroyed
+    /// on the client and created again).
+    pub fn take_recovered(&mut self) -> Vec<NetRefHandle> {
+        std::mem::take(&mut self.recovered)
     }
 
     /// Objects with something to write.
@@ -667,6 +722,13 @@ impl ReplicationWriter {
     }
 
     fn release(&mut self, table: &mut ObjectTable, index: InternalIndex) {
+        self.recovering.clear(index);
+        if !self.recoveries.is_empty()
+            && let Some(entry) = table.entry_at(index)
+            && !entry.is_alive()
+        {
+            self.recoveries.remove(&entry.handle());
+        }
         self.drop_baselines(index);
         self.baselines.forget(index);
         let Some(info) = self.infos.get_mut(index as usize) else {
@@ -824,6 +886,35 @@ impl ReplicationWriter {
         }
     }
 
+    /// Destroys a root (and its subobjects) on the client, then creates it again once
+    /// each destroy is acknowledged (a client reported it broken: Iris's
+    /// `ReplicationDisabled`, here followed by a fresh creation).
+    fn recover(&mut self, table: &mut ObjectTable, root: InternalIndex) {
+        let subs = table
+            .entry_at(root)
+            .map(|e| e.subobjects().to_vec())
+            .unwrap_or_default();
+        for j in std::iter::once(root).chain(subs) {
+            self.stop_replication(table, j, false);
+            match self.object_state(j) {
+                S::Invalid => self.restart_if_in_scope(table, j),
+                S::PendingDestroy | S::WaitOnDestroyConfirmation => self.recovering.set(j),
+                _ => {}
+            }
+        }
+    }
+
+    /// Starts replicating `index` again if it is alive and its root is in scope.
+    fn restart_if_in_scope(&mut self, table: &mut ObjectTable, index: InternalIndex) {
+        let Some(entry) = table.entry_at(index) else {
+            return;
+        };
+        let root = entry.root().unwrap_or(index);
+        if entry.is_alive() && !self.excluded.get(root) {
+            self.start_replication(table, index);
+        }
+    }
+
     fn recreate(&mut self, table: &ObjectTable, index: InternalIndex) {
         let info = &mut self.infos[index as usize];
         info.set_state(S::PendingCreate);
@@ -946,6 +1037,7 @@ impl ReplicationWriter {
         // section back and reports it lost) keeps the states consistent.
         self.stats.packets += 1;
         self.stats.bits += (w.position() - start.position()) as u64;
+        self.record_bytes += Self::record_size(&record);
         self.records.push_back(record);
         if more || !self.pending_destroys.is_empty() {
             WriteResult::HasMoreData
@@ -1303,6 +1395,7 @@ impl ReplicationWriter {
         let Some(record) = self.records.pop_front() else {
             return;
         };
+        self.record_bytes = self.record_bytes.saturating_sub(Self::record_size(&record));
         let ordinal = self.records_popped;
         self.records_popped += 1;
         if let Some(storage) = self.storage.clone() {
@@ -1342,7 +1435,12 @@ impl ReplicationWriter {
                         S::WaitOnDestroyConfirmation => {
                             info.set_state(S::Destroyed);
                             info.set_state(S::Invalid);
+                            let recovering = self.recovering.get(i);
                             self.release(table, i);
+                            if recovering {
+                                // Reported broken: the client dropped it; create it anew.
+                                self.restart_if_in_scope(table, i);
+                            }
                         }
                         S::CancelPendingDestroy => self.recreate(table, i),
                         _ => {}
@@ -1438,6 +1536,7 @@ impl ReplicationWriter {
             self.baselines.release_all(&mut lock_storage(s));
         }
         self.records.clear();
+        self.record_bytes = 0;
         self.pending_destroys.clear();
         for i in 0..self.infos.len() {
             if self.infos[i].state() != S::Invalid {
@@ -1607,12 +1706,31 @@ impl DataStream<ObjectTable> for ReplicationWriter {
                 continue;
             };
             let root = ctx.entry_at(index).and_then(|e| e.root()).unwrap_or(index);
+            let Some(root_handle) = ctx.entry_at(root).map(|e| e.handle()) else {
+                continue;
+            };
+            if self.recovered.contains(&root_handle) || self.recovering.get(root) {
+                continue;
+            }
+            self.stats.disabled_by_remote += 1;
+            let attempts = self.recoveries.entry(root_handle).or_insert(0);
+            *attempts += 1;
+            if *attempts > MAX_RECOVERIES {
+                // It breaks every time (a type the client cannot decode): Iris's
+                // ReplicationDisabled, for good.
+                tracing::warn!(
+                    "connection {}: the client could not replicate {h} after {MAX_RECOVERIES} re-creations; it is no longer sent there",
+                    self.connection
+                );
+                self.set_in_scope(ctx, root, false);
+                continue;
+            }
             tracing::warn!(
-                "connection {}: the client could not replicate {h}; it is no longer sent there",
+                "connection {}: the client could not replicate {h}; destroying and creating it again there",
                 self.connection
             );
-            self.stats.disabled_by_remote += 1;
-            self.set_in_scope(ctx, root, false);
+            self.recovered.push(root_handle);
+            self.recover(ctx, root);
         }
         r.check().map_err(|e| StreamError::malformed(Self::NAME, e))
     }

@@ -1,7 +1,11 @@
 //! A link conditioner around any transport: [`ConditionedServer`] and
 //! [`ConditionedClient`] pass every payload, in both directions, through a
 //! [`LinkSimulator`], so a real UDP session can be given latency, jitter, loss,
-//! duplication and reordering.
+//! duplication and reordering. Because it sits above the transport's own integrity
+//! check, its [`corrupt`](LinkConditioner::corrupt) probability (seeded, off by
+//! default) hands replication payloads with a flipped bit even over netcode.io: the
+//! way to test a session against a transport that breaks the
+//! [integrity contract](super#the-integrity-contract).
 //!
 //! ```no_run
 //! use replicate::transport::LinkConditioner;

@@ -2,6 +2,12 @@
 //! joined to the server by a pair of seeded [`LinkSimulator`]s that add latency,
 //! jitter, loss, duplication and reordering. For tests, benchmarks and examples that
 //! want real packet flow without sockets.
+//!
+//! Payloads arrive unaltered (the [integrity contract](super#the-integrity-contract))
+//! unless the conditioner's [`corrupt`](LinkConditioner::corrupt) probability is set:
+//! then one random bit of a payload copy is flipped with that probability, drawn from
+//! the route's seeded generator, for robustness tests
+//! ([`MemoryNetwork::set_client_conditioner`] injects it on one client's route).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -469,6 +475,42 @@ mod tests {
         assert_eq!(client.poll_event(), Some(ClientTransportEvent::Connected));
         assert!(client.is_connected());
         (server, client, id)
+    }
+
+    #[test]
+    fn corruption_on_a_route_is_seeded_and_flips_one_bit() {
+        let run = |seed| {
+            let (mut server, mut client, id) = connected(LinkConditioner::perfect(), seed);
+            let network = server.network();
+            let corrupt = LinkConditioner {
+                corrupt: 0.5,
+                ..LinkConditioner::perfect()
+            };
+            assert!(network.set_client_conditioner(id, corrupt));
+            let sent = vec![0x5Au8; 64];
+            let mut received = Vec::new();
+            for t in 1..=40 {
+                server.send(id, &sent).unwrap();
+                client.update(ms(t)).unwrap();
+                while let Some(ClientTransportEvent::Payload(p)) = client.poll_event() {
+                    received.push(p);
+                }
+            }
+            let flipped: Vec<u32> = received
+                .iter()
+                .map(|p| p.iter().zip(&sent).map(|(a, b)| (a ^ b).count_ones()).sum())
+                .collect();
+            (received, flipped)
+        };
+        let (a, flipped) = run(5);
+        assert_eq!(a.len(), 40);
+        // Each copy is intact or has exactly one bit flipped, about half of them.
+        assert!(flipped.iter().all(|&f| f <= 1));
+        let corrupted = flipped.iter().filter(|&&f| f == 1).count();
+        assert!((10..=30).contains(&corrupted), "{corrupted}");
+        // The same seed flips the same bits.
+        assert_eq!(run(5).0, a);
+        assert_ne!(run(6).0, a);
     }
 
     #[test]

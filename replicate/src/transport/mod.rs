@@ -12,6 +12,25 @@
 //!
 //! This layer knows nothing about replication; it only moves byte payloads of at most
 //! [`ServerTransport::max_payload_bytes`].
+//!
+//! # The integrity contract
+//!
+//! A transport **must deliver every payload either exactly as it was sent or not at
+//! all**: it may lose, duplicate and reorder payloads, but never alter one. Replication
+//! packets carry no checksum of their own: a bit flipped on the way may decode as a
+//! valid, wrong value, which is then applied and acknowledged. [`udp`] meets the
+//! contract (netcode.io authenticates every packet with ChaCha20-Poly1305 and drops
+//! any that fails); so does [`memory`] unless its
+//! [`LinkConditioner::corrupt`](crate::link::LinkConditioner::corrupt) is set, which
+//! flips one bit of a packet copy with that probability (seeded) to test what happens
+//! when the contract is broken. A transport over an unauthenticated medium must add at
+//! least a checksum and drop payloads that fail it.
+//!
+//! What replication does with the payloads it cannot read is in
+//! [`facade`](crate::facade#dead-peers-read-errors-and-caps): a payload whose framing
+//! breaks closes the connection with
+//! [`DisconnectReason::ReadError`](crate::DisconnectReason::ReadError) on both sides,
+//! and nothing that arrives from the network panics.
 
 pub mod conditioned;
 pub mod memory;

@@ -35,6 +35,7 @@ use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use thiserror::Error;
 
 pub use renetcode::ConnectToken;
 
@@ -95,13 +96,29 @@ impl ConnectTokenIssuer {
 
     /// A token for `client_id` to connect to one of `servers`, valid for
     /// `expire_seconds`, with a connection timeout of `timeout_seconds`.
+    ///
+    /// Every parameter is checked (see [`TokenError`]): 1 to 32 distinct, routable
+    /// server addresses; `expire_seconds` in `1..=`[`MAX_TOKEN_EXPIRE_SECONDS`];
+    /// `timeout_seconds` in `1..=`[`MAX_TOKEN_TIMEOUT_SECONDS`] (netcode.io reads a
+    /// negative timeout as "never time out", which a server must not hand out).
+    ///
+    /// ```
+    /// use replicate::transport::udp::{ConnectTokenIssuer, TokenError};
+    /// let issuer = ConnectTokenIssuer::with_random_key(1);
+    /// let addr = "127.0.0.1:5000".parse().unwrap();
+    /// assert!(issuer.issue(7, vec![addr], 30, 5).is_ok());
+    /// assert!(matches!(
+    ///     issuer.issue(7, vec![addr], u64::MAX, 5),
+    ///     Err(TokenError::ExpireOutOfRange { .. })
+    /// ));
+    /// ```
     pub fn issue(
         &self,
         client_id: ClientId,
         servers: Vec<SocketAddr>,
         expire_seconds: u64,
         timeout_seconds: i32,
-    ) -> Result<ConnectToken, TransportError> {
+    ) -> Result<ConnectToken, TokenError> {
         self.issue_with_user_data(client_id, servers, expire_seconds, timeout_seconds, None)
     }
 
@@ -114,13 +131,8 @@ impl ConnectTokenIssuer {
         expire_seconds: u64,
         timeout_seconds: i32,
         user_data: Option<&[u8; NETCODE_USER_DATA_BYTES]>,
-    ) -> Result<ConnectToken, TransportError> {
-        if servers.is_empty() || servers.len() > 32 {
-            return Err(TransportError::Config(format!(
-                "a connect token names 1 to 32 server addresses, got {}",
-                servers.len()
-            )));
-        }
+    ) -> Result<ConnectToken, TokenError> {
+        validate_token_parameters(&servers, expire_seconds, timeout_seconds)?;
         ConnectToken::generate(
             wall_clock(),
             self.protocol_id,
@@ -131,8 +143,81 @@ impl ConnectTokenIssuer {
             user_data,
             &self.private_key,
         )
-        .map_err(|e| TransportError::Netcode(e.to_string()))
+        .map_err(|e| TokenError::Netcode(e.to_string()))
     }
+}
+
+/// Longest validity of a connect token [`ConnectTokenIssuer::issue`] accepts: one day
+/// (a token is meant to be used within seconds of being issued).
+pub const MAX_TOKEN_EXPIRE_SECONDS: u64 = 24 * 60 * 60;
+
+/// Longest connection timeout [`ConnectTokenIssuer::issue`] accepts: one hour.
+pub const MAX_TOKEN_TIMEOUT_SECONDS: i32 = 60 * 60;
+
+/// Most server addresses in one connect token (netcode.io's limit).
+pub const MAX_TOKEN_SERVERS: usize = 32;
+
+/// Why [`ConnectTokenIssuer::issue`] refused to make a token.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum TokenError {
+    /// No server address was given.
+    #[error("a connect token needs at least one server address")]
+    NoServerAddresses,
+    /// More than [`MAX_TOKEN_SERVERS`] server addresses.
+    #[error("a connect token names at most {MAX_TOKEN_SERVERS} server addresses, got {0}")]
+    TooManyServerAddresses(usize),
+    /// The same server address twice.
+    #[error("server address {0} is listed twice")]
+    DuplicateServerAddress(SocketAddr),
+    /// An address no client can reach: unspecified (`0.0.0.0`, `::`) or port 0.
+    #[error("server address {0} is not routable (unspecified address or port 0)")]
+    UnroutableServerAddress(SocketAddr),
+    /// `expire_seconds` is 0 (already expired) or above [`MAX_TOKEN_EXPIRE_SECONDS`]
+    /// (a huge value would also wrap the expiry timestamp into the past).
+    #[error("expire_seconds = {0} is outside 1..={MAX_TOKEN_EXPIRE_SECONDS}")]
+    ExpireOutOfRange(u64),
+    /// `timeout_seconds` is not in `1..=`[`MAX_TOKEN_TIMEOUT_SECONDS`] (netcode.io
+    /// reads a negative timeout as "never time out").
+    #[error("timeout_seconds = {0} is outside 1..={MAX_TOKEN_TIMEOUT_SECONDS}")]
+    TimeoutOutOfRange(i32),
+    /// netcode.io could not encode the token.
+    #[error("netcode: {0}")]
+    Netcode(String),
+}
+
+impl From<TokenError> for TransportError {
+    fn from(e: TokenError) -> Self {
+        TransportError::Config(e.to_string())
+    }
+}
+
+/// The checks of [`ConnectTokenIssuer::issue`], in parameter order.
+fn validate_token_parameters(
+    servers: &[SocketAddr],
+    expire_seconds: u64,
+    timeout_seconds: i32,
+) -> Result<(), TokenError> {
+    if servers.is_empty() {
+        return Err(TokenError::NoServerAddresses);
+    }
+    if servers.len() > MAX_TOKEN_SERVERS {
+        return Err(TokenError::TooManyServerAddresses(servers.len()));
+    }
+    for (i, addr) in servers.iter().enumerate() {
+        if addr.ip().is_unspecified() || addr.port() == 0 {
+            return Err(TokenError::UnroutableServerAddress(*addr));
+        }
+        if servers[..i].contains(addr) {
+            return Err(TokenError::DuplicateServerAddress(*addr));
+        }
+    }
+    if !(1..=MAX_TOKEN_EXPIRE_SECONDS).contains(&expire_seconds) {
+        return Err(TokenError::ExpireOutOfRange(expire_seconds));
+    }
+    if !(1..=MAX_TOKEN_TIMEOUT_SECONDS).contains(&timeout_seconds) {
+        return Err(TokenError::TimeoutOutOfRange(timeout_seconds));
+    }
+    Ok(())
 }
 
 /// How a UDP server authenticates clients.

@@ -10,7 +10,8 @@
 //! - one module per suite with its types, its registry and the [`Setup`] of its [`Sim`]:
 //!   [`core_suite`] (hand-written types, [`core_suite::Manual`]), [`interest_suite`]
 //!   (every condition, the wire decoder, [`interest_suite::Net`]) and
-//!   [`attachment_suite`] (messages and huge objects).
+//!   [`attachment_suite`] (messages and huge objects), and [`robust_suite`] (the facade
+//!   over the in-memory transport, for the robustness suites).
 //!
 //! A test file declares `mod common;` and imports `common::*` plus its suite's module.
 
@@ -22,6 +23,7 @@ pub mod core_suite;
 pub mod interest_suite;
 mod link;
 mod packet;
+pub mod robust_suite;
 mod sim;
 
 pub use link::Link;
