@@ -34,11 +34,35 @@
 //! allowed after an owner or condition change) releases the baselines (their masks
 //! merged back) and takes the full path.
 //!
+//! # A baseline every packet
+//!
+//! With [`DeltaSettings::baseline_every_packet`] (the default) a connection nominates a
+//! new baseline of an object in every packet that carries it, as long as none of its
+//! nominations of that object is in flight and its last one was not lost; so with acks
+//! in step the reference is the previous packet's state. With acks `n` packets late, one
+//! nomination is in flight at a time and a new baseline is taken every `n + 1` packets.
+//! After a lost nomination the connection falls back to the frame throttle
+//! (`min_frames_between_baselines`) for that object until one is acknowledged.
+//!
+//! # Prediction
+//!
+//! A baseline nominated on the delta path is built from the acknowledged baseline it was
+//! coded against, and both ends keep that one as its *prior*. When a batch's reference
+//! has a prior, the members can be coded against the constant-velocity extrapolation
+//! `reference + (reference − prior)` of each member ([`extrapolate`]) instead of the
+//! reference itself: with steady motion the residuals are second differences, close to
+//! zero. The server decides per type ([`DeltaSettings::predict`],
+//! [`BaselineStorage::set_type_prediction`]) and says in one bit per batch whether it
+//! predicted; the receiver needs no setting. The prediction of a snapshot is cached on
+//! it, so connections whose acks are in step compute it once per tick.
+//!
 //! Wire format, after the batch header's `is_delta` bit (see `writer`):
 //!
 //! ```text
 //! [reference index: 2]
-//!   0|1: [has new baseline: 1] [change mask] [members, each delta vs the reference]
+//!   0|1: [has new baseline: 1] [change mask]
+//!        [predicted: 1]   only when the reference has a prior
+//!        [members, each delta vs the prediction if predicted, else vs the reference]
 //!        (the new baseline is the other slot)
 //!   2:   [created index: 2 (2 = none)] [vs default: 1]
 //!        [change mask ("mostly ones" hint on creation) if vs default, plain otherwise]
@@ -68,20 +92,35 @@ pub const BASELINE_INDEX_BITS: u32 = 2;
 pub struct DeltaSettings {
     /// Global switch (Iris's `net.Iris.EnableDeltaCompression`, default true).
     pub enabled: bool,
+    /// Nominate a new baseline in every packet while acknowledgements flow (default
+    /// true): a connection may take a new baseline of an object whenever none of its
+    /// nominations of that object is in flight (the slot limit: one acknowledged, one
+    /// pending) and its last one was not lost. Deltas then run against the state of
+    /// about one round trip ago instead of up to `min_frames_between_baselines` ago.
+    /// After a lost nomination, and always when this is false, creation falls back to
+    /// the frame throttle below.
+    pub baseline_every_packet: bool,
     /// Frames between two baseline creations for one object
-    /// (`net.Iris.MinimumNumberOfFramesBetweenBaselines`, default 60).
+    /// (`net.Iris.MinimumNumberOfFramesBetweenBaselines`, default 60): the fallback
+    /// under loss, or the only rule without `baseline_every_packet`.
     pub min_frames_between_baselines: u32,
     /// Encode the initial state against the type's default state
     /// (`net.Iris.DeltaCompressInitialState`, default true).
     pub compress_initial_state: bool,
+    /// Code members against a constant-velocity prediction from the two latest
+    /// acknowledged baselines where both exist (default true; per type with
+    /// [`BaselineStorage::set_type_prediction`]). See the module docs.
+    pub predict: bool,
 }
 
 impl Default for DeltaSettings {
     fn default() -> Self {
         Self {
             enabled: true,
+            baseline_every_packet: true,
             min_frames_between_baselines: 60,
             compress_initial_state: true,
+            predict: true,
         }
     }
 }
@@ -164,7 +203,16 @@ struct StateInfo {
     state: Option<Arc<dyn ErasedState>>,
     refs: u32,
     live: bool,
+    /// The last prediction made from this snapshot: (prior, mask, prediction or `None`
+    /// when it could not be made). Connections with acks in step share it.
+    predicted: Option<PredictionCache>,
 }
+
+type PredictionCache = (
+    Arc<dyn ErasedState>,
+    ChangeMask,
+    Option<Arc<dyn ErasedState>>,
+);
 
 #[derive(Default)]
 struct ObjectShared {
@@ -192,6 +240,7 @@ pub struct BaselineStorage {
     objects: IndexMap<ObjectShared>,
     reservations: Vec<u32>,
     type_overrides: HashMap<ProtocolIndex, bool>,
+    prediction_overrides: HashMap<ProtocolIndex, bool>,
     defaults: HashMap<ProtocolIndex, Arc<dyn ErasedState>>,
     stats: BaselineStats,
 }
@@ -226,6 +275,7 @@ impl BaselineStorage {
             objects: IndexMap::default(),
             reservations: Vec::new(),
             type_overrides: HashMap::new(),
+            prediction_overrides: HashMap::new(),
             defaults: HashMap::new(),
             stats: BaselineStats::default(),
         }
@@ -256,6 +306,43 @@ impl BaselineStorage {
                 .get(&protocol)
                 .copied()
                 .unwrap_or(descriptor_default)
+    }
+
+    /// Turns prediction on or off for one type at run time (overrides
+    /// [`DeltaSettings::predict`]). The receiver needs no setting: each batch says
+    /// whether it was coded against the prediction.
+    pub fn set_type_prediction(&mut self, protocol: ProtocolIndex, enabled: bool) {
+        self.prediction_overrides.insert(protocol, enabled);
+    }
+
+    /// Whether objects of `protocol` are coded against predictions where possible.
+    pub fn is_prediction_enabled(&self, protocol: ProtocolIndex) -> bool {
+        self.prediction_overrides
+            .get(&protocol)
+            .copied()
+            .unwrap_or(self.settings.predict)
+    }
+
+    /// The constant-velocity prediction from snapshot `info` and its `prior` for the
+    /// members in `mask` (see [`extrapolate`]), cached on the snapshot so connections
+    /// whose acks are in step compute it once.
+    pub(crate) fn prediction(
+        &mut self,
+        info: u32,
+        prior: &Arc<dyn ErasedState>,
+        mask: &ChangeMask,
+    ) -> Option<Arc<dyn ErasedState>> {
+        let i = self.infos.get_mut(info as usize).filter(|i| i.live)?;
+        if let Some((p, m, predicted)) = &i.predicted
+            && Arc::ptr_eq(p, prior)
+            && m == mask
+        {
+            return predicted.clone();
+        }
+        let state = i.state.clone()?;
+        let predicted = extrapolate(state.as_ref(), prior.as_ref(), mask).map(Arc::from);
+        i.predicted = Some((prior.clone(), mask.clone(), predicted.clone()));
+        predicted
     }
 
     /// The current frame (advanced once per server tick).
@@ -323,6 +410,7 @@ impl BaselineStorage {
             state: None,
             refs: 1,
             live: true,
+            predicted: None,
         };
         let idx = match self.free.pop() {
             Some(i) => {
@@ -356,6 +444,7 @@ impl BaselineStorage {
             let object = i.object;
             i.live = false;
             i.state = None;
+            i.predicted = None;
             self.free.push(info);
             if let Some(o) = self.objects.get_mut(object)
                 && o.shared.is_some_and(|(_, s)| s == info)
@@ -390,11 +479,18 @@ impl BaselineStorage {
         }
     }
 
-    /// Whether a connection may create a baseline for an object now:
-    /// its first baseline always, a snapshot already created this frame (shared), or
-    /// `min_frames_between_baselines` frames since the object's last creation.
-    pub fn may_create(&self, object: InternalIndex, handle: NetRefHandle, first: bool) -> bool {
-        if first {
+    /// Whether a connection may create a baseline for an object now: always when
+    /// `unthrottled` (its first baseline, or one taken in every packet while
+    /// acknowledgements flow, see [`DeltaSettings::baseline_every_packet`]), a snapshot
+    /// already created this frame (shared), or `min_frames_between_baselines` frames
+    /// since the object's last creation.
+    pub fn may_create(
+        &self,
+        object: InternalIndex,
+        handle: NetRefHandle,
+        unthrottled: bool,
+    ) -> bool {
+        if unthrottled {
             return true;
         }
         match self.objects.get(object).filter(|o| o.handle == handle) {
@@ -408,12 +504,13 @@ impl BaselineStorage {
     }
 
     /// Creates (or shares, within a frame) a snapshot of an object's current state for
-    /// one connection, which holds one reference on it. `None` when throttled.
+    /// one connection, which holds one reference on it. `None` when throttled (see
+    /// [`may_create`](Self::may_create) for `unthrottled`).
     pub fn create_baseline(
         &mut self,
         object: InternalIndex,
         handle: NetRefHandle,
-        first: bool,
+        unthrottled: bool,
     ) -> Option<u32> {
         let frame = self.frame;
         let shared = self
@@ -426,7 +523,7 @@ impl BaselineStorage {
         let info = match shared {
             Some(s) => s,
             None => {
-                if !self.may_create(object, handle, first) {
+                if !self.may_create(object, handle, unthrottled) {
                     return None;
                 }
                 let s = self.reserve(object);
@@ -464,6 +561,9 @@ pub struct BaselineSlot {
     pub mask: ChangeMask,
     /// The members the client holds equal to the snapshot.
     pub synced: ChangeMask,
+    /// The acknowledged baseline this one was built from (delta path), which the
+    /// client also holds: with the snapshot, the two states a prediction extrapolates.
+    pub prior: Option<Arc<dyn ErasedState>>,
 }
 
 #[derive(Debug, Default)]
@@ -471,6 +571,9 @@ struct ObjectBaselines {
     slots: [Option<BaselineSlot>; 2],
     /// The slot nominated by a packet in flight, with the packet's ordinal.
     pending: Option<(u8, u64)>,
+    /// The last nomination was lost: creation falls back to the frame throttle until
+    /// one is acknowledged.
+    lost: bool,
 }
 
 /// One connection's baselines per object (at most two each), and the packet in flight
@@ -528,6 +631,19 @@ impl ConnectionBaselines {
         self.objects
             .get(object)
             .map_or(0, |o| o.slots.iter().flatten().count())
+    }
+
+    /// Whether this connection may nominate a new baseline of `object` in this packet
+    /// without the frame throttle: its first baseline, or
+    /// [`DeltaSettings::baseline_every_packet`] and no lost nomination since the last
+    /// acknowledged one.
+    pub fn unthrottled(&self, object: InternalIndex, settings: &DeltaSettings) -> bool {
+        match self.objects.get(object) {
+            None => true,
+            Some(o) => {
+                o.slots.iter().all(Option::is_none) || (settings.baseline_every_packet && !o.lost)
+            }
+        }
     }
 
     /// The pending nomination of an object.
@@ -628,6 +744,7 @@ impl ConnectionBaselines {
             return BaselineOutcome::None;
         }
         o.pending = None;
+        o.lost = matches!(status, DeliveryStatus::Lost);
         match status {
             DeliveryStatus::Delivered => {
                 if acked < MAX_BASELINE_COUNT
@@ -657,10 +774,51 @@ pub(crate) fn is_subset(a: &ChangeMask, b: &ChangeMask) -> bool {
     !x.any()
 }
 
+/// The constant-velocity prediction of the members in `mask` from two states of the
+/// same object, `b` (the newer) and `prior`: each residual-coded member's components
+/// continue the step they took from `prior` to `b` (`b + (b − prior)`, wrapping in the
+/// component's width); other members predict `b`. `None` when it cannot be made (a
+/// predicted component leaves its range, or the states differ in type).
+///
+/// It runs the members' own delta code twice: `b` written against `prior` gives the
+/// residuals `b − prior` (or, for a member that takes the escape, its full value),
+/// and reading those bits back against `b` adds them to `b`. So every serializer's
+/// notion of a step (wrapping angles, smallest-three components) is respected, both
+/// ends compute bit-identical predictions from bit-identical baselines, and members
+/// that do not use the residual code (strings, containers, enums) predict no change.
+pub fn extrapolate(
+    b: &dyn ErasedState,
+    prior: &dyn ErasedState,
+    mask: &ChangeMask,
+) -> Option<Box<dyn ErasedState>> {
+    if b.type_descriptor() as *const _ != prior.type_descriptor() as *const _ {
+        return None;
+    }
+    let mut w = BitWriter::with_capacity_bits(PREDICTION_SCRATCH_BITS);
+    b.serialize_delta(prior, mask, &mut w);
+    if w.is_overflown() {
+        return None;
+    }
+    let bits = w.position();
+    let bytes = w.finish().ok()?;
+    let mut r = BitReader::with_bit_len(&bytes, bits);
+    let mut out = b.clone_box();
+    out.deserialize_delta(b, mask, &mut r).ok()?;
+    out.validate(mask).ok()?;
+    Some(out)
+}
+
+/// The most bits of residuals a prediction may take (larger states predict nothing).
+const PREDICTION_SCRATCH_BITS: usize = 1 << 16;
+
 /// What the writer decided for one delta batch.
 pub(crate) struct DeltaPlan {
     /// The acknowledged slot and its snapshot (delta path), or none (full path).
     pub reference: Option<(u8, Arc<dyn ErasedState>)>,
+    /// On the delta path, when the acknowledged slot has a prior: `Some(prediction)`
+    /// to code against it, `Some(None)` to code against the slot (the batch says which
+    /// in one bit); `None` without a prior (no bit).
+    pub predicted: Option<Option<Arc<dyn ErasedState>>>,
     /// The slot to nominate.
     pub nominate: Option<u8>,
     /// The members allowed to this connection now (the new baseline's synced set).
@@ -684,7 +842,17 @@ pub(crate) fn write_delta_body(
             w.write_bits(*index as u64, BASELINE_INDEX_BITS);
             w.write_bool(plan.nominate.is_some());
             mask.write(w);
-            state.serialize_delta(reference.as_ref(), mask, w);
+            match &plan.predicted {
+                Some(Some(predicted)) => {
+                    w.write_bool(true);
+                    state.serialize_delta(predicted.as_ref(), mask, w);
+                }
+                Some(None) => {
+                    w.write_bool(false);
+                    state.serialize_delta(reference.as_ref(), mask, w);
+                }
+                None => state.serialize_delta(reference.as_ref(), mask, w),
+            }
         }
         None => {
             w.write_bits(INVALID_BASELINE_INDEX as u64, BASELINE_INDEX_BITS);
@@ -704,11 +872,16 @@ pub(crate) fn write_delta_body(
     }
 }
 
+/// A stored baseline on the client: the state, the sequence of the packet that stored
+/// it, and the baseline it was built from (delta path) for predictions.
+type StoredBaseline = (Box<dyn ErasedState>, u64, Option<Box<dyn ErasedState>>);
+
 /// The client's stored baselines of one object (quantized snapshots, with the
-/// sequence of the packet that stored each).
+/// sequence of the packet that stored each and, for baselines built on the delta path,
+/// the acknowledged baseline they were built from).
 #[derive(Debug, Default)]
 pub struct ReceiverBaselines {
-    slots: [Option<(Box<dyn ErasedState>, u64)>; 2],
+    slots: [Option<StoredBaseline>; 2],
 }
 
 impl ReceiverBaselines {
@@ -717,7 +890,12 @@ impl ReceiverBaselines {
         self.slots
             .get(index as usize)?
             .as_ref()
-            .map(|(s, _)| s.as_ref())
+            .map(|(s, _, _)| s.as_ref())
+    }
+
+    /// The baseline a stored one was built from, if it was built on the delta path.
+    pub fn prior(&self, index: u8) -> Option<&dyn ErasedState> {
+        self.slots.get(index as usize)?.as_ref()?.2.as_deref()
     }
 
     /// Number of stored baselines.
@@ -725,14 +903,17 @@ impl ReceiverBaselines {
         self.slots.iter().flatten().count()
     }
 
-    fn store(&mut self, index: u8, state: Box<dyn ErasedState>, seq: u64) {
+    fn store(&mut self, index: u8, stored: NewBaseline, seq: u64) {
         if let Some(slot) = self.slots.get_mut(index as usize)
-            && slot.as_ref().is_none_or(|(_, s)| *s < seq)
+            && slot.as_ref().is_none_or(|(_, s, _)| *s < seq)
         {
-            *slot = Some((state, seq));
+            *slot = Some((stored.0, seq, stored.1));
         }
     }
 }
+
+/// A baseline to store: the state and the baseline it was built from.
+pub(crate) type NewBaseline = (Box<dyn ErasedState>, Option<Box<dyn ErasedState>>);
 
 /// A decoded delta batch body (client side).
 pub(crate) struct DeltaBody {
@@ -741,8 +922,8 @@ pub(crate) struct DeltaBody {
     /// The live state with the members applied (from `live`, or from the default
     /// state for a new object).
     pub state: Box<dyn ErasedState>,
-    /// A baseline to store: (slot, reference + the batch's members).
-    pub store: Option<(u8, Box<dyn ErasedState>)>,
+    /// A baseline to store: (slot, (reference + the batch's members, the reference)).
+    pub store: Option<(u8, NewBaseline)>,
 }
 
 fn bits_error(r: &BitReader) -> Result<(), ObjectReadError> {
@@ -784,18 +965,42 @@ pub(crate) fn read_delta_body(
         }
         let reference = slot.0.as_ref();
         let mask = ChangeMask::read(bits, r)?;
+        // With a prior, one bit says whether the members are coded against the
+        // prediction from the two baselines.
+        let predicted =
+            match slot.2.as_deref() {
+                Some(prior) => {
+                    let on = r.read_bool();
+                    bits_error(r)?;
+                    if on {
+                        Some(extrapolate(reference, prior, &mask).ok_or(
+                            ObjectReadError::Decode(SerializeError::invalid(
+                                "baseline prediction",
+                                "the prediction the batch is coded against cannot be made",
+                            )),
+                        )?)
+                    } else {
+                        None
+                    }
+                }
+                None => None,
+            };
+        let against = predicted.as_deref().unwrap_or(reference);
         let start = r.clone();
         let mut state = match live {
             Some(l) => l.clone_box(),
             None => reference.clone_box(),
         };
-        state.deserialize_delta(reference, &mask, r)?;
+        state.deserialize_delta(against, &mask, r)?;
         state.validate(&mask)?;
         let store = if is_new {
             let mut again = start;
             let mut b = reference.clone_box();
-            b.deserialize_delta(reference, &mask, &mut again)?;
-            Some(((index + 1) % MAX_BASELINE_COUNT, b))
+            b.deserialize_delta(against, &mask, &mut again)?;
+            Some((
+                (index + 1) % MAX_BASELINE_COUNT,
+                (b, Some(reference.clone_box())),
+            ))
         } else {
             None
         };
@@ -835,7 +1040,7 @@ pub(crate) fn read_delta_body(
         } else {
             b.deserialize(&mask, &mut again)?;
         }
-        Some((created, b))
+        Some((created, (b, None)))
     } else {
         None
     };
@@ -845,11 +1050,11 @@ pub(crate) fn read_delta_body(
 /// Stores a decoded body's new baseline.
 pub(crate) fn store_baseline(
     baselines: &mut ReceiverBaselines,
-    store: Option<(u8, Box<dyn ErasedState>)>,
+    store: Option<(u8, NewBaseline)>,
     seq: u64,
 ) {
-    if let Some((index, state)) = store {
-        baselines.store(index, state, seq);
+    if let Some((index, stored)) = store {
+        baselines.store(index, stored, seq);
     }
 }
 
@@ -921,6 +1126,7 @@ mod tests {
             snapshot: snap,
             mask: mask.clone(),
             synced: ChangeMask::all(4),
+            prior: None,
         };
         c.nominate(&mut s, 1, 0, slot.clone(), 5);
         assert_eq!(

@@ -380,10 +380,12 @@ impl ReplicationWriter {
         }
         let acked = self.infos[index as usize].last_acked_baseline();
         let mut reference = None;
+        let mut prior = None;
         if acked < MAX_BASELINE_COUNT {
             match self.baselines.slot(index, acked) {
                 Some(slot) if is_subset(&allowed, &slot.synced) => {
                     reference = st.state(slot.snapshot).map(|s| (acked, s));
+                    prior = slot.prior.clone().map(|p| (slot.snapshot, p));
                 }
                 Some(_) => {
                     // A member the client's baseline does not hold is now allowed.
@@ -406,9 +408,11 @@ impl ReplicationWriter {
             }
             None => self.baselines.full_path_slot(index),
         };
-        let first = self.baselines.count(index) == 0;
+        // A new baseline in every packet while acknowledgements flow (one in flight
+        // at a time); after a lost nomination, the frame throttle.
+        let unthrottled = self.baselines.unthrottled(index, st.settings());
         let nominate = (self.baselines.pending(index).is_none()
-            && st.may_create(index, entry.handle(), first))
+            && st.may_create(index, entry.handle(), unthrottled))
         .then_some(slot);
         let default = st.default_state(entry.protocol(), new_state);
         st.count_batch(reference.is_some());
@@ -423,8 +427,22 @@ impl ReplicationWriter {
             d.and_with(&allowed);
             mask.or_with(&d);
         }
+        // With two acknowledged baselines (the reference and the one it was built
+        // from), code against their constant-velocity prediction where the type wants
+        // it; the batch says which in one bit.
+        let predicted = match (&reference, prior) {
+            (Some(_), Some((snapshot, prior))) => {
+                Some(if st.is_prediction_enabled(entry.protocol()) {
+                    st.prediction(snapshot, &prior, mask)
+                } else {
+                    None
+                })
+            }
+            _ => None,
+        };
         Some(DeltaPlan {
             reference,
+            predicted,
             nominate,
             allowed,
             default,
@@ -1274,8 +1292,8 @@ impl ReplicationWriter {
             }
             if let (Some(slot), Some(storage)) = (plan.nominate, self.storage.as_ref()) {
                 let mut st = lock_storage(storage);
-                let first = self.baselines.count(index) == 0;
-                if let Some(snapshot) = st.create_baseline(index, handle, first) {
+                let unthrottled = self.baselines.unthrottled(index, st.settings());
+                if let Some(snapshot) = st.create_baseline(index, handle, unthrottled) {
                     let ordinal = self.records_popped + self.records.len() as u64;
                     self.baselines.nominate(
                         &mut st,
@@ -1285,6 +1303,7 @@ impl ReplicationWriter {
                             snapshot,
                             mask: mask.clone(),
                             synced: plan.allowed,
+                            prior: plan.reference.map(|(_, s)| s),
                         },
                         ordinal,
                     );
