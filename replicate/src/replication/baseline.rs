@@ -829,30 +829,34 @@ pub(crate) struct DeltaPlan {
     pub vs_default: bool,
 }
 
-/// Writes the part of a delta batch after the header: see the module docs.
+/// Writes the part of a delta batch after the header: see the module docs. Returns
+/// the bits of member values (the rest is framing: indices, flags, the change mask).
 pub(crate) fn write_delta_body(
     plan: &DeltaPlan,
     state: &dyn ErasedState,
     mask: &ChangeMask,
     creating: bool,
     w: &mut BitWriter,
-) {
+) -> usize {
     match &plan.reference {
         Some((index, reference)) => {
             w.write_bits(*index as u64, BASELINE_INDEX_BITS);
             w.write_bool(plan.nominate.is_some());
             mask.write(w);
-            match &plan.predicted {
+            let against = match &plan.predicted {
                 Some(Some(predicted)) => {
                     w.write_bool(true);
-                    state.serialize_delta(predicted.as_ref(), mask, w);
+                    predicted.as_ref()
                 }
                 Some(None) => {
                     w.write_bool(false);
-                    state.serialize_delta(reference.as_ref(), mask, w);
+                    reference.as_ref()
                 }
-                None => state.serialize_delta(reference.as_ref(), mask, w),
-            }
+                None => reference.as_ref(),
+            };
+            let start = w.position();
+            state.serialize_delta(against, mask, w);
+            w.position() - start
         }
         None => {
             w.write_bits(INVALID_BASELINE_INDEX as u64, BASELINE_INDEX_BITS);
@@ -863,10 +867,14 @@ pub(crate) fn write_delta_body(
             w.write_bool(plan.vs_default);
             if plan.vs_default {
                 mask.write_with_hint(w, creating);
+                let start = w.position();
                 state.serialize_delta(plan.default.as_ref(), mask, w);
+                w.position() - start
             } else {
                 mask.write(w);
+                let start = w.position();
                 state.serialize(mask, w);
+                w.position() - start
             }
         }
     }

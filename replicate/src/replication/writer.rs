@@ -98,6 +98,11 @@ pub struct WriterStats {
     pub disabled_by_remote: u64,
     /// Bits of object batches written, per protocol index (the replicated type).
     pub bits_per_type: Vec<u64>,
+    /// Of [`bits_per_type`](Self::bits_per_type), the bits of member values; the rest
+    /// is framing (handle, batch size, header, baseline indices, change mask).
+    pub member_bits_per_type: Vec<u64>,
+    /// Object batches written, per protocol index.
+    pub batches_per_type: Vec<u64>,
     /// Times the dirty roots were scheduled and sorted afresh: once per tick that has
     /// something to send, plus once after each change between the packets of a tick
     /// that could alter the order (a newly dirty object, a loss, a priority change).
@@ -1202,7 +1207,8 @@ impl ReplicationWriter {
         w.write_bool(true);
         handle.write(w);
         let exports = &self.exports;
-        let body_of = |out: &mut BitWriter| {
+        let mut member_bits = 0;
+        let mut body_of = |out: &mut BitWriter| {
             write_body(
                 out,
                 table,
@@ -1213,6 +1219,7 @@ impl ReplicationWriter {
                 send_tags,
                 &mask,
                 exports,
+                &mut member_bits,
             )
         };
         let tokens;
@@ -1347,6 +1354,12 @@ impl ReplicationWriter {
             self.stats.bits_per_type.resize(protocol + 1, 0);
         }
         self.stats.bits_per_type[protocol] += (w.position() - m.position()) as u64;
+        if self.stats.member_bits_per_type.len() <= protocol {
+            self.stats.member_bits_per_type.resize(protocol + 1, 0);
+            self.stats.batches_per_type.resize(protocol + 1, 0);
+        }
+        self.stats.member_bits_per_type[protocol] += member_bits as u64;
+        self.stats.batches_per_type[protocol] += 1;
         if creating {
             self.stats.creations += 1;
         }
@@ -1526,6 +1539,7 @@ fn write_body(
     send_tags: bool,
     mask: &ChangeMask,
     exports: &SharedExports,
+    member_bits: &mut usize,
 ) -> Vec<NetToken> {
     let plain = !creating && !tear_off && !send_tags;
     w.write_bool(!plain);
@@ -1548,13 +1562,15 @@ fn write_body(
             w.write_bits(t.0 as u64, 16);
         }
     }
-    match plan {
+    *member_bits = match plan {
         Some(plan) => write_delta_body(plan, entry.state(), mask, creating, w),
         None => {
             mask.write(w);
+            let start = w.position();
             entry.state().serialize(mask, w);
+            w.position() - start
         }
-    }
+    };
     tokens
 }
 
