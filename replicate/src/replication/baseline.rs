@@ -794,13 +794,22 @@ pub fn extrapolate(
     if b.type_descriptor() as *const _ != prior.type_descriptor() as *const _ {
         return None;
     }
-    let mut w = BitWriter::with_capacity_bits(PREDICTION_SCRATCH_BITS);
-    b.serialize_delta(prior, mask, &mut w);
-    if w.is_overflown() {
-        return None;
-    }
-    let bits = w.position();
-    let bytes = w.finish().ok()?;
+    // The residuals go through a scratch writer kept per thread (a prediction is made
+    // once per object and tick on the server, once per predicted batch on the client).
+    let (bytes, bits) = PREDICTION_SCRATCH.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let (w, origin) = cell.get_or_insert_with(|| {
+            let w = BitWriter::with_capacity_bits(PREDICTION_SCRATCH_BITS);
+            let origin = w.mark();
+            (w, origin)
+        });
+        w.rollback(*origin);
+        b.serialize_delta(prior, mask, w);
+        if w.is_overflown() {
+            return None;
+        }
+        Some((w.to_bytes(), w.position()))
+    })?;
     let mut r = BitReader::with_bit_len(&bytes, bits);
     let mut out = b.clone_box();
     out.deserialize_delta(b, mask, &mut r).ok()?;
@@ -810,6 +819,11 @@ pub fn extrapolate(
 
 /// The most bits of residuals a prediction may take (larger states predict nothing).
 const PREDICTION_SCRATCH_BITS: usize = 1 << 16;
+
+thread_local! {
+    static PREDICTION_SCRATCH: std::cell::RefCell<Option<(BitWriter, crate::bits::WriterMark)>> =
+        const { std::cell::RefCell::new(None) };
+}
 
 /// What the writer decided for one delta batch.
 pub(crate) struct DeltaPlan {
