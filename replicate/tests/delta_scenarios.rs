@@ -433,7 +433,7 @@ fn steady_motion_bytes(predict: bool) -> usize {
     let mut total = 0;
     for t in 0..80 {
         {
-            let mut p = m.server.objects_mut().get_mut::<Pawn>(h).unwrap();
+            let p = m.server.objects_mut().get_mut::<Pawn>(h).unwrap();
             p.x += 1000;
             p.y += 3;
         }
@@ -463,14 +463,12 @@ fn extrapolate_continues_each_members_step() {
         y: 100,
         hp: 250,
         alive: true,
-        ..PawnState::default()
     };
     let b = PawnState {
         x: 10,
         y: 100,
         hp: 255,
         alive: false,
-        ..prior.clone()
     };
     let mask = ChangeMask::all(b.type_descriptor().change_mask_bits);
     let p = extrapolate(&b, &prior, &mask).expect("prediction");

@@ -791,7 +791,7 @@ pub fn extrapolate(
     prior: &dyn ErasedState,
     mask: &ChangeMask,
 ) -> Option<Box<dyn ErasedState>> {
-    if b.type_descriptor() as *const _ != prior.type_descriptor() as *const _ {
+    if !std::ptr::eq(b.type_descriptor(), prior.type_descriptor()) {
         return None;
     }
     // The residuals go through a scratch writer kept per thread (a prediction is made

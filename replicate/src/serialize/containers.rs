@@ -108,8 +108,6 @@ pub(crate) fn check_max_len(
     }
 }
 
-/// `a + b * c` in `u32`, `None` on overflow.
-
 /// An element's delta inside a container: `[0]` when it equals its baseline element,
 /// else `[1]` and the element serializer's own delta. Unchanged elements, the common
 /// case in a changed container, cost one bit whatever the element's delta code.
@@ -140,6 +138,7 @@ fn read_element_delta<S: NetSerializer>(
     }
 }
 
+/// `a + b * c` in `u32`, `None` on overflow.
 fn bits_sum(a: u32, b: u32, c: u32) -> Option<u32> {
     b.checked_mul(c).and_then(|x| x.checked_add(a))
 }
