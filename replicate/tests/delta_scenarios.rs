@@ -471,14 +471,18 @@ fn extrapolate_continues_each_members_step() {
         alive: false,
     };
     let mask = ChangeMask::all(b.type_descriptor().change_mask_bits);
-    let p = extrapolate(&b, &prior, &mask).expect("prediction");
+    let p = extrapolate(&b, &prior, &mask, 1).expect("prediction");
     let p = p.as_any().downcast_ref::<PawnState>().unwrap();
     // x: 10 + 14; y: no step; hp: 255 + 5 wraps in its 8 bits; a bool predicts itself.
     assert_eq!((p.x, p.y, p.hp, p.alive), (24, 100, 4, false));
+    // Two steps on: 10 + 2 · 14.
+    let p2 = extrapolate(&b, &prior, &mask, 2).unwrap();
+    let p2 = p2.as_any().downcast_ref::<PawnState>().unwrap();
+    assert_eq!(p2.x, 38);
     // Only the masked members are predicted.
     let mut only_x = ChangeMask::new(mask.len());
     only_x.set(0);
-    let p = extrapolate(&b, &prior, &only_x).unwrap();
+    let p = extrapolate(&b, &prior, &only_x, 1).unwrap();
     let p = p.as_any().downcast_ref::<PawnState>().unwrap();
     assert_eq!((p.x, p.hp), (24, 255));
 }

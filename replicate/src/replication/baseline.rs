@@ -49,19 +49,22 @@
 //! A baseline nominated on the delta path is built from the acknowledged baseline it was
 //! coded against, and both ends keep that one as its *prior*. When a batch's reference
 //! has a prior, the members can be coded against the constant-velocity extrapolation
-//! `reference + (reference − prior)` of each member ([`extrapolate`]) instead of the
+//! `reference + k · (reference − prior)` of each member ([`extrapolate`]) instead of the
 //! reference itself: with steady motion the residuals are second differences, close to
-//! zero. The server decides per type ([`DeltaSettings::predict`],
-//! [`BaselineStorage::set_type_prediction`]) and says in one bit per batch whether it
-//! predicted; the receiver needs no setting. The prediction of a snapshot is cached on
-//! it, so connections whose acks are in step compute it once per tick.
+//! zero. `k`, 1 to 3, is the number of prior-to-reference intervals from the reference's
+//! frame to now, rounded (1 with acks in step; with acks late, baselines are several
+//! frames apart and used several frames after they were taken). The server decides per
+//! type ([`DeltaSettings::predict`], [`BaselineStorage::set_type_prediction`]) and
+//! writes `k` in each batch (`[1]` for 1, `[0][1][0]` / `[0][1][1]` for 2 / 3, `[0][0]`
+//! for no prediction); the receiver needs no setting. The prediction of a snapshot is
+//! cached on it, so connections whose acks are in step compute it once per tick.
 //!
 //! Wire format, after the batch header's `is_delta` bit (see `writer`):
 //!
 //! ```text
 //! [reference index: 2]
 //!   0|1: [has new baseline: 1] [change mask]
-//!        [predicted: 1]   only when the reference has a prior
+//!        [prediction code: 1..3]   only when the reference has a prior
 //!        [members, each delta vs the prediction if predicted, else vs the reference]
 //!        (the new baseline is the other slot)
 //!   2:   [created index: 2 (2 = none)] [vs default: 1]
@@ -203,6 +206,8 @@ struct StateInfo {
     state: Option<Arc<dyn ErasedState>>,
     refs: u32,
     live: bool,
+    /// The frame the snapshot was taken in.
+    frame: u32,
     /// The last prediction made from this snapshot: (prior, mask, prediction or `None`
     /// when it could not be made). Connections with acks in step share it.
     predicted: Option<PredictionCache>,
@@ -211,6 +216,7 @@ struct StateInfo {
 type PredictionCache = (
     Arc<dyn ErasedState>,
     ChangeMask,
+    u32,
     Option<Arc<dyn ErasedState>>,
 );
 
@@ -323,25 +329,35 @@ impl BaselineStorage {
             .unwrap_or(self.settings.predict)
     }
 
-    /// The constant-velocity prediction from snapshot `info` and its `prior` for the
-    /// members in `mask` (see [`extrapolate`]), cached on the snapshot so connections
-    /// whose acks are in step compute it once.
+    /// The frame a live snapshot was taken in.
+    pub fn snapshot_frame(&self, info: u32) -> Option<u32> {
+        self.infos
+            .get(info as usize)
+            .filter(|i| i.live)
+            .map(|i| i.frame)
+    }
+
+    /// The constant-velocity prediction `steps` steps on from snapshot `info` and its
+    /// `prior` for the members in `mask` (see [`extrapolate`]), cached on the snapshot
+    /// so connections whose acks are in step compute it once.
     pub(crate) fn prediction(
         &mut self,
         info: u32,
         prior: &Arc<dyn ErasedState>,
         mask: &ChangeMask,
+        steps: u32,
     ) -> Option<Arc<dyn ErasedState>> {
         let i = self.infos.get_mut(info as usize).filter(|i| i.live)?;
-        if let Some((p, m, predicted)) = &i.predicted
+        if let Some((p, m, k, predicted)) = &i.predicted
             && Arc::ptr_eq(p, prior)
             && m == mask
+            && *k == steps
         {
             return predicted.clone();
         }
         let state = i.state.clone()?;
-        let predicted = extrapolate(state.as_ref(), prior.as_ref(), mask).map(Arc::from);
-        i.predicted = Some((prior.clone(), mask.clone(), predicted.clone()));
+        let predicted = extrapolate(state.as_ref(), prior.as_ref(), mask, steps).map(Arc::from);
+        i.predicted = Some((prior.clone(), mask.clone(), steps, predicted.clone()));
         predicted
     }
 
@@ -410,6 +426,7 @@ impl BaselineStorage {
             state: None,
             refs: 1,
             live: true,
+            frame: self.frame,
             predicted: None,
         };
         let idx = match self.free.pop() {
@@ -564,6 +581,9 @@ pub struct BaselineSlot {
     /// The acknowledged baseline this one was built from (delta path), which the
     /// client also holds: with the snapshot, the two states a prediction extrapolates.
     pub prior: Option<Arc<dyn ErasedState>>,
+    /// The frame the prior's snapshot was taken in (with the snapshot's own frame, the
+    /// interval a prediction extrapolates over).
+    pub prior_frame: u32,
 }
 
 #[derive(Debug, Default)]
@@ -776,13 +796,14 @@ pub(crate) fn is_subset(a: &ChangeMask, b: &ChangeMask) -> bool {
 
 /// The constant-velocity prediction of the members in `mask` from two states of the
 /// same object, `b` (the newer) and `prior`: each residual-coded member's components
-/// continue the step they took from `prior` to `b` (`b + (b − prior)`, wrapping in the
-/// component's width); other members predict `b`. `None` when it cannot be made (a
-/// predicted component leaves its range, or the states differ in type).
+/// continue the step they took from `prior` to `b`, `steps` times
+/// (`b + steps · (b − prior)`, wrapping in the component's width); other members
+/// predict `b`. `None` when it cannot be made (a predicted component leaves its range,
+/// or the states differ in type).
 ///
-/// It runs the members' own delta code twice: `b` written against `prior` gives the
+/// It runs the members' own delta code: `b` written against `prior` gives the
 /// residuals `b − prior` (or, for a member that takes the escape, its full value),
-/// and reading those bits back against `b` adds them to `b`. So every serializer's
+/// and reading those bits back against `b` adds them to `b` (`steps` times). So every serializer's
 /// notion of a step (wrapping angles, smallest-three components) is respected, both
 /// ends compute bit-identical predictions from bit-identical baselines, and members
 /// that do not use the residual code (strings, containers, enums) predict no change.
@@ -790,6 +811,7 @@ pub fn extrapolate(
     b: &dyn ErasedState,
     prior: &dyn ErasedState,
     mask: &ChangeMask,
+    steps: u32,
 ) -> Option<Box<dyn ErasedState>> {
     if !std::ptr::eq(b.type_descriptor(), prior.type_descriptor()) {
         return None;
@@ -810,11 +832,55 @@ pub fn extrapolate(
         }
         Some((w.to_bytes(), w.position()))
     })?;
-    let mut r = BitReader::with_bit_len(&bytes, bits);
     let mut out = b.clone_box();
-    out.deserialize_delta(b, mask, &mut r).ok()?;
-    out.validate(mask).ok()?;
+    for _ in 0..steps.clamp(1, MAX_PREDICTION_STEPS) {
+        let mut r = BitReader::with_bit_len(&bytes, bits);
+        let mut next = out.clone_box();
+        next.deserialize_delta(out.as_ref(), mask, &mut r).ok()?;
+        next.validate(mask).ok()?;
+        out = next;
+    }
     Some(out)
+}
+
+/// The most steps a prediction extrapolates over (the batch's 1-to-3-bit code).
+pub const MAX_PREDICTION_STEPS: u32 = 3;
+
+/// The steps from the prior's frame to the snapshot's that cover the frames from the
+/// snapshot to now, rounded, in `1..=MAX_PREDICTION_STEPS`: 1 with acks in step
+/// (baselines one frame apart, used the next frame).
+pub(crate) fn prediction_steps(prior_frame: u32, frame: u32, now: u32) -> u32 {
+    let interval = u64::from(frame.wrapping_sub(prior_frame).max(1));
+    let ahead = u64::from(now.wrapping_sub(frame));
+    ((2 * ahead + interval) / (2 * interval)).clamp(1, u64::from(MAX_PREDICTION_STEPS)) as u32
+}
+
+/// Writes the prediction code: `[1]` one step, `[0][0]` no prediction, `[0][1][0]` two
+/// steps, `[0][1][1]` three.
+fn write_prediction_code(w: &mut BitWriter, steps: Option<u32>) {
+    match steps {
+        Some(1) => {
+            w.write_bool(true);
+        }
+        None | Some(0) => {
+            w.write_bits(0b00, 2);
+        }
+        Some(k) => {
+            w.write_bits(0b10, 2);
+            w.write_bool(k >= 3);
+        }
+    }
+}
+
+/// Reads what [`write_prediction_code`] wrote.
+fn read_prediction_code(r: &mut BitReader) -> Option<u32> {
+    if r.read_bool() {
+        return Some(1);
+    }
+    if !r.read_bool() {
+        return None;
+    }
+    Some(if r.read_bool() { 3 } else { 2 })
 }
 
 /// The most bits of residuals a prediction may take (larger states predict nothing).
@@ -829,10 +895,12 @@ thread_local! {
 pub(crate) struct DeltaPlan {
     /// The acknowledged slot and its snapshot (delta path), or none (full path).
     pub reference: Option<(u8, Arc<dyn ErasedState>)>,
-    /// On the delta path, when the acknowledged slot has a prior: `Some(prediction)`
-    /// to code against it, `Some(None)` to code against the slot (the batch says which
-    /// in one bit); `None` without a prior (no bit).
-    pub predicted: Option<Option<Arc<dyn ErasedState>>>,
+    /// On the delta path, when the acknowledged slot has a prior: `Some((steps,
+    /// prediction))` to code against it, `Some(None)` to code against the slot (the
+    /// batch says which, see the module docs); `None` without a prior (no code).
+    pub predicted: Option<Option<(u32, Arc<dyn ErasedState>)>>,
+    /// The frame of the reference's snapshot (the prior frame of a nominated slot).
+    pub reference_frame: u32,
     /// The slot to nominate.
     pub nominate: Option<u8>,
     /// The members allowed to this connection now (the new baseline's synced set).
@@ -858,12 +926,12 @@ pub(crate) fn write_delta_body(
             w.write_bool(plan.nominate.is_some());
             mask.write(w);
             let against = match &plan.predicted {
-                Some(Some(predicted)) => {
-                    w.write_bool(true);
+                Some(Some((steps, predicted))) => {
+                    write_prediction_code(w, Some(*steps));
                     predicted.as_ref()
                 }
                 Some(None) => {
-                    w.write_bool(false);
+                    write_prediction_code(w, None);
                     reference.as_ref()
                 }
                 None => reference.as_ref(),
@@ -987,26 +1055,25 @@ pub(crate) fn read_delta_body(
         }
         let reference = slot.0.as_ref();
         let mask = ChangeMask::read(bits, r)?;
-        // With a prior, one bit says whether the members are coded against the
-        // prediction from the two baselines.
-        let predicted =
-            match slot.2.as_deref() {
-                Some(prior) => {
-                    let on = r.read_bool();
-                    bits_error(r)?;
-                    if on {
-                        Some(extrapolate(reference, prior, &mask).ok_or(
-                            ObjectReadError::Decode(SerializeError::invalid(
-                                "baseline prediction",
-                                "the prediction the batch is coded against cannot be made",
-                            )),
-                        )?)
-                    } else {
-                        None
-                    }
+        // With a prior, a short code says whether (and over how many steps) the
+        // members are coded against the prediction from the two baselines.
+        let predicted = match slot.2.as_deref() {
+            Some(prior) => {
+                let steps = read_prediction_code(r);
+                bits_error(r)?;
+                if let Some(steps) = steps {
+                    Some(extrapolate(reference, prior, &mask, steps).ok_or(
+                        ObjectReadError::Decode(SerializeError::invalid(
+                            "baseline prediction",
+                            "the prediction the batch is coded against cannot be made",
+                        )),
+                    )?)
+                } else {
+                    None
                 }
-                None => None,
-            };
+            }
+            None => None,
+        };
         let against = predicted.as_deref().unwrap_or(reference);
         let start = r.clone();
         let mut state = match live {
@@ -1085,6 +1152,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn prediction_steps_round_the_frames_ahead_to_whole_intervals() {
+        // Acks in step: baselines a frame apart, used the next frame.
+        assert_eq!(prediction_steps(9, 10, 11), 1);
+        // Acks 3 ticks late: baselines 3 frames apart, used 3 to 5 frames on.
+        assert_eq!(prediction_steps(7, 10, 13), 1);
+        assert_eq!(prediction_steps(7, 10, 14), 1);
+        assert_eq!(prediction_steps(7, 10, 15), 2);
+        // Capped, and never zero (also across frame wraparound).
+        assert_eq!(prediction_steps(9, 10, 100), MAX_PREDICTION_STEPS);
+        assert_eq!(prediction_steps(10, 10, 10), 1);
+        assert_eq!(prediction_steps(u32::MAX, 0, 1), 1);
+    }
+
+    #[test]
+    fn prediction_code_round_trips() {
+        for steps in [None, Some(1), Some(2), Some(3)] {
+            let mut w = BitWriter::with_capacity_bits(8);
+            write_prediction_code(&mut w, steps);
+            let bytes = w.finish().unwrap();
+            let mut r = BitReader::with_bit_len(&bytes, w.position());
+            assert_eq!(read_prediction_code(&mut r), steps);
+            assert_eq!(r.bits_left(), 0);
+        }
+    }
+
+    #[test]
     fn reservation_nobody_keeps_is_cancelled_without_a_copy() {
         let table = ObjectTable::new(Arc::new(crate::protocol::ProtocolRegistry::default()), 0);
         let mut s = BaselineStorage::new(DeltaSettings::default());
@@ -1149,6 +1242,7 @@ mod tests {
             mask: mask.clone(),
             synced: ChangeMask::all(4),
             prior: None,
+            prior_frame: 0,
         };
         c.nominate(&mut s, 1, 0, slot.clone(), 5);
         assert_eq!(

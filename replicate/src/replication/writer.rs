@@ -40,7 +40,7 @@
 use super::ReplicationConfig;
 use super::baseline::{
     BaselineOutcome, BaselineSlot, ConnectionBaselines, DeltaPlan, MAX_BASELINE_COUNT,
-    SharedBaselineStorage, is_subset, lock_storage, write_delta_body,
+    SharedBaselineStorage, is_subset, lock_storage, prediction_steps, write_delta_body,
 };
 use super::record::{
     BitArray, INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
@@ -385,12 +385,17 @@ impl ReplicationWriter {
         }
         let acked = self.infos[index as usize].last_acked_baseline();
         let mut reference = None;
+        let mut reference_snapshot = None;
         let mut prior = None;
         if acked < MAX_BASELINE_COUNT {
             match self.baselines.slot(index, acked) {
                 Some(slot) if is_subset(&allowed, &slot.synced) => {
                     reference = st.state(slot.snapshot).map(|s| (acked, s));
-                    prior = slot.prior.clone().map(|p| (slot.snapshot, p));
+                    reference_snapshot = Some(slot.snapshot);
+                    prior = slot
+                        .prior
+                        .clone()
+                        .map(|p| (slot.snapshot, p, slot.prior_frame));
                 }
                 Some(_) => {
                     // A member the client's baseline does not hold is now allowed.
@@ -435,19 +440,26 @@ impl ReplicationWriter {
         // With two acknowledged baselines (the reference and the one it was built
         // from), code against their constant-velocity prediction where the type wants
         // it; the batch says which in one bit.
-        let predicted = match (&reference, prior) {
-            (Some(_), Some((snapshot, prior))) => {
+        let predicted = match (&reference, &prior) {
+            (Some(_), Some((snapshot, prior, prior_frame))) => {
                 Some(if st.is_prediction_enabled(entry.protocol()) {
-                    st.prediction(snapshot, &prior, mask)
+                    let frame = st.snapshot_frame(*snapshot).unwrap_or(*prior_frame);
+                    let steps = prediction_steps(*prior_frame, frame, st.frame());
+                    st.prediction(*snapshot, prior, mask, steps)
+                        .map(|p| (steps, p))
                 } else {
                     None
                 })
             }
             _ => None,
         };
+        let reference_frame = reference_snapshot
+            .and_then(|snapshot| st.snapshot_frame(snapshot))
+            .unwrap_or(0);
         Some(DeltaPlan {
             reference,
             predicted,
+            reference_frame,
             nominate,
             allowed,
             default,
@@ -1311,6 +1323,7 @@ impl ReplicationWriter {
                             mask: mask.clone(),
                             synced: plan.allowed,
                             prior: plan.reference.map(|(_, s)| s),
+                            prior_frame: plan.reference_frame,
                         },
                         ordinal,
                     );
