@@ -81,7 +81,7 @@ pub struct TypeSplit {
     /// Bits of those batches.
     pub bits: u64,
     /// Of `bits`, the member values; the rest is framing (handle, batch size, header,
-    /// baseline indices and prediction bit, change mask).
+    /// baseline indices and prediction code, change mask).
     pub member_bits: u64,
 }
 
@@ -808,7 +808,7 @@ fn split_table(p: S1Params, runs: &[(&str, &ReplicateRun)]) -> String {
     format!(
         "\nObject batches per type (measured ticks; payload = the batches, without the \
          packet's stream framing and destroys; framing = handle, batch size, header, \
-         baseline indices and prediction bit, change mask):\n\n{}",
+         baseline indices and prediction code, change mask):\n\n{}",
         t.markdown()
     )
 }
