@@ -324,7 +324,9 @@ fn a_batch_that_does_not_fit_reserves_and_copies_nothing() {
 }
 
 fn baselines_created_over(min_frames: u32, ticks: usize) -> u64 {
-    let mut m = Manual::with_config(config(min_frames));
+    let mut c = config(min_frames);
+    c.delta.baseline_every_packet = false;
+    let mut m = Manual::with_config(c);
     let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();
     for _ in 0..ticks {
         m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x += 1;
@@ -343,6 +345,146 @@ fn creation_is_throttled_per_object() {
             "min_frames_between_baselines = {min}"
         );
     }
+}
+
+#[test]
+fn a_baseline_every_packet_while_acks_flow() {
+    // Default settings: every acknowledged packet's nomination is promoted and the next
+    // packet nominates again, so the delta runs against the previous tick's state.
+    let mut m = Manual::with_config(config(60));
+    let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();
+    for _ in 0..120 {
+        m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x += 1;
+        m.round_trip();
+    }
+    assert!(same_state(&m.server, &m.client, h));
+    assert_eq!(m.server.baselines().stats().reserved, 120);
+    let w = m.server.writer(m.conn).unwrap();
+    assert!(w.baselines().count(index(&m.server, h)) <= 2);
+}
+
+#[test]
+fn acks_in_flight_hold_back_the_next_baseline() {
+    // Acks arrive three packets late: one nomination in flight at a time, so a new
+    // baseline every fourth packet.
+    let mut m = Manual::with_config(config(60));
+    let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();
+    let mut in_flight = std::collections::VecDeque::new();
+    for _ in 0..40 {
+        m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x += 1;
+        let (seq, bytes) = m.tick_and_write();
+        m.deliver_to_client(&bytes);
+        in_flight.push_back(seq);
+        if in_flight.len() > 3 {
+            let seq = in_flight.pop_front().unwrap();
+            m.ack(seq, DeliveryStatus::Delivered);
+        }
+    }
+    while let Some(seq) = in_flight.pop_front() {
+        m.ack(seq, DeliveryStatus::Delivered);
+    }
+    m.round_trip();
+    assert!(same_state(&m.server, &m.client, h));
+    let reserved = m.server.baselines().stats().reserved;
+    assert!((10..=12).contains(&reserved), "{reserved}");
+}
+
+#[test]
+fn a_lost_nomination_falls_back_to_the_frame_throttle() {
+    let mut m = Manual::with_config(config(30));
+    let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();
+    for _ in 0..5 {
+        m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x += 1;
+        m.round_trip();
+    }
+    assert_eq!(m.server.baselines().stats().reserved, 5);
+    // Lose one nominating packet: no new baseline until 30 frames after the last one.
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x += 1;
+    let (seq, _) = m.tick_and_write();
+    m.ack(seq, DeliveryStatus::Lost);
+    assert_eq!(m.server.baselines().stats().reserved, 6);
+    for _ in 0..20 {
+        m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x += 1;
+        m.round_trip();
+    }
+    assert_eq!(
+        m.server.baselines().stats().reserved,
+        6,
+        "throttled after the loss"
+    );
+    for _ in 0..20 {
+        m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x += 1;
+        m.round_trip();
+    }
+    // One throttled creation, acknowledged; then one per packet again.
+    let reserved = m.server.baselines().stats().reserved;
+    assert!((15..=17).contains(&reserved), "{reserved}");
+    assert!(same_state(&m.server, &m.client, h));
+}
+
+/// Bytes of packets 20..80 of a pawn moving at a steady 1000 units per tick in x and
+/// 3 in y, with prediction on or off (on the server; the client keeps the default).
+fn steady_motion_bytes(predict: bool) -> usize {
+    let mut server_config = config(60);
+    server_config.delta.predict = predict;
+    let mut m = Manual::with_config(server_config);
+    m.client = ReplicationClient::new(registry(), config(60));
+    let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();
+    let mut total = 0;
+    for t in 0..80 {
+        {
+            let p = m.server.objects_mut().get_mut::<Pawn>(h).unwrap();
+            p.x += 1000;
+            p.y += 3;
+        }
+        let (seq, bytes) = m.tick_and_write();
+        m.deliver_to_client(&bytes);
+        m.ack(seq, DeliveryStatus::Delivered);
+        if t >= 20 {
+            total += bytes.len();
+        }
+        assert!(same_state(&m.server, &m.client, h), "tick {t}");
+    }
+    total
+}
+
+#[test]
+fn prediction_codes_steady_motion_in_fewer_bits() {
+    let (on, off) = (steady_motion_bytes(true), steady_motion_bytes(false));
+    assert!(on < off, "predicted {on} bytes, plain delta {off}");
+}
+
+#[test]
+fn extrapolate_continues_each_members_step() {
+    use replicate::protocol::ErasedState;
+    use replicate::replication::extrapolate;
+    let prior = PawnState {
+        x: -4i32 as u32,
+        y: 100,
+        hp: 250,
+        alive: true,
+    };
+    let b = PawnState {
+        x: 10,
+        y: 100,
+        hp: 255,
+        alive: false,
+    };
+    let mask = ChangeMask::all(b.type_descriptor().change_mask_bits);
+    let p = extrapolate(&b, &prior, &mask, 1).expect("prediction");
+    let p = p.as_any().downcast_ref::<PawnState>().unwrap();
+    // x: 10 + 14; y: no step; hp: 255 + 5 wraps in its 8 bits; a bool predicts itself.
+    assert_eq!((p.x, p.y, p.hp, p.alive), (24, 100, 4, false));
+    // Two steps on: 10 + 2 · 14.
+    let p2 = extrapolate(&b, &prior, &mask, 2).unwrap();
+    let p2 = p2.as_any().downcast_ref::<PawnState>().unwrap();
+    assert_eq!(p2.x, 38);
+    // Only the masked members are predicted.
+    let mut only_x = ChangeMask::new(mask.len());
+    only_x.set(0);
+    let p = extrapolate(&b, &prior, &only_x, 1).unwrap();
+    let p = p.as_any().downcast_ref::<PawnState>().unwrap();
+    assert_eq!((p.x, p.hp), (24, 255));
 }
 
 #[test]

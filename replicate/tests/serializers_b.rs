@@ -134,6 +134,41 @@ fn check_delta<S: NetSerializer>(
     Ok(())
 }
 
+/// The residual code's guarantees for a quantized member (vectors, quaternions,
+/// transforms): a delta never costs more than the full encoding plus one bit, and every
+/// truncation of it is an error, never a panic or a wrong value.
+fn check_delta_bounded<S: NetSerializer>(
+    cfg: &S::Config,
+    source: &S::Source,
+    prev_source: &S::Source,
+) -> Result<(), TestCaseError> {
+    check_delta::<S>(cfg, source, prev_source)?;
+    let q = S::quantize(cfg, source);
+    let prev = S::quantize(cfg, prev_source);
+    let mut full = BitWriter::with_capacity_bits(1 << 16);
+    S::serialize(cfg, &q, &mut full);
+    for base in [&prev, &q] {
+        let mut w = BitWriter::with_capacity_bits(1 << 16);
+        S::serialize_delta(cfg, &q, base, &mut w);
+        let bits = w.position();
+        prop_assert!(
+            bits <= full.position() + 1,
+            "delta {} > full {} + 1",
+            bits,
+            full.position()
+        );
+        let bytes = w.finish().expect("test writer overflow");
+        for cut in 0..bits {
+            let mut r = BitReader::with_bit_len(&bytes, cut);
+            prop_assert!(
+                S::deserialize_delta(cfg, base, &mut r).is_err(),
+                "decoding a {cut}-bit prefix of a {bits}-bit delta succeeded"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Random bytes into deserialize and deserialize_delta: an error or a value that passes
 /// `validate`, never a panic, and no single allocation above `alloc_cap` bytes.
 fn check_hostile<S: NetSerializer>(
@@ -330,16 +365,17 @@ proptest! {
     #[test]
     fn vec3_roundtrip(cfg in vector_config(), a in vec3(), b in vec3()) {
         check_full::<Vec3Serializer>(&cfg, &a)?;
-        check_delta::<Vec3Serializer>(&cfg, &a, &b)?;
-        // Small moves are cheap: a one-step change costs at most 6 bits per component.
+        check_delta_bounded::<Vec3Serializer>(&cfg, &a, &b)?;
+        // Small moves are cheap: a one-step change costs 8 bits for the vector.
         let q = Vec3Serializer::quantize(&cfg, &a);
         let mut next = q;
         next[0] = if q[0] == 0 { 1 } else { q[0] - 1 };
         let mut w = BitWriter::with_capacity_bits(256);
         Vec3Serializer::serialize_delta(&cfg, &next, &q, &mut w);
         let bits = cfg.component_bits() as usize;
-        // Tables for > 8 bits: [01][4-bit diff] + 2 x [00]; else [1][value] + 2 x [0].
-        let expected = if bits > 8 { 6 + 2 + 2 } else { 1 + bits + 2 };
+        // [0][k = 0][zigzag 1 or 2: 3 bits][0: 1 bit][0: 1 bit]; for components of at
+        // most 2 bits the escape [1][full] is shorter.
+        let expected = if 7 <= 3 * bits { 8 } else { 1 + 3 * bits };
         prop_assert_eq!(w.position(), expected);
     }
 
@@ -347,14 +383,14 @@ proptest! {
     fn vec3_axes_roundtrip(x in vector_config(), z in vector_config(), a in vec3(), b in vec3()) {
         for cfg in [AxesConfig::DEFAULT, AxesConfig { x, y: VectorConfig::DEFAULT, z }] {
             check_full::<Vec3AxesSerializer>(&cfg, &a)?;
-            check_delta::<Vec3AxesSerializer>(&cfg, &a, &b)?;
+            check_delta_bounded::<Vec3AxesSerializer>(&cfg, &a, &b)?;
         }
     }
 
     #[test]
     fn vec2_roundtrip(cfg in vector_config(), a in vec3(), b in vec3()) {
         check_full::<Vec2Serializer>(&cfg, &a.truncate())?;
-        check_delta::<Vec2Serializer>(&cfg, &a.truncate(), &b.truncate())?;
+        check_delta_bounded::<Vec2Serializer>(&cfg, &a.truncate(), &b.truncate())?;
     }
 
     #[test]
@@ -362,7 +398,7 @@ proptest! {
         let cfg = UnitVecConfig { bits };
         let (ua, ub) = (a.normalize_or_zero(), b.normalize_or_zero());
         check_full::<UnitVec3Serializer>(&cfg, &ua)?;
-        check_delta::<UnitVec3Serializer>(&cfg, &ua, &ub)?;
+        check_delta_bounded::<UnitVec3Serializer>(&cfg, &ua, &ub)?;
         let back = UnitVec3Serializer::dequantize(&cfg, &UnitVec3Serializer::quantize(&cfg, &ua));
         let step = 2.0 / ((1u64 << bits) - 2) as f32;
         prop_assert!((back - ua).abs().max_element() <= step * 0.5 + 1e-6);
@@ -372,7 +408,7 @@ proptest! {
     fn quat_roundtrip(bits in 4u32..=20, a in quat(), b in quat()) {
         let cfg = QuatConfig { bits };
         check_full::<QuatSerializer>(&cfg, &a)?;
-        check_delta::<QuatSerializer>(&cfg, &a, &b)?;
+        check_delta_bounded::<QuatSerializer>(&cfg, &a, &b)?;
         let back = QuatSerializer::dequantize(&cfg, &QuatSerializer::quantize(&cfg, &a));
         prop_assert!((back.length() - 1.0).abs() < 1e-5);
         let m = a.to_array().iter().fold(0.0f32, |m, v| m.max(v.abs()));
@@ -393,7 +429,7 @@ proptest! {
     fn transform_roundtrip(a in transform(), b in transform()) {
         let cfg = TransformConfig::DEFAULT;
         check_full::<TransformSerializer>(&cfg, &a)?;
-        check_delta::<TransformSerializer>(&cfg, &a, &b)?;
+        check_delta_bounded::<TransformSerializer>(&cfg, &a, &b)?;
         if a.scale == Vec3::ONE {
             prop_assert_eq!(TransformSerializer::quantize(&cfg, &a).scale, None);
         }

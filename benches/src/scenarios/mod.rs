@@ -145,6 +145,25 @@ pub struct Link {
     /// server work).
     pub defer: bool,
     pending: Vec<(PacketSequence, Vec<u8>)>,
+    conditions: LinkConditions,
+    rng: replicate::link::SplitMix64,
+    /// Calls to [`Link::send`] so far (ticks).
+    tick: u64,
+    /// Packets whose fate the server has not learnt yet: (tick due, sequence, delivered).
+    fates: std::collections::VecDeque<(u64, PacketSequence, bool)>,
+}
+
+/// What the link does to packets: by default nothing (every packet arrives at once and
+/// is acknowledged in the same tick).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LinkConditions {
+    /// Ticks between sending a packet and the server learning its fate (the round
+    /// trip: 3 ticks at 30 Hz for 100 ms).
+    pub ack_delay_ticks: u64,
+    /// Fraction of packets lost (seeded, independent per packet).
+    pub loss: f64,
+    /// Seed of the loss draws.
+    pub seed: u64,
 }
 
 impl Link {
@@ -157,7 +176,39 @@ impl Link {
             netcode_sequence: 0,
             defer: false,
             pending: Vec::new(),
+            conditions: LinkConditions::default(),
+            rng: replicate::link::SplitMix64::new(0),
+            tick: 0,
+            fates: std::collections::VecDeque::new(),
         }
+    }
+
+    /// Sets what the link does to packets from now on: a packet reaches the client at
+    /// once unless it is lost; the server learns its fate `ack_delay_ticks` sends later.
+    pub fn set_conditions(&mut self, conditions: LinkConditions) {
+        self.conditions = conditions;
+        self.rng = replicate::link::SplitMix64::new(conditions.seed);
+    }
+
+    /// Reports every packet whose fate is due by tick `until` to the server.
+    fn report_fates(&mut self, server: &mut ReplicationServer, until: u64) {
+        while let Some(&(due, seq, delivered)) = self.fates.front() {
+            if due > until {
+                break;
+            }
+            self.fates.pop_front();
+            let status = if delivered {
+                DeliveryStatus::Delivered
+            } else {
+                DeliveryStatus::Lost
+            };
+            server.process_delivery(self.conn, seq, status);
+        }
+    }
+
+    /// Reports every packet still in flight (the link quietens).
+    pub fn settle(&mut self, server: &mut ReplicationServer) {
+        self.report_fates(server, u64::MAX);
     }
 
     /// Hands the packets held back by [`Link::defer`] to the client.
@@ -174,7 +225,8 @@ impl Link {
     }
 
     /// Writes packets for this connection until the server has nothing more (at most
-    /// `max_packets`), delivers them to the client, and reports them delivered.
+    /// `max_packets`), delivers them to the client, and reports them delivered — or,
+    /// under [`LinkConditions`], loses some and reports fates some ticks later.
     ///
     /// Each packet reserves the full connection header ([`MAX_HEADER_BITS`]: tag,
     /// sequence, ack and 32 ack bits) in front of the replication payload.
@@ -185,6 +237,8 @@ impl Link {
         max_packets: usize,
     ) -> Traffic {
         let mut t = Traffic::default();
+        self.tick += 1;
+        self.report_fates(server, self.tick);
         for _ in 0..max_packets {
             let seq = PacketSequence(self.sequence);
             let mut w = BitWriter::with_capacity_bytes(MTU_BYTES);
@@ -199,7 +253,11 @@ impl Link {
             t.payload_bits += w.position() - MAX_HEADER_BITS;
             t.wire_bytes += wire_bytes(w.byte_len(), self.netcode_sequence);
             self.netcode_sequence += 1;
-            if self.defer && self.client.is_some() {
+            let delivered =
+                self.conditions.loss <= 0.0 || self.rng.next_f64() >= self.conditions.loss;
+            if !delivered {
+                // Lost on the way: the client never sees it.
+            } else if self.defer && self.client.is_some() {
                 self.pending.push((seq, w.to_bytes()));
             } else if let Some(client) = &mut self.client {
                 let bytes = w.to_bytes();
@@ -208,7 +266,17 @@ impl Link {
                 // A stream error here would be a bug; convergence checks catch it.
                 let _ = client.read_packet(now, seq, &mut r);
             }
-            server.process_delivery(self.conn, seq, DeliveryStatus::Delivered);
+            if self.conditions.ack_delay_ticks == 0 {
+                let status = if delivered {
+                    DeliveryStatus::Delivered
+                } else {
+                    DeliveryStatus::Lost
+                };
+                server.process_delivery(self.conn, seq, status);
+            } else {
+                self.fates
+                    .push_back((self.tick + self.conditions.ack_delay_ticks, seq, delivered));
+            }
             if !matches!(result, WriteResult::HasMoreData) {
                 break;
             }

@@ -13,7 +13,7 @@
 
 use super::entropy::EntropyMeter;
 pub use super::{DeltaMode, replication_config};
-use super::{Outcome, SanityError, Traffic, baseline_wire, ensure, mean_p95};
+use super::{LinkConditions, Outcome, SanityError, Traffic, baseline_wire, ensure, mean_p95};
 use crate::report::{Json, Table, f, svg, write_file};
 use replicate::serialize::VectorConfig;
 use replicate::{NetRefHandle, Replicated};
@@ -67,6 +67,46 @@ pub struct ReplicateRun {
     pub packets_per_tick: f64,
     /// Objects checked equal on the client at the end.
     pub converged_objects: usize,
+    /// Per replicated type over the measured ticks: what its batches spent.
+    pub split: Vec<TypeSplit>,
+}
+
+/// What one type's object batches spent over the measured ticks.
+#[derive(Debug, Clone, Default)]
+pub struct TypeSplit {
+    /// The type's protocol name.
+    pub name: &'static str,
+    /// Batches written.
+    pub batches: u64,
+    /// Bits of those batches.
+    pub bits: u64,
+    /// Of `bits`, the member values; the rest is framing (handle, batch size, header,
+    /// baseline indices and prediction code, change mask).
+    pub member_bits: u64,
+}
+
+/// Per-type (batches, bits, member bits) of connection `conn`'s writer so far.
+fn type_counters(
+    server: &replicate::replication::ReplicationServer,
+    conn: replicate::object::ConnectionId,
+) -> Vec<(&'static str, u64, u64, u64)> {
+    let Some(w) = server.writer(conn) else {
+        return Vec::new();
+    };
+    let st = w.stats();
+    let registry = server.objects().registry();
+    (0..st.bits_per_type.len())
+        .filter_map(|i| {
+            let index = u16::try_from(i).ok()?;
+            let name = (registry.get(index)?.descriptor)().name;
+            Some((
+                name,
+                st.batches_per_type.get(i).copied().unwrap_or(0),
+                st.bits_per_type[i],
+                st.member_bits_per_type.get(i).copied().unwrap_or(0),
+            ))
+        })
+        .collect()
 }
 
 struct Handles {
@@ -75,9 +115,39 @@ struct Handles {
     vehicles: Vec<NetRefHandle>,
 }
 
-/// Runs replicate over the arena.
+/// Runs replicate over the arena on a lossless link with immediate acks.
 pub fn replicate_run(p: S1Params, delta: DeltaMode) -> Result<ReplicateRun, SanityError> {
+    replicate_run_with(p, delta, LinkConditions::default())
+}
+
+/// Acks 3 ticks late: a 100 ms round trip at 30 Hz.
+pub const RTT_100MS: LinkConditions = LinkConditions {
+    ack_delay_ticks: 3,
+    loss: 0.0,
+    seed: 0x5EED_0101,
+};
+
+/// 5 % of packets lost (seeded), acks 3 ticks late.
+pub const LOSS_5_RTT_100MS: LinkConditions = LinkConditions {
+    ack_delay_ticks: 3,
+    loss: 0.05,
+    seed: 0x5EED_0105,
+};
+
+/// Quiet ticks allowed after the measured ones for a lossy link to settle before the
+/// convergence check (nothing changes any more; not measured).
+const SETTLE_TICKS: usize = 60;
+
+/// Runs replicate over the arena on a link with `conditions`. After the measured ticks
+/// the link settles (every fate reported, then lossless quiet ticks) before the
+/// convergence check.
+pub fn replicate_run_with(
+    p: S1Params,
+    delta: DeltaMode,
+    conditions: LinkConditions,
+) -> Result<ReplicateRun, SanityError> {
     let (mut server, mut link) = super::one_client_session(delta)?;
+    link.set_conditions(conditions);
     let mut world = ArenaWorld::new(p.seed);
     let spawn_err = |e| SanityError(format!("spawn: {e:?}"));
     let objects = server.objects_mut();
@@ -104,7 +174,11 @@ pub fn replicate_run(p: S1Params, delta: DeltaMode) -> Result<ReplicateRun, Sani
     let mut now = Duration::ZERO;
     let mut series = Series::default();
     let mut packets = 0usize;
+    let mut counters_at_warmup = Vec::new();
     for tick in 0..p.warmup + p.ticks {
+        if tick == p.warmup {
+            counters_at_warmup = type_counters(&server, link.conn);
+        }
         let events = world.step(DT);
         let objects = server.objects_mut();
         for (i, pl) in world.players.iter().enumerate() {
@@ -132,6 +206,31 @@ pub fn replicate_run(p: S1Params, delta: DeltaMode) -> Result<ReplicateRun, Sani
             series.wire.push(t.wire_bytes as f64);
             series.payload.push(t.payload_bits as f64 / 8.0);
             packets += t.packets;
+        }
+    }
+    let split = type_counters(&server, link.conn)
+        .into_iter()
+        .map(|(name, batches, bits, member_bits)| {
+            let before = counters_at_warmup
+                .iter()
+                .find(|c| c.0 == name)
+                .map_or((0, 0, 0), |c| (c.1, c.2, c.3));
+            TypeSplit {
+                name,
+                batches: batches - before.0,
+                bits: bits - before.1,
+                member_bits: member_bits - before.2,
+            }
+        })
+        .filter(|s| s.batches > 0)
+        .collect();
+    if conditions != LinkConditions::default() {
+        link.settle(&mut server);
+        link.set_conditions(LinkConditions::default());
+        for _ in 0..SETTLE_TICKS {
+            now += TICK;
+            server.tick(now);
+            link.send(&mut server, now, 16);
         }
     }
     // Convergence: every object on the client carries the server's quantized values.
@@ -188,6 +287,7 @@ pub fn replicate_run(p: S1Params, delta: DeltaMode) -> Result<ReplicateRun, Sani
         series,
         packets_per_tick: packets as f64 / p.ticks as f64,
         converged_objects: converged,
+        split,
     })
 }
 
@@ -231,6 +331,64 @@ fn components_vehicle(v: &Vehicle) -> Vec<Vec<u8>> {
         erased::Ser::bytes(&v.velocity.to_array()),
         erased::Ser::bytes(&v.rotation.to_array()),
     ]
+}
+
+/// The replicon model with every component quantized to the member's precision first
+/// (the quantized integers, postcard varints): changes below the precision send
+/// nothing, and the values are as small as postcard can make them.
+fn qcomponents_player(p: &Player, owner: bool) -> Vec<Vec<u8>> {
+    let mut s = <Player as Replicated>::State::default();
+    p.quantize(&mut s);
+    let enc = |v: &dyn erased::Ser| v.bytes();
+    let mut c = vec![
+        enc(&s.position),
+        enc(&s.velocity),
+        enc(&(s.yaw, s.pitch)),
+        enc(&s.health),
+        enc(&s.weapon),
+    ];
+    if owner {
+        c.push(enc(&s.ammo));
+    }
+    c
+}
+
+fn qcomponents_projectile(p: &Projectile) -> Vec<Vec<u8>> {
+    let mut s = <Projectile as Replicated>::State::default();
+    p.quantize(&mut s);
+    vec![
+        erased::Ser::bytes(&s.position),
+        erased::Ser::bytes(&s.velocity),
+    ]
+}
+
+fn qcomponents_vehicle(v: &Vehicle) -> Vec<Vec<u8>> {
+    let mut s = <Vehicle as Replicated>::State::default();
+    v.quantize(&mut s);
+    vec![
+        erased::Ser::bytes(&s.position),
+        erased::Ser::bytes(&s.velocity),
+        erased::Ser::bytes(&(s.rotation.largest, s.rotation.components)),
+    ]
+}
+
+/// Appends one entity's changed components (`now` against `prev`, all of them when
+/// `all`) to a replicon-model message and makes `now` the new `prev`.
+fn replicon_changes(
+    out: &mut Vec<u8>,
+    entity: u64,
+    prev: &mut Vec<Vec<u8>>,
+    now: Vec<Vec<u8>>,
+    all: bool,
+) {
+    let changed: Vec<(usize, &[u8])> = now
+        .iter()
+        .enumerate()
+        .filter(|(k, c)| all || prev.get(*k) != Some(*c))
+        .map(|(k, c)| (k, c.as_slice()))
+        .collect();
+    replicon_entity(out, entity, &changed);
+    *prev = now;
 }
 
 mod erased {
@@ -313,6 +471,8 @@ struct Snapshot {
 pub struct BaselineRun {
     /// bevy_replicon model (postcard, whole changed components).
     pub replicon: Series,
+    /// The same with the components quantized to the members' precision first.
+    pub replicon_quantized: Series,
     /// bitcode full snapshot.
     pub bitcode: Series,
     /// Entropy bound bytes per tick, first differences.
@@ -435,6 +595,23 @@ pub fn baseline_run(p: S1Params) -> BaselineRun {
         .iter()
         .map(|x| components_vehicle(&x.state))
         .collect();
+    let mut qprev_players: Vec<Vec<Vec<u8>>> = world
+        .players
+        .iter()
+        .enumerate()
+        .map(|(i, pl)| qcomponents_player(pl, i == 0))
+        .collect();
+    let mut qprev_proj: Vec<Vec<Vec<u8>>> = world
+        .projectiles
+        .iter()
+        .map(|x| qcomponents_projectile(&x.state))
+        .collect();
+    let mut qprev_veh: Vec<Vec<Vec<u8>>> = world
+        .vehicles
+        .iter()
+        .map(|x| qcomponents_vehicle(&x.state))
+        .collect();
+    let mut seq_q = 0u64;
     let mut t_players: Vec<Track> = vec![Track::default(); np];
     let mut t_proj: Vec<Track> = vec![Track::default(); world.projectiles.len()];
     let mut t_veh: Vec<Track> = vec![Track::default(); nv];
@@ -507,6 +684,25 @@ pub fn baseline_run(p: S1Params) -> BaselineRun {
             prev_veh[i] = now;
             t_veh[i].update(vehicle_members(&x.state), &mut meter, measure);
         }
+        // The same model on quantized components.
+        let mut qmsg = Vec::new();
+        for (i, pl) in world.players.iter().enumerate() {
+            let now = qcomponents_player(pl, i == 0);
+            replicon_changes(&mut qmsg, i as u64, &mut qprev_players[i], now, false);
+        }
+        for (i, x) in world.projectiles.iter().enumerate() {
+            let now = qcomponents_projectile(&x.state);
+            let respawned = events.respawned_projectiles.contains(&i);
+            replicon_changes(&mut qmsg, proj_ids[i], &mut qprev_proj[i], now, respawned);
+        }
+        for (i, x) in world.vehicles.iter().enumerate() {
+            let now = qcomponents_vehicle(&x.state);
+            replicon_changes(&mut qmsg, (np + i) as u64, &mut qprev_veh[i], now, false);
+        }
+        for &d in &despawns {
+            push_varint(&mut qmsg, d);
+        }
+        let (_, replicon_q_wire) = baseline_wire(qmsg.len(), &mut seq_q);
         for d in despawns {
             push_varint(&mut msg, d);
         }
@@ -556,6 +752,8 @@ pub fn baseline_run(p: S1Params) -> BaselineRun {
         if measure {
             out.replicon.wire.push(replicon_wire as f64);
             out.replicon.payload.push(msg.len() as f64);
+            out.replicon_quantized.wire.push(replicon_q_wire as f64);
+            out.replicon_quantized.payload.push(qmsg.len() as f64);
             out.bitcode.wire.push(bitcode_wire as f64);
             out.bitcode.payload.push(bytes.len() as f64);
         }
@@ -567,10 +765,60 @@ pub fn baseline_run(p: S1Params) -> BaselineRun {
     out
 }
 
+/// The per-type framing/member split of replicate's runs, as markdown.
+fn split_table(p: S1Params, runs: &[(&str, &ReplicateRun)]) -> String {
+    let mut t = Table::new(&[
+        "run",
+        "type",
+        "batches/tick",
+        "payload B/tick",
+        "framing B/tick",
+        "members B/tick",
+        "framing bits/batch",
+        "member bits/batch",
+    ]);
+    let ticks = p.ticks.max(1) as f64;
+    for (run, r) in runs {
+        let mut total = TypeSplit {
+            name: "all",
+            ..TypeSplit::default()
+        };
+        let mut rows: Vec<TypeSplit> = r.split.clone();
+        for sp in &r.split {
+            total.batches += sp.batches;
+            total.bits += sp.bits;
+            total.member_bits += sp.member_bits;
+        }
+        rows.push(total);
+        for sp in rows {
+            let framing = sp.bits - sp.member_bits.min(sp.bits);
+            let per = sp.batches.max(1) as f64;
+            t.row(vec![
+                run.to_string(),
+                sp.name.to_string(),
+                f(sp.batches as f64 / ticks, 1),
+                f(sp.bits as f64 / 8.0 / ticks, 0),
+                f(framing as f64 / 8.0 / ticks, 0),
+                f(sp.member_bits as f64 / 8.0 / ticks, 0),
+                f(framing as f64 / per, 1),
+                f(sp.member_bits as f64 / per, 1),
+            ]);
+        }
+    }
+    format!(
+        "\nObject batches per type (measured ticks; payload = the batches, without the \
+         packet's stream framing and destroys; framing = handle, batch size, header, \
+         baseline indices and prediction code, change mask):\n\n{}",
+        t.markdown()
+    )
+}
+
 /// Runs S1, writes `s1.{md,json,svg}` and returns the outcome; errors on failed sanity
 /// checks (no traffic, no convergence, replicate not smaller than the postcard model).
 pub fn run(p: S1Params) -> Result<Outcome, SanityError> {
     let with_delta = replicate_run(p, DeltaMode::On)?;
+    let late_acks = replicate_run_with(p, DeltaMode::On, RTT_100MS)?;
+    let lossy = replicate_run_with(p, DeltaMode::On, LOSS_5_RTT_100MS)?;
     let without = replicate_run(p, DeltaMode::Off)?;
     let base = baseline_run(p);
     let (rm, _) = mean_p95(&without.series.wire);
@@ -611,10 +859,25 @@ pub fn run(p: S1Params) -> Result<Outcome, SanityError> {
         &with_delta.series,
         &mut table,
     );
+    add(
+        "replicate (delta), acks 3 ticks late (100 ms RTT)",
+        &late_acks.series,
+        &mut table,
+    );
+    add(
+        "replicate (delta), 5 % loss, 100 ms RTT",
+        &lossy.series,
+        &mut table,
+    );
     add("replicate (no delta)", &without.series, &mut table);
     add(
         "bevy_replicon model (postcard, changed components)",
         &base.replicon,
+        &mut table,
+    );
+    add(
+        "bevy_replicon model + quantization (postcard of quantized components)",
+        &base.replicon_quantized,
         &mut table,
     );
     add("bitcode full snapshot", &base.bitcode, &mut table);
@@ -660,6 +923,15 @@ pub fn run(p: S1Params) -> Result<Outcome, SanityError> {
          Entropy bounds: {} sampled member components; projectile creations counted at their quantized size. \
          Reference (different motion model, indicative only): naia 0.25 measured 2310 B/tick (3304 naive).\n",
         without.packets_per_tick, without.converged_objects, base.entropy_samples
+    ));
+    md.push_str(&split_table(
+        p,
+        &[
+            ("delta", &with_delta),
+            ("delta, 100 ms RTT", &late_acks),
+            ("delta, 5 % loss", &lossy),
+            ("no delta", &without),
+        ],
     ));
     let json = Json::obj(vec![
         ("scenario", Json::str("s1")),

@@ -34,11 +34,38 @@
 //! allowed after an owner or condition change) releases the baselines (their masks
 //! merged back) and takes the full path.
 //!
+//! # A baseline every packet
+//!
+//! With [`DeltaSettings::baseline_every_packet`] (the default) a connection nominates a
+//! new baseline of an object in every packet that carries it, as long as none of its
+//! nominations of that object is in flight and its last one was not lost; so with acks
+//! in step the reference is the previous packet's state. With acks `n` packets late, one
+//! nomination is in flight at a time and a new baseline is taken every `n + 1` packets.
+//! After a lost nomination the connection falls back to the frame throttle
+//! (`min_frames_between_baselines`) for that object until one is acknowledged.
+//!
+//! # Prediction
+//!
+//! A baseline nominated on the delta path is built from the acknowledged baseline it was
+//! coded against, and both ends keep that one as its *prior*. When a batch's reference
+//! has a prior, the members can be coded against the constant-velocity extrapolation
+//! `reference + k · (reference − prior)` of each member ([`extrapolate`]) instead of the
+//! reference itself: with steady motion the residuals are second differences, close to
+//! zero. `k`, 1 to 3, is the number of prior-to-reference intervals from the reference's
+//! frame to now, rounded (1 with acks in step; with acks late, baselines are several
+//! frames apart and used several frames after they were taken). The server decides per
+//! type ([`DeltaSettings::predict`], [`BaselineStorage::set_type_prediction`]) and
+//! writes `k` in each batch (`[1]` for 1, `[0][1][0]` / `[0][1][1]` for 2 / 3, `[0][0]`
+//! for no prediction); the receiver needs no setting. The prediction of a snapshot is
+//! cached on it, so connections whose acks are in step compute it once per tick.
+//!
 //! Wire format, after the batch header's `is_delta` bit (see `writer`):
 //!
 //! ```text
 //! [reference index: 2]
-//!   0|1: [has new baseline: 1] [change mask] [members, each delta vs the reference]
+//!   0|1: [has new baseline: 1] [change mask]
+//!        [prediction code: 1..3]   only when the reference has a prior
+//!        [members, each delta vs the prediction if predicted, else vs the reference]
 //!        (the new baseline is the other slot)
 //!   2:   [created index: 2 (2 = none)] [vs default: 1]
 //!        [change mask ("mostly ones" hint on creation) if vs default, plain otherwise]
@@ -68,20 +95,35 @@ pub const BASELINE_INDEX_BITS: u32 = 2;
 pub struct DeltaSettings {
     /// Global switch (Iris's `net.Iris.EnableDeltaCompression`, default true).
     pub enabled: bool,
+    /// Nominate a new baseline in every packet while acknowledgements flow (default
+    /// true): a connection may take a new baseline of an object whenever none of its
+    /// nominations of that object is in flight (the slot limit: one acknowledged, one
+    /// pending) and its last one was not lost. Deltas then run against the state of
+    /// about one round trip ago instead of up to `min_frames_between_baselines` ago.
+    /// After a lost nomination, and always when this is false, creation falls back to
+    /// the frame throttle below.
+    pub baseline_every_packet: bool,
     /// Frames between two baseline creations for one object
-    /// (`net.Iris.MinimumNumberOfFramesBetweenBaselines`, default 60).
+    /// (`net.Iris.MinimumNumberOfFramesBetweenBaselines`, default 60): the fallback
+    /// under loss, or the only rule without `baseline_every_packet`.
     pub min_frames_between_baselines: u32,
     /// Encode the initial state against the type's default state
     /// (`net.Iris.DeltaCompressInitialState`, default true).
     pub compress_initial_state: bool,
+    /// Code members against a constant-velocity prediction from the two latest
+    /// acknowledged baselines where both exist (default true; per type with
+    /// [`BaselineStorage::set_type_prediction`]). See the module docs.
+    pub predict: bool,
 }
 
 impl Default for DeltaSettings {
     fn default() -> Self {
         Self {
             enabled: true,
+            baseline_every_packet: true,
             min_frames_between_baselines: 60,
             compress_initial_state: true,
+            predict: true,
         }
     }
 }
@@ -164,7 +206,19 @@ struct StateInfo {
     state: Option<Arc<dyn ErasedState>>,
     refs: u32,
     live: bool,
+    /// The frame the snapshot was taken in.
+    frame: u32,
+    /// The last prediction made from this snapshot: (prior, mask, prediction or `None`
+    /// when it could not be made). Connections with acks in step share it.
+    predicted: Option<PredictionCache>,
 }
+
+type PredictionCache = (
+    Arc<dyn ErasedState>,
+    ChangeMask,
+    u32,
+    Option<Arc<dyn ErasedState>>,
+);
 
 #[derive(Default)]
 struct ObjectShared {
@@ -192,6 +246,7 @@ pub struct BaselineStorage {
     objects: IndexMap<ObjectShared>,
     reservations: Vec<u32>,
     type_overrides: HashMap<ProtocolIndex, bool>,
+    prediction_overrides: HashMap<ProtocolIndex, bool>,
     defaults: HashMap<ProtocolIndex, Arc<dyn ErasedState>>,
     stats: BaselineStats,
 }
@@ -226,6 +281,7 @@ impl BaselineStorage {
             objects: IndexMap::default(),
             reservations: Vec::new(),
             type_overrides: HashMap::new(),
+            prediction_overrides: HashMap::new(),
             defaults: HashMap::new(),
             stats: BaselineStats::default(),
         }
@@ -256,6 +312,53 @@ impl BaselineStorage {
                 .get(&protocol)
                 .copied()
                 .unwrap_or(descriptor_default)
+    }
+
+    /// Turns prediction on or off for one type at run time (overrides
+    /// [`DeltaSettings::predict`]). The receiver needs no setting: each batch says
+    /// whether it was coded against the prediction.
+    pub fn set_type_prediction(&mut self, protocol: ProtocolIndex, enabled: bool) {
+        self.prediction_overrides.insert(protocol, enabled);
+    }
+
+    /// Whether objects of `protocol` are coded against predictions where possible.
+    pub fn is_prediction_enabled(&self, protocol: ProtocolIndex) -> bool {
+        self.prediction_overrides
+            .get(&protocol)
+            .copied()
+            .unwrap_or(self.settings.predict)
+    }
+
+    /// The frame a live snapshot was taken in.
+    pub fn snapshot_frame(&self, info: u32) -> Option<u32> {
+        self.infos
+            .get(info as usize)
+            .filter(|i| i.live)
+            .map(|i| i.frame)
+    }
+
+    /// The constant-velocity prediction `steps` steps on from snapshot `info` and its
+    /// `prior` for the members in `mask` (see [`extrapolate`]), cached on the snapshot
+    /// so connections whose acks are in step compute it once.
+    pub(crate) fn prediction(
+        &mut self,
+        info: u32,
+        prior: &Arc<dyn ErasedState>,
+        mask: &ChangeMask,
+        steps: u32,
+    ) -> Option<Arc<dyn ErasedState>> {
+        let i = self.infos.get_mut(info as usize).filter(|i| i.live)?;
+        if let Some((p, m, k, predicted)) = &i.predicted
+            && Arc::ptr_eq(p, prior)
+            && m == mask
+            && *k == steps
+        {
+            return predicted.clone();
+        }
+        let state = i.state.clone()?;
+        let predicted = extrapolate(state.as_ref(), prior.as_ref(), mask, steps).map(Arc::from);
+        i.predicted = Some((prior.clone(), mask.clone(), steps, predicted.clone()));
+        predicted
     }
 
     /// The current frame (advanced once per server tick).
@@ -323,6 +426,8 @@ impl BaselineStorage {
             state: None,
             refs: 1,
             live: true,
+            frame: self.frame,
+            predicted: None,
         };
         let idx = match self.free.pop() {
             Some(i) => {
@@ -356,6 +461,7 @@ impl BaselineStorage {
             let object = i.object;
             i.live = false;
             i.state = None;
+            i.predicted = None;
             self.free.push(info);
             if let Some(o) = self.objects.get_mut(object)
                 && o.shared.is_some_and(|(_, s)| s == info)
@@ -390,11 +496,18 @@ impl BaselineStorage {
         }
     }
 
-    /// Whether a connection may create a baseline for an object now:
-    /// its first baseline always, a snapshot already created this frame (shared), or
-    /// `min_frames_between_baselines` frames since the object's last creation.
-    pub fn may_create(&self, object: InternalIndex, handle: NetRefHandle, first: bool) -> bool {
-        if first {
+    /// Whether a connection may create a baseline for an object now: always when
+    /// `unthrottled` (its first baseline, or one taken in every packet while
+    /// acknowledgements flow, see [`DeltaSettings::baseline_every_packet`]), a snapshot
+    /// already created this frame (shared), or `min_frames_between_baselines` frames
+    /// since the object's last creation.
+    pub fn may_create(
+        &self,
+        object: InternalIndex,
+        handle: NetRefHandle,
+        unthrottled: bool,
+    ) -> bool {
+        if unthrottled {
             return true;
         }
         match self.objects.get(object).filter(|o| o.handle == handle) {
@@ -408,12 +521,13 @@ impl BaselineStorage {
     }
 
     /// Creates (or shares, within a frame) a snapshot of an object's current state for
-    /// one connection, which holds one reference on it. `None` when throttled.
+    /// one connection, which holds one reference on it. `None` when throttled (see
+    /// [`may_create`](Self::may_create) for `unthrottled`).
     pub fn create_baseline(
         &mut self,
         object: InternalIndex,
         handle: NetRefHandle,
-        first: bool,
+        unthrottled: bool,
     ) -> Option<u32> {
         let frame = self.frame;
         let shared = self
@@ -426,7 +540,7 @@ impl BaselineStorage {
         let info = match shared {
             Some(s) => s,
             None => {
-                if !self.may_create(object, handle, first) {
+                if !self.may_create(object, handle, unthrottled) {
                     return None;
                 }
                 let s = self.reserve(object);
@@ -464,6 +578,12 @@ pub struct BaselineSlot {
     pub mask: ChangeMask,
     /// The members the client holds equal to the snapshot.
     pub synced: ChangeMask,
+    /// The acknowledged baseline this one was built from (delta path), which the
+    /// client also holds: with the snapshot, the two states a prediction extrapolates.
+    pub prior: Option<Arc<dyn ErasedState>>,
+    /// The frame the prior's snapshot was taken in (with the snapshot's own frame, the
+    /// interval a prediction extrapolates over).
+    pub prior_frame: u32,
 }
 
 #[derive(Debug, Default)]
@@ -471,6 +591,9 @@ struct ObjectBaselines {
     slots: [Option<BaselineSlot>; 2],
     /// The slot nominated by a packet in flight, with the packet's ordinal.
     pending: Option<(u8, u64)>,
+    /// The last nomination was lost: creation falls back to the frame throttle until
+    /// one is acknowledged.
+    lost: bool,
 }
 
 /// One connection's baselines per object (at most two each), and the packet in flight
@@ -528,6 +651,19 @@ impl ConnectionBaselines {
         self.objects
             .get(object)
             .map_or(0, |o| o.slots.iter().flatten().count())
+    }
+
+    /// Whether this connection may nominate a new baseline of `object` in this packet
+    /// without the frame throttle: its first baseline, or
+    /// [`DeltaSettings::baseline_every_packet`] and no lost nomination since the last
+    /// acknowledged one.
+    pub fn unthrottled(&self, object: InternalIndex, settings: &DeltaSettings) -> bool {
+        match self.objects.get(object) {
+            None => true,
+            Some(o) => {
+                o.slots.iter().all(Option::is_none) || (settings.baseline_every_packet && !o.lost)
+            }
+        }
     }
 
     /// The pending nomination of an object.
@@ -628,6 +764,7 @@ impl ConnectionBaselines {
             return BaselineOutcome::None;
         }
         o.pending = None;
+        o.lost = matches!(status, DeliveryStatus::Lost);
         match status {
             DeliveryStatus::Delivered => {
                 if acked < MAX_BASELINE_COUNT
@@ -657,10 +794,113 @@ pub(crate) fn is_subset(a: &ChangeMask, b: &ChangeMask) -> bool {
     !x.any()
 }
 
+/// The constant-velocity prediction of the members in `mask` from two states of the
+/// same object, `b` (the newer) and `prior`: each residual-coded member's components
+/// continue the step they took from `prior` to `b`, `steps` times
+/// (`b + steps · (b − prior)`, wrapping in the component's width); other members
+/// predict `b`. `None` when it cannot be made (a predicted component leaves its range,
+/// or the states differ in type).
+///
+/// It runs the members' own delta code: `b` written against `prior` gives the
+/// residuals `b − prior` (or, for a member that takes the escape, its full value),
+/// and reading those bits back against `b` adds them to `b` (`steps` times). So every serializer's
+/// notion of a step (wrapping angles, smallest-three components) is respected, both
+/// ends compute bit-identical predictions from bit-identical baselines, and members
+/// that do not use the residual code (strings, containers, enums) predict no change.
+pub fn extrapolate(
+    b: &dyn ErasedState,
+    prior: &dyn ErasedState,
+    mask: &ChangeMask,
+    steps: u32,
+) -> Option<Box<dyn ErasedState>> {
+    if !std::ptr::eq(b.type_descriptor(), prior.type_descriptor()) {
+        return None;
+    }
+    // The residuals go through a scratch writer kept per thread (a prediction is made
+    // once per object and tick on the server, once per predicted batch on the client).
+    let (bytes, bits) = PREDICTION_SCRATCH.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let (w, origin) = cell.get_or_insert_with(|| {
+            let w = BitWriter::with_capacity_bits(PREDICTION_SCRATCH_BITS);
+            let origin = w.mark();
+            (w, origin)
+        });
+        w.rollback(*origin);
+        b.serialize_delta(prior, mask, w);
+        if w.is_overflown() {
+            return None;
+        }
+        Some((w.to_bytes(), w.position()))
+    })?;
+    let mut out = b.clone_box();
+    for _ in 0..steps.clamp(1, MAX_PREDICTION_STEPS) {
+        let mut r = BitReader::with_bit_len(&bytes, bits);
+        let mut next = out.clone_box();
+        next.deserialize_delta(out.as_ref(), mask, &mut r).ok()?;
+        next.validate(mask).ok()?;
+        out = next;
+    }
+    Some(out)
+}
+
+/// The most steps a prediction extrapolates over (the batch's 1-to-3-bit code).
+pub const MAX_PREDICTION_STEPS: u32 = 3;
+
+/// The steps from the prior's frame to the snapshot's that cover the frames from the
+/// snapshot to now, rounded, in `1..=MAX_PREDICTION_STEPS`: 1 with acks in step
+/// (baselines one frame apart, used the next frame).
+pub(crate) fn prediction_steps(prior_frame: u32, frame: u32, now: u32) -> u32 {
+    let interval = u64::from(frame.wrapping_sub(prior_frame).max(1));
+    let ahead = u64::from(now.wrapping_sub(frame));
+    ((2 * ahead + interval) / (2 * interval)).clamp(1, u64::from(MAX_PREDICTION_STEPS)) as u32
+}
+
+/// Writes the prediction code: `[1]` one step, `[0][0]` no prediction, `[0][1][0]` two
+/// steps, `[0][1][1]` three.
+fn write_prediction_code(w: &mut BitWriter, steps: Option<u32>) {
+    match steps {
+        Some(1) => {
+            w.write_bool(true);
+        }
+        None | Some(0) => {
+            w.write_bits(0b00, 2);
+        }
+        Some(k) => {
+            w.write_bits(0b10, 2);
+            w.write_bool(k >= 3);
+        }
+    }
+}
+
+/// Reads what [`write_prediction_code`] wrote.
+fn read_prediction_code(r: &mut BitReader) -> Option<u32> {
+    if r.read_bool() {
+        return Some(1);
+    }
+    if !r.read_bool() {
+        return None;
+    }
+    Some(if r.read_bool() { 3 } else { 2 })
+}
+
+/// The most bits of residuals a prediction may take (larger states predict nothing).
+const PREDICTION_SCRATCH_BITS: usize = 1 << 16;
+
+thread_local! {
+    static PREDICTION_SCRATCH: std::cell::RefCell<Option<(BitWriter, crate::bits::WriterMark)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 /// What the writer decided for one delta batch.
 pub(crate) struct DeltaPlan {
     /// The acknowledged slot and its snapshot (delta path), or none (full path).
     pub reference: Option<(u8, Arc<dyn ErasedState>)>,
+    /// On the delta path, when the acknowledged slot has a prior: `Some((steps,
+    /// prediction))` to code against it, `Some(None)` to code against the slot (the
+    /// batch says which, see the module docs); `None` without a prior (no code).
+    pub predicted: Option<Option<(u32, Arc<dyn ErasedState>)>>,
+    /// The frame of the reference's snapshot (the prior frame of a nominated slot).
+    pub reference_frame: u32,
     /// The slot to nominate.
     pub nominate: Option<u8>,
     /// The members allowed to this connection now (the new baseline's synced set).
@@ -671,20 +911,34 @@ pub(crate) struct DeltaPlan {
     pub vs_default: bool,
 }
 
-/// Writes the part of a delta batch after the header: see the module docs.
+/// Writes the part of a delta batch after the header: see the module docs. Returns
+/// the bits of member values (the rest is framing: indices, flags, the change mask).
 pub(crate) fn write_delta_body(
     plan: &DeltaPlan,
     state: &dyn ErasedState,
     mask: &ChangeMask,
     creating: bool,
     w: &mut BitWriter,
-) {
+) -> usize {
     match &plan.reference {
         Some((index, reference)) => {
             w.write_bits(*index as u64, BASELINE_INDEX_BITS);
             w.write_bool(plan.nominate.is_some());
             mask.write(w);
-            state.serialize_delta(reference.as_ref(), mask, w);
+            let against = match &plan.predicted {
+                Some(Some((steps, predicted))) => {
+                    write_prediction_code(w, Some(*steps));
+                    predicted.as_ref()
+                }
+                Some(None) => {
+                    write_prediction_code(w, None);
+                    reference.as_ref()
+                }
+                None => reference.as_ref(),
+            };
+            let start = w.position();
+            state.serialize_delta(against, mask, w);
+            w.position() - start
         }
         None => {
             w.write_bits(INVALID_BASELINE_INDEX as u64, BASELINE_INDEX_BITS);
@@ -695,20 +949,29 @@ pub(crate) fn write_delta_body(
             w.write_bool(plan.vs_default);
             if plan.vs_default {
                 mask.write_with_hint(w, creating);
+                let start = w.position();
                 state.serialize_delta(plan.default.as_ref(), mask, w);
+                w.position() - start
             } else {
                 mask.write(w);
+                let start = w.position();
                 state.serialize(mask, w);
+                w.position() - start
             }
         }
     }
 }
 
+/// A stored baseline on the client: the state, the sequence of the packet that stored
+/// it, and the baseline it was built from (delta path) for predictions.
+type StoredBaseline = (Box<dyn ErasedState>, u64, Option<Box<dyn ErasedState>>);
+
 /// The client's stored baselines of one object (quantized snapshots, with the
-/// sequence of the packet that stored each).
+/// sequence of the packet that stored each and, for baselines built on the delta path,
+/// the acknowledged baseline they were built from).
 #[derive(Debug, Default)]
 pub struct ReceiverBaselines {
-    slots: [Option<(Box<dyn ErasedState>, u64)>; 2],
+    slots: [Option<StoredBaseline>; 2],
 }
 
 impl ReceiverBaselines {
@@ -717,7 +980,12 @@ impl ReceiverBaselines {
         self.slots
             .get(index as usize)?
             .as_ref()
-            .map(|(s, _)| s.as_ref())
+            .map(|(s, _, _)| s.as_ref())
+    }
+
+    /// The baseline a stored one was built from, if it was built on the delta path.
+    pub fn prior(&self, index: u8) -> Option<&dyn ErasedState> {
+        self.slots.get(index as usize)?.as_ref()?.2.as_deref()
     }
 
     /// Number of stored baselines.
@@ -725,14 +993,17 @@ impl ReceiverBaselines {
         self.slots.iter().flatten().count()
     }
 
-    fn store(&mut self, index: u8, state: Box<dyn ErasedState>, seq: u64) {
+    fn store(&mut self, index: u8, stored: NewBaseline, seq: u64) {
         if let Some(slot) = self.slots.get_mut(index as usize)
-            && slot.as_ref().is_none_or(|(_, s)| *s < seq)
+            && slot.as_ref().is_none_or(|(_, s, _)| *s < seq)
         {
-            *slot = Some((state, seq));
+            *slot = Some((stored.0, seq, stored.1));
         }
     }
 }
+
+/// A baseline to store: the state and the baseline it was built from.
+pub(crate) type NewBaseline = (Box<dyn ErasedState>, Option<Box<dyn ErasedState>>);
 
 /// A decoded delta batch body (client side).
 pub(crate) struct DeltaBody {
@@ -741,8 +1012,8 @@ pub(crate) struct DeltaBody {
     /// The live state with the members applied (from `live`, or from the default
     /// state for a new object).
     pub state: Box<dyn ErasedState>,
-    /// A baseline to store: (slot, reference + the batch's members).
-    pub store: Option<(u8, Box<dyn ErasedState>)>,
+    /// A baseline to store: (slot, (reference + the batch's members, the reference)).
+    pub store: Option<(u8, NewBaseline)>,
 }
 
 fn bits_error(r: &BitReader) -> Result<(), ObjectReadError> {
@@ -784,18 +1055,41 @@ pub(crate) fn read_delta_body(
         }
         let reference = slot.0.as_ref();
         let mask = ChangeMask::read(bits, r)?;
+        // With a prior, a short code says whether (and over how many steps) the
+        // members are coded against the prediction from the two baselines.
+        let predicted = match slot.2.as_deref() {
+            Some(prior) => {
+                let steps = read_prediction_code(r);
+                bits_error(r)?;
+                if let Some(steps) = steps {
+                    Some(extrapolate(reference, prior, &mask, steps).ok_or(
+                        ObjectReadError::Decode(SerializeError::invalid(
+                            "baseline prediction",
+                            "the prediction the batch is coded against cannot be made",
+                        )),
+                    )?)
+                } else {
+                    None
+                }
+            }
+            None => None,
+        };
+        let against = predicted.as_deref().unwrap_or(reference);
         let start = r.clone();
         let mut state = match live {
             Some(l) => l.clone_box(),
             None => reference.clone_box(),
         };
-        state.deserialize_delta(reference, &mask, r)?;
+        state.deserialize_delta(against, &mask, r)?;
         state.validate(&mask)?;
         let store = if is_new {
             let mut again = start;
             let mut b = reference.clone_box();
-            b.deserialize_delta(reference, &mask, &mut again)?;
-            Some(((index + 1) % MAX_BASELINE_COUNT, b))
+            b.deserialize_delta(against, &mask, &mut again)?;
+            Some((
+                (index + 1) % MAX_BASELINE_COUNT,
+                (b, Some(reference.clone_box())),
+            ))
         } else {
             None
         };
@@ -835,7 +1129,7 @@ pub(crate) fn read_delta_body(
         } else {
             b.deserialize(&mask, &mut again)?;
         }
-        Some((created, b))
+        Some((created, (b, None)))
     } else {
         None
     };
@@ -845,17 +1139,43 @@ pub(crate) fn read_delta_body(
 /// Stores a decoded body's new baseline.
 pub(crate) fn store_baseline(
     baselines: &mut ReceiverBaselines,
-    store: Option<(u8, Box<dyn ErasedState>)>,
+    store: Option<(u8, NewBaseline)>,
     seq: u64,
 ) {
-    if let Some((index, state)) = store {
-        baselines.store(index, state, seq);
+    if let Some((index, stored)) = store {
+        baselines.store(index, stored, seq);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prediction_steps_round_the_frames_ahead_to_whole_intervals() {
+        // Acks in step: baselines a frame apart, used the next frame.
+        assert_eq!(prediction_steps(9, 10, 11), 1);
+        // Acks 3 ticks late: baselines 3 frames apart, used 3 to 5 frames on.
+        assert_eq!(prediction_steps(7, 10, 13), 1);
+        assert_eq!(prediction_steps(7, 10, 14), 1);
+        assert_eq!(prediction_steps(7, 10, 15), 2);
+        // Capped, and never zero (also across frame wraparound).
+        assert_eq!(prediction_steps(9, 10, 100), MAX_PREDICTION_STEPS);
+        assert_eq!(prediction_steps(10, 10, 10), 1);
+        assert_eq!(prediction_steps(u32::MAX, 0, 1), 1);
+    }
+
+    #[test]
+    fn prediction_code_round_trips() {
+        for steps in [None, Some(1), Some(2), Some(3)] {
+            let mut w = BitWriter::with_capacity_bits(8);
+            write_prediction_code(&mut w, steps);
+            let bytes = w.finish().unwrap();
+            let mut r = BitReader::with_bit_len(&bytes, w.position());
+            assert_eq!(read_prediction_code(&mut r), steps);
+            assert_eq!(r.bits_left(), 0);
+        }
+    }
 
     #[test]
     fn reservation_nobody_keeps_is_cancelled_without_a_copy() {
@@ -921,6 +1241,8 @@ mod tests {
             snapshot: snap,
             mask: mask.clone(),
             synced: ChangeMask::all(4),
+            prior: None,
+            prior_frame: 0,
         };
         c.nominate(&mut s, 1, 0, slot.clone(), 5);
         assert_eq!(

@@ -77,6 +77,7 @@ mod writer;
 
 pub use baseline::{
     BaselineStats, BaselineStorage, DeltaSettings, MAX_BASELINE_COUNT, SharedBaselineStorage,
+    extrapolate,
 };
 pub use interest_hooks::{InterestHooks, SharedInterest};
 pub use reader::{ClientObject, ClientWorld, ReaderStats, ReferenceResolver, ReplicationReader};
@@ -478,6 +479,20 @@ impl ReplicationServer {
     /// The baseline storage shared by every connection (counters, run-time settings).
     pub fn baselines(&self) -> std::sync::MutexGuard<'_, BaselineStorage> {
         baseline::lock_storage(&self.baselines)
+    }
+
+    /// Turns prediction (coding against a constant-velocity extrapolation of the two
+    /// latest acknowledged baselines) on or off for type `T` at run time; the global
+    /// default is [`DeltaSettings::predict`]. Only the server decides: each batch says
+    /// whether it was predicted. Returns false when `T` is not registered.
+    pub fn set_type_prediction<T: 'static>(&mut self, enabled: bool) -> bool {
+        match self.objects.registry().index_of::<T>() {
+            Some(p) => {
+                baseline::lock_storage(&self.baselines).set_type_prediction(p, enabled);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Turns delta compression on or off for type `T` at run time (overrides

@@ -40,7 +40,7 @@
 use super::ReplicationConfig;
 use super::baseline::{
     BaselineOutcome, BaselineSlot, ConnectionBaselines, DeltaPlan, MAX_BASELINE_COUNT,
-    SharedBaselineStorage, is_subset, lock_storage, write_delta_body,
+    SharedBaselineStorage, is_subset, lock_storage, prediction_steps, write_delta_body,
 };
 use super::record::{
     INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
@@ -101,6 +101,11 @@ pub struct WriterStats {
     pub disabled_by_remote: u64,
     /// Bits of object batches written, per protocol index (the replicated type).
     pub bits_per_type: Vec<u64>,
+    /// Of [`bits_per_type`](Self::bits_per_type), the bits of member values; the rest
+    /// is framing (handle, batch size, header, baseline indices, change mask).
+    pub member_bits_per_type: Vec<u64>,
+    /// Object batches written, per protocol index.
+    pub batches_per_type: Vec<u64>,
     /// Times the dirty roots were scheduled and sorted afresh: once per tick that has
     /// something to send, plus once after each change between the packets of a tick
     /// that could alter the order (a newly dirty object, a loss, a priority change).
@@ -366,10 +371,17 @@ impl ReplicationWriter {
         }
         let acked = self.infos[index as usize].last_acked_baseline();
         let mut reference = None;
+        let mut reference_snapshot = None;
+        let mut prior = None;
         if acked < MAX_BASELINE_COUNT {
             match self.baselines.slot(index, acked) {
                 Some(slot) if is_subset(&allowed, &slot.synced) => {
                     reference = st.state(slot.snapshot).map(|s| (acked, s));
+                    reference_snapshot = Some(slot.snapshot);
+                    prior = slot
+                        .prior
+                        .clone()
+                        .map(|p| (slot.snapshot, p, slot.prior_frame));
                 }
                 Some(_) => {
                     // A member the client's baseline does not hold is now allowed.
@@ -392,9 +404,11 @@ impl ReplicationWriter {
             }
             None => self.baselines.full_path_slot(index),
         };
-        let first = self.baselines.count(index) == 0;
+        // A new baseline in every packet while acknowledgements flow (one in flight
+        // at a time); after a lost nomination, the frame throttle.
+        let unthrottled = self.baselines.unthrottled(index, st.settings());
         let nominate = (self.baselines.pending(index).is_none()
-            && st.may_create(index, entry.handle(), first))
+            && st.may_create(index, entry.handle(), unthrottled))
         .then_some(slot);
         let default = st.default_state(entry.protocol(), new_state);
         st.count_batch(reference.is_some());
@@ -409,8 +423,29 @@ impl ReplicationWriter {
             d.and_with(&allowed);
             mask.or_with(&d);
         }
+        // With two acknowledged baselines (the reference and the one it was built
+        // from), code against their constant-velocity prediction where the type wants
+        // it; the batch says which in one bit.
+        let predicted = match (&reference, &prior) {
+            (Some(_), Some((snapshot, prior, prior_frame))) => {
+                Some(if st.is_prediction_enabled(entry.protocol()) {
+                    let frame = st.snapshot_frame(*snapshot).unwrap_or(*prior_frame);
+                    let steps = prediction_steps(*prior_frame, frame, st.frame());
+                    st.prediction(*snapshot, prior, mask, steps)
+                        .map(|p| (steps, p))
+                } else {
+                    None
+                })
+            }
+            _ => None,
+        };
+        let reference_frame = reference_snapshot
+            .and_then(|snapshot| st.snapshot_frame(snapshot))
+            .unwrap_or(0);
         Some(DeltaPlan {
             reference,
+            predicted,
+            reference_frame,
             nominate,
             allowed,
             default,
@@ -1236,7 +1271,8 @@ impl ReplicationWriter {
         w.write_bool(true);
         handle.write(w);
         let exports = &self.exports;
-        let body_of = |out: &mut BitWriter| {
+        let mut member_bits = 0;
+        let mut body_of = |out: &mut BitWriter| {
             write_body(
                 out,
                 table,
@@ -1247,6 +1283,7 @@ impl ReplicationWriter {
                 send_tags,
                 &mask,
                 exports,
+                &mut member_bits,
             )
         };
         let tokens;
@@ -1326,8 +1363,8 @@ impl ReplicationWriter {
             }
             if let (Some(slot), Some(storage)) = (plan.nominate, self.storage.as_ref()) {
                 let mut st = lock_storage(storage);
-                let first = self.baselines.count(index) == 0;
-                if let Some(snapshot) = st.create_baseline(index, handle, first) {
+                let unthrottled = self.baselines.unthrottled(index, st.settings());
+                if let Some(snapshot) = st.create_baseline(index, handle, unthrottled) {
                     let ordinal = self.records_popped + self.records.len() as u64;
                     self.baselines.nominate(
                         &mut st,
@@ -1337,6 +1374,8 @@ impl ReplicationWriter {
                             snapshot,
                             mask: mask.clone(),
                             synced: plan.allowed,
+                            prior: plan.reference.map(|(_, s)| s),
+                            prior_frame: plan.reference_frame,
                         },
                         ordinal,
                     );
@@ -1380,6 +1419,12 @@ impl ReplicationWriter {
             self.stats.bits_per_type.resize(protocol + 1, 0);
         }
         self.stats.bits_per_type[protocol] += (w.position() - m.position()) as u64;
+        if self.stats.member_bits_per_type.len() <= protocol {
+            self.stats.member_bits_per_type.resize(protocol + 1, 0);
+            self.stats.batches_per_type.resize(protocol + 1, 0);
+        }
+        self.stats.member_bits_per_type[protocol] += member_bits as u64;
+        self.stats.batches_per_type[protocol] += 1;
         if creating {
             self.stats.creations += 1;
         }
@@ -1566,6 +1611,7 @@ fn write_body(
     send_tags: bool,
     mask: &ChangeMask,
     exports: &SharedExports,
+    member_bits: &mut usize,
 ) -> Vec<NetToken> {
     let plain = !creating && !tear_off && !send_tags;
     w.write_bool(!plain);
@@ -1588,13 +1634,15 @@ fn write_body(
             w.write_bits(t.0 as u64, 16);
         }
     }
-    match plan {
+    *member_bits = match plan {
         Some(plan) => write_delta_body(plan, entry.state(), mask, creating, w),
         None => {
             mask.write(w);
+            let start = w.position();
             entry.state().serialize(mask, w);
+            w.position() - start
         }
-    }
+    };
     tokens
 }
 

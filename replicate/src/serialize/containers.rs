@@ -108,6 +108,36 @@ pub(crate) fn check_max_len(
     }
 }
 
+/// An element's delta inside a container: `[0]` when it equals its baseline element,
+/// else `[1]` and the element serializer's own delta. Unchanged elements, the common
+/// case in a changed container, cost one bit whatever the element's delta code.
+#[inline]
+fn write_element_delta<S: NetSerializer>(
+    config: &S::Config,
+    e: &S::Quantized,
+    p: &S::Quantized,
+    w: &mut BitWriter,
+) {
+    if w.write_bool(!S::is_equal(config, e, p)) {
+        S::serialize_delta(config, e, p, w);
+    }
+}
+
+/// Mirror of [`write_element_delta`].
+#[inline]
+fn read_element_delta<S: NetSerializer>(
+    config: &S::Config,
+    p: &S::Quantized,
+    r: &mut BitReader,
+) -> Result<S::Quantized> {
+    if r.read_bool() {
+        S::deserialize_delta(config, p, r)
+    } else {
+        r.check()?;
+        Ok(p.clone())
+    }
+}
+
 /// `a + b * c` in `u32`, `None` on overflow.
 fn bits_sum(a: u32, b: u32, c: u32) -> Option<u32> {
     b.checked_mul(c).and_then(|x| x.checked_add(a))
@@ -560,7 +590,7 @@ impl<S: NetSerializer> NetSerializer for VecSerializer<S> {
         }
         for (i, e) in q.iter().enumerate() {
             match prev.get(i) {
-                Some(p) => S::serialize_delta(&config.element, e, p, w),
+                Some(p) => write_element_delta::<S>(&config.element, e, p, w),
                 None => S::serialize(&config.element, e, w),
             }
         }
@@ -586,7 +616,7 @@ impl<S: NetSerializer> NetSerializer for VecSerializer<S> {
         let mut v = Vec::with_capacity(prealloc::<S::Quantized>(n, r).max(n.min(prev.len())));
         for i in 0..n {
             v.push(match prev.get(i) {
-                Some(p) => S::deserialize_delta(&config.element, p, r)?,
+                Some(p) => read_element_delta::<S>(&config.element, p, r)?,
                 None => S::deserialize(&config.element, r)?,
             });
         }
@@ -793,7 +823,7 @@ impl<S: NetSerializer, const N: usize> NetSerializer for ArraySerializer<S, N> {
     ) {
         let prev = Self::normalized(prev);
         for (e, p) in Self::normalized(q).iter().zip(prev.iter()) {
-            S::serialize_delta(&config.element, e, p, w);
+            write_element_delta::<S>(&config.element, e, p, w);
         }
     }
     fn deserialize_delta(
@@ -803,7 +833,7 @@ impl<S: NetSerializer, const N: usize> NetSerializer for ArraySerializer<S, N> {
     ) -> Result<Vec<S::Quantized>> {
         let prev = Self::normalized(prev);
         prev.iter()
-            .map(|p| S::deserialize_delta(&config.element, p, r))
+            .map(|p| read_element_delta::<S>(&config.element, p, r))
             .collect()
     }
     fn is_equal(config: &Self::Config, a: &Vec<S::Quantized>, b: &Vec<S::Quantized>) -> bool {
@@ -1021,7 +1051,7 @@ where
             && q.keys().zip(prev.keys()).all(|(a, b)| a == b);
         if w.write_bool(same_keys) {
             for (v, p) in q.values().zip(prev.values()) {
-                V::serialize_delta(&config.value, v, p, w);
+                write_element_delta::<V>(&config.value, v, p, w);
             }
         } else {
             Self::serialize(config, q, w);
@@ -1041,7 +1071,7 @@ where
                 });
             }
             prev.iter()
-                .map(|(k, p)| Ok((k.clone(), V::deserialize_delta(&config.value, p, r)?)))
+                .map(|(k, p)| Ok((k.clone(), read_element_delta::<V>(&config.value, p, r)?)))
                 .collect()
         } else {
             Self::deserialize(config, r)
@@ -1330,10 +1360,11 @@ mod tests {
     #[test]
     fn seed_delta_format() {
         let cfg = VecConfig::DEFAULT;
-        // Same size: [1] + per-element deltas (u8 delta: [0] unchanged, [1][8] changed).
+        // Same size: [1] + per-element [0] unchanged / [1][element delta]; 3 -> 9 is a
+        // u8 residual of +6: [0][k = 4][zigzag 12 in 5 bits].
         let mut w = BitWriter::with_capacity_bits(256);
         V8::serialize_delta(&cfg, &vec![1, 2, 9], &vec![1, 2, 3], &mut w);
-        assert_eq!(w.position(), 1 + 1 + 1 + 9);
+        assert_eq!(w.position(), 1 + 1 + 1 + 1 + 8);
         // Grown: [0][len] + deltas for the 3 old + 1 full.
         let mut w = BitWriter::with_capacity_bits(256);
         V8::serialize_delta(&cfg, &vec![1, 2, 3, 4], &vec![1, 2, 3], &mut w);

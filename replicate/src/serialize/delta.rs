@@ -1,7 +1,49 @@
-//! The seed's table-driven integer delta encoding (`BitPacking.cpp`).
+//! Delta encodings of quantized members against a baseline.
 //!
-//! A delta is written as a 2-bit index into a table of bit widths, then the signed
-//! difference in that many bits; index 3 escapes to the full value:
+//! # The residual code (every built-in quantized serializer)
+//!
+//! A member made of `n` integer components (an int, a ranged float's index, the three
+//! indices of a vector, the three sent components of a smallest-three quaternion, the
+//! three angles of a rotator) is written relative to the baseline's value as:
+//!
+//! ```text
+//! [1][the member's full encoding]                      escape
+//! [0][k selector: 2][residual code of component 0]...   residuals
+//! ```
+//!
+//! - The **residual** of a component `b` bits wide is the difference `value − baseline`
+//!   modulo `2^b`, read as a signed `b`-bit number (so wrapping angles and any pair of
+//!   values round-trip), then **zigzag** mapped to `0, −1, 1, −2, 2, … → 0, 1, 2, 3, 4, …`.
+//! - Each residual `z` is written in the **Exp-Golomb code of order `k`**: with
+//!   `g = ⌊log2(z + 2^k)⌋ − k`, `g` one bits, a zero bit, then the low `g + k` bits of
+//!   `z + 2^k`; `2g + k + 1` bits. The zero after the ones is left out when `g` is the
+//!   largest group a `b`-bit residual can reach (`g = b − k`), so the code never spends a
+//!   bit the decoder cannot use.
+//! - The order `k` of each component comes from the 2-bit **selector**, an index into
+//!   [`K_TABLE`] `= [0, 2, 4, 7]` (capped at the component's width). The writer picks,
+//!   per member and per write, the order that gives the shortest code for the residuals
+//!   at hand; the reader learns it from the stream. The code adapts to the member's
+//!   motion without any state the two ends must keep in step. The orders are absolute,
+//!   not scaled by the width, because motion per tick does not grow with a member's
+//!   range: order 0 suits still or barely moving members (a zero residual costs 1 bit),
+//!   2 and 4 residuals up to about 8 and 30 steps (a walking player's velocity, a
+//!   rotating quaternion), 7 up to about 250 steps (a projectile's position at 1 cm).
+//! - **Escape**: the writer takes the residual path only when it is not longer than the
+//!   full encoding, so no member's delta ever costs more than its full encoding plus
+//!   one bit.
+//!
+//! A 17-bit coordinate that moved 20 steps (zigzag 40) costs 7 bits with `k = 4`; a
+//! vector whose x and y moved ±20 steps and whose z stayed costs `1 + 2 + 7 + 7 + 5 = 22`
+//! bits against `52` for its full 51 bits with the escape.
+//!
+//! Decoding is bounds-checked: a group larger than the component's width can hold, a
+//! residual past `2^b − 1` or a truncated stream is an error, never a panic.
+//!
+//! # The seed's table (kept for custom serializers)
+//!
+//! [`write_int_delta`] is the seed's table-driven integer delta (`BitPacking.cpp`): a
+//! 2-bit index into a table of bit widths, then the signed difference in that many bits;
+//! index 3 escapes to the full value:
 //!
 //! | index | meaning | 32-bit table `{0, 4, 14}` |
 //! |---|---|---|
@@ -10,9 +52,275 @@
 //! | 2 | medium difference | `[10][14 bits]`, -8192..=8191 |
 //! | 3 | full value | `[11][32 bits]` |
 //!
-//! Differences wrap modulo `2^bits`, so any pair of values round-trips.
+//! Differences wrap modulo `2^bits`, so any pair of values round-trips. The built-in
+//! serializers no longer use it: it has nothing between ±8 and ±8192, where most motion
+//! lies.
 
+use super::{Result, SerializeError};
 use crate::bits::{BitReader, BitWriter, sign_extend};
+
+/// The most components one member's residual code carries.
+pub const MAX_RESIDUAL_COMPONENTS: usize = 4;
+
+/// Bits of the per-member order selector.
+pub const K_SELECTOR_BITS: u32 = 2;
+
+/// The Exp-Golomb orders a member's 2-bit selector chooses from.
+pub const K_TABLE: [u32; 4] = [0, 2, 4, 7];
+
+/// The orders a component `bits` wide can use: [`K_TABLE`] capped at `bits`.
+///
+/// ```
+/// use replicate::serialize::delta::k_table;
+/// assert_eq!(k_table(17), [0, 2, 4, 7]);
+/// assert_eq!(k_table(3), [0, 2, 3, 3]);
+/// ```
+#[inline]
+pub const fn k_table(bits: u32) -> [u32; 4] {
+    let mut t = K_TABLE;
+    let mut i = 0;
+    while i < 4 {
+        if t[i] > bits {
+            t[i] = bits;
+        }
+        i += 1;
+    }
+    t
+}
+
+#[inline]
+fn mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
+/// The zigzag-mapped residual of `value` against `prev`, both `bits` wide (`1..=64`):
+/// the difference modulo `2^bits` as a signed number, `0, −1, 1, −2, … → 0, 1, 2, 3, …`.
+/// Always below `2^bits`.
+///
+/// ```
+/// use replicate::serialize::delta::{apply_residual, residual};
+/// assert_eq!(residual(1005, 1000, 17), 10);
+/// assert_eq!(residual(995, 1000, 17), 9);
+/// assert_eq!(residual(0, 255, 8), 2); // wraps: +1
+/// assert_eq!(apply_residual(255, 2, 8), 0);
+/// ```
+#[inline]
+pub fn residual(value: u64, prev: u64, bits: u32) -> u64 {
+    let bits = bits.clamp(1, 64);
+    let d = sign_extend(value.wrapping_sub(prev) & mask(bits), bits);
+    (((d << 1) ^ (d >> 63)) as u64) & mask(bits)
+}
+
+/// The value whose [`residual`] against `prev` is `z` (`bits` wide).
+#[inline]
+pub fn apply_residual(prev: u64, z: u64, bits: u32) -> u64 {
+    let bits = bits.clamp(1, 64);
+    let d = ((z >> 1) as i64) ^ -((z & 1) as i64);
+    prev.wrapping_add(d as u64) & mask(bits)
+}
+
+/// The largest Exp-Golomb group of a `bits`-wide residual at order `k`.
+#[inline]
+fn max_group(bits: u32, k: u32) -> u32 {
+    bits.saturating_sub(k)
+}
+
+/// The group of `z` at order `k`: `⌊log2(z + 2^k)⌋ − k`.
+#[inline]
+fn group(z: u64, k: u32) -> u32 {
+    let v = z as u128 + (1u128 << k);
+    (127 - v.leading_zeros()) - k
+}
+
+/// Bits of `z`'s Exp-Golomb code of order `k` (`z < 2^bits`, `k < bits` or `k = 0`).
+///
+/// ```
+/// use replicate::serialize::delta::exp_golomb_len;
+/// assert_eq!(exp_golomb_len(0, 0, 17), 1);
+/// assert_eq!(exp_golomb_len(40, 2, 17), 9);
+/// assert_eq!(exp_golomb_len(40, 6, 17), 7);
+/// assert_eq!(exp_golomb_len(0, 7, 17), 8);
+/// ```
+#[inline]
+pub fn exp_golomb_len(z: u64, k: u32, bits: u32) -> u32 {
+    let g = group(z, k);
+    let terminator = (g < max_group(bits, k)) as u32;
+    2 * g + k + terminator
+}
+
+/// Writes `z` (below `2^bits`) in the Exp-Golomb code of order `k`.
+#[inline]
+pub fn write_exp_golomb(w: &mut BitWriter, z: u64, k: u32, bits: u32) {
+    let g = group(z, k);
+    // g one bits, then the terminating zero unless g is the largest group.
+    let mut ones = g;
+    while ones > 0 {
+        let n = ones.min(64);
+        w.write_bits(mask(n), n);
+        ones -= n;
+    }
+    if g < max_group(bits, k) {
+        w.write_bool(false);
+    }
+    let v = z as u128 + (1u128 << k);
+    let n = g + k;
+    // The low n bits of v (its top bit, 2^n, is implied by the group).
+    let low = v & ((1u128 << n) - 1);
+    if n > 64 {
+        w.write_bits(low as u64, 64);
+        w.write_bits((low >> 64) as u64, n - 64);
+    } else {
+        w.write_bits(low as u64, n);
+    }
+}
+
+/// Reads a residual written by [`write_exp_golomb`] with the same `k` and `bits`.
+/// A group past the largest or a residual of `2^bits` or more is an error, as is a
+/// truncated stream.
+#[inline]
+pub fn read_exp_golomb(r: &mut BitReader, k: u32, bits: u32) -> Result<u64> {
+    let gmax = max_group(bits, k);
+    let mut g = 0;
+    while g < gmax && r.read_bool() {
+        g += 1;
+    }
+    r.check()?;
+    let n = g + k;
+    let low: u128 = if n > 64 {
+        let lo = r.read_bits(64) as u128;
+        lo | (r.read_bits(n - 64) as u128) << 64
+    } else {
+        r.read_bits(n) as u128
+    };
+    r.check()?;
+    let z = (1u128 << n) + low - (1u128 << k);
+    if z > mask(bits) as u128 {
+        return Err(SerializeError::invalid(
+            "residual",
+            "residual wider than its component",
+        ));
+    }
+    Ok(z as u64)
+}
+
+/// One component of a member, as a bit pattern `bits` wide (`1..=64`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Component {
+    /// The value to send.
+    pub value: u64,
+    /// The baseline's value.
+    pub prev: u64,
+    /// The component's width.
+    pub bits: u32,
+}
+
+impl Component {
+    /// A component `bits` wide.
+    #[inline]
+    pub const fn new(value: u64, prev: u64, bits: u32) -> Self {
+        Self { value, prev, bits }
+    }
+}
+
+/// The selector and length of the shortest residual code of `comps` (selector and
+/// component codes, without the escape bit).
+#[inline]
+fn best_code(comps: &[Component], residuals: &[u64]) -> (u32, u32) {
+    let mut best = (0, u32::MAX);
+    for sel in 0..4 {
+        let mut len = K_SELECTOR_BITS;
+        for (c, &z) in comps.iter().zip(residuals) {
+            let bits = c.bits.clamp(1, 64);
+            len += exp_golomb_len(z, k_table(bits)[sel], bits);
+        }
+        if len < best.1 {
+            best = (sel as u32, len);
+        }
+    }
+    best
+}
+
+/// Writes a member's components as residuals against the baseline, or the escape.
+///
+/// `full_len` is the exact length of the member's full encoding. Returns `true` when
+/// the escape `[1]` was written: the caller then writes the full encoding. Otherwise
+/// `[0][selector][codes]` was written, never longer than `full_len` bits. See the
+/// [module docs](self).
+#[inline]
+pub fn write_residuals(w: &mut BitWriter, comps: &[Component], full_len: u32) -> bool {
+    debug_assert!(comps.len() <= MAX_RESIDUAL_COMPONENTS);
+    let mut residuals = [0u64; MAX_RESIDUAL_COMPONENTS];
+    for (z, c) in residuals.iter_mut().zip(comps) {
+        *z = residual(c.value, c.prev, c.bits);
+    }
+    let residuals = &residuals[..comps.len().min(MAX_RESIDUAL_COMPONENTS)];
+    let (sel, len) = best_code(comps, residuals);
+    if len > full_len {
+        w.write_bool(true);
+        return true;
+    }
+    w.write_bool(false);
+    w.write_bits(sel as u64, K_SELECTOR_BITS);
+    for (c, &z) in comps.iter().zip(residuals) {
+        let bits = c.bits.clamp(1, 64);
+        write_exp_golomb(w, z, k_table(bits)[sel as usize], bits);
+    }
+    false
+}
+
+/// Reads what [`write_residuals`] wrote. `comps` holds each component's baseline value
+/// (`prev`) and width; on the residual path their `value`s are filled in and `Ok(false)`
+/// is returned; on the escape `Ok(true)`: the caller reads the full encoding.
+#[inline]
+pub fn read_residuals(r: &mut BitReader, comps: &mut [Component]) -> Result<bool> {
+    if r.read_bool() {
+        r.check()?;
+        return Ok(true);
+    }
+    let sel = r.read_bits(K_SELECTOR_BITS) as usize;
+    r.check()?;
+    for c in comps.iter_mut() {
+        let bits = c.bits.clamp(1, 64);
+        let z = read_exp_golomb(r, k_table(bits)[sel & 3], bits)?;
+        c.value = apply_residual(c.prev, z, bits);
+    }
+    Ok(false)
+}
+
+/// Writes one integer `bits` wide whose full encoding is `full_len` bits, as a residual
+/// against `prev` or the escape followed by `write_full`.
+#[inline]
+pub fn write_scalar_residual(
+    w: &mut BitWriter,
+    value: u64,
+    prev: u64,
+    bits: u32,
+    full_len: u32,
+    write_full: impl FnOnce(&mut BitWriter),
+) {
+    if write_residuals(w, &[Component::new(value, prev, bits)], full_len) {
+        write_full(w);
+    }
+}
+
+/// Mirror of [`write_scalar_residual`].
+#[inline]
+pub fn read_scalar_residual(
+    r: &mut BitReader,
+    prev: u64,
+    bits: u32,
+    read_full: impl FnOnce(&mut BitReader) -> Result<u64>,
+) -> Result<u64> {
+    let mut c = [Component::new(0, prev, bits)];
+    if read_residuals(r, &mut c)? {
+        return read_full(r);
+    }
+    Ok(c[0].value)
+}
 
 /// The bit widths of table entries 0, 1 and 2 (entry 3 is always the full value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,15 +346,8 @@ impl DeltaTable {
     }
 }
 
-fn mask(bits: u32) -> u64 {
-    if bits >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << bits) - 1
-    }
-}
-
-/// Writes `value` relative to `prev`, both `bits` wide (`1..=64`).
+/// Writes `value` relative to `prev`, both `bits` wide (`1..=64`), with the seed's
+/// table (see the [module docs](self)).
 ///
 /// For `bits <= 8`: `[0]` if equal, else `[1][value]`. Otherwise the table encoding.
 pub fn write_int_delta(w: &mut BitWriter, value: u64, prev: u64, bits: u32) {
@@ -97,6 +398,7 @@ pub fn read_int_delta(r: &mut BitReader, prev: u64, bits: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn cost(value: u64, prev: u64, bits: u32) -> usize {
         let mut w = BitWriter::with_capacity_bits(128);
@@ -122,5 +424,158 @@ mod tests {
         assert_eq!(cost(u64::MAX, 0, 64), 16);
         assert_eq!(cost(7, 3, 8), 9);
         assert_eq!(cost(3, 3, 8), 1);
+    }
+
+    /// Writes a member of `comps` (full encoding: the raw components), reads it back;
+    /// returns the bits written.
+    fn member_roundtrip(comps: &[Component]) -> usize {
+        let full_len: u32 = comps.iter().map(|c| c.bits).sum();
+        let mut w = BitWriter::with_capacity_bits(1024);
+        if write_residuals(&mut w, comps, full_len) {
+            for c in comps {
+                w.write_bits(c.value, c.bits);
+            }
+        }
+        let written = w.position();
+        let bytes = w.finish().unwrap();
+        let mut r = BitReader::with_bit_len(&bytes, written);
+        let mut back: Vec<Component> = comps
+            .iter()
+            .map(|c| Component::new(0, c.prev, c.bits))
+            .collect();
+        if read_residuals(&mut r, &mut back).unwrap() {
+            for c in &mut back {
+                c.value = r.read_bits(c.bits);
+            }
+            r.check().unwrap();
+        }
+        assert_eq!(r.bits_left(), 0, "reads exactly what was written");
+        for (a, b) in comps.iter().zip(&back) {
+            assert_eq!(a.value & mask(a.bits), b.value, "{comps:?}");
+        }
+        assert!(written as u32 <= full_len + 1, "{written} > {full_len} + 1");
+        written
+    }
+
+    #[test]
+    fn residual_costs() {
+        // A 17-bit position moving 20 steps on x and y, z still: k = 4, 22 bits.
+        let c = |v, p| Component::new(v, p, 17);
+        assert_eq!(
+            member_roundtrip(&[c(1020, 1000), c(980, 1000), c(5, 5)]),
+            1 + 2 + 7 + 7 + 5
+        );
+        // Unchanged scalar: escape bit, selector, one bit.
+        assert_eq!(member_roundtrip(&[c(7, 7)]), 4);
+        // Far jump: the escape, full + 1.
+        assert_eq!(member_roundtrip(&[c(100_000, 0)]), 18);
+        // Wrapping: the shortest way round.
+        assert_eq!(member_roundtrip(&[Component::new(0, 65535, 16)]), 1 + 2 + 3);
+    }
+
+    #[test]
+    fn exp_golomb_extremes_for_every_width_and_order() {
+        for bits in 1..=64u32 {
+            let top = mask(bits);
+            for k in k_table(bits) {
+                for z in [0, 1, 2, top / 2, top - 1, top]
+                    .into_iter()
+                    .filter(|&z| z <= top)
+                {
+                    let mut w = BitWriter::with_capacity_bits(256);
+                    write_exp_golomb(&mut w, z, k, bits);
+                    assert_eq!(w.position() as u32, exp_golomb_len(z, k, bits));
+                    let n = w.position();
+                    let bytes = w.finish().unwrap();
+                    let mut r = BitReader::with_bit_len(&bytes, n);
+                    assert_eq!(read_exp_golomb(&mut r, k, bits).unwrap(), z, "{bits} {k}");
+                    assert_eq!(r.bits_left(), 0);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn residual_past_the_width_is_rejected() {
+        // 4 bits, k = 0: the largest group (4) with all-ones payload is 2^5 - 2 = 30 > 15.
+        let mut w = BitWriter::with_capacity_bits(64);
+        w.write_bits(0b1111, 4);
+        w.write_bits(0b1111, 4);
+        let bytes = w.finish().unwrap();
+        let mut r = BitReader::new(&bytes);
+        assert!(read_exp_golomb(&mut r, 0, 4).is_err());
+    }
+
+    fn arb_member() -> impl Strategy<Value = Vec<Component>> {
+        prop::collection::vec(
+            (1u32..=64, any::<u64>(), any::<u64>(), 0u32..4).prop_map(|(bits, v, p, shape)| {
+                let m = mask(bits);
+                let p = p & m;
+                // Mostly small residuals around the baseline, some extremes.
+                let v = match shape {
+                    0 => p.wrapping_add(v % 64).wrapping_sub(32) & m,
+                    1 => p.wrapping_add(v % 4096).wrapping_sub(2048) & m,
+                    2 => [0, m, p ^ m, m >> 1, (m >> 1) + 1][(v % 5) as usize] & m,
+                    _ => v & m,
+                };
+                Component::new(v, p, bits)
+            }),
+            1..=MAX_RESIDUAL_COMPONENTS,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn members_round_trip_within_full_plus_one(comps in arb_member()) {
+            member_roundtrip(&comps);
+        }
+
+        #[test]
+        fn residual_and_apply_are_inverse(bits in 1u32..=64, v in any::<u64>(), p in any::<u64>()) {
+            let z = residual(v, p, bits);
+            prop_assert!(z <= mask(bits));
+            prop_assert_eq!(apply_residual(p, z, bits), v & mask(bits));
+        }
+
+        #[test]
+        fn truncated_members_are_errors_not_panics(comps in arb_member(), cut in any::<prop::sample::Index>()) {
+            let full_len: u32 = comps.iter().map(|c| c.bits).sum();
+            let mut w = BitWriter::with_capacity_bits(1024);
+            let escaped = write_residuals(&mut w, &comps, full_len);
+            if escaped {
+                for c in &comps {
+                    w.write_bits(c.value, c.bits);
+                }
+            }
+            let n = w.position();
+            let bytes = w.finish().unwrap();
+            let cut = cut.index(n);
+            let mut r = BitReader::with_bit_len(&bytes, cut);
+            let mut back: Vec<Component> =
+                comps.iter().map(|c| Component::new(0, c.prev, c.bits)).collect();
+            let res = read_residuals(&mut r, &mut back);
+            let res = match res {
+                Ok(true) => {
+                    for c in &mut back {
+                        c.value = r.read_bits(c.bits);
+                    }
+                    r.check().map_err(SerializeError::from)
+                }
+                Ok(false) => Ok(()),
+                Err(e) => Err(e),
+            };
+            prop_assert!(res.is_err(), "cut {} of {}", cut, n);
+        }
+
+        #[test]
+        fn random_input_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..24), widths in prop::collection::vec(1u32..=64, 1..=4)) {
+            let mut r = BitReader::new(&bytes);
+            let mut comps: Vec<Component> = widths.iter().map(|&b| Component::new(0, 0, b)).collect();
+            if let Ok(false) = read_residuals(&mut r, &mut comps) {
+                for c in &comps {
+                    prop_assert!(c.value <= mask(c.bits));
+                }
+            }
+        }
     }
 }

@@ -27,8 +27,8 @@
 //! A [`FloatRangeConfig`] `{ min, max, precision, bits }` maps `[min, max]` onto the
 //! integer indices `0..=2^bits - 1` (both endpoints exactly representable). Values are
 //! clamped into the range and rounded to the nearest index; NaN quantizes to index 0
-//! (`min`). Wire: the index in `bits` bits, nothing else. Delta: the seed's integer delta
-//! table ([`super::write_int_delta`]) on the index.
+//! (`min`). Wire: the index in `bits` bits, nothing else. Delta: the residual code of
+//! [`super::delta`] on the index (at most `bits + 1` bits).
 //!
 //! Only `min`, `max` and the points `min + k * step` are exact. In a symmetric range
 //! such as `-1..1` zero is **not** one of them (there are `2^bits` points, an even
@@ -493,7 +493,10 @@ macro_rules! ranged_serializer {
                 Ok(v)
             }
             fn serialize_delta(config: &FloatRangeConfig, q: &u32, prev: &u32, w: &mut BitWriter) {
-                super::ints::write_bits_delta(w, *q, *prev, config.effective_bits());
+                let bits = config.effective_bits();
+                super::ints::write_bits_delta(w, *q, *prev, bits, bits, |w| {
+                    w.write_bits(*q as u64, bits)
+                });
             }
             fn deserialize_delta(
                 config: &FloatRangeConfig,
@@ -502,7 +505,11 @@ macro_rules! ranged_serializer {
             ) -> Result<u32> {
                 let bits = config.effective_bits();
                 let prev = (*prev).min(config.max_index());
-                super::ints::read_bits_delta(r, prev, bits)
+                super::ints::read_bits_delta(r, prev, bits, |r| {
+                    let v = r.read_bits(bits);
+                    r.check()?;
+                    Ok(v)
+                })
             }
             fn validate(config: &FloatRangeConfig, q: &u32) -> Result<()> {
                 if *q > config.max_index() {

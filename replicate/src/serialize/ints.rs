@@ -9,7 +9,8 @@
 //! with 8 bits costs 8 bits. Quantizing clamps into the configured range; signed values
 //! travel as two's complement in `n` bits and are sign-extended on read.
 //!
-//! Deltas use the seed's table ([`super::write_int_delta`]), chosen by `n`.
+//! Deltas use the residual code of [`super::delta`]: `[0][k selector][Exp-Golomb code of
+//! the zigzagged difference]`, or `[1]` and the full encoding when that is not longer.
 
 use super::{NetDefault, NetSerializer, NetSerializerConfig, Result, StableHasher};
 use crate::bits::{BitReader, BitWriter, sign_extend};
@@ -112,18 +113,39 @@ int_bits!(
     i8 => u8, i16 => u16, i32 => u32, i64 => u64,
 );
 
-/// Writes `q` as a delta against `prev` (the seed's table for `bits`, see
-/// [`super::write_int_delta`]), on their bit patterns.
+/// Bits [`write_int`] spends on `value` (`bits` wide).
 #[inline]
-pub(super) fn write_bits_delta<T: IntBits>(w: &mut BitWriter, q: T, prev: T, bits: u32) {
-    super::write_int_delta(w, q.to_bits(), prev.to_bits(), bits);
+pub(super) fn int_len(value: u64, bits: u32) -> u32 {
+    if bits >= ZERO_VALUE_OPTIMIZATION_BITS {
+        if value == 0 { 1 } else { bits + 1 }
+    } else {
+        bits
+    }
 }
 
-/// Mirror of [`write_bits_delta`]; an error when the stream ran out.
+/// Writes `q` as a residual against `prev` on their `bits`-wide bit patterns (see
+/// [`super::delta`]), or the escape followed by `write_full` (`full_len` bits).
 #[inline]
-pub(super) fn read_bits_delta<T: IntBits>(r: &mut BitReader, prev: T, bits: u32) -> Result<T> {
-    let v = super::read_int_delta(r, prev.to_bits(), bits);
-    r.check()?;
+pub(super) fn write_bits_delta<T: IntBits>(
+    w: &mut BitWriter,
+    q: T,
+    prev: T,
+    bits: u32,
+    full_len: u32,
+    write_full: impl FnOnce(&mut BitWriter),
+) {
+    super::delta::write_scalar_residual(w, q.to_bits(), prev.to_bits(), bits, full_len, write_full);
+}
+
+/// Mirror of [`write_bits_delta`]; an error when the stream ran out or is invalid.
+#[inline]
+pub(super) fn read_bits_delta<T: IntBits>(
+    r: &mut BitReader,
+    prev: T,
+    bits: u32,
+    read_full: impl FnOnce(&mut BitReader) -> Result<u64>,
+) -> Result<T> {
+    let v = super::delta::read_scalar_residual(r, prev.to_bits(), bits, read_full)?;
     Ok(T::from_bits(v))
 }
 
@@ -140,10 +162,15 @@ macro_rules! int_wire_methods {
             Ok(read_int(r, config.effective_bits($width))? as $q)
         }
         fn serialize_delta(config: &IntConfig, q: &$q, prev: &$q, w: &mut BitWriter) {
-            write_bits_delta(w, *q, *prev, config.effective_bits($width));
+            let bits = config.effective_bits($width);
+            let v = *q as u64;
+            write_bits_delta(w, *q, *prev, bits, int_len(v, bits), |w| {
+                write_int(w, v, bits)
+            });
         }
         fn deserialize_delta(config: &IntConfig, prev: &$q, r: &mut BitReader) -> Result<$q> {
-            read_bits_delta(r, *prev, config.effective_bits($width))
+            let bits = config.effective_bits($width);
+            read_bits_delta(r, *prev, bits, |r| read_int(r, bits))
         }
         fn max_bits(config: &IntConfig) -> Option<u32> {
             let bits = config.effective_bits($width);

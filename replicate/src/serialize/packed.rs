@@ -30,10 +30,10 @@
 //!
 //! # Delta
 //!
-//! The seed's integer delta table on the value's bit pattern ([`super::write_int_delta`]):
-//! `{0, 4, 14}` for the 32-bit types (a difference of 0 / 5 / 4000 / 999000 costs
-//! 2 / 6 / 16 / 34 bits) and `{0, 14, 32}` for the 64-bit types (escape: the full 64 bits,
-//! 66 in all).
+//! The residual code of [`super::delta`] on the value's 32- or 64-bit pattern: a
+//! difference of 0 / 5 / 4000 / 999000 costs 4 / 8 / 19 / 27 bits for the 32-bit types
+//! (`[0][k selector][Exp-Golomb code]`); when the packed full encoding is not longer,
+//! `[1]` and the full encoding (never more than its length plus one bit).
 //!
 //! These are not the `NetDefault` for any type; opt in per member:
 //! `#[net(serializer = PackedU32Serializer)] score: u32`.
@@ -146,10 +146,16 @@ macro_rules! packed_serializer {
                 Ok(<$ty>::from_payload(raw, bits))
             }
             fn serialize_delta(_: &NoConfig, q: &$ty, prev: &$ty, w: &mut BitWriter) {
-                write_bits_delta(w, *q, *prev, $width);
+                let full_len = $prefix + 8 * q.significant_bits().div_ceil(8).max(1);
+                write_bits_delta(w, *q, *prev, $width, full_len, |w| {
+                    write_packed(w, q.payload(), q.significant_bits(), $prefix)
+                });
             }
             fn deserialize_delta(_: &NoConfig, prev: &$ty, r: &mut BitReader) -> Result<$ty> {
-                read_bits_delta(r, *prev, $width)
+                read_bits_delta(r, *prev, $width, |r| {
+                    let (raw, bits) = read_packed(r, $prefix)?;
+                    Ok(<$ty>::from_payload(raw, bits).to_bits())
+                })
             }
             fn max_bits(_: &NoConfig) -> Option<u32> {
                 Some($prefix + $width)
@@ -315,20 +321,24 @@ mod tests {
     }
 
     #[test]
-    fn seed_delta_table_costs() {
-        assert_eq!(delta_cost::<PackedI32Serializer>(1000, 1000), 2);
-        assert_eq!(delta_cost::<PackedI32Serializer>(1005, 1000), 6);
-        assert_eq!(delta_cost::<PackedI32Serializer>(5000, 1000), 16);
-        assert_eq!(delta_cost::<PackedI32Serializer>(1_000_000, 1000), 34);
-        assert_eq!(delta_cost::<PackedU32Serializer>(1005, 1000), 6);
-        assert_eq!(delta_cost::<PackedU32Serializer>(995, 1000), 6);
-        assert_eq!(delta_cost::<PackedI32Serializer>(i32::MIN, i32::MAX), 6);
-        // 64-bit: {0, 14, 32} and a 64-bit escape.
-        assert_eq!(delta_cost::<PackedI64Serializer>(1000, 1000), 2);
-        assert_eq!(delta_cost::<PackedI64Serializer>(5000, 1000), 16);
-        assert_eq!(delta_cost::<PackedI64Serializer>(1_000_000, 1000), 34);
-        assert_eq!(delta_cost::<PackedU64Serializer>(1 << 40, 0), 66);
-        assert_eq!(delta_cost::<PackedU64Serializer>(0, u64::MAX), 16);
+    fn residual_delta_costs() {
+        let costs = [
+            delta_cost::<PackedI32Serializer>(1000, 1000),
+            delta_cost::<PackedI32Serializer>(1005, 1000),
+            delta_cost::<PackedI32Serializer>(5000, 1000),
+            delta_cost::<PackedI32Serializer>(1_000_000, 1000),
+            delta_cost::<PackedU32Serializer>(1005, 1000),
+            delta_cost::<PackedU32Serializer>(995, 1000),
+            delta_cost::<PackedI32Serializer>(i32::MIN, i32::MAX),
+            delta_cost::<PackedI64Serializer>(1000, 1000),
+            delta_cost::<PackedI64Serializer>(5000, 1000),
+            delta_cost::<PackedI64Serializer>(1_000_000, 1000),
+            delta_cost::<PackedU64Serializer>(1 << 40, 0),
+            delta_cost::<PackedU64Serializer>(0, u64::MAX),
+        ];
+        // Unchanged, +5, +4000, +999000; the same unsigned, -5; wrapping by one;
+        // 64-bit: unchanged, +4000, +999000, a 41-bit jump (the escape: 51 + 1), wrapping.
+        assert_eq!(costs, [4, 8, 19, 27, 8, 8, 6, 4, 20, 28, 52, 6]);
     }
 
     #[test]

@@ -28,8 +28,10 @@
 //! zero in the rare near-ties where rounding breaks that), so which component is dropped
 //! survives a round trip and `quantize(dequantize(q)) == q` for every `q` it returns.
 //!
-//! Delta: `[0]` unchanged; `[1][0]` same largest index, then each of the three components
-//! through [`write_int_delta`](super::write_int_delta); `[1][1]` the full value.
+//! Delta: with the same largest index as the baseline, the three sent components through
+//! the residual code of [`super::delta`] (`[0][k selector: 2][three Exp-Golomb codes]`);
+//! `[1]` and the full value when the largest index changed or the residuals would not be
+//! shorter. Never more than the full value plus one bit.
 //!
 //! ```
 //! use glam::Quat;
@@ -42,6 +44,7 @@
 
 use glam::{Quat, Vec3};
 
+use super::delta::{Component, read_residuals, write_residuals};
 use super::vector::{Quantizer, Vec3Serializer, VectorConfig};
 use super::{NetDefault, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher};
 use crate::bits::{BitReader, BitWriter};
@@ -203,15 +206,16 @@ fn read_quat(qz: &Quantizer, r: &mut BitReader) -> Result<QuantizedQuat> {
 }
 
 fn write_quat_delta(qz: &Quantizer, q: &QuantizedQuat, prev: &QuantizedQuat, w: &mut BitWriter) {
-    if !w.write_bool(q != prev) {
-        return;
-    }
-    if w.write_bool(q.largest != prev.largest) {
+    if q.largest != prev.largest {
+        w.write_bool(true);
         write_quat(qz, q, w);
         return;
     }
-    for (&c, &p) in q.components.iter().zip(&prev.components) {
-        super::write_int_delta(w, c as u64, p as u64, qz.bits());
+    let b = qz.bits();
+    let comps =
+        [0, 1, 2].map(|i| Component::new(q.components[i] as u64, prev.components[i] as u64, b));
+    if write_residuals(w, &comps, 2 + 3 * b) {
+        write_quat(qz, q, w);
     }
 }
 
@@ -220,16 +224,20 @@ fn read_quat_delta(
     prev: &QuantizedQuat,
     r: &mut BitReader,
 ) -> Result<QuantizedQuat> {
-    if !r.read_bool() {
-        r.check()?;
-        return Ok(*prev);
-    }
-    if r.read_bool() {
+    let b = qz.bits();
+    let mut comps = prev.components.map(|p| Component::new(0, p as u64, b));
+    if read_residuals(r, &mut comps)? {
         return read_quat(qz, r);
     }
     let mut components = [0u32; 3];
-    for (c, &p) in components.iter_mut().zip(&prev.components) {
-        *c = qz.read_delta(r, p, "Quat")?;
+    for (c, comp) in components.iter_mut().zip(&comps) {
+        *c = comp.value as u32;
+        if !qz.contains(*c) {
+            return Err(SerializeError::invalid(
+                "Quat",
+                "component index out of range",
+            ));
+        }
     }
     Ok(QuantizedQuat {
         largest: prev.largest & 3,
@@ -410,9 +418,9 @@ pub struct QuantizedTransform {
 /// [translation: Vec3 encoding][rotation: smallest three][0][scale: Vec3]    other scale
 /// ```
 ///
-/// Delta: translation per component (as [`Vec3Serializer`]), rotation as
+/// Delta: `[0]`, then translation (as [`Vec3Serializer`]'s delta), rotation as
 /// [`QuatSerializer`]'s delta, then scale `[0]` unchanged or `[1]` and the full scale
-/// field. See [`TransformConfig`] for the defaults (102 bits for a unit-scale transform).
+/// field; or `[1]` and the full transform when that is not longer. See [`TransformConfig`] for the defaults (102 bits for a unit-scale transform).
 ///
 /// ```
 /// use glam::{Quat, Vec3};
@@ -496,25 +504,44 @@ impl NetSerializer for TransformSerializer {
             scale: Self::read_scale(config, r)?,
         })
     }
-    #[inline]
     fn serialize_delta(
         config: &TransformConfig,
         q: &QuantizedTransform,
         prev: &QuantizedTransform,
         w: &mut BitWriter,
     ) {
-        Vec3Serializer::serialize_delta(&config.translation, &q.translation, &prev.translation, w);
-        QuatSerializer::serialize_delta(&config.rotation, &q.rotation, &prev.rotation, w);
-        if w.write_bool(q.scale != prev.scale) {
-            Self::write_scale(config, &q.scale, w);
+        let full_len = Vec3Serializer::max_bits(&config.translation).unwrap_or(0)
+            + QuatSerializer::max_bits(&config.rotation).unwrap_or(0)
+            + 1
+            + q.scale
+                .map_or(0, |_| Vec3Serializer::max_bits(&config.scale).unwrap_or(0));
+        let mut parts = BitWriter::with_capacity_bits(2 * full_len as usize + 64);
+        Vec3Serializer::serialize_delta(
+            &config.translation,
+            &q.translation,
+            &prev.translation,
+            &mut parts,
+        );
+        QuatSerializer::serialize_delta(&config.rotation, &q.rotation, &prev.rotation, &mut parts);
+        if parts.write_bool(q.scale != prev.scale) {
+            Self::write_scale(config, &q.scale, &mut parts);
+        }
+        if parts.position() as u32 <= full_len {
+            w.write_bool(false);
+            w.write_from(&parts);
+        } else {
+            w.write_bool(true);
+            Self::serialize(config, q, w);
         }
     }
-    #[inline]
     fn deserialize_delta(
         config: &TransformConfig,
         prev: &QuantizedTransform,
         r: &mut BitReader,
     ) -> Result<QuantizedTransform> {
+        if r.read_bool() {
+            return Self::deserialize(config, r);
+        }
         let translation =
             Vec3Serializer::deserialize_delta(&config.translation, &prev.translation, r)?;
         let rotation = QuatSerializer::deserialize_delta(&config.rotation, &prev.rotation, r)?;
@@ -598,12 +625,13 @@ mod tests {
     }
 
     #[test]
-    fn unchanged_quat_delta_is_one_bit() {
+    fn unchanged_quat_delta_is_six_bits() {
         let c = QuatConfig::DEFAULT;
         let q = QuatSerializer::quantize(&c, &Quat::from_rotation_x(0.3));
         let mut w = BitWriter::with_capacity_bits(64);
         QuatSerializer::serialize_delta(&c, &q, &q, &mut w);
-        assert_eq!(w.position(), 1);
+        // [0][k = 0][0][0][0]
+        assert_eq!(w.position(), 6);
     }
 
     #[test]

@@ -27,11 +27,14 @@
 //!
 //! # Delta
 //!
-//! `[3 "differs" bits]` then, for each component that differs from the baseline, the
-//! wrapping difference `current - prev` in 16 (8) bits. Yaw 90° → 95° (16384 → 17294)
-//! is `[010][0000001110001110]`, 19 bits; an unchanged rotator costs 3 bits. A "differs"
-//! flag with a zero difference is rejected.
+//! The three angles through the residual code of [`super::delta`] on their 16-bit (8-bit)
+//! wrapping differences: `[0][k selector: 2][three Exp-Golomb codes]`, or `[1]` and the
+//! full encoding when that is not longer (never more than the full encoding plus one
+//! bit). 359.99° → 0.01° in yaw is a difference of +3 steps, 10 bits; yaw 90° → 95°
+//! (910 steps) takes the escape, `[1][010][0100001110001110]`, 20 bits; an unchanged
+//! rotator costs 6 bits.
 
+use super::delta::{Component, read_residuals, write_residuals};
 use super::{NetDefault, NetSerializer, NoConfig, Result, SerializeError};
 use crate::bits::{BitReader, BitWriter};
 
@@ -190,21 +193,22 @@ macro_rules! rotator_serializer {
                 Ok(Self::make(x, y, z))
             }
 
-            fn serialize_delta(_: &NoConfig, q: &$quantized, prev: &$quantized, w: &mut BitWriter) {
-                let d = [q.x.wrapping_sub(prev.x), q.y.wrapping_sub(prev.y), q.z.wrapping_sub(prev.z)];
-                let differs = Self::flags(d[0], d[1], d[2]);
-                w.write_bits(differs as u64, 3);
-                for (k, v) in d.into_iter().enumerate() {
-                    if differs & (1 << k) != 0 {
-                        w.write_bits(v as u64, $bits);
-                    }
+            fn serialize_delta(c: &NoConfig, q: &$quantized, prev: &$quantized, w: &mut BitWriter) {
+                let comps = [(q.x, prev.x), (q.y, prev.y), (q.z, prev.z)]
+                    .map(|(v, p)| Component::new(v as u64, p as u64, $bits));
+                let full_len = 3 + $bits * Self::flags(q.x, q.y, q.z).count_ones();
+                if write_residuals(w, &comps, full_len) {
+                    Self::serialize(c, q, w);
                 }
             }
 
-            fn deserialize_delta(_: &NoConfig, prev: &$quantized, r: &mut BitReader) -> Result<$quantized> {
-                let differs = r.read_bits(3) as u8;
-                let [dx, dy, dz] = Self::read_flagged(r, differs, "component flagged as differing has a zero difference")?;
-                Ok(Self::make(prev.x.wrapping_add(dx), prev.y.wrapping_add(dy), prev.z.wrapping_add(dz)))
+            fn deserialize_delta(c: &NoConfig, prev: &$quantized, r: &mut BitReader) -> Result<$quantized> {
+                let mut comps = [prev.x, prev.y, prev.z].map(|p| Component::new(0, p as u64, $bits));
+                if read_residuals(r, &mut comps)? {
+                    return Self::deserialize(c, r);
+                }
+                let [x, y, z] = comps.map(|c| c.value as $comp);
+                Ok(Self::make(x, y, z))
             }
 
             fn validate(_: &NoConfig, q: &$quantized) -> Result<()> {
@@ -223,8 +227,8 @@ macro_rules! rotator_serializer {
 
 rotator_serializer!(
     /// [`Rotator`] at 16 bits per angle (`≈ 0.0055°`): `[3 not-zero flags][16 bits per
-    /// non-zero angle]`, 3 to 51 bits; delta `[3 differs flags][16-bit wrapping
-    /// difference per changed angle]`. The `NetDefault` for [`Rotator`]. See the
+    /// non-zero angle]`, 3 to 51 bits; delta: residuals of the 16-bit wrapping
+    /// differences, at most the full encoding plus one bit. The `NetDefault` for [`Rotator`]. See the
     /// [module docs](self).
     ///
     /// ```
@@ -245,8 +249,8 @@ rotator_serializer!(
 
 rotator_serializer!(
     /// [`Rotator`] at 8 bits per angle (`≈ 1.41°`), for low-precision cases such as
-    /// NPCs: `[3 not-zero flags][8 bits per non-zero angle]`, 3 to 27 bits; delta
-    /// `[3 differs flags][8-bit wrapping difference per changed angle]`. See the
+    /// NPCs: `[3 not-zero flags][8 bits per non-zero angle]`, 3 to 27 bits; delta:
+    /// residuals of the 8-bit wrapping differences, at most the full encoding plus one bit. See the
     /// [module docs](self).
     ///
     /// ```
@@ -336,13 +340,14 @@ mod tests {
             Rotator::new(0.0, 90.0, 0.0),
             Rotator::new(0.0, 95.0, 0.0),
         );
-        assert_eq!(bits, 19);
+        assert_eq!(bits, 20, "910 steps: the escape");
         let mut r = BitReader::new(&bytes);
+        assert!(r.read_bool());
         assert_eq!(r.read_bits(3), 0b010);
-        assert_eq!(r.read_bits(16), 910);
+        assert_eq!(r.read_bits(16), 17294);
         let same = Rotator::new(12.0, 34.0, 56.0);
-        assert_eq!(delta_bits::<RotatorSerializer>(same, same).0, 3);
-        assert_eq!(delta_bits::<RotatorAsByteSerializer>(same, same).0, 3);
+        assert_eq!(delta_bits::<RotatorSerializer>(same, same).0, 6);
+        assert_eq!(delta_bits::<RotatorAsByteSerializer>(same, same).0, 6);
         // Wrapping: 359.99° -> 0.01° is a small positive difference.
         assert_eq!(
             delta_bits::<RotatorSerializer>(
@@ -350,7 +355,7 @@ mod tests {
                 Rotator::new(0.0, 0.01, 0.0)
             )
             .0,
-            19
+            10
         );
         assert_eq!(
             delta_bits::<RotatorAsByteSerializer>(
@@ -358,7 +363,7 @@ mod tests {
                 Rotator::new(100.0, 200.0, 300.0)
             )
             .0,
-            27
+            28
         );
     }
 
@@ -400,6 +405,12 @@ mod tests {
         w.write_bits(0, 16);
         let bytes = w.finish().unwrap();
         assert!(RotatorSerializer::deserialize(&NoConfig, &mut BitReader::new(&bytes)).is_err());
+        // The same behind the delta's escape bit.
+        let mut w = BitWriter::with_capacity_bits(64);
+        w.write_bool(true);
+        w.write_bits(0b001, 3);
+        w.write_bits(0, 16);
+        let bytes = w.finish().unwrap();
         assert!(
             RotatorSerializer::deserialize_delta(
                 &NoConfig,

@@ -15,8 +15,10 @@
 //! Vec3: [x: b][y: b][z: b]        Vec2: [x: b][y: b]
 //! ```
 //!
-//! Delta: each component through [`write_int_delta`](super::write_int_delta) with width
-//! `b`, so an unchanged component costs 2 bits (for `b > 8`) and a small move 6 bits.
+//! Delta: the member's components through the residual code of [`super::delta`]
+//! (`[0][k selector: 2][one Exp-Golomb code per component]`), or `[1]` and the full
+//! encoding when that is not longer: never more than the full encoding plus one bit. A
+//! 21-bit component that moved 2 steps costs 3 bits, one that moved 20 steps 8 to 9.
 //!
 //! # Choosing the bits
 //!
@@ -59,6 +61,7 @@
 
 use glam::{Vec2, Vec3};
 
+use super::delta::{Component, MAX_RESIDUAL_COMPONENTS, read_residuals, write_residuals};
 use super::{NetDefault, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher};
 use crate::bits::{BitReader, BitWriter, bits_for_count};
 
@@ -202,24 +205,62 @@ impl Quantizer {
         }
         Ok(q)
     }
+}
 
-    /// Reads one component delta-encoded against `prev`, rejecting indices past the range.
-    #[inline]
-    pub(super) fn read_delta(
-        &self,
-        r: &mut BitReader,
-        prev: u32,
-        name: &'static str,
-    ) -> Result<u32> {
-        let q: u32 = super::ints::read_bits_delta(r, prev, self.bits)?;
-        if !self.contains(q) {
+/// Writes one member's components (`q`, each quantized by its entry of `qzs`) as
+/// residuals against `prev`, or the escape and the full components.
+#[inline]
+pub(super) fn write_components_delta(
+    qzs: &[Quantizer],
+    q: &[u32],
+    prev: &[u32],
+    w: &mut BitWriter,
+) {
+    let mut comps = [Component::new(0, 0, 1); MAX_RESIDUAL_COMPONENTS];
+    let n = q.len().min(MAX_RESIDUAL_COMPONENTS);
+    let mut full_len = 0;
+    for i in 0..n {
+        let bits = qzs[i].bits();
+        comps[i] = Component::new(q[i] as u64, prev[i] as u64, bits);
+        full_len += bits;
+    }
+    if write_residuals(w, &comps[..n], full_len) {
+        for i in 0..n {
+            w.write_bits(q[i] as u64, qzs[i].bits());
+        }
+    }
+}
+
+/// Mirror of [`write_components_delta`], rejecting indices past the range.
+#[inline]
+pub(super) fn read_components_delta<const N: usize>(
+    qzs: &[Quantizer; N],
+    prev: &[u32; N],
+    r: &mut BitReader,
+    name: &'static str,
+) -> Result<[u32; N]> {
+    let mut comps = [Component::new(0, 0, 1); N];
+    for i in 0..N {
+        comps[i] = Component::new(0, prev[i] as u64, qzs[i].bits());
+    }
+    let mut out = [0u32; N];
+    if read_residuals(r, &mut comps)? {
+        for i in 0..N {
+            out[i] = qzs[i].read(r, name)?;
+        }
+        return Ok(out);
+    }
+    for i in 0..N {
+        let q = comps[i].value as u32;
+        if !qzs[i].contains(q) {
             return Err(SerializeError::invalid(
                 name,
                 "component index out of range",
             ));
         }
-        Ok(q)
+        out[i] = q;
     }
+    Ok(out)
 }
 
 /// Configuration of [`Vec2Serializer`] and [`Vec3Serializer`]; see the
@@ -329,13 +370,6 @@ fn write_components(qz: &Quantizer, q: &[u32], w: &mut BitWriter) {
 }
 
 #[inline]
-fn write_component_deltas(qz: &Quantizer, q: &[u32], prev: &[u32], w: &mut BitWriter) {
-    for (&c, &p) in q.iter().zip(prev) {
-        super::write_int_delta(w, c as u64, p as u64, qz.bits());
-    }
-}
-
-#[inline]
 fn check_components(qz: &Quantizer, q: &[u32], name: &'static str) -> Result<()> {
     if q.iter().all(|&c| qz.contains(c)) {
         Ok(())
@@ -391,7 +425,8 @@ macro_rules! vector_serializer {
                 prev: &[u32; $n],
                 w: &mut BitWriter,
             ) {
-                write_component_deltas(&Quantizer::for_config(config), q, prev, w);
+                let qz = Quantizer::for_config(config);
+                write_components_delta(&[qz; $n], q, prev, w);
             }
             #[inline]
             fn deserialize_delta(
@@ -400,11 +435,7 @@ macro_rules! vector_serializer {
                 r: &mut BitReader,
             ) -> Result<[u32; $n]> {
                 let qz = Quantizer::for_config(config);
-                let mut out = [0u32; $n];
-                for (c, &p) in out.iter_mut().zip(prev) {
-                    *c = qz.read_delta(r, p, Self::NAME)?;
-                }
-                Ok(out)
+                read_components_delta(&[qz; $n], prev, r, Self::NAME)
             }
             fn validate(config: &VectorConfig, q: &[u32; $n]) -> Result<()> {
                 check_components(&Quantizer::for_config(config), q, Self::NAME)
@@ -525,9 +556,7 @@ impl NetSerializer for Vec3AxesSerializer {
     }
     #[inline]
     fn serialize_delta(config: &AxesConfig, q: &[u32; 3], prev: &[u32; 3], w: &mut BitWriter) {
-        for ((qz, &c), &p) in config.quantizers().iter().zip(q).zip(prev) {
-            super::write_int_delta(w, c as u64, p as u64, qz.bits());
-        }
+        write_components_delta(&config.quantizers(), q, prev, w);
     }
     #[inline]
     fn deserialize_delta(
@@ -535,12 +564,7 @@ impl NetSerializer for Vec3AxesSerializer {
         prev: &[u32; 3],
         r: &mut BitReader,
     ) -> Result<[u32; 3]> {
-        let [x, y, z] = config.quantizers();
-        Ok([
-            x.read_delta(r, prev[0], Self::NAME)?,
-            y.read_delta(r, prev[1], Self::NAME)?,
-            z.read_delta(r, prev[2], Self::NAME)?,
-        ])
+        read_components_delta(&config.quantizers(), prev, r, Self::NAME)
     }
     fn validate(config: &AxesConfig, q: &[u32; 3]) -> Result<()> {
         let ok = config
@@ -655,7 +679,7 @@ impl NetSerializer for UnitVec3Serializer {
     }
     #[inline]
     fn serialize_delta(config: &UnitVecConfig, q: &[u32; 3], prev: &[u32; 3], w: &mut BitWriter) {
-        write_component_deltas(&config.quantizer(), q, prev, w);
+        write_components_delta(&[config.quantizer(); 3], q, prev, w);
     }
     #[inline]
     fn deserialize_delta(
@@ -663,12 +687,7 @@ impl NetSerializer for UnitVec3Serializer {
         prev: &[u32; 3],
         r: &mut BitReader,
     ) -> Result<[u32; 3]> {
-        let qz = config.quantizer();
-        Ok([
-            qz.read_delta(r, prev[0], Self::NAME)?,
-            qz.read_delta(r, prev[1], Self::NAME)?,
-            qz.read_delta(r, prev[2], Self::NAME)?,
-        ])
+        read_components_delta(&[config.quantizer(); 3], prev, r, Self::NAME)
     }
     fn validate(config: &UnitVecConfig, q: &[u32; 3]) -> Result<()> {
         check_components(&config.quantizer(), q, Self::NAME)
@@ -799,7 +818,8 @@ mod tests {
         let b = Vec3Serializer::quantize(&c, &Vec3::new(12.0, 20.0, 30.0));
         let mut w = BitWriter::with_capacity_bits(128);
         Vec3Serializer::serialize_delta(&c, &b, &a, &mut w);
-        assert_eq!(w.position(), 6 + 2 + 2);
+        // [0][k = 0][+2 steps: zigzag 4, 5 bits][0: 1 bit][0: 1 bit]
+        assert_eq!(w.position(), 1 + 2 + 5 + 1 + 1);
         let bytes = w.finish().unwrap();
         assert_eq!(
             Vec3Serializer::deserialize_delta(&c, &a, &mut BitReader::new(&bytes)).unwrap(),
