@@ -456,8 +456,8 @@ fn prediction_codes_steady_motion_in_fewer_bits() {
 
 #[test]
 fn extrapolate_continues_each_members_step() {
-    use replicate::protocol::ErasedState;
-    use replicate::replication::extrapolate;
+    use replicate::internals::protocol::ErasedState;
+    use replicate::internals::replication::extrapolate;
     let prior = PawnState {
         x: -4i32 as u32,
         y: 100,

@@ -146,7 +146,7 @@ pub struct Link {
     pub defer: bool,
     pending: Vec<(PacketSequence, Vec<u8>)>,
     conditions: LinkConditions,
-    rng: replicate::link::SplitMix64,
+    rng: replicate::internals::link::SplitMix64,
     /// Calls to [`Link::send`] so far (ticks).
     tick: u64,
     /// Packets whose fate the server has not learnt yet: (tick due, sequence, delivered).
@@ -177,7 +177,7 @@ impl Link {
             defer: false,
             pending: Vec::new(),
             conditions: LinkConditions::default(),
-            rng: replicate::link::SplitMix64::new(0),
+            rng: replicate::internals::link::SplitMix64::new(0),
             tick: 0,
             fates: std::collections::VecDeque::new(),
         }
@@ -187,7 +187,7 @@ impl Link {
     /// once unless it is lost; the server learns its fate `ack_delay_ticks` sends later.
     pub fn set_conditions(&mut self, conditions: LinkConditions) {
         self.conditions = conditions;
-        self.rng = replicate::link::SplitMix64::new(conditions.seed);
+        self.rng = replicate::internals::link::SplitMix64::new(conditions.seed);
     }
 
     /// Reports every packet whose fate is due by tick `until` to the server.

@@ -87,8 +87,8 @@ pub struct TypeSplit {
 
 /// Per-type (batches, bits, member bits) of connection `conn`'s writer so far.
 fn type_counters(
-    server: &replicate::replication::ReplicationServer,
-    conn: replicate::object::ConnectionId,
+    server: &replicate::internals::replication::ReplicationServer,
+    conn: replicate::internals::object::ConnectionId,
 ) -> Vec<(&'static str, u64, u64, u64)> {
     let Some(w) = server.writer(conn) else {
         return Vec::new();
