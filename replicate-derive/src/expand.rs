@@ -5,6 +5,7 @@
 use crate::ast::{Container, Data, Field, Style, unraw};
 use crate::check::{self, Derive};
 use crate::ctxt::Ctxt;
+use crate::symbol::{BITS, QUANTIZE_KEYS};
 use crate::{apply, codec, descriptor, enums, fallback, registration, twin};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
@@ -93,22 +94,43 @@ fn wrap(krate: &syn::Path, body: TokenStream) -> TokenStream {
     }
 }
 
-/// The member's serializer: the explicit one; for `f32`/`f64` with range keys
-/// (`min`, `max`, `precision`, `bits`) the ranged float serializer; otherwise
-/// `<FieldTy as NetDefault>::Serializer`.
+/// How a member's serializer is chosen.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum SerializerKind {
+    /// `serializer = Path`: that serializer.
+    Explicit,
+    /// A quantization key (`min`, `max`, `precision`, `bits`) and no serializer:
+    /// `<FieldTy as NetQuantize>::Serializer`.
+    Quantized,
+    /// Neither: `<FieldTy as NetDefault>::Serializer` (lossless for every float type).
+    Default,
+}
+
+impl SerializerKind {
+    pub fn of(field: &Field) -> Self {
+        if field.attrs.serializer.is_some() {
+            SerializerKind::Explicit
+        } else if field
+            .attrs
+            .config
+            .iter()
+            .any(|c| QUANTIZE_KEYS.iter().any(|k| c.key == k))
+        {
+            SerializerKind::Quantized
+        } else {
+            SerializerKind::Default
+        }
+    }
+}
+
+/// The member's serializer type, by [`SerializerKind`].
 pub fn default_serializer(field: &Field) -> TokenStream {
     let ty = field.ty;
-    if let Some(s) = &field.attrs.serializer {
-        return quote_spanned!(s.span()=> #s);
-    }
-    let ranged = field.attrs.config.iter().any(|c| {
-        ["min", "max", "precision", "bits"]
-            .iter()
-            .any(|k| c.key == k)
-    });
-    match check::primitive_name(ty).as_deref() {
-        Some("f32") if ranged => quote_spanned!(ty.span()=> __rp::RangedF32Serializer),
-        Some("f64") if ranged => quote_spanned!(ty.span()=> __rp::RangedF64Serializer),
+    match (SerializerKind::of(field), &field.attrs.serializer) {
+        (SerializerKind::Explicit, Some(s)) => quote_spanned!(s.span()=> #s),
+        (SerializerKind::Quantized, _) => {
+            quote_spanned!(ty.span()=> <#ty as __rp::NetQuantize>::Serializer)
+        }
         _ => quote_spanned!(ty.span()=> <#ty as __rp::NetDefault>::Serializer),
     }
 }
@@ -129,6 +151,7 @@ pub struct Member<'a> {
     pub twin_field: syn::Ident,
     /// Whether its type or serializer names a generic parameter.
     pub generic: bool,
+    pub kind: SerializerKind,
 }
 
 impl Member<'_> {
@@ -168,6 +191,51 @@ impl Member<'_> {
     }
 }
 
+/// Compile-time checks of a member's config constant, for what the derive cannot read
+/// from literals (`bits = SOME_CONST`): `bits` is not 0; for a quantized member, `bits`
+/// is in the type's [`NetQuantize::BITS`] range and the config passes its
+/// `const_check`. A failure is a compile error at the key.
+fn const_checks(m: &Member, konst: &syn::Ident) -> TokenStream {
+    let mut out = TokenStream::new();
+    let ty = m.field.ty;
+    let bits = m.field.attrs.config.iter().find(|c| c.key == BITS);
+    if let Some(bits) = bits {
+        let v = &bits.value;
+        out.extend(quote_spanned! {v.span()=>
+            const _: () = ::core::assert!(
+                (#v) != 0,
+                "`bits = 0` leaves no room for a value; use at least 1, or remove `bits` for the type's full width"
+            );
+        });
+        if m.kind == SerializerKind::Quantized {
+            out.extend(quote_spanned! {v.span()=>
+                const _: () = {
+                    let (lo, hi) = <#ty as __rp::NetQuantize>::BITS;
+                    ::core::assert!(
+                        (#v) >= lo && (#v) <= hi,
+                        "`bits` is outside the range this member's type accepts (see `replicate::serialize::NetQuantize`)"
+                    );
+                };
+            });
+        }
+    }
+    if m.kind == SerializerKind::Quantized {
+        let span = m
+            .field
+            .attrs
+            .config
+            .first()
+            .map_or_else(|| ty.span(), |c| c.key.span());
+        out.extend(quote_spanned! {span=>
+            const _: () = match #konst.const_check() {
+                ::core::result::Result::Ok(()) => (),
+                ::core::result::Result::Err(e) => ::core::panic!("{}", e),
+            };
+        });
+    }
+    out
+}
+
 /// A change-mask slot: one member with its own bits, or a group sharing one bit.
 pub enum Slot {
     Single(usize),
@@ -200,14 +268,12 @@ impl<'a> Model<'a> {
             let generic = check::mentions_generic(field, cont);
             let ty = field.ty;
             let ser = default_serializer(field);
-            let has_cfg_items = !field.attrs.config.is_empty() || field.attrs.config_base.is_some();
             let cfg = if !generic {
                 let c = format_ident!("__NET_CFG_{}", index, span = field.ty.span());
                 quote!(#c)
             } else if let Some(base) = &field.attrs.config_base {
                 quote!((#base))
             } else {
-                let _ = has_cfg_items;
                 quote!(<<#ser as __rp::NetSerializer>::Config as __rp::NetSerializerConfig>::DEFAULT)
             };
             let twin_field = match &field.member {
@@ -223,6 +289,7 @@ impl<'a> Model<'a> {
                 cfg,
                 twin_field,
                 generic,
+                kind: SerializerKind::of(field),
             });
         }
 
@@ -294,6 +361,7 @@ impl<'a> Model<'a> {
                 type #ty_alias = #ser::Config;
                 const #konst: #ty_alias = #value;
             });
+            out.extend(const_checks(m, &konst));
         }
         out
     }
@@ -325,11 +393,13 @@ impl<'a> Model<'a> {
         for m in &self.members {
             let ty = m.field.ty;
             let ser = &m.ser;
-            if m.field.attrs.serializer.is_none() && !m.ser.to_string().contains("Ranged") {
-                preds.push(quote_spanned!(ty.span()=> #ty: __rp::NetDefault));
-            } else {
-                preds.push(quote_spanned!(ty.span()=> #ser: __rp::NetSerializer<Source = #ty>));
-            }
+            preds.push(match m.kind {
+                SerializerKind::Default => quote_spanned!(ty.span()=> #ty: __rp::NetDefault),
+                SerializerKind::Quantized => quote_spanned!(ty.span()=> #ty: __rp::NetQuantize),
+                SerializerKind::Explicit => {
+                    quote_spanned!(ty.span()=> #ser: __rp::NetSerializer<Source = #ty>)
+                }
+            });
         }
         if preds.is_empty() {
             TokenStream::new()

@@ -33,6 +33,10 @@ pub const CONFIG_KEYS: &[&str] = &[
     "element_bits",
 ];
 
+/// The keys that ask for quantization: a member with any of them (and no serializer)
+/// gets `<T as NetQuantize>::Serializer` instead of its lossless `NetDefault`.
+pub const QUANTIZE_KEYS: &[&str] = &["min", "max", "precision", "bits"];
+
 pub const BITS: &str = "bits";
 pub const MIN: &str = "min";
 pub const MAX: &str = "max";

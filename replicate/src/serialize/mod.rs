@@ -24,6 +24,7 @@ pub mod containers;
 pub mod delta;
 pub mod enums;
 pub mod float;
+pub mod full;
 pub mod health;
 pub mod ints;
 pub mod misc;
@@ -43,6 +44,7 @@ pub use float::{
     CANONICAL_NAN_F32, CANONICAL_NAN_F64, F32Serializer, F64Serializer, FloatRangeConfig,
     RangedF32Serializer, RangedF64Serializer, UnitF32Serializer,
 };
+pub use full::{QuatF32Serializer, Vec2F32Serializer, Vec3F32Serializer, Vec4F32Serializer};
 pub use health::HealthSerializer;
 pub use ints::{
     BoolSerializer, I8Serializer, I16Serializer, I32Serializer, I64Serializer, IntConfig,
@@ -67,7 +69,7 @@ pub use string::{
 };
 pub use vector::{
     AxesConfig, UnitVec3Serializer, UnitVecConfig, Vec2Serializer, Vec3AxesSerializer,
-    Vec3Serializer, VectorConfig,
+    Vec3Serializer, Vec4Serializer, VectorConfig,
 };
 
 /// An error decoding received data.
@@ -451,6 +453,32 @@ pub trait NetSerializer: 'static {
 pub trait NetDefault {
     /// The default serializer.
     type Serializer: NetSerializer<Source = Self>;
+}
+
+/// The serializer a field of this type gets when its `#[net(...)]` attribute asks for
+/// quantization with `min`, `max`, `precision` or `bits` and names no serializer.
+///
+/// Without those keys a field gets its lossless [`NetDefault`]; with them, this one:
+///
+/// | type | serializer | config | `bits` |
+/// |---|---|---|---|
+/// | `u8`..`u64`, `i8`..`i64` | the same as [`NetDefault`] | [`IntConfig`] | `1..=` width |
+/// | `f32`, `f64` | [`RangedF32Serializer`], [`RangedF64Serializer`] | [`FloatRangeConfig`] | `1..=32` |
+/// | `glam::Vec2`, `Vec3`, `Vec4` | [`Vec2Serializer`], [`Vec3Serializer`], [`Vec4Serializer`] | [`VectorConfig`] | `1..=32` |
+/// | `glam::Quat` | [`QuatSerializer`] (smallest three) | [`QuatConfig`] | `4..=20` |
+///
+/// The derive checks the keys against [`BITS`](Self::BITS) and the config's
+/// `const_check` at compile time.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no quantizing serializer for `min`, `max`, `precision` or `bits`",
+    label = "quantization keys on a type without a quantizing serializer",
+    note = "`min`, `max`, `precision` and `bits` select a quantizing serializer for integers, `f32`, `f64`, `glam::Vec2`/`Vec3`/`Vec4` and `glam::Quat`; for `{Self}`, name a serializer with `#[net(serializer = ...)]` and pass its config keys"
+)]
+pub trait NetQuantize: NetDefault {
+    /// The quantizing serializer.
+    type Serializer: NetSerializer<Source = Self>;
+    /// The accepted `bits` values, inclusive.
+    const BITS: (u32, u32);
 }
 
 /// Round-trips `source` through quantize/serialize/deserialize/dequantize.

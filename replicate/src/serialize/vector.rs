@@ -57,9 +57,9 @@
 //! assert_eq!(v, Vec3::new(100.0, -2.0, 8.0));
 //! ```
 
-use glam::{Vec2, Vec3};
+use glam::{Vec2, Vec3, Vec4};
 
-use super::{NetDefault, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher};
+use super::{NetQuantize, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher};
 use crate::bits::{BitReader, BitWriter, bits_for_count};
 
 /// Fixed-point quantizer of one `f32` component: `value = min + index * step`,
@@ -278,6 +278,25 @@ impl VectorConfig {
         }
     }
 
+    /// The checks `#[derive(Replicated)]` runs on a member's config at compile time
+    /// (the rules of [`NetSerializerConfig::validate`] except the `f32` resolution
+    /// check, with fixed messages).
+    pub const fn const_check(&self) -> std::result::Result<(), &'static str> {
+        if !(self.min.is_finite() && self.max.is_finite() && self.precision.is_finite()) {
+            return Err("`min`, `max` and `precision` must all be finite");
+        }
+        if self.min >= self.max {
+            return Err("`min` must be less than `max`; swap them or widen the range");
+        }
+        if self.precision <= 0.0 {
+            return Err("`precision` (the largest acceptable error) must be greater than 0");
+        }
+        if self.bits == 0 || self.bits > 32 {
+            return Err("`bits` must be in 1..=32 for a vector component");
+        }
+        Ok(())
+    }
+
     /// Bits per component this config puts on the wire (meaningful for valid configs).
     pub fn component_bits(&self) -> u32 {
         Quantizer::for_config(self).bits()
@@ -415,14 +434,16 @@ macro_rules! vector_serializer {
             }
         }
 
-        impl NetDefault for $ty {
+        impl NetQuantize for $ty {
             type Serializer = $name;
+            const BITS: (u32, u32) = (1, 32);
         }
     };
 }
 
 vector_serializer!(Vec2Serializer, Vec2, 2, "x then y.", [x, y]);
 vector_serializer!(Vec3Serializer, Vec3, 3, "x, y then z.", [x, y, z]);
+vector_serializer!(Vec4Serializer, Vec4, 4, "x, y, z then w.", [x, y, z, w]);
 
 /// Configuration of [`Vec3AxesSerializer`]: one [`VectorConfig`] per axis.
 ///
