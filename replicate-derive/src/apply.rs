@@ -7,6 +7,7 @@ use crate::ast::Style;
 use crate::expand::{Model, Slot};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
 
 pub fn expand(model: &Model) -> TokenStream {
     let (impl_g, _, where_clause) = model.split();
@@ -62,15 +63,21 @@ pub fn expand(model: &Model) -> TokenStream {
         let (f, member) = (&m.twin_field, m.member());
         let value = m.dequantize(quote!(&state.#f));
         match pending_slot(i) {
-            Some(slot) => quote! {{
+            Some(slot) => {
+                let ty = m.field.ty;
+                let changed = quote_spanned!(ty.span()=>
+                    <#ty as __rp::NotifyCompare>::notify_changed(&__v, &self.#member)
+                );
+                quote! {{
                 let __v = #value;
-                if !::core::cmp::PartialEq::eq(&__v, &self.#member) {
+                if #changed {
                     let __old = ::core::mem::replace(&mut self.#member, __v);
                     if __pending.#slot.is_none() {
                         __pending.#slot = ::core::option::Option::Some(__old);
                     }
                 }
-            }},
+            }}
+            }
             None => quote!(self.#member = #value;),
         }
     };

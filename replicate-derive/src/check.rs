@@ -274,6 +274,7 @@ fn check_config_values(cx: &Ctxt, field: &Field) {
         }
     }
 
+    check_known_keys(cx, field);
     check_ranged_float(cx, field);
 
     if let (Some(min), Some(max)) = (get(MIN), get(MAX)) {
@@ -311,6 +312,36 @@ fn check_config_values(cx: &Ctxt, field: &Field) {
                 );
             }
         }
+    }
+}
+
+/// A config key the field type's built-in serializer does not have, reported with the
+/// keys it does have (for types the derive knows; rustc reports the rest at the key).
+fn check_known_keys(cx: &Ctxt, field: &Field) {
+    let a = &field.attrs;
+    if a.serializer.is_some() || a.config_base.is_some() {
+        return;
+    }
+    let Some((what, keys)) = known_config_keys(field.ty) else {
+        return;
+    };
+    for c in &a.config {
+        let key = c.key.to_string();
+        if keys.contains(&key.as_str()) {
+            continue;
+        }
+        let valid = if keys.is_empty() {
+            "it takes no config keys".to_owned()
+        } else {
+            let list: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
+            format!("its keys are {}", list.join(", "))
+        };
+        cx.error_spanned_by(
+            &c.key,
+            format!(
+                "`{key}` is not a config key of {what}: {valid}; for other keys name a serializer with `serializer = ...`"
+            ),
+        );
     }
 }
 

@@ -196,44 +196,55 @@ impl Member<'_> {
 /// is in the type's [`NetQuantize::BITS`] range and the config passes its
 /// `const_check`. A failure is a compile error at the key.
 fn const_checks(m: &Member, konst: &syn::Ident) -> TokenStream {
-    let mut out = TokenStream::new();
     let ty = m.field.ty;
     let bits = m.field.attrs.config.iter().find(|c| c.key == BITS);
-    if let Some(bits) = bits {
-        let v = &bits.value;
-        out.extend(quote_spanned! {v.span()=>
-            const _: () = ::core::assert!(
-                (#v) != 0,
-                "`bits = 0` leaves no room for a value; use at least 1, or remove `bits` for the type's full width"
-            );
-        });
-        if m.kind == SerializerKind::Quantized {
-            out.extend(quote_spanned! {v.span()=>
-                const _: () = {
-                    let (lo, hi) = <#ty as __rp::NetQuantize>::BITS;
-                    ::core::assert!(
-                        (#v) >= lo && (#v) <= hi,
-                        "`bits` is outside the range this member's type accepts (see `replicate::serialize::NetQuantize`)"
-                    );
-                };
-            });
+    let quantized = m.kind == SerializerKind::Quantized;
+    let zero = bits.map(|b| {
+        let v = &b.value;
+        quote_spanned! {v.span()=>
+            if (#v) == 0 {
+                ::core::panic!(
+                    "`bits = 0` leaves no room for a value; use at least 1, or remove `bits` for the type's full width"
+                );
+            }
         }
+    });
+    let range = bits.filter(|_| quantized).map(|b| {
+        let v = &b.value;
+        quote_spanned! {v.span()=>
+            let (lo, hi) = <#ty as __rp::NetQuantize>::BITS;
+            if (#v) < lo || (#v) > hi {
+                ::core::panic!(
+                    "`bits` is outside what this member's type accepts: 1..=width for integers, \
+                     1..=32 for floats and vectors, 4..=20 for quaternions"
+                );
+            }
+        }
+    });
+    let key_span = m
+        .field
+        .attrs
+        .config
+        .first()
+        .map_or_else(|| ty.span(), |c| c.key.span());
+    let config = quantized.then(|| {
+        quote_spanned! {key_span=>
+            if let ::core::result::Result::Err(e) = #konst.const_check() {
+                ::core::panic!("{}", e);
+            }
+        }
+    });
+    if zero.is_none() && config.is_none() {
+        return TokenStream::new();
     }
-    if m.kind == SerializerKind::Quantized {
-        let span = m
-            .field
-            .attrs
-            .config
-            .first()
-            .map_or_else(|| ty.span(), |c| c.key.span());
-        out.extend(quote_spanned! {span=>
-            const _: () = match #konst.const_check() {
-                ::core::result::Result::Ok(()) => (),
-                ::core::result::Result::Err(e) => ::core::panic!("{}", e),
-            };
-        });
+    // One item, checks in order, so a mistake is reported once.
+    quote_spanned! {key_span=>
+        const _: () = {
+            #zero
+            #range
+            #config
+        };
     }
-    out
 }
 
 /// A change-mask slot: one member with its own bits, or a group sharing one bit.
@@ -389,7 +400,7 @@ impl<'a> Model<'a> {
         }
         // Every member's serializer requirement, spanned at the field's type. For
         // concrete types these bounds are trivially true, or trivially false and then
-        // reported once at the field instead of once per generated use.
+        // reported at the field instead of at every generated use.
         for m in &self.members {
             let ty = m.field.ty;
             let ser = &m.ser;

@@ -244,7 +244,7 @@ pub mod __private {
     pub use crate::protocol::ErasedState;
     pub use crate::protocol::{Registration, ValidateConfigs};
     pub use crate::serialize::NoConfig;
-    pub use crate::serialize::NetQuantize;
+    pub use crate::{nested::support::NotifyCompare, serialize::NetQuantize};
     pub use crate::serialize::{EnumSerializer, NetEnum, RangedF32Serializer, RangedF64Serializer};
     pub use crate::serialize::{
         NetDefault, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher,

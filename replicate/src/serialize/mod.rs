@@ -448,7 +448,7 @@ pub trait NetSerializer: 'static {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` has no default net serializer",
     label = "no default serializer for this field type",
-    note = "name one with `#[net(serializer = path::To::Serializer)]`, implement `replicate::serialize::NetDefault` for `{Self}`, or mark the field `#[net(skip)]`"
+    note = "name a serializer on the field: `#[net(serializer = replicate::serialize::SerdeSerializer<{Self}>)]` sends any serde type, or a serializer of your own; or mark the field `#[net(skip)]`; for a type defined in your crate you can also implement `replicate::serialize::NetDefault` for it"
 )]
 pub trait NetDefault {
     /// The default serializer.
