@@ -160,6 +160,8 @@ pub struct Container {
     pub delta: bool,
     /// `register = false`.
     pub register: bool,
+    /// The `register` token when written (for errors on generic types).
+    pub register_token: Option<syn::Path>,
 }
 
 impl Container {
@@ -168,6 +170,7 @@ impl Container {
         let mut name = Attr::none(cx, NAME);
         let mut delta = Attr::none(cx, DELTA);
         let mut register = Attr::none(cx, REGISTER);
+        let mut register_token = None;
 
         for attr in net_attrs(&input.attrs) {
             let result = attr.parse_nested_meta(|meta| {
@@ -195,6 +198,7 @@ impl Container {
                 } else if meta.path.is_ident(REGISTER) {
                     // #[net(register = false)]
                     let b = parse_lit_bool(&meta)?;
+                    register_token = Some(meta.path.clone());
                     register.set(&meta.path, b.value);
                 } else if FIELD_ATTRS.iter().any(|a| meta.path.is_ident(a)) {
                     let path = meta.path.to_token_stream().to_string();
@@ -223,6 +227,7 @@ impl Container {
             name: name.get(),
             delta: delta.get().unwrap_or(true),
             register: register.get().unwrap_or(true),
+            register_token,
         }
     }
 }

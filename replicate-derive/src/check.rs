@@ -97,6 +97,27 @@ fn check_enum_container(cx: &Ctxt, cont: &Container, variants: &[crate::ast::Var
 
 fn check_generics(cx: &Ctxt, cont: &Container) {
     let is_enum = matches!(cont.data, Data::Enum(_));
+    let generic = cont
+        .generics
+        .params
+        .iter()
+        .any(|p| !matches!(p, syn::GenericParam::Lifetime(_)));
+    if let (true, false, true, Some(token)) = (
+        generic,
+        is_enum,
+        cont.attrs.register,
+        &cont.attrs.register_token,
+    ) {
+        cx.error_spanned_by(
+            token,
+            format!(
+                "a generic type cannot register itself: the derive does not know its type \
+                 arguments; remove `register = true` and register each instantiation with \
+                 `replicate::register!({}<...>);`",
+                cont.ident
+            ),
+        );
+    }
     for param in &cont.generics.params {
         match param {
             syn::GenericParam::Lifetime(l) => cx.error_spanned_by(

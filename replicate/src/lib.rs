@@ -152,7 +152,7 @@
 //! | `name = "..."` | the stable wire name (default: the type's identifier; generic types append their type arguments); part of the protocol id, and must be unique in a registry |
 //! | `crate = "path"` | where the runtime is, when it is renamed or re-exported (default `::replicate`) |
 //! | `delta = false` | turn off delta compression against acknowledged baselines for this type |
-//! | `register = false` | do not submit the type to the `inventory` registry (for member-only types and tests) |
+//! | `register = false` | do not submit the type to the `inventory` registry (for member-only types and tests); generic types are never submitted by the derive (`register = true` on one is a compile error): register each instantiation with [`register!`]`(Tagged<u32>)` |
 //!
 //! Default serializer per field type (`<T as NetDefault>::Serializer`):
 //!
