@@ -171,6 +171,15 @@
 //! | [`Rotator`](serialize::Rotator) | `RotatorSerializer` | 3 "non-zero" bits, 16 bits per non-zero angle |
 //! | `String` | `StringSerializer` | `max_len` 1024 bytes, length prefix then UTF-8 |
 //! | `Option<T>`, `Vec<T>`, `[T; N]`, `BTreeMap`, `BTreeSet` | the container serializers | elements by `T`'s default; `max_len` 1024 |
+//! | `usize`, `isize` | `UsizeSerializer`, `IsizeSerializer` | as `u64` / `i64`; a value that does not fit the receiver's width is a read error |
+//! | `u128`, `i128` | `U128Serializer`, `I128Serializer` | a zero flag, then 128 bits |
+//! | `char` | `CharSerializer` | as `u32`; not a Unicode scalar value is a read error |
+//! | `Box<T>` | `BoxSerializer` | as `T` |
+//! | `std::time::Duration` | `DurationSerializer` | seconds as `u64`, then 30 bits of nanoseconds (checked `< 10^9`) |
+//! | tuples of 2 to 4 elements | `Tuple2Serializer`.. | each element by its default; `config = (A, B)` |
+//! | `VecDeque<T>` | `VecDequeSerializer` | as `Vec<T>` |
+//! | `HashMap<K, V>`, `HashSet<T>` | `HashMapSerializer`, `HashSetSerializer` | as `BTreeMap` / `BTreeSet`: sorted by quantized key (deterministic); keys must be `Ord` |
+//! | `glam::IVec2/3`, `UVec2/3`, `DVec3`, `Vec3A` | `IVec2Serializer`.. | each component by its scalar default (lossless) |
 //! | [`NetRefHandle`] | `NetRefHandleSerializer` | an object reference |
 //! | a `#[derive(Replicated)]` struct | [`NestedSerializer`](nested::NestedSerializer) | the inner members selected by its own change bits |
 //! | a fieldless enum with `#[default]` (`Replicated` or `NetEnum` derive) | `EnumSerializer` | the variant index in `ceil(log2(variants))` bits |

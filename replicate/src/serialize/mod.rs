@@ -20,6 +20,7 @@
 use crate::bits::{BitError, BitReader, BitWriter};
 use thiserror::Error;
 
+pub mod common;
 pub mod containers;
 pub mod delta;
 pub mod enums;
@@ -34,6 +35,12 @@ pub mod rotator;
 pub mod string;
 pub mod vector;
 
+pub use common::{
+    BoxSerializer, CharSerializer, DVec3Serializer, DurationSerializer, HashMapSerializer,
+    HashSetSerializer, I128Serializer, IVec2Serializer, IVec3Serializer, IsizeSerializer,
+    Tuple2Serializer, Tuple3Serializer, Tuple4Serializer, U128Serializer, UVec2Serializer,
+    UVec3Serializer, UsizeSerializer, Vec3ASerializer, VecDequeSerializer,
+};
 pub use containers::{
     ArrayConfig, ArraySerializer, DEFAULT_CONTAINER_LEN, MAX_CONTAINER_LEN, MapConfig,
     MapSerializer, OptionSerializer, SetConfig, SetSerializer, VecConfig, VecSerializer,
