@@ -4,7 +4,7 @@
 //! fragment interface can run all applies of an object before any notification.
 
 use crate::ast::Style;
-use crate::expand::{Model, Slot};
+use crate::model::{Model, Slot};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;

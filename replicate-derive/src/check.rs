@@ -152,7 +152,7 @@ fn check_field(cx: &Ctxt, field: &Field, cont: &Container) {
         return;
     }
 
-    if let (Some(init), Some(cond)) = (&a.init, &a.cond) {
+    if let (Some(_), Some(cond)) = (&a.init, &a.cond) {
         let why = match cond.name.as_str() {
             "InitialOnly" => Some("`init` already means `InitialOnly`; remove one of them"),
             "Never" => {
@@ -164,7 +164,6 @@ fn check_field(cx: &Ctxt, field: &Field, cont: &Container) {
             _ => None,
         };
         if let Some(why) = why {
-            let _ = init;
             cx.error_spanned_by(
                 &cond.ident,
                 format!("`init` contradicts `cond = {}`: {why}", cond.name),

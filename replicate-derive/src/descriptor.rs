@@ -2,7 +2,7 @@
 //! identity, condition and traits. The protocol identifier is computed from it by
 //! `StateDescriptor::new`. Built once per type (per instantiation for generic types).
 
-use crate::expand::{Model, Slot};
+use crate::model::{Model, Slot};
 use proc_macro2::TokenStream;
 use quote::quote;
 

@@ -40,7 +40,7 @@ pub fn expand(cont: &Container, variants: &[Variant]) -> TokenStream {
                 .iter()
                 .enumerate()
                 .map(|(fi, field)| {
-                    let ser = crate::expand::default_serializer(field);
+                    let ser = crate::model::default_serializer(field);
                     let alias = format_ident!("__NetCfg_{}_{}", vi, fi);
                     let cfg = format_ident!("__NET_CFG_{}_{}", vi, fi);
                     let base = match &field.attrs.config_base {

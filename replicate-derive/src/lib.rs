@@ -4,7 +4,8 @@
 //!
 //! The shape follows serde_derive: [`ast`] and [`attr`] parse the input into a typed
 //! model, [`check`] validates all of it (collecting every error with its span in a
-//! [`ctxt::Ctxt`]), and [`expand`] generates one piece per file.
+//! [`ctxt::Ctxt`]), [`model`] computes the per-member facts every generator reads, and
+//! [`expand`] runs the generators (one piece per file), which depend on the model only.
 
 mod apply;
 mod ast;
@@ -16,6 +17,7 @@ mod descriptor;
 mod enums;
 mod expand;
 mod fallback;
+mod model;
 mod registration;
 mod symbol;
 mod twin;
