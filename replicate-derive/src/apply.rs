@@ -267,9 +267,7 @@ fn apply_body(model: &Model, notifying: &Notifying) -> TokenStream {
                 }});
             }
             Slot::Group(_, members) => {
-                let writes = members
-                    .iter()
-                    .map(|i| write_member(model, notifying, *i));
+                let writes = members.iter().map(|i| write_member(model, notifying, *i));
                 body.extend(quote! {
                     if mask.get(__off) {
                         #(#writes)*

@@ -81,10 +81,16 @@ fn reject_quoted(meta: &ParseNestedMeta, what: &str, example: &str) -> syn::Resu
         let s: syn::LitStr = meta.input.fork().parse()?;
         let name = meta.path.to_token_stream().to_string();
         let value = s.value();
-        let shown = if value.is_empty() { example.to_owned() } else { value };
+        let shown = if value.is_empty() {
+            example.to_owned()
+        } else {
+            value
+        };
         return Err(syn::Error::new_spanned(
             &s,
-            format!("`{name}` takes {what}, not a string: write it without quotes, `{name} = {shown}`"),
+            format!(
+                "`{name}` takes {what}, not a string: write it without quotes, `{name} = {shown}`"
+            ),
         ));
     }
     Ok(())
@@ -104,7 +110,9 @@ fn parse_flag(meta: &ParseNestedMeta) -> syn::Result<bool> {
         }) => Ok(b.value),
         other => Err(syn::Error::new_spanned(
             other,
-            format!("`{name}` is a flag: write `#[net({name})]` (or `{name} = true` / `{name} = false`)"),
+            format!(
+                "`{name}` is a flag: write `#[net({name})]` (or `{name} = true` / `{name} = false`)"
+            ),
         )),
     }
 }

@@ -91,4 +91,3 @@ fn wrap(krate: &syn::Path, body: TokenStream) -> TokenStream {
         };
     }
 }
-

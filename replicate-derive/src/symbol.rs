@@ -97,7 +97,10 @@ pub fn known_config_keys(ty: &syn::Type) -> Option<(String, &'static [&'static s
     const QUANTIZE: &[&str] = &["min", "max", "precision", "bits"];
     let syn::Type::Path(p) = ty else {
         return match ty {
-            syn::Type::Array(_) => Some(("an array (`ArraySerializer`)".into(), &["element", "element_bits"])),
+            syn::Type::Array(_) => Some((
+                "an array (`ArraySerializer`)".into(),
+                &["element", "element_bits"],
+            )),
             syn::Type::Group(g) => known_config_keys(&g.elem),
             syn::Type::Paren(p) => known_config_keys(&p.elem),
             _ => None,

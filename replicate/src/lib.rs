@@ -253,7 +253,6 @@ pub mod __private {
     pub use crate::protocol::ErasedState;
     pub use crate::protocol::{Registration, ValidateConfigs};
     pub use crate::serialize::NoConfig;
-    pub use crate::{nested::support::NotifyCompare, serialize::NetQuantize};
     pub use crate::serialize::{EnumSerializer, NetEnum, RangedF32Serializer, RangedF64Serializer};
     pub use crate::serialize::{
         NetDefault, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher,
@@ -261,6 +260,7 @@ pub mod __private {
     pub use crate::state::{
         ChangeMask, Condition, MemberDescriptor, Replicated, ReplicatedState, StateDescriptor,
     };
+    pub use crate::{nested::support::NotifyCompare, serialize::NetQuantize};
     pub use inventory;
     pub use std::sync::OnceLock;
 

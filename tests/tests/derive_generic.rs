@@ -61,7 +61,11 @@ fn both_instantiations_spawn_and_replicate() {
     for tick in 0..300 {
         now += Duration::from_millis(16);
         if tick == 100 {
-            server.get_mut::<Tagged<String>>(s).unwrap().value.push_str(", world");
+            server
+                .get_mut::<Tagged<String>>(s)
+                .unwrap()
+                .value
+                .push_str(", world");
             server.get_mut::<Tagged<u32>>(n).unwrap().tag = 15;
         }
         server.tick(now).unwrap();

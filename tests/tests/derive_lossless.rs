@@ -56,7 +56,10 @@ fn assert_lossless(sent: &Body, got: &Body) {
     );
     assert_eq!(got.speed.to_bits(), sent.speed.to_bits());
     assert_eq!(got.mass.to_bits(), sent.mass.to_bits());
-    assert_eq!(got.uv.to_array().map(f32::to_bits), sent.uv.to_array().map(f32::to_bits));
+    assert_eq!(
+        got.uv.to_array().map(f32::to_bits),
+        sent.uv.to_array().map(f32::to_bits)
+    );
     assert_eq!(
         got.colour.to_array().map(f32::to_bits),
         sent.colour.to_array().map(f32::to_bits)

@@ -239,7 +239,10 @@ impl NetSerializer for CharSerializer {
     fn validate(_: &NoConfig, q: &u32) -> Result<()> {
         match char::from_u32(*q) {
             Some(_) => Ok(()),
-            None => Err(SerializeError::invalid("char", "not a Unicode scalar value")),
+            None => Err(SerializeError::invalid(
+                "char",
+                "not a Unicode scalar value",
+            )),
         }
     }
     fn max_bits(_: &NoConfig) -> Option<u32> {
@@ -301,7 +304,11 @@ macro_rules! wide_serializer {
 }
 
 wide_serializer!(U128Serializer, u128, "`u128` with a zero flag.");
-wide_serializer!(I128Serializer, i128, "`i128` (two's complement) with a zero flag.");
+wide_serializer!(
+    I128Serializer,
+    i128,
+    "`i128` (two's complement) with a zero flag."
+);
 
 // ---------------------------------------------------------------------------------------
 // Box<T>
@@ -474,8 +481,7 @@ impl<A: NetDefault, B: NetDefault, C: NetDefault> NetDefault for (A, B, C) {
     type Serializer = Tuple3Serializer<A::Serializer, B::Serializer, C::Serializer>;
 }
 impl<A: NetDefault, B: NetDefault, C: NetDefault, D: NetDefault> NetDefault for (A, B, C, D) {
-    type Serializer =
-        Tuple4Serializer<A::Serializer, B::Serializer, C::Serializer, D::Serializer>;
+    type Serializer = Tuple4Serializer<A::Serializer, B::Serializer, C::Serializer, D::Serializer>;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -650,7 +656,9 @@ macro_rules! component_serializer {
                 Ok(out)
             }
             fn is_equal(_: &NoConfig, a: &Self::Quantized, b: &Self::Quantized) -> bool {
-                a.iter().zip(b).all(|(a, b)| <$cs>::is_equal(&Self::CFG, a, b))
+                a.iter()
+                    .zip(b)
+                    .all(|(a, b)| <$cs>::is_equal(&Self::CFG, a, b))
             }
             fn max_bits(_: &NoConfig) -> Option<u32> {
                 Some($n * <$cs>::max_bits(&Self::CFG)?)
@@ -663,12 +671,48 @@ macro_rules! component_serializer {
     };
 }
 
-component_serializer!(IVec2Serializer, IVec2, I32Serializer, 2, "`glam::IVec2`: each component as `i32`.");
-component_serializer!(IVec3Serializer, IVec3, I32Serializer, 3, "`glam::IVec3`: each component as `i32`.");
-component_serializer!(UVec2Serializer, UVec2, U32Serializer, 2, "`glam::UVec2`: each component as `u32`.");
-component_serializer!(UVec3Serializer, UVec3, U32Serializer, 3, "`glam::UVec3`: each component as `u32`.");
-component_serializer!(DVec3Serializer, DVec3, F64Serializer, 3, "`glam::DVec3`: each component as `f64` (lossless).");
-component_serializer!(Vec3ASerializer, Vec3A, F32Serializer, 3, "`glam::Vec3A`: each component as `f32` (lossless), the same bits as `Vec3`.");
+component_serializer!(
+    IVec2Serializer,
+    IVec2,
+    I32Serializer,
+    2,
+    "`glam::IVec2`: each component as `i32`."
+);
+component_serializer!(
+    IVec3Serializer,
+    IVec3,
+    I32Serializer,
+    3,
+    "`glam::IVec3`: each component as `i32`."
+);
+component_serializer!(
+    UVec2Serializer,
+    UVec2,
+    U32Serializer,
+    2,
+    "`glam::UVec2`: each component as `u32`."
+);
+component_serializer!(
+    UVec3Serializer,
+    UVec3,
+    U32Serializer,
+    3,
+    "`glam::UVec3`: each component as `u32`."
+);
+component_serializer!(
+    DVec3Serializer,
+    DVec3,
+    F64Serializer,
+    3,
+    "`glam::DVec3`: each component as `f64` (lossless)."
+);
+component_serializer!(
+    Vec3ASerializer,
+    Vec3A,
+    F32Serializer,
+    3,
+    "`glam::Vec3A`: each component as `f32` (lossless), the same bits as `Vec3`."
+);
 
 #[cfg(test)]
 mod tests {
@@ -686,7 +730,11 @@ mod tests {
         let bytes = w.finish().unwrap();
         for cut in 0..len {
             let mut r = BitReader::with_bit_len(&bytes, cut);
-            assert!(S::deserialize(c, &mut r).is_err(), "{} cut at {cut} of {len}", S::NAME);
+            assert!(
+                S::deserialize(c, &mut r).is_err(),
+                "{} cut at {cut} of {len}",
+                S::NAME
+            );
         }
         let mut r = BitReader::with_bit_len(&bytes, len);
         let back = S::deserialize(c, &mut r).unwrap();
@@ -732,14 +780,22 @@ mod tests {
         let b: HashMap<u16, u8> = [(3, 3), (1, 1), (2, 2)].into_iter().collect();
         let bits = |m: &HashMap<u16, u8>| {
             let mut w = BitWriter::with_capacity_bits(256);
-            S::serialize(&MapConfig::DEFAULT, &S::quantize(&MapConfig::DEFAULT, m), &mut w);
+            S::serialize(
+                &MapConfig::DEFAULT,
+                &S::quantize(&MapConfig::DEFAULT, m),
+                &mut w,
+            );
             w.finish().unwrap()
         };
         assert_eq!(bits(&a), bits(&b));
         // A length past the receiver's cap is an error.
         let big: HashMap<u16, u8> = (0..10u16).map(|k| (k, 0)).collect();
         let mut w = BitWriter::with_capacity_bits(1024);
-        S::serialize(&MapConfig::DEFAULT, &S::quantize(&MapConfig::DEFAULT, &big), &mut w);
+        S::serialize(
+            &MapConfig::DEFAULT,
+            &S::quantize(&MapConfig::DEFAULT, &big),
+            &mut w,
+        );
         let bytes = w.finish().unwrap();
         assert!(decode::<S>(&c, &bytes).is_err());
     }

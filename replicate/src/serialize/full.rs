@@ -74,12 +74,7 @@ macro_rules! full_float_serializer {
                 Ok(out)
             }
             #[inline]
-            fn serialize_delta(
-                c: &NoConfig,
-                q: &[u32; $n],
-                prev: &[u32; $n],
-                w: &mut BitWriter,
-            ) {
+            fn serialize_delta(c: &NoConfig, q: &[u32; $n], prev: &[u32; $n], w: &mut BitWriter) {
                 for (v, p) in q.iter().zip(prev) {
                     if w.write_bool(canonical_f32_bits(*v) != canonical_f32_bits(*p)) {
                         F32Serializer::serialize(c, v, w);
@@ -147,12 +142,16 @@ mod tests {
         let q = Quat::from_xyzw(0.1, 0.2, 0.3, 0.9); // not normalised: still exact
         assert_eq!(roundtrip::<QuatF32Serializer>(&NoConfig, &q).unwrap().1, q);
         let v4 = Vec4::new(f32::INFINITY, f32::MIN_POSITIVE / 2.0, -1e30, 0.0);
-        assert_eq!(roundtrip::<Vec4F32Serializer>(&NoConfig, &v4).unwrap().1, v4);
+        assert_eq!(
+            roundtrip::<Vec4F32Serializer>(&NoConfig, &v4).unwrap().1,
+            v4
+        );
     }
 
     #[test]
     fn negative_zero_and_nan_are_canonical() {
-        let (bits, v) = roundtrip::<Vec2F32Serializer>(&NoConfig, &Vec2::new(-0.0, f32::NAN)).unwrap();
+        let (bits, v) =
+            roundtrip::<Vec2F32Serializer>(&NoConfig, &Vec2::new(-0.0, f32::NAN)).unwrap();
         assert_eq!(bits, 1 + 33);
         assert_eq!(v.x.to_bits(), 0);
         assert!(v.y.is_nan());
@@ -167,7 +166,10 @@ mod tests {
         let bytes = w.finish().unwrap();
         for cut in 0..len {
             let mut r = BitReader::with_bit_len(&bytes, cut);
-            assert!(Vec3F32Serializer::deserialize(&NoConfig, &mut r).is_err(), "cut {cut}");
+            assert!(
+                Vec3F32Serializer::deserialize(&NoConfig, &mut r).is_err(),
+                "cut {cut}"
+            );
         }
     }
 

@@ -43,7 +43,10 @@
 use glam::{Quat, Vec3};
 
 use super::vector::{Quantizer, Vec3Serializer, VectorConfig};
-use super::{NetDefault, NetQuantize, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher};
+use super::{
+    NetDefault, NetQuantize, NetSerializer, NetSerializerConfig, Result, SerializeError,
+    StableHasher,
+};
 use crate::bits::{BitReader, BitWriter};
 
 /// Configuration of [`QuatSerializer`]; see the [module docs](self).

@@ -59,7 +59,9 @@
 
 use glam::{Vec2, Vec3, Vec4};
 
-use super::{NetQuantize, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher};
+use super::{
+    NetQuantize, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher,
+};
 use crate::bits::{BitReader, BitWriter, bits_for_count};
 
 /// Fixed-point quantizer of one `f32` component: `value = min + index * step`,
