@@ -325,6 +325,15 @@ fn check_config_values(cx: &Ctxt, field: &Field) {
 
     if let Some(max_len) = get(MAX_LEN) {
         if let Some(v) = literal_number(&max_len.value) {
+            let cap = (a.serializer.is_none() && a.config_base.is_none())
+                .then(|| max_len_cap(field.ty))
+                .flatten();
+            if let Some((cap, what)) = cap.filter(|(cap, _)| v > *cap as f64) {
+                cx.error_spanned_by(
+                    &max_len.value,
+                    format!("`max_len = {v}` is above the limit of {what}: at most {cap}"),
+                );
+            }
             if v <= 0.0 {
                 cx.error_spanned_by(
                     &max_len.value,

@@ -24,8 +24,7 @@ mod twin;
 
 use proc_macro::TokenStream;
 
-/// Derives `replicate::Replicated` (plus its quantized twin, descriptor, fragment and
-/// registration) for a struct. See the `replicate` crate docs for the attributes.
+#[doc = include_str!("reference.md")]
 #[proc_macro_derive(Replicated, attributes(net))]
 pub fn derive_replicated(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);

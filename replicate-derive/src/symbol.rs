@@ -118,9 +118,9 @@ pub fn known_config_keys(ty: &syn::Type) -> Option<(String, &'static [&'static s
         "Vec2" | "Vec3" | "Vec4" => QUANTIZE,
         "Quat" => &["bits"],
         "String" => &["max_len"],
-        "Vec" => &["max_len", "element", "element_bits"],
-        "BTreeMap" => &["max_len"],
-        "BTreeSet" => &["max_len", "element"],
+        "Vec" | "VecDeque" => &["max_len", "element", "element_bits"],
+        "BTreeMap" | "HashMap" => &["max_len"],
+        "BTreeSet" | "HashSet" => &["max_len", "element"],
         "Option" => {
             let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
                 return None;
@@ -141,6 +141,22 @@ pub fn known_config_keys(ty: &syn::Type) -> Option<(String, &'static [&'static s
         _ => format!("`{name}`"),
     };
     Some((what, keys))
+}
+
+/// The largest `max_len` the built-in serializer of a field type accepts (by the type
+/// as written), for the literal check; `None` for types the derive does not know.
+pub fn max_len_cap(ty: &syn::Type) -> Option<(u64, &'static str)> {
+    let syn::Type::Path(p) = ty else {
+        return None;
+    };
+    match p.path.segments.last()?.ident.to_string().as_str() {
+        "String" => Some((1 << 20, "a string (`MAX_STRING_LEN`, in bytes)")),
+        "Vec" | "VecDeque" | "BTreeMap" | "HashMap" | "BTreeSet" | "HashSet" => Some((
+            u16::MAX as u64,
+            "a container (`MAX_CONTAINER_LEN`, in elements)",
+        )),
+        _ => None,
+    }
 }
 
 /// The closest candidate to `word` (for "did you mean" hints), if any is close enough.

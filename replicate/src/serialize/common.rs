@@ -150,6 +150,9 @@ macro_rules! delegate_wire {
     };
 }
 
+/// A variance-neutral, `Send + Sync` type marker.
+type Marker<T> = PhantomData<fn() -> T>;
+
 fn ok<C, Q>(_: &C, _: &Q) -> Result<()> {
     Ok(())
 }
@@ -514,9 +517,7 @@ impl<T: NetDefault> NetDefault for VecDeque<T> {
 /// `HashMap<K, V>` as a `BTreeMap` ([`MapSerializer`]): entries sorted by quantized
 /// key, so two servers with the same map send the same bits whatever the hash order.
 /// Past `max_len`, the entries with the smallest quantized keys are kept.
-pub struct HashMapSerializer<K, V, H = std::collections::hash_map::RandomState>(
-    PhantomData<fn() -> (K, V, H)>,
-);
+pub struct HashMapSerializer<K, V, H = std::collections::hash_map::RandomState>(Marker<(K, V, H)>);
 
 impl<K, V, H> NetSerializer for HashMapSerializer<K, V, H>
 where
@@ -560,9 +561,7 @@ where
 
 /// `HashSet<T>` as a `BTreeSet` ([`SetSerializer`]): elements sorted by quantized
 /// value. Past `max_len`, the smallest quantized elements are kept.
-pub struct HashSetSerializer<S, H = std::collections::hash_map::RandomState>(
-    PhantomData<fn() -> (S, H)>,
-);
+pub struct HashSetSerializer<S, H = std::collections::hash_map::RandomState>(Marker<(S, H)>);
 
 impl<S, H> NetSerializer for HashSetSerializer<S, H>
 where
