@@ -260,7 +260,7 @@ pub mod __private {
     pub use crate::state::{
         ChangeMask, Condition, MemberDescriptor, Replicated, ReplicatedState, StateDescriptor,
     };
-    pub use crate::{nested::support::NotifyCompare, serialize::NetQuantize};
+    pub use crate::{nested::support::NotifyCompare, serialize::NetQuantize, state::MemberKey};
     pub use inventory;
     pub use std::sync::OnceLock;
 
