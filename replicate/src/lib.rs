@@ -167,7 +167,7 @@
 //! | `f32`/`f64` with `min`, `max` and `precision` or `bits` | `RangedF32Serializer`, `RangedF64Serializer` | `bits` per value (from `precision` when unset) |
 //! | `glam::Vec2`/`Vec3`/`Vec4` with `min`/`max`/`precision`/`bits` | `Vec2Serializer`, `Vec3Serializer`, `Vec4Serializer` | per axis over the range (unset keys: `-2^20..2^20`, precision 1, at most 32 bits) |
 //! | `glam::Quat` with `bits` | `QuatSerializer` | smallest three, `2 + 3 * bits` |
-//! | [`Transform`](serialize::Transform) | `TransformSerializer` | quantized translation, smallest-three rotation, scale (a composite with its own config) |
+//! | [`Transform`](serialize::Transform) | `TransformF32Serializer` | lossless: translation, rotation, scale as above; the quantizing `TransformSerializer` is opt-in with `serializer = TransformSerializer` |
 //! | [`Rotator`](serialize::Rotator) | `RotatorSerializer` | 3 "non-zero" bits, 16 bits per non-zero angle |
 //! | `String` | `StringSerializer` | `max_len` 1024 bytes, length prefix then UTF-8 |
 //! | `Option<T>`, `Vec<T>`, `[T; N]`, `BTreeMap`, `BTreeSet` | the container serializers | elements by `T`'s default; `max_len` 1024 |

@@ -753,7 +753,7 @@ fn net_defaults_resolve() {
     assert_eq!(quantized::<Vec3>(), "Vec3");
     assert_eq!(quantized::<Quat>(), "Quat");
     assert_eq!(quantized::<f32>(), "RangedF32");
-    assert_eq!(name_of::<Transform>(), "Transform");
+    assert_eq!(name_of::<Transform>(), "TransformF32");
     assert_eq!(name_of::<String>(), "String");
     assert_eq!(name_of::<Guid>(), "Guid");
     assert_eq!(name_of::<Option<u8>>(), "Option");

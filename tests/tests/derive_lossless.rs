@@ -6,6 +6,7 @@
 use glam::{Quat, Vec2, Vec3, Vec4};
 use replicate::bits::{BitReader, BitWriter};
 use replicate::link::LinkConditioner;
+use replicate::serialize::Transform;
 use replicate::transport::memory::MemoryServerTransport;
 use replicate::{
     ChangeMask, Client, ClientConfig, ProtocolRegistry, Replicated, ReplicatedState, Server,
@@ -23,6 +24,7 @@ struct Body {
     mass: f64,
     uv: Vec2,
     colour: Vec4,
+    pose: Transform,
     /// Asks for quantization: a 1 cm grid over ±100.
     #[net(min = -100.0, max = 100.0, precision = 0.01)]
     coarse: Vec3,
@@ -39,6 +41,11 @@ fn sample() -> Body {
         mass: std::f64::consts::PI * 1e-7,
         uv: Vec2::new(1e-40, -1e30),
         colour: Vec4::new(0.333_333_34, f32::INFINITY, -7.25, 1.0 / 3.0),
+        pose: Transform {
+            translation: Vec3::new(0.1, -1e-8, 123_456.79),
+            rotation: Quat::from_rotation_z(0.7),
+            scale: Vec3::new(1.0, 0.3, 2.5),
+        },
         coarse: Vec3::new(1.234_56, -50.0, 99.999),
         coarse_rotation: Quat::from_rotation_y(1.0),
     }
@@ -63,6 +70,11 @@ fn assert_lossless(sent: &Body, got: &Body) {
     assert_eq!(
         got.colour.to_array().map(f32::to_bits),
         sent.colour.to_array().map(f32::to_bits)
+    );
+    assert_eq!(got.pose, sent.pose);
+    assert_eq!(
+        bits_of(got.pose.translation),
+        bits_of(sent.pose.translation)
     );
     // The annotated members are quantized: within their precision, not exact.
     assert_ne!(got.coarse, sent.coarse);
@@ -101,13 +113,14 @@ fn descriptor_names_the_lossless_and_the_quantizing_serializers() {
             ("mass", "f64"),
             ("uv", "Vec2F32"),
             ("colour", "Vec4F32"),
+            ("pose", "TransformF32"),
             ("coarse", "Vec3"),
             ("coarse_rotation", "Quat"),
         ]
     );
     // Quantized members keep their sizes: 15 bits per axis, 2 + 3 * 12 bits.
-    assert_eq!(d.members[6].max_bits, Some(45));
-    assert_eq!(d.members[7].max_bits, Some(38));
+    assert_eq!(d.members[7].max_bits, Some(45));
+    assert_eq!(d.members[8].max_bits, Some(38));
 }
 
 #[test]

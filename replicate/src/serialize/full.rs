@@ -1,6 +1,7 @@
 //! Full-precision glam vectors and quaternions: [`Vec2F32Serializer`],
-//! [`Vec3F32Serializer`], [`Vec4F32Serializer`] and [`QuatF32Serializer`], the
-//! `NetDefault` for `glam::Vec2`, `Vec3`, `Vec4` and `Quat`.
+//! [`Vec3F32Serializer`], [`Vec4F32Serializer`], [`QuatF32Serializer`] and
+//! [`TransformF32Serializer`], the `NetDefault` for `glam::Vec2`, `Vec3`, `Vec4`,
+//! `Quat` and [`Transform`].
 //!
 //! An unannotated float member is lossless, whatever its shape: a `Vec3` arrives with
 //! the same bits as an `f32`. Quantization is opt-in per member (`min`, `max`,
@@ -33,6 +34,8 @@
 //! ```
 
 use glam::{Quat, Vec2, Vec3, Vec4};
+
+use super::Transform;
 
 use super::float::{F32Serializer, canonical_f32_bits};
 use super::{NetDefault, NetSerializer, NoConfig, Result};
@@ -118,6 +121,88 @@ full_float_serializer!(Vec3F32Serializer, Vec3, 3, "x, y then z, 3 to 99 bits.")
 full_float_serializer!(Vec4F32Serializer, Vec4, 4, "x, y, z then w, 4 to 132 bits.");
 full_float_serializer!(QuatF32Serializer, Quat, 4, "x, y, z then w, 4 to 132 bits.");
 
+/// [`Transform`] at full precision, the `NetDefault` for `Transform`: translation
+/// ([`Vec3F32Serializer`]), rotation ([`QuatF32Serializer`]) and scale
+/// ([`Vec3F32Serializer`]) in that order, each part delta-encoded on its own. The
+/// quantizing [`TransformSerializer`](super::TransformSerializer) is opt-in with
+/// `#[net(serializer = TransformSerializer)]`.
+///
+/// ```
+/// use glam::{Quat, Vec3};
+/// use replicate::serialize::*;
+/// let t = Transform { translation: Vec3::new(1.3, 2.7, -0.4), rotation: Quat::from_rotation_x(0.3), scale: Vec3::ONE };
+/// assert_eq!(roundtrip::<TransformF32Serializer>(&NoConfig, &t).unwrap().1, t);
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TransformF32Serializer;
+
+impl NetSerializer for TransformF32Serializer {
+    type Source = Transform;
+    type Quantized = ([u32; 3], [u32; 4], [u32; 3]);
+    type Config = NoConfig;
+    const NAME: &'static str = "TransformF32";
+
+    fn quantize(c: &NoConfig, t: &Transform) -> Self::Quantized {
+        (
+            Vec3F32Serializer::quantize(c, &t.translation),
+            QuatF32Serializer::quantize(c, &t.rotation),
+            Vec3F32Serializer::quantize(c, &t.scale),
+        )
+    }
+    fn dequantize(c: &NoConfig, q: &Self::Quantized) -> Transform {
+        Transform {
+            translation: Vec3F32Serializer::dequantize(c, &q.0),
+            rotation: QuatF32Serializer::dequantize(c, &q.1),
+            scale: Vec3F32Serializer::dequantize(c, &q.2),
+        }
+    }
+    fn serialize(c: &NoConfig, q: &Self::Quantized, w: &mut BitWriter) {
+        Vec3F32Serializer::serialize(c, &q.0, w);
+        QuatF32Serializer::serialize(c, &q.1, w);
+        Vec3F32Serializer::serialize(c, &q.2, w);
+    }
+    fn deserialize(c: &NoConfig, r: &mut BitReader) -> Result<Self::Quantized> {
+        Ok((
+            Vec3F32Serializer::deserialize(c, r)?,
+            QuatF32Serializer::deserialize(c, r)?,
+            Vec3F32Serializer::deserialize(c, r)?,
+        ))
+    }
+    fn serialize_delta(
+        c: &NoConfig,
+        q: &Self::Quantized,
+        prev: &Self::Quantized,
+        w: &mut BitWriter,
+    ) {
+        Vec3F32Serializer::serialize_delta(c, &q.0, &prev.0, w);
+        QuatF32Serializer::serialize_delta(c, &q.1, &prev.1, w);
+        Vec3F32Serializer::serialize_delta(c, &q.2, &prev.2, w);
+    }
+    fn deserialize_delta(
+        c: &NoConfig,
+        prev: &Self::Quantized,
+        r: &mut BitReader,
+    ) -> Result<Self::Quantized> {
+        Ok((
+            Vec3F32Serializer::deserialize_delta(c, &prev.0, r)?,
+            QuatF32Serializer::deserialize_delta(c, &prev.1, r)?,
+            Vec3F32Serializer::deserialize_delta(c, &prev.2, r)?,
+        ))
+    }
+    fn is_equal(c: &NoConfig, a: &Self::Quantized, b: &Self::Quantized) -> bool {
+        Vec3F32Serializer::is_equal(c, &a.0, &b.0)
+            && QuatF32Serializer::is_equal(c, &a.1, &b.1)
+            && Vec3F32Serializer::is_equal(c, &a.2, &b.2)
+    }
+    fn max_bits(_: &NoConfig) -> Option<u32> {
+        Some((3 + 4 + 3) * 33)
+    }
+}
+
+impl NetDefault for Transform {
+    type Serializer = TransformF32Serializer;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,6 +230,40 @@ mod tests {
         assert_eq!(
             roundtrip::<Vec4F32Serializer>(&NoConfig, &v4).unwrap().1,
             v4
+        );
+    }
+
+    #[test]
+    fn transform_is_exact_and_truncation_errors() {
+        let t = Transform {
+            translation: Vec3::new(1.3, 2.7, -0.4),
+            rotation: Quat::from_xyzw(0.1, 0.2, 0.3, 0.9),
+            scale: Vec3::new(0.5, 1.0, 2.0),
+        };
+        assert_eq!(
+            roundtrip::<TransformF32Serializer>(&NoConfig, &t)
+                .unwrap()
+                .1,
+            t
+        );
+        let q = TransformF32Serializer::quantize(&NoConfig, &t);
+        let mut w = BitWriter::with_capacity_bits(512);
+        TransformF32Serializer::serialize(&NoConfig, &q, &mut w);
+        let len = w.position();
+        let bytes = w.finish().unwrap();
+        for cut in 0..len {
+            let mut r = BitReader::with_bit_len(&bytes, cut);
+            assert!(TransformF32Serializer::deserialize(&NoConfig, &mut r).is_err());
+        }
+        let prev = TransformF32Serializer::quantize(&NoConfig, &Transform::IDENTITY);
+        let mut w = BitWriter::with_capacity_bits(512);
+        TransformF32Serializer::serialize_delta(&NoConfig, &q, &prev, &mut w);
+        let len = w.position();
+        let bytes = w.finish().unwrap();
+        let mut r = BitReader::with_bit_len(&bytes, len);
+        assert_eq!(
+            TransformF32Serializer::deserialize_delta(&NoConfig, &prev, &mut r).unwrap(),
+            q
         );
     }
 

@@ -51,7 +51,10 @@ pub use float::{
     CANONICAL_NAN_F32, CANONICAL_NAN_F64, F32Serializer, F64Serializer, FloatRangeConfig,
     RangedF32Serializer, RangedF64Serializer, UnitF32Serializer,
 };
-pub use full::{QuatF32Serializer, Vec2F32Serializer, Vec3F32Serializer, Vec4F32Serializer};
+pub use full::{
+    QuatF32Serializer, TransformF32Serializer, Vec2F32Serializer, Vec3F32Serializer,
+    Vec4F32Serializer,
+};
 pub use health::HealthSerializer;
 pub use ints::{
     BoolSerializer, I8Serializer, I16Serializer, I32Serializer, I64Serializer, IntConfig,

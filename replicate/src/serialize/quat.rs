@@ -44,8 +44,7 @@ use glam::{Quat, Vec3};
 
 use super::vector::{Quantizer, Vec3Serializer, VectorConfig};
 use super::{
-    NetDefault, NetQuantize, NetSerializer, NetSerializerConfig, Result, SerializeError,
-    StableHasher,
+    NetQuantize, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher,
 };
 use crate::bits::{BitReader, BitWriter};
 
@@ -562,10 +561,6 @@ impl NetSerializer for TransformSerializer {
                 + Vec3Serializer::max_bits(&config.scale)?,
         )
     }
-}
-
-impl NetDefault for Transform {
-    type Serializer = TransformSerializer;
 }
 
 #[cfg(test)]
