@@ -698,6 +698,28 @@ mod tests {
     use super::super::roundtrip;
     use super::*;
 
+    proptest::proptest! {
+        /// The derive's compile-time check accepts exactly what the config's own
+        /// validation does (the serializers add an f32/f64 resolution check on top).
+        #[test]
+        fn const_check_agrees_with_config_validate(
+            min in -1e6f64..1e6, span in -1.0f64..2e6, precision in 0.0f64..10.0, bits in 0u32..40, use_bits: bool,
+        ) {
+            let c = FloatRangeConfig {
+                min,
+                max: min + span,
+                precision: if use_bits { 0.0 } else { precision },
+                bits: if use_bits { bits } else { 0 },
+            };
+            proptest::prop_assert_eq!(
+                c.const_check().is_ok(),
+                NetSerializerConfig::validate(&c).is_ok(),
+                "{:?}",
+                c
+            );
+        }
+    }
+
     fn bits_of<S: NetSerializer>(c: &S::Config, q: &S::Quantized) -> usize {
         let mut w = BitWriter::with_capacity_bits(256);
         S::serialize(c, q, &mut w);

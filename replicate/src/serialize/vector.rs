@@ -296,6 +296,39 @@ impl VectorConfig {
         if self.bits == 0 || self.bits > 32 {
             return Err("`bits` must be in 1..=32 for a vector component");
         }
+        // The quantizer `Quantizer::for_config` selects, and its `check_resolution`.
+        let (min, max) = (self.min as f64, self.max as f64);
+        let steps = ((max - min) / self.precision as f64).ceil();
+        let (step, max_index) = if steps.is_finite()
+            && steps >= 1.0
+            && steps <= u32::MAX as f64
+            && bits_for_count(steps as u64 + 1) <= self.bits
+        {
+            (self.precision as f64, steps as u32)
+        } else {
+            let max_index = if self.bits >= 32 {
+                u32::MAX
+            } else {
+                (1u32 << self.bits) - 1
+            };
+            ((max - min) / max_index as f64, max_index)
+        };
+        let top = min + max_index as f64 * step;
+        let largest = (if min.abs() > top.abs() {
+            min.abs()
+        } else {
+            top.abs()
+        }) as f32;
+        if !largest.is_finite() {
+            return Err("the range is not representable as `f32`");
+        }
+        let ulp = (f32::from_bits(largest.to_bits() + 1) - largest) as f64;
+        if step < 2.0 * ulp {
+            return Err(
+                "the step is finer than `f32` resolves over this range; use a coarser \
+                 `precision`, fewer `bits` or a smaller range (`min`/`max`)",
+            );
+        }
         Ok(())
     }
 
@@ -813,6 +846,17 @@ mod tests {
         assert!(UnitVec3Serializer::validate_config(&UnitVecConfig { bits: 1 }).is_err());
         assert!(UnitVec3Serializer::validate_config(&UnitVecConfig { bits: 23 }).is_err());
         assert!(UnitVec3Serializer::validate_config(&UnitVecConfig { bits: 8 }).is_ok());
+    }
+
+    proptest::proptest! {
+        /// The derive's compile-time check accepts exactly what start-up validation does.
+        #[test]
+        fn const_check_agrees_with_validate(
+            min in -1e7f32..1e7, span in 0.0f32..2e7, precision in -1.0f32..100.0, bits in 0u32..40,
+        ) {
+            let c = VectorConfig { min, max: min + span, precision: precision.max(0.0).powi(3), bits };
+            proptest::prop_assert_eq!(c.const_check().is_ok(), c.validate().is_ok(), "{:?}", c);
+        }
     }
 
     #[test]
