@@ -298,7 +298,14 @@ impl VectorConfig {
         }
         // The quantizer `Quantizer::for_config` selects, and its `check_resolution`.
         let (min, max) = (self.min as f64, self.max as f64);
-        let steps = ((max - min) / self.precision as f64).ceil();
+        let raw = (max - min) / self.precision as f64;
+        // `raw.ceil()` (not `const` at this crate's MSRV), for `0 < raw <= u32::MAX`.
+        let steps = if raw.is_finite() && raw <= u32::MAX as f64 {
+            let t = raw as u64 as f64;
+            if t < raw { t + 1.0 } else { t }
+        } else {
+            f64::INFINITY
+        };
         let (step, max_index) = if steps.is_finite()
             && steps >= 1.0
             && steps <= u32::MAX as f64
