@@ -140,8 +140,8 @@
 //! `precision <= 0`, `max_len = 0`, a quantized float without range or resolution);
 //! constant expressions (`bits = MY_BITS`) and every quantized member's whole config
 //! are checked at compile time by `const` assertions (the config's `const_check`).
-//! What remains (the `f32` resolution of a very fine step, explicit serializers'
-//! configs) is checked by
+//! What remains (the float resolution of a very fine ranged `f32`/`f64` step,
+//! explicit serializers' configs) is checked by
 //! [`NetSerializer::validate_config`](serialize::NetSerializer::validate_config) when
 //! the type is registered.
 //!

@@ -478,7 +478,10 @@ pub trait NetDefault {
 /// | `glam::Quat` | [`QuatSerializer`] (smallest three) | [`QuatConfig`] | `4..=20` |
 ///
 /// The derive checks the keys against [`BITS`](Self::BITS) and the config's
-/// `const_check` at compile time.
+/// `const_check` at compile time, so implementing this trait for a type of your own
+/// requires its serializer's config to have an inherent
+/// `pub const fn const_check(&self) -> Result<(), &'static str>` (like
+/// [`FloatRangeConfig::const_check`]).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` has no quantizing serializer for `min`, `max`, `precision` or `bits`",
     label = "quantization keys on a type without a quantizing serializer",
