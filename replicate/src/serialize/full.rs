@@ -13,7 +13,7 @@
 //!
 //! # Encoding
 //!
-//! Each component is encoded as by [`F32Serializer`](super::F32Serializer): `[0]` for
+//! Each component is encoded as by [`F32Serializer`]: `[0]` for
 //! `+0.0` (1 bit), else `[1]` and the 32 raw IEEE-754 bits, components in `x, y, z(, w)`
 //! order. `-0.0` is sent as `+0.0` and every NaN as the canonical quiet NaN; every other
 //! value, including infinities and subnormals, arrives bit-exact. A quaternion is sent

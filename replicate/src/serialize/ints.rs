@@ -39,7 +39,7 @@ impl IntConfig {
 impl IntConfig {
     /// The check `#[derive(Replicated)]` runs on a member's config at compile time:
     /// nothing beyond the per-type width, which the derive checks against
-    /// [`NetQuantize::BITS`](super::NetQuantize::BITS).
+    /// [`NetQuantize::BITS`].
     pub const fn const_check(&self) -> std::result::Result<(), &'static str> {
         if self.bits > 64 {
             return Err("`bits` is wider than any integer (at most 64)");
