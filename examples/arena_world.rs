@@ -69,6 +69,7 @@ pub struct Vehicle {
     #[net(min = -32.0, max = 32.0, precision = 0.01)]
     pub velocity: Vec3,
     /// Smallest-three, 12 bits per component.
+    #[net(bits = 12)]
     pub rotation: Quat,
 }
 

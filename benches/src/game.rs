@@ -45,7 +45,8 @@ pub struct GameState {
     /// World position in metres.
     #[net(min = -4096.0, max = 4096.0, precision = 0.01)]
     pub position: Vec3,
-    /// Orientation (unit quaternion).
+    /// Orientation (unit quaternion), smallest three at 12 bits per component.
+    #[net(bits = 12)]
     pub rotation: Quat,
     /// Velocity in metres per second.
     #[net(min = -64.0, max = 64.0, precision = 0.01)]

@@ -30,6 +30,7 @@ pub struct Item {
 pub struct Pawn {
     #[net(min = -512.0, max = 512.0, precision = 0.01)]
     pub position: glam::Vec3,
+    #[net(bits = 12)]
     pub rotation: glam::Quat,
     #[net(bits = 7)]
     pub health: u8,

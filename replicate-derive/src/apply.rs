@@ -4,171 +4,30 @@
 //! fragment interface can run all applies of an object before any notification.
 
 use crate::ast::Style;
-use crate::expand::{Model, Slot};
+use crate::model::{Model, Slot};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
 
 pub fn expand(model: &Model) -> TokenStream {
     let (impl_g, _, where_clause) = model.split();
     let self_ty = model.self_ty();
     let twin_ty = model.twin_ty();
-
-    // quantize
-    let quantize = model.members.iter().map(|m| {
-        let (f, member) = (&m.twin_field, m.member());
-        let q = m.quantize(quote!(&self.#member));
-        quote!(out.#f = #q;)
-    });
-
-    // from_state: replicated members dequantized, skipped ones Default.
-    let from_state_fields = model.fields.iter().map(|field| {
-        let member = &field.member;
-        match model.members.iter().find(|m| m.field.index == field.index) {
-            Some(m) => {
-                let f = &m.twin_field;
-                let value = m.dequantize(quote!(&state.#f));
-                quote!(#member: #value,)
-            }
-            None => {
-                let ty = field.ty;
-                quote_spanned!(syn::spanned::Spanned::span(ty)=> #member: <#ty as ::core::default::Default>::default(),)
-            }
-        }
-    });
-    let from_state = match model.style {
-        Style::Unit => quote!(Self {}),
-        _ => quote!(Self { #(#from_state_fields)* }),
-    };
-
-    // Notify hooks: one pending slot per member with `notify`.
-    let notifying: Vec<usize> = model
-        .members
-        .iter()
-        .filter(|m| m.field.attrs.notify.is_some())
-        .map(|m| m.index)
-        .collect();
-    let pending_tys = notifying.iter().map(|i| {
+    let quantize = quantize_stmts(model);
+    let from_state = from_state(model);
+    let notifying = Notifying::of(model);
+    let pending_tys = notifying.members.iter().map(|i| {
         let ty = model.members[*i].field.ty;
         quote!(::core::option::Option<#ty>,)
     });
     let pending_init = notifying
+        .members
         .iter()
         .map(|_| quote!(::core::option::Option::None,));
-    let pending_slot = |i: usize| notifying.iter().position(|n| *n == i).map(syn::Index::from);
-
-    let mut apply_body = TokenStream::new();
-    let write_member = |i: usize| {
-        let m = &model.members[i];
-        let (f, member) = (&m.twin_field, m.member());
-        let value = m.dequantize(quote!(&state.#f));
-        match pending_slot(i) {
-            Some(slot) => quote! {{
-                let __v = #value;
-                if !::core::cmp::PartialEq::eq(&__v, &self.#member) {
-                    let __old = ::core::mem::replace(&mut self.#member, __v);
-                    if __pending.#slot.is_none() {
-                        __pending.#slot = ::core::option::Option::Some(__old);
-                    }
-                }
-            }},
-            None => quote!(self.#member = #value;),
-        }
-    };
-    for slot in &model.slots {
-        match slot {
-            Slot::Single(i) => {
-                let m = &model.members[*i];
-                let (ser, cfg) = (&m.s, &m.cfg);
-                let write = if pending_slot(*i).is_none() && !m.generic {
-                    // In place: a nested replicated struct applies only its selected
-                    // members (keeping its skipped fields, running its own hooks);
-                    // anything else is dequantized whole.
-                    let (raw, f, member) = (&m.ser, &m.twin_field, m.member());
-                    quote! {
-                        (&&__rp::MemberProbe::<#raw>::new()).apply_member(
-                            &#cfg, &mut self.#member, &state.#f, mask, __off,
-                        );
-                    }
-                } else {
-                    write_member(*i)
-                };
-                apply_body.extend(quote! {{
-                    let __n = #ser::change_mask_bits(&#cfg);
-                    if mask.any_in(__off, __n) {
-                        #write
-                    }
-                    __off += __n;
-                }});
-            }
-            Slot::Group(_, members) => {
-                let writes = members.iter().map(|i| write_member(*i));
-                apply_body.extend(quote! {
-                    if mask.get(__off) {
-                        #(#writes)*
-                    }
-                    __off += 1;
-                });
-            }
-        }
-    }
-
-    // poll: quantize member by member into the stored state, setting changed bits.
-    let mut poll_body = TokenStream::new();
-    for slot in &model.slots {
-        match slot {
-            Slot::Single(i) => {
-                let m = &model.members[*i];
-                let (ser, cfg, f, member) = (&m.s, &m.cfg, &m.twin_field, m.member());
-                let q = m.quantize(quote!(&self.#member));
-                poll_body.extend(quote! {{
-                    let __q = #q;
-                    if #ser::diff(&#cfg, &__q, &state.#f, mask, __off) {
-                        state.#f = __q;
-                        __any = true;
-                    }
-                    __off += #ser::change_mask_bits(&#cfg);
-                }});
-            }
-            Slot::Group(_, members) => {
-                let updates = members.iter().map(|i| {
-                    let m = &model.members[*i];
-                    let (ser, cfg, f, member) = (&m.s, &m.cfg, &m.twin_field, m.member());
-                    let q = m.quantize(quote!(&self.#member));
-                    quote! {{
-                        let __q = #q;
-                        if !#ser::is_equal(&#cfg, &__q, &state.#f) {
-                            state.#f = __q;
-                            __group = true;
-                        }
-                    }}
-                });
-                poll_body.extend(quote! {
-                    let mut __group = false;
-                    #(#updates)*
-                    if __group {
-                        mask.set(__off);
-                        __any = true;
-                    }
-                    __off += 1;
-                });
-            }
-        }
-    }
-
-    let notify_calls = notifying.iter().enumerate().filter_map(|(slot, i)| {
-        let m = &model.members[*i];
-        let ty = m.field.ty;
-        let method = m.field.attrs.notify.as_ref()?;
-        let slot = syn::Index::from(slot);
-        let hook = quote_spanned!(method.span()=> Self::#method);
-        Some(quote! {
-            if let ::core::option::Option::Some(__old) = __pending.#slot {
-                let __hook: fn(&mut Self, &#ty) = #hook;
-                __hook(self, &__old);
-            }
-        })
-    });
-    let has_notify = !notifying.is_empty();
+    let apply_body = apply_body(model, &notifying);
+    let poll_body = poll_body(model);
+    let notify_calls = notify_calls(model, &notifying);
+    let has_notify = !notifying.members.is_empty();
     let trait_ident = format_ident!("__NetApply");
 
     quote! {
@@ -290,4 +149,201 @@ pub fn expand(model: &Model) -> TokenStream {
             }
         }
     }
+}
+
+/// `out.f = quantize(&self.f);` per member.
+fn quantize_stmts(model: &Model) -> Vec<TokenStream> {
+    model
+        .members
+        .iter()
+        .map(|m| {
+            let (f, member) = (&m.twin_field, m.member());
+            let q = m.quantize(quote!(&self.#member));
+            quote!(out.#f = #q;)
+        })
+        .collect()
+}
+
+/// `Self { .. }` from a state: replicated members dequantized, skipped ones `Default`.
+fn from_state(model: &Model) -> TokenStream {
+    let fields = model.fields.iter().map(|field| {
+        let member = &field.member;
+        match model.members.iter().find(|m| m.field.index == field.index) {
+            Some(m) => {
+                let f = &m.twin_field;
+                let value = m.dequantize(quote!(&state.#f));
+                quote!(#member: #value,)
+            }
+            None => {
+                let ty = field.ty;
+                quote_spanned!(ty.span()=> #member: <#ty as ::core::default::Default>::default(),)
+            }
+        }
+    });
+    match model.style {
+        Style::Unit => quote!(Self {}),
+        _ => quote!(Self { #(#fields)* }),
+    }
+}
+
+/// The members with a `notify` hook, each with one slot in the pending tuple.
+struct Notifying {
+    members: Vec<usize>,
+}
+
+impl Notifying {
+    fn of(model: &Model) -> Self {
+        let members = model
+            .members
+            .iter()
+            .filter(|m| m.field.attrs.notify.is_some())
+            .map(|m| m.index)
+            .collect();
+        Notifying { members }
+    }
+
+    /// The pending-tuple slot of member `i`, if it notifies.
+    fn slot(&self, i: usize) -> Option<syn::Index> {
+        self.members
+            .iter()
+            .position(|n| *n == i)
+            .map(syn::Index::from)
+    }
+}
+
+/// Writes member `i` from `state`; a notifying member keeps its old value in its
+/// pending slot when the new one differs.
+fn write_member(model: &Model, notifying: &Notifying, i: usize) -> TokenStream {
+    let m = &model.members[i];
+    let (f, member) = (&m.twin_field, m.member());
+    let value = m.dequantize(quote!(&state.#f));
+    match notifying.slot(i) {
+        Some(slot) => {
+            let ty = m.field.ty;
+            let changed = quote_spanned!(ty.span()=>
+                <#ty as __rp::NotifyCompare>::notify_changed(&__v, &self.#member)
+            );
+            quote! {{
+                let __v = #value;
+                if #changed {
+                    let __old = ::core::mem::replace(&mut self.#member, __v);
+                    if __pending.#slot.is_none() {
+                        __pending.#slot = ::core::option::Option::Some(__old);
+                    }
+                }
+            }}
+        }
+        None => quote!(self.#member = #value;),
+    }
+}
+
+/// The apply body: per change-mask slot, the members whose bits are set.
+fn apply_body(model: &Model, notifying: &Notifying) -> TokenStream {
+    let mut body = TokenStream::new();
+    for slot in &model.slots {
+        match slot {
+            Slot::Single(i) => {
+                let m = &model.members[*i];
+                let (ser, cfg) = (&m.s, &m.cfg);
+                let write = if notifying.slot(*i).is_none() && !m.generic {
+                    // In place: a nested replicated struct applies only its selected
+                    // members (keeping its skipped fields, running its own hooks);
+                    // anything else is dequantized whole.
+                    let (raw, f, member) = (&m.ser, &m.twin_field, m.member());
+                    quote! {
+                        (&&__rp::MemberProbe::<#raw>::new()).apply_member(
+                            &#cfg, &mut self.#member, &state.#f, mask, __off,
+                        );
+                    }
+                } else {
+                    write_member(model, notifying, *i)
+                };
+                body.extend(quote! {{
+                    let __n = #ser::change_mask_bits(&#cfg);
+                    if mask.any_in(__off, __n) {
+                        #write
+                    }
+                    __off += __n;
+                }});
+            }
+            Slot::Group(_, members) => {
+                let writes = members.iter().map(|i| write_member(model, notifying, *i));
+                body.extend(quote! {
+                    if mask.get(__off) {
+                        #(#writes)*
+                    }
+                    __off += 1;
+                });
+            }
+        }
+    }
+    body
+}
+
+/// The poll body: quantize member by member into the stored state, setting changed bits.
+fn poll_body(model: &Model) -> TokenStream {
+    let mut body = TokenStream::new();
+    for slot in &model.slots {
+        match slot {
+            Slot::Single(i) => {
+                let m = &model.members[*i];
+                let (ser, cfg, f, member) = (&m.s, &m.cfg, &m.twin_field, m.member());
+                let q = m.quantize(quote!(&self.#member));
+                body.extend(quote! {{
+                    let __q = #q;
+                    if #ser::diff(&#cfg, &__q, &state.#f, mask, __off) {
+                        state.#f = __q;
+                        __any = true;
+                    }
+                    __off += #ser::change_mask_bits(&#cfg);
+                }});
+            }
+            Slot::Group(_, members) => {
+                let updates = members.iter().map(|i| {
+                    let m = &model.members[*i];
+                    let (ser, cfg, f, member) = (&m.s, &m.cfg, &m.twin_field, m.member());
+                    let q = m.quantize(quote!(&self.#member));
+                    quote! {{
+                        let __q = #q;
+                        if !#ser::is_equal(&#cfg, &__q, &state.#f) {
+                            state.#f = __q;
+                            __group = true;
+                        }
+                    }}
+                });
+                body.extend(quote! {
+                    let mut __group = false;
+                    #(#updates)*
+                    if __group {
+                        mask.set(__off);
+                        __any = true;
+                    }
+                    __off += 1;
+                });
+            }
+        }
+    }
+    body
+}
+
+/// `Self::hook(self, &old)` for every pending slot that holds an old value.
+fn notify_calls(model: &Model, notifying: &Notifying) -> Vec<TokenStream> {
+    notifying
+        .members
+        .iter()
+        .enumerate()
+        .filter_map(|(slot, i)| {
+            let m = &model.members[*i];
+            let ty = m.field.ty;
+            let method = m.field.attrs.notify.as_ref()?;
+            let slot = syn::Index::from(slot);
+            let hook = quote_spanned!(method.span()=> Self::#method);
+            Some(quote! {
+                if let ::core::option::Option::Some(__old) = __pending.#slot {
+                    let __hook: fn(&mut Self, &#ty) = #hook;
+                    __hook(self, &__old);
+                }
+            })
+        })
+        .collect()
 }

@@ -74,6 +74,49 @@ fn value<'a>(meta: &'a ParseNestedMeta) -> syn::Result<syn::parse::ParseStream<'
     meta.value()
 }
 
+/// `Err` with "write it without quotes" when the value is a string literal where a path
+/// or identifier belongs (`cond = "OwnerOnly"`).
+fn reject_quoted(meta: &ParseNestedMeta, what: &str, example: &str) -> syn::Result<()> {
+    if meta.input.peek(syn::LitStr) {
+        let s: syn::LitStr = meta.input.fork().parse()?;
+        let name = meta.path.to_token_stream().to_string();
+        let value = s.value();
+        let shown = if value.is_empty() {
+            example.to_owned()
+        } else {
+            value
+        };
+        return Err(syn::Error::new_spanned(
+            &s,
+            format!(
+                "`{name}` takes {what}, not a string: write it without quotes, `{name} = {shown}`"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A flag (`skip`, `init`): bare, or `= true` / `= false`. Returns whether it is set.
+fn parse_flag(meta: &ParseNestedMeta) -> syn::Result<bool> {
+    if !meta.input.peek(syn::Token![=]) {
+        return Ok(true);
+    }
+    let name = meta.path.to_token_stream().to_string();
+    let expr: syn::Expr = meta.value()?.parse()?;
+    match expr {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Bool(b),
+            ..
+        }) => Ok(b.value),
+        other => Err(syn::Error::new_spanned(
+            other,
+            format!(
+                "`{name}` is a flag: write `#[net({name})]` (or `{name} = true` / `{name} = false`)"
+            ),
+        )),
+    }
+}
+
 fn parse_lit_str(meta: &ParseNestedMeta) -> syn::Result<syn::LitStr> {
     let expr: syn::Expr = value(meta)?.parse()?;
     match expr {
@@ -125,6 +168,8 @@ pub struct Container {
     pub delta: bool,
     /// `register = false`.
     pub register: bool,
+    /// The `register` token when written (for errors on generic types).
+    pub register_token: Option<syn::Path>,
 }
 
 impl Container {
@@ -133,6 +178,7 @@ impl Container {
         let mut name = Attr::none(cx, NAME);
         let mut delta = Attr::none(cx, DELTA);
         let mut register = Attr::none(cx, REGISTER);
+        let mut register_token = None;
 
         for attr in net_attrs(&input.attrs) {
             let result = attr.parse_nested_meta(|meta| {
@@ -160,6 +206,7 @@ impl Container {
                 } else if meta.path.is_ident(REGISTER) {
                     // #[net(register = false)]
                     let b = parse_lit_bool(&meta)?;
+                    register_token = Some(meta.path.clone());
                     register.set(&meta.path, b.value);
                 } else if FIELD_ATTRS.iter().any(|a| meta.path.is_ident(a)) {
                     let path = meta.path.to_token_stream().to_string();
@@ -188,6 +235,7 @@ impl Container {
             name: name.get(),
             delta: delta.get().unwrap_or(true),
             register: register.get().unwrap_or(true),
+            register_token,
         }
     }
 }
@@ -251,7 +299,15 @@ impl Field {
                 all.push(meta.path.clone());
                 if meta.path.is_ident(SERIALIZER) {
                     // #[net(serializer = replicate::serialize::U8Serializer)]
-                    let ty: syn::Type = value(&meta)?.parse()?;
+                    let input = value(&meta)?;
+                    reject_quoted(&meta, "a serializer type", "U8Serializer")?;
+                    let ty: syn::Type = input.parse().map_err(|e| {
+                        syn::Error::new(
+                            e.span(),
+                            "expected a serializer type after `serializer =`, for example \
+                             `serializer = replicate::serialize::U8Serializer`",
+                        )
+                    })?;
                     serializer.set(&meta.path, ty);
                 } else if meta.path.is_ident(CONFIG) {
                     // #[net(config = AMMO_7_BITS)]
@@ -259,7 +315,14 @@ impl Field {
                     config_base.set(&meta.path, expr);
                 } else if meta.path.is_ident(COND) {
                     // #[net(cond = OwnerOnly)]
-                    let path: syn::Path = value(&meta)?.parse()?;
+                    let input = value(&meta)?;
+                    reject_quoted(&meta, "a condition", "OwnerOnly")?;
+                    let path: syn::Path = input.parse().map_err(|e| {
+                        syn::Error::new(
+                            e.span(),
+                            format!("expected a condition after `cond =`: one of {}", CONDITIONS.join(", ")),
+                        )
+                    })?;
                     let Some(last) = path.segments.last() else {
                         return Ok(());
                     };
@@ -275,14 +338,25 @@ impl Field {
                         cx.error_spanned_by(&path, format!("unknown condition `{name}`{hint}"));
                     }
                 } else if meta.path.is_ident(INIT) {
-                    // #[net(init)]
-                    init.set(&meta.path, meta.path.clone());
+                    // #[net(init)], #[net(init = true)]
+                    if parse_flag(&meta)? {
+                        init.set(&meta.path, meta.path.clone());
+                    }
                 } else if meta.path.is_ident(SKIP) {
-                    // #[net(skip)]
-                    skip.set(&meta.path, meta.path.clone());
+                    // #[net(skip)], #[net(skip = true)]
+                    if parse_flag(&meta)? {
+                        skip.set(&meta.path, meta.path.clone());
+                    }
                 } else if meta.path.is_ident(NOTIFY) {
                     // #[net(notify = on_health_changed)]
-                    let ident: syn::Ident = value(&meta)?.parse()?;
+                    let input = value(&meta)?;
+                    reject_quoted(&meta, "a method name", "on_change")?;
+                    let ident: syn::Ident = input.parse().map_err(|e| {
+                        syn::Error::new(
+                            e.span(),
+                            "expected a method name after `notify =`, for example `notify = on_health_changed`",
+                        )
+                    })?;
                     notify.set(&meta.path, ident);
                 } else if meta.path.is_ident(GROUP) {
                     // #[net(group = "movement")]

@@ -97,6 +97,27 @@ fn check_enum_container(cx: &Ctxt, cont: &Container, variants: &[crate::ast::Var
 
 fn check_generics(cx: &Ctxt, cont: &Container) {
     let is_enum = matches!(cont.data, Data::Enum(_));
+    let generic = cont
+        .generics
+        .params
+        .iter()
+        .any(|p| !matches!(p, syn::GenericParam::Lifetime(_)));
+    if let (true, false, true, Some(token)) = (
+        generic,
+        is_enum,
+        cont.attrs.register,
+        &cont.attrs.register_token,
+    ) {
+        cx.error_spanned_by(
+            token,
+            format!(
+                "a generic type cannot register itself: the derive does not know its type \
+                 arguments; remove `register = true` and register each instantiation with \
+                 `replicate::register!({}<...>);`",
+                cont.ident
+            ),
+        );
+    }
     for param in &cont.generics.params {
         match param {
             syn::GenericParam::Lifetime(l) => cx.error_spanned_by(
@@ -131,7 +152,7 @@ fn check_field(cx: &Ctxt, field: &Field, cont: &Container) {
         return;
     }
 
-    if let (Some(init), Some(cond)) = (&a.init, &a.cond) {
+    if let (Some(_), Some(cond)) = (&a.init, &a.cond) {
         let why = match cond.name.as_str() {
             "InitialOnly" => Some("`init` already means `InitialOnly`; remove one of them"),
             "Never" => {
@@ -143,7 +164,6 @@ fn check_field(cx: &Ctxt, field: &Field, cont: &Container) {
             _ => None,
         };
         if let Some(why) = why {
-            let _ = init;
             cx.error_spanned_by(
                 &cond.ident,
                 format!("`init` contradicts `cond = {}`: {why}", cond.name),
@@ -225,9 +245,34 @@ fn check_config_values(cx: &Ctxt, field: &Field) {
     let a = &field.attrs;
     let get = |name: &str| a.config.iter().find(|c| c.key == name);
 
+    for c in &a.config {
+        if let syn::Expr::Lit(syn::ExprLit {
+            lit: lit @ (syn::Lit::Str(_) | syn::Lit::Bool(_)),
+            ..
+        }) = &c.value
+        {
+            let kind = if matches!(lit, syn::Lit::Str(_)) {
+                "a string"
+            } else {
+                "a bool"
+            };
+            cx.error_spanned_by(
+                &c.value,
+                format!("`{}` takes a number, not {kind}: write it without quotes, for example `{} = 7`", c.key, c.key),
+            );
+        }
+    }
+
     if let Some(bits) = get(BITS) {
         if let Some(v) = literal_number(&bits.value) {
-            if v <= 0.0 {
+            if v < 0.0 {
+                cx.error_spanned_by(
+                    &bits.value,
+                    format!(
+                        "`bits = {v}` is negative; `bits` counts the bits on the wire, so write a whole number of at least 1"
+                    ),
+                );
+            } else if v == 0.0 {
                 cx.error_spanned_by(
                     &bits.value,
                     "`bits = 0` leaves no room for a value; use at least 1, or remove `bits` for the type's full width",
@@ -248,6 +293,9 @@ fn check_config_values(cx: &Ctxt, field: &Field) {
             }
         }
     }
+
+    check_known_keys(cx, field);
+    check_ranged_float(cx, field);
 
     if let (Some(min), Some(max)) = (get(MIN), get(MAX)) {
         if let (Some(lo), Some(hi)) = (literal_number(&min.value), literal_number(&max.value)) {
@@ -277,12 +325,111 @@ fn check_config_values(cx: &Ctxt, field: &Field) {
 
     if let Some(max_len) = get(MAX_LEN) {
         if let Some(v) = literal_number(&max_len.value) {
+            let cap = (a.serializer.is_none() && a.config_base.is_none())
+                .then(|| max_len_cap(field.ty))
+                .flatten();
+            if let Some((cap, what)) = cap.filter(|(cap, _)| v > *cap as f64) {
+                cx.error_spanned_by(
+                    &max_len.value,
+                    format!("`max_len = {v}` is above the limit of {what}: at most {cap}"),
+                );
+            }
             if v <= 0.0 {
                 cx.error_spanned_by(
                     &max_len.value,
                     "`max_len = 0` could only ever send empty values; use at least 1",
                 );
             }
+        }
+    }
+}
+
+/// A config key the field type's built-in serializer does not have, reported with the
+/// keys it does have (for types the derive knows; rustc reports the rest at the key).
+fn check_known_keys(cx: &Ctxt, field: &Field) {
+    let a = &field.attrs;
+    if a.serializer.is_some() || a.config_base.is_some() {
+        return;
+    }
+    let Some((what, keys)) = known_config_keys(field.ty) else {
+        return;
+    };
+    for c in &a.config {
+        let key = c.key.to_string();
+        if keys.contains(&key.as_str()) {
+            continue;
+        }
+        let valid = if keys.is_empty() {
+            "it takes no config keys".to_owned()
+        } else {
+            let list: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
+            format!("its keys are {}", list.join(", "))
+        };
+        cx.error_spanned_by(
+            &c.key,
+            format!(
+                "`{key}` is not a config key of {what}: {valid}; for other keys name a serializer with `serializer = ...`"
+            ),
+        );
+    }
+}
+
+/// `f32`/`f64` with quantization keys use the ranged float serializer, whose range and
+/// resolution must both be written: `min` and `max`, and exactly one of `precision`
+/// (the largest acceptable error) or `bits` (`1..=32`).
+fn check_ranged_float(cx: &Ctxt, field: &Field) {
+    let a = &field.attrs;
+    if a.serializer.is_some() || a.config_base.is_some() {
+        return;
+    }
+    let ty = match primitive_name(field.ty).as_deref() {
+        Some("f32") => "f32",
+        Some("f64") => "f64",
+        _ => return,
+    };
+    let get = |name: &str| a.config.iter().find(|c| c.key == name);
+    let (min, max, precision, bits) = (get(MIN), get(MAX), get(PRECISION), get(BITS));
+    let Some(first) = [min, max, precision, bits].into_iter().flatten().next() else {
+        return;
+    };
+    if precision.is_none() && bits.is_none() {
+        cx.error_spanned_by(
+            &first.key,
+            format!(
+                "a quantized `{ty}` needs a resolution: add `precision = X` (the largest acceptable \
+                 error) or `bits = N` (1..=32), or remove the quantization keys to send it losslessly"
+            ),
+        );
+    }
+    if min.is_none() || max.is_none() {
+        let missing = if min.is_none() { MIN } else { MAX };
+        cx.error_spanned_by(
+            &first.key,
+            format!(
+                "a quantized `{ty}` needs a range: add `{missing} = ...` (both `min` and `max` are \
+                 required), or remove the quantization keys to send it losslessly"
+            ),
+        );
+    }
+    if let (Some(_), Some(b)) = (precision, bits) {
+        cx.error_spanned_by(
+            &b.key,
+            format!(
+                "a quantized `{ty}` takes either `precision` or `bits`, not both: `precision` is \
+                 the largest acceptable error and picks the bits itself"
+            ),
+        );
+    }
+    if let Some(b) = bits.filter(|b| literal_number(&b.value).is_some_and(|v| v > 32.0)) {
+        let v = literal_number(&b.value).unwrap_or_default();
+        {
+            cx.error_spanned_by(
+                &b.value,
+                format!(
+                    "`bits = {v}` is too wide for a quantized `{ty}` (at most 32); remove the \
+                     quantization keys to send it losslessly"
+                ),
+            );
         }
     }
 }

@@ -3,7 +3,7 @@
 //! bodies come from ONE walk over the change-mask slots, so the bit offsets the writer
 //! and the reader use can never drift apart.
 
-use crate::expand::{Member, Model, Slot};
+use crate::model::{Member, Model, Slot};
 use proc_macro2::TokenStream;
 use quote::quote;
 

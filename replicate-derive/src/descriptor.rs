@@ -2,7 +2,8 @@
 //! identity, condition and traits. The protocol identifier is computed from it by
 //! `StateDescriptor::new`. Built once per type (per instantiation for generic types).
 
-use crate::expand::{Model, Slot};
+use crate::ast::unraw;
+use crate::model::{Model, Slot};
 use proc_macro2::TokenStream;
 use quote::quote;
 
@@ -69,7 +70,14 @@ pub fn expand(model: &Model) -> TokenStream {
         }
     };
 
+    let keys = member_keys(model);
+    let self_ty = model.self_ty();
+
     quote! {
+        impl #impl_g #self_ty #where_clause {
+            #(#keys)*
+        }
+
         impl #impl_g #twin_ty #where_clause {
             fn __net_build_descriptor() -> __rp::StateDescriptor {
                 let mut __members = ::std::vec::Vec::new();
@@ -111,4 +119,31 @@ fn member(model: &Model, i: usize, bits: TokenStream, group: TokenStream) -> Tok
             fingerprint: __rp::fingerprint::<#raw>(&#cfg),
         });
     }
+}
+
+/// `pub const HEALTH: MemberKey<Self> = MemberKey::new(i);` per named member, `i` its
+/// position in the descriptor (the order of `descriptor::expand`: slot by slot, a
+/// group's members together).
+fn member_keys(model: &Model) -> Vec<TokenStream> {
+    let order = model.slots.iter().flat_map(|slot| match slot {
+        Slot::Single(i) => vec![*i],
+        Slot::Group(_, members) => members.clone(),
+    });
+    order
+        .enumerate()
+        .filter_map(|(pos, i)| {
+            let m = &model.members[i];
+            let syn::Member::Named(ident) = &m.field.member else {
+                return None;
+            };
+            let name = unraw(ident);
+            let key = syn::Ident::new(&name.to_uppercase(), ident.span());
+            let doc = format!("Change-mask key of the replicated member `{name}`.");
+            Some(quote! {
+                #[doc = #doc]
+                #[allow(dead_code)]
+                pub const #key: __rp::MemberKey<Self> = __rp::MemberKey::new(#pos);
+            })
+        })
+        .collect()
 }

@@ -32,242 +32,35 @@ pub fn expand(cont: &Container, variants: &[Variant]) -> TokenStream {
     };
 
     let mut configs = TokenStream::new();
-    let vf: Vec<Vec<EnumField>> = variants
-        .iter()
-        .enumerate()
-        .map(|(vi, v)| {
-            v.fields
-                .iter()
-                .enumerate()
-                .map(|(fi, field)| {
-                    let ser = crate::expand::default_serializer(field);
-                    let alias = format_ident!("__NetCfg_{}_{}", vi, fi);
-                    let cfg = format_ident!("__NET_CFG_{}_{}", vi, fi);
-                    let base = match &field.attrs.config_base {
-                        Some(b) => quote!(#b),
-                        None => quote!(<#alias as __rp::NetSerializerConfig>::DEFAULT),
-                    };
-                    let value = if field.attrs.config.is_empty() {
-                        base
-                    } else {
-                        let keys = field.attrs.config.iter().map(|c| {
-                            let (k, v) = (&c.key, &c.value);
-                            quote!(#k: #v,)
-                        });
-                        quote!(#alias { #(#keys)* ..#base })
-                    };
-                    configs.extend(quote! {
-                        type #alias = <#ser as __rp::NetSerializer>::Config;
-                        const #cfg: #alias = #value;
-                    });
-                    EnumField {
-                        field,
-                        ser,
-                        cfg,
-                        bind: format_ident!("__f{}", fi),
-                    }
-                })
-                .collect()
-        })
-        .collect();
-
-    // Patterns binding every field of variant `v` of type `path` to `prefix{i}`.
-    let pattern = |path: TokenStream, v: &Variant, fields: &[EnumField], prefix: &str| {
-        let vid = v.ident;
-        let binds: Vec<_> = fields
-            .iter()
-            .map(|f| format_ident!("{}{}", prefix, f.bind))
-            .collect();
-        match v.style {
-            Style::Unit => quote!(#path::#vid),
-            Style::Tuple => quote!(#path::#vid(#(#binds),*)),
-            Style::Named => {
-                let names = fields.iter().map(|f| &f.field.member);
-                quote!(#path::#vid { #(#names: #binds),* })
-            }
-        }
+    let vf = enum_fields(variants, &mut configs);
+    let names = EnumNames {
+        ident,
+        qty: qty.clone(),
+        index_bits,
     };
-    // A constructor of variant `v` of type `path` from per-field expressions.
-    let construct = |path: TokenStream, v: &Variant, values: Vec<TokenStream>| {
-        let vid = v.ident;
-        match v.style {
-            Style::Unit => quote!(#path::#vid),
-            Style::Tuple => quote!(#path::#vid(#(#values),*)),
-            Style::Named => {
-                let names = v.fields.iter().map(|f| &f.member);
-                quote!(#path::#vid { #(#names: #values),* })
-            }
-        }
-    };
-
-    let mut q_variants = Vec::new();
-    let mut quantize = Vec::new();
-    let mut dequantize = Vec::new();
-    let mut serialize = Vec::new();
-    let mut deserialize = Vec::new();
-    let mut delta_same = Vec::new();
-    let mut delta_read = Vec::new();
-    let mut validate = Vec::new();
-    let mut refs = Vec::new();
-    let mut clone = Vec::new();
-    let mut eq = Vec::new();
-    let mut debug = Vec::new();
-    let mut max_bits = Vec::new();
-    let mut fingerprint = Vec::new();
-    let mut validate_config = Vec::new();
-    let mut dynamic = Vec::new();
-    let mut references = Vec::new();
-
+    let mut arms = Arms::default();
     for (vi, (v, fields)) in variants.iter().zip(&vf).enumerate() {
-        let vid = v.ident;
-        let index = vi as u64;
-        let qfield_tys = fields.iter().map(|f| {
-            let ser = &f.ser;
-            quote!(<#ser as __rp::NetSerializer>::Quantized)
-        });
-        q_variants.push(match v.style {
-            Style::Unit => quote!(#vid),
-            Style::Tuple => quote!(#vid(#(#qfield_tys),*)),
-            Style::Named => {
-                let names = fields.iter().map(|f| &f.field.member);
-                quote!(#vid { #(#names: #qfield_tys),* })
-            }
-        });
-        let src = pattern(quote!(#ident), v, fields, "");
-        let q = pattern(quote!(#qty), v, fields, "");
-        let q_a = pattern(quote!(#qty), v, fields, "a");
-        let q_b = pattern(quote!(#qty), v, fields, "b");
-
-        let per =
-            |f: &EnumField,
-             body: &dyn Fn(&TokenStream, &syn::Ident, &syn::Ident) -> TokenStream| {
-                body(&f.ser, &f.cfg, &f.bind)
-            };
-        let map_fields = |body: &dyn Fn(&TokenStream, &syn::Ident, &syn::Ident) -> TokenStream| {
-            fields.iter().map(|f| per(f, body)).collect::<Vec<_>>()
-        };
-
-        quantize.push({
-            let values =
-                map_fields(&|s, c, b| quote!(<#s as __rp::NetSerializer>::quantize(&#c, #b)));
-            let built = construct(quote!(#qty), v, values);
-            quote!(#src => #built,)
-        });
-        dequantize.push({
-            let values =
-                map_fields(&|s, c, b| quote!(<#s as __rp::NetSerializer>::dequantize(&#c, #b)));
-            let built = construct(quote!(#ident), v, values);
-            quote!(#q => #built,)
-        });
-        serialize.push({
-            let writes = map_fields(
-                &|s, c, b| quote!(<#s as __rp::NetSerializer>::serialize(&#c, #b, writer);),
-            );
-            quote!(#q => { writer.write_bits(#index, #index_bits); #(#writes)* })
-        });
-        deserialize.push({
-            let values = map_fields(
-                &|s, c, _| quote!(<#s as __rp::NetSerializer>::deserialize(&#c, reader)?),
-            );
-            let built = construct(quote!(#qty), v, values);
-            quote!(#index => ::core::result::Result::Ok(#built),)
-        });
-        delta_same.push({
-            let writes = fields.iter().map(|f| {
-                let (s, c) = (&f.ser, &f.cfg);
-                let a = format_ident!("a{}", f.bind);
-                let b = format_ident!("b{}", f.bind);
-                quote!(<#s as __rp::NetSerializer>::serialize_delta(&#c, #a, #b, writer);)
-            });
-            quote!((#q_a, #q_b) => { writer.write_bool(true); #(#writes)* })
-        });
-        delta_read.push({
-            let values = fields.iter().map(|f| {
-                let (s, c) = (&f.ser, &f.cfg);
-                let b = format_ident!("b{}", f.bind);
-                quote!(<#s as __rp::NetSerializer>::deserialize_delta(&#c, #b, reader)?)
-            });
-            let built = construct(quote!(#qty), v, values.collect());
-            quote!(#q_b => ::core::result::Result::Ok(#built),)
-        });
-        validate.push({
-            let checks =
-                map_fields(&|s, c, b| quote!(<#s as __rp::NetSerializer>::validate(&#c, #b)?;));
-            quote!(#q => { #(#checks)* })
-        });
-        refs.push({
-            let calls = map_fields(
-                &|s, c, b| quote!(<#s as __rp::NetSerializer>::collect_references(&#c, #b, out);),
-            );
-            quote!(#q => { #(#calls)* })
-        });
-        clone.push({
-            let values = map_fields(&|_, _, b| quote!(::core::clone::Clone::clone(#b)));
-            let built = construct(quote!(#qty), v, values);
-            quote!(#q => #built,)
-        });
-        eq.push({
-            let cmps = fields.iter().map(|f| {
-                let a = format_ident!("a{}", f.bind);
-                let b = format_ident!("b{}", f.bind);
-                quote!(&& ::core::cmp::PartialEq::eq(#a, #b))
-            });
-            quote!((#q_a, #q_b) => true #(#cmps)*,)
-        });
-        debug.push({
-            let vname = unraw(vid);
-            let entries = fields.iter().map(|f| {
-                let b = &f.bind;
-                let n = f.field.display_name();
-                quote!(d.field(#n, #b);)
-            });
-            quote!(#q => { let mut d = f.debug_struct(#vname); #(#entries)* d.finish() })
-        });
-        max_bits.push({
-            let parts = fields.iter().map(|f| {
-                let (s, c) = (&f.ser, &f.cfg);
-                quote! {
-                    v = match (v, <#s as __rp::NetSerializer>::max_bits(&#c)) {
-                        (::core::option::Option::Some(a), ::core::option::Option::Some(b)) => a.checked_add(b),
-                        _ => ::core::option::Option::None,
-                    };
-                }
-            });
-            quote! {{
-                let mut v: ::core::option::Option<u32> = ::core::option::Option::Some(0);
-                #(#parts)*
-                best = match (best, v) {
-                    (::core::option::Option::Some(a), ::core::option::Option::Some(b)) => ::core::option::Option::Some(if a > b { a } else { b }),
-                    _ => ::core::option::Option::None,
-                };
-            }}
-        });
-        fingerprint.push({
-            let vname = unraw(vid);
-            let nfields = fields.len() as u32;
-            let parts = fields.iter().map(|f| {
-                let (s, c) = (&f.ser, &f.cfg);
-                let n = f.field.display_name();
-                quote!(hasher.write_str(#n); <#s as __rp::NetSerializer>::fingerprint(&#c, hasher);)
-            });
-            quote!(hasher.write_str(#vname); hasher.write_u32(#nfields); #(#parts)*)
-        });
-        for f in fields {
-            let (s, c) = (&f.ser, &f.cfg);
-            let prefix = format!(
-                "variant `{}` field `{}`: ",
-                unraw(vid),
-                f.field.display_name()
-            );
-            validate_config.push(quote! {
-                if let ::core::result::Result::Err(e) = <#s as __rp::NetSerializer>::validate_config(&#c) {
-                    return ::core::result::Result::Err(__rp::prefix_error(#prefix, e));
-                }
-            });
-            dynamic.push(quote!(|| <#s as __rp::NetSerializer>::HAS_DYNAMIC_STATE));
-            references.push(quote!(|| <#s as __rp::NetSerializer>::HAS_OBJECT_REFERENCES));
-        }
+        arms.push_variant(&names, vi, v, fields);
     }
+    let Arms {
+        q_variants,
+        quantize,
+        dequantize,
+        serialize,
+        deserialize,
+        delta_same,
+        delta_read,
+        validate,
+        refs,
+        clone,
+        eq,
+        debug,
+        max_bits,
+        fingerprint,
+        validate_config,
+        dynamic,
+        references,
+    } = arms;
 
     let (Some(first), Some(first_fields)) = (variants.first(), vf.first()) else {
         // check() rejects enums without variants.
@@ -450,4 +243,272 @@ pub fn expand_net_enum(cont: &Container, variants: &[Variant]) -> TokenStream {
 /// Whether the enum is fieldless and marks a `#[default]` variant.
 pub fn is_default_fieldless(variants: &[Variant]) -> bool {
     variants.iter().all(|v| v.fields.is_empty()) && variants.iter().any(|v| v.has_default)
+}
+
+/// Each variant's fields with their serializer and config constant; the constants'
+/// items go to `configs`.
+fn enum_fields<'a>(
+    variants: &'a [Variant<'a>],
+    configs: &mut TokenStream,
+) -> Vec<Vec<EnumField<'a>>> {
+    variants
+        .iter()
+        .enumerate()
+        .map(|(vi, v)| {
+            v.fields
+                .iter()
+                .enumerate()
+                .map(|(fi, field)| {
+                    let ser = crate::model::default_serializer(field);
+                    let alias = format_ident!("__NetCfg_{}_{}", vi, fi);
+                    let cfg = format_ident!("__NET_CFG_{}_{}", vi, fi);
+                    let base = match &field.attrs.config_base {
+                        Some(b) => quote!(#b),
+                        None => quote!(<#alias as __rp::NetSerializerConfig>::DEFAULT),
+                    };
+                    let value = if field.attrs.config.is_empty() {
+                        base
+                    } else {
+                        let keys = field.attrs.config.iter().map(|c| {
+                            let (k, v) = (&c.key, &c.value);
+                            quote!(#k: #v,)
+                        });
+                        quote!(#alias { #(#keys)* ..#base })
+                    };
+                    configs.extend(quote! {
+                        type #alias = <#ser as __rp::NetSerializer>::Config;
+                        const #cfg: #alias = #value;
+                    });
+                    EnumField {
+                        field,
+                        ser,
+                        cfg,
+                        bind: format_ident!("__f{}", fi),
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A pattern binding every field of variant `v` of type `path` to `prefix{bind}`.
+fn pattern(path: TokenStream, v: &Variant, fields: &[EnumField], prefix: &str) -> TokenStream {
+    let vid = v.ident;
+    let binds: Vec<_> = fields
+        .iter()
+        .map(|f| format_ident!("{}{}", prefix, f.bind))
+        .collect();
+    match v.style {
+        Style::Unit => quote!(#path::#vid),
+        Style::Tuple => quote!(#path::#vid(#(#binds),*)),
+        Style::Named => {
+            let names = fields.iter().map(|f| &f.field.member);
+            quote!(#path::#vid { #(#names: #binds),* })
+        }
+    }
+}
+
+/// A constructor of variant `v` of type `path` from per-field expressions.
+fn construct(path: TokenStream, v: &Variant, values: Vec<TokenStream>) -> TokenStream {
+    let vid = v.ident;
+    match v.style {
+        Style::Unit => quote!(#path::#vid),
+        Style::Tuple => quote!(#path::#vid(#(#values),*)),
+        Style::Named => {
+            let names = v.fields.iter().map(|f| &f.member);
+            quote!(#path::#vid { #(#names: #values),* })
+        }
+    }
+}
+
+/// The match arms and per-field pieces of every generated function, one entry per
+/// variant (or per field, for the config checks and trait flags).
+#[derive(Default)]
+struct Arms {
+    q_variants: Vec<TokenStream>,
+    quantize: Vec<TokenStream>,
+    dequantize: Vec<TokenStream>,
+    serialize: Vec<TokenStream>,
+    deserialize: Vec<TokenStream>,
+    delta_same: Vec<TokenStream>,
+    delta_read: Vec<TokenStream>,
+    validate: Vec<TokenStream>,
+    refs: Vec<TokenStream>,
+    clone: Vec<TokenStream>,
+    eq: Vec<TokenStream>,
+    debug: Vec<TokenStream>,
+    max_bits: Vec<TokenStream>,
+    fingerprint: Vec<TokenStream>,
+    validate_config: Vec<TokenStream>,
+    dynamic: Vec<TokenStream>,
+    references: Vec<TokenStream>,
+}
+
+impl Arms {
+    /// Adds variant `vi` (`v`, with its `fields`) to every function.
+    fn push_variant(&mut self, names: &EnumNames, vi: usize, v: &Variant, fields: &[EnumField]) {
+        let EnumNames {
+            ident,
+            qty,
+            index_bits,
+        } = names;
+        let index_bits = *index_bits;
+        let vid = v.ident;
+        let index = vi as u64;
+        let qfield_tys = fields.iter().map(|f| {
+            let ser = &f.ser;
+            quote!(<#ser as __rp::NetSerializer>::Quantized)
+        });
+        self.q_variants.push(match v.style {
+            Style::Unit => quote!(#vid),
+            Style::Tuple => quote!(#vid(#(#qfield_tys),*)),
+            Style::Named => {
+                let names = fields.iter().map(|f| &f.field.member);
+                quote!(#vid { #(#names: #qfield_tys),* })
+            }
+        });
+        let src = pattern(quote!(#ident), v, fields, "");
+        let q = pattern(quote!(#qty), v, fields, "");
+        let q_a = pattern(quote!(#qty), v, fields, "a");
+        let q_b = pattern(quote!(#qty), v, fields, "b");
+
+        let per =
+            |f: &EnumField,
+             body: &dyn Fn(&TokenStream, &syn::Ident, &syn::Ident) -> TokenStream| {
+                body(&f.ser, &f.cfg, &f.bind)
+            };
+        let map_fields = |body: &dyn Fn(&TokenStream, &syn::Ident, &syn::Ident) -> TokenStream| {
+            fields.iter().map(|f| per(f, body)).collect::<Vec<_>>()
+        };
+
+        self.quantize.push({
+            let values =
+                map_fields(&|s, c, b| quote!(<#s as __rp::NetSerializer>::quantize(&#c, #b)));
+            let built = construct(quote!(#qty), v, values);
+            quote!(#src => #built,)
+        });
+        self.dequantize.push({
+            let values =
+                map_fields(&|s, c, b| quote!(<#s as __rp::NetSerializer>::dequantize(&#c, #b)));
+            let built = construct(quote!(#ident), v, values);
+            quote!(#q => #built,)
+        });
+        self.serialize.push({
+            let writes = map_fields(
+                &|s, c, b| quote!(<#s as __rp::NetSerializer>::serialize(&#c, #b, writer);),
+            );
+            quote!(#q => { writer.write_bits(#index, #index_bits); #(#writes)* })
+        });
+        self.deserialize.push({
+            let values = map_fields(
+                &|s, c, _| quote!(<#s as __rp::NetSerializer>::deserialize(&#c, reader)?),
+            );
+            let built = construct(quote!(#qty), v, values);
+            quote!(#index => ::core::result::Result::Ok(#built),)
+        });
+        self.delta_same.push({
+            let writes = fields.iter().map(|f| {
+                let (s, c) = (&f.ser, &f.cfg);
+                let a = format_ident!("a{}", f.bind);
+                let b = format_ident!("b{}", f.bind);
+                quote!(<#s as __rp::NetSerializer>::serialize_delta(&#c, #a, #b, writer);)
+            });
+            quote!((#q_a, #q_b) => { writer.write_bool(true); #(#writes)* })
+        });
+        self.delta_read.push({
+            let values = fields.iter().map(|f| {
+                let (s, c) = (&f.ser, &f.cfg);
+                let b = format_ident!("b{}", f.bind);
+                quote!(<#s as __rp::NetSerializer>::deserialize_delta(&#c, #b, reader)?)
+            });
+            let built = construct(quote!(#qty), v, values.collect());
+            quote!(#q_b => ::core::result::Result::Ok(#built),)
+        });
+        self.validate.push({
+            let checks =
+                map_fields(&|s, c, b| quote!(<#s as __rp::NetSerializer>::validate(&#c, #b)?;));
+            quote!(#q => { #(#checks)* })
+        });
+        self.refs.push({
+            let calls = map_fields(
+                &|s, c, b| quote!(<#s as __rp::NetSerializer>::collect_references(&#c, #b, out);),
+            );
+            quote!(#q => { #(#calls)* })
+        });
+        self.clone.push({
+            let values = map_fields(&|_, _, b| quote!(::core::clone::Clone::clone(#b)));
+            let built = construct(quote!(#qty), v, values);
+            quote!(#q => #built,)
+        });
+        self.eq.push({
+            let cmps = fields.iter().map(|f| {
+                let a = format_ident!("a{}", f.bind);
+                let b = format_ident!("b{}", f.bind);
+                quote!(&& ::core::cmp::PartialEq::eq(#a, #b))
+            });
+            quote!((#q_a, #q_b) => true #(#cmps)*,)
+        });
+        self.debug.push({
+            let vname = unraw(vid);
+            let entries = fields.iter().map(|f| {
+                let b = &f.bind;
+                let n = f.field.display_name();
+                quote!(d.field(#n, #b);)
+            });
+            quote!(#q => { let mut d = f.debug_struct(#vname); #(#entries)* d.finish() })
+        });
+        self.max_bits.push({
+            let parts = fields.iter().map(|f| {
+                let (s, c) = (&f.ser, &f.cfg);
+                quote! {
+                    v = match (v, <#s as __rp::NetSerializer>::max_bits(&#c)) {
+                        (::core::option::Option::Some(a), ::core::option::Option::Some(b)) => a.checked_add(b),
+                        _ => ::core::option::Option::None,
+                    };
+                }
+            });
+            quote! {{
+                let mut v: ::core::option::Option<u32> = ::core::option::Option::Some(0);
+                #(#parts)*
+                best = match (best, v) {
+                    (::core::option::Option::Some(a), ::core::option::Option::Some(b)) => ::core::option::Option::Some(if a > b { a } else { b }),
+                    _ => ::core::option::Option::None,
+                };
+            }}
+        });
+        self.fingerprint.push({
+            let vname = unraw(vid);
+            let nfields = fields.len() as u32;
+            let parts = fields.iter().map(|f| {
+                let (s, c) = (&f.ser, &f.cfg);
+                let n = f.field.display_name();
+                quote!(hasher.write_str(#n); <#s as __rp::NetSerializer>::fingerprint(&#c, hasher);)
+            });
+            quote!(hasher.write_str(#vname); hasher.write_u32(#nfields); #(#parts)*)
+        });
+        for f in fields {
+            let (s, c) = (&f.ser, &f.cfg);
+            let prefix = format!(
+                "variant `{}` field `{}`: ",
+                unraw(vid),
+                f.field.display_name()
+            );
+            self.validate_config.push(quote! {
+                if let ::core::result::Result::Err(e) = <#s as __rp::NetSerializer>::validate_config(&#c) {
+                    return ::core::result::Result::Err(__rp::prefix_error(#prefix, e));
+                }
+            });
+            self.dynamic
+                .push(quote!(|| <#s as __rp::NetSerializer>::HAS_DYNAMIC_STATE));
+            self.references
+                .push(quote!(|| <#s as __rp::NetSerializer>::HAS_OBJECT_REFERENCES));
+        }
+    }
+}
+
+/// The names the generated items share.
+struct EnumNames<'a> {
+    ident: &'a syn::Ident,
+    qty: syn::Ident,
+    index_bits: u32,
 }

@@ -4,7 +4,8 @@
 //!
 //! The shape follows serde_derive: [`ast`] and [`attr`] parse the input into a typed
 //! model, [`check`] validates all of it (collecting every error with its span in a
-//! [`ctxt::Ctxt`]), and [`expand`] generates one piece per file.
+//! [`ctxt::Ctxt`]), [`model`] computes the per-member facts every generator reads, and
+//! [`expand`] runs the generators (one piece per file), which depend on the model only.
 
 #![forbid(unsafe_code)]
 
@@ -18,14 +19,14 @@ mod descriptor;
 mod enums;
 mod expand;
 mod fallback;
+mod model;
 mod registration;
 mod symbol;
 mod twin;
 
 use proc_macro::TokenStream;
 
-/// Derives `replicate::Replicated` (plus its quantized twin, descriptor, fragment and
-/// registration) for a struct. See the `replicate` crate docs for the attributes.
+#[doc = include_str!("reference.md")]
 #[proc_macro_derive(Replicated, attributes(net))]
 pub fn derive_replicated(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);

@@ -2,7 +2,7 @@
 //! member name), `NestedReplicated` and `NetDefault` (so the type can be a member of
 //! another replicated type), and the `inventory` submission of non-generic types.
 
-use crate::expand::Model;
+use crate::model::Model;
 use proc_macro2::TokenStream;
 use quote::quote;
 

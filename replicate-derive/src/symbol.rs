@@ -33,6 +33,10 @@ pub const CONFIG_KEYS: &[&str] = &[
     "element_bits",
 ];
 
+/// The keys that ask for quantization: a member with any of them (and no serializer)
+/// gets `<T as NetQuantize>::Serializer` instead of its lossless `NetDefault`.
+pub const QUANTIZE_KEYS: &[&str] = &["min", "max", "precision", "bits"];
+
 pub const BITS: &str = "bits";
 pub const MIN: &str = "min";
 pub const MAX: &str = "max";
@@ -84,6 +88,75 @@ pub fn int_width(name: &str) -> Option<u32> {
         "u64" | "i64" => 64,
         _ => return None,
     })
+}
+
+/// The config keys a built-in field type accepts when the member names no serializer
+/// and no `config = ...` (by the type as written: `u32`, `glam::Vec3`, `Vec<T>`...),
+/// with a description of its serializer. `None` for types the derive does not know.
+pub fn known_config_keys(ty: &syn::Type) -> Option<(String, &'static [&'static str])> {
+    const QUANTIZE: &[&str] = &["min", "max", "precision", "bits"];
+    let syn::Type::Path(p) = ty else {
+        return match ty {
+            syn::Type::Array(_) => Some((
+                "an array (`ArraySerializer`)".into(),
+                &["element", "element_bits"],
+            )),
+            syn::Type::Group(g) => known_config_keys(&g.elem),
+            syn::Type::Paren(p) => known_config_keys(&p.elem),
+            _ => None,
+        };
+    };
+    if p.qself.is_some() {
+        return None;
+    }
+    let last = p.path.segments.last()?;
+    let name = last.ident.to_string();
+    let keys: &'static [&'static str] = match name.as_str() {
+        "u8" | "u16" | "u32" | "u64" | "i8" | "i16" | "i32" | "i64" => &["bits"],
+        "bool" => &[],
+        "f32" | "f64" => QUANTIZE,
+        "Vec2" | "Vec3" | "Vec4" => QUANTIZE,
+        "Quat" => &["bits"],
+        "String" => &["max_len"],
+        "Vec" | "VecDeque" => &["max_len", "element", "element_bits"],
+        "BTreeMap" | "HashMap" => &["max_len"],
+        "BTreeSet" | "HashSet" => &["max_len", "element"],
+        "Option" => {
+            let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+                return None;
+            };
+            let Some(syn::GenericArgument::Type(inner)) = args.args.first() else {
+                return None;
+            };
+            let (what, keys) = known_config_keys(inner)?;
+            return Some((format!("`Option` of {what}"), keys));
+        }
+        _ => return None,
+    };
+    let what = match name.as_str() {
+        "f32" | "f64" | "Vec2" | "Vec3" | "Vec4" => format!(
+            "`{name}` (lossless by default; `min`, `max`, `precision` and `bits` quantize it)"
+        ),
+        "Quat" => "`Quat` (lossless by default; `bits` selects smallest three)".into(),
+        _ => format!("`{name}`"),
+    };
+    Some((what, keys))
+}
+
+/// The largest `max_len` the built-in serializer of a field type accepts (by the type
+/// as written), for the literal check; `None` for types the derive does not know.
+pub fn max_len_cap(ty: &syn::Type) -> Option<(u64, &'static str)> {
+    let syn::Type::Path(p) = ty else {
+        return None;
+    };
+    match p.path.segments.last()?.ident.to_string().as_str() {
+        "String" => Some((1 << 20, "a string (`MAX_STRING_LEN`, in bytes)")),
+        "Vec" | "VecDeque" | "BTreeMap" | "HashMap" | "BTreeSet" | "HashSet" => Some((
+            u16::MAX as u64,
+            "a container (`MAX_CONTAINER_LEN`, in elements)",
+        )),
+        _ => None,
+    }
 }
 
 /// The closest candidate to `word` (for "did you mean" hints), if any is close enough.

@@ -2,7 +2,7 @@
 //! `NetSerializer::Quantized`, with hand-written `Clone`, `PartialEq`, `Default` and
 //! `Debug` (derives would add wrong bounds on generic parameters).
 
-use crate::expand::Model;
+use crate::model::Model;
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 

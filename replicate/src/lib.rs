@@ -24,7 +24,7 @@
 //!     /// f32 with range keys: quantized to 0.1 steps in 0..=1000 (14 bits).
 //!     #[net(min = 0.0, max = 1000.0, precision = 0.1)]
 //!     health: f32,
-//!     /// glam::Vec3 with the default vector config (±2^20, 1 unit: 21 bits per axis).
+//!     /// glam::Vec3 without keys: lossless, each axis as a full `f32`.
 //!     position: glam::Vec3,
 //!     /// Receiving side calls `on_rotation(&old)` after the new value is applied.
 //!     #[net(notify = on_rotation)]
@@ -115,9 +115,9 @@
 //! | attribute | meaning |
 //! |---|---|
 //! | `serializer = Path` | the member's [`NetSerializer`](serialize::NetSerializer); its `Source` must be the field's type (otherwise the field's default, below) |
-//! | `bits = N` | config key: bits on the wire (`1..=` the type's width for integers) |
-//! | `min = X`, `max = X` | config keys: the quantization range (`min < max`); on `f32`/`f64` they select the ranged float serializer |
-//! | `precision = X` | config key: the largest acceptable step (`> 0`) |
+//! | `bits = N` | config key: bits on the wire (`1..=` the type's width for integers, `1..=32` for quantized floats and vectors, `4..=20` for quaternions) |
+//! | `min = X`, `max = X` | config keys: the quantization range (`min < max`) |
+//! | `precision = X` | config key: the largest acceptable error (`> 0`), not a grid step: the serializer picks a step no coarser than it, so a value in range arrives within `precision` |
 //! | `max_len = N` | config key: most bytes of a string, most elements of a container (`>= 1`) |
 //! | `element_bits = N` | config key: per-element change-mask bits of a `Vec`/array (`1 + N` bits in all) |
 //! | `element = CONFIG`, `max_count = N`, `scale = X` | further config keys, for serializers whose config has them |
@@ -128,10 +128,20 @@
 //! | `notify = method` | after an apply that changed the member, the receiving side calls `fn method(&mut self, old: &FieldType)` (the field type must be `PartialEq`) |
 //! | `group = "name"` | members with the same group share one change bit and are sent together; they must share `cond` and `init` |
 //!
+//! Float members are lossless unless they ask for quantization: any of `min`, `max`,
+//! `precision` or `bits` (without `serializer = ...`) selects the type's quantizing
+//! serializer ([`NetQuantize`](serialize::NetQuantize)) instead of its lossless
+//! default. A quantized `f32`/`f64` needs `min`, `max` and exactly one of `precision` or
+//! `bits`; a vector takes a range and a `precision` (or `bits`).
+//!
 //! A config key becomes a field of the serializer's config struct, so a key the chosen
 //! serializer does not have is a compile error at the key. Literal values are checked
-//! by the derive (`bits = 0`, `bits` wider than an integer field, `min >= max`,
-//! `precision <= 0`, `max_len = 0`); everything else is checked by
+//! by the derive (`bits = 0` or negative, `bits` wider than the type, `min >= max`,
+//! `precision <= 0`, `max_len = 0`, a quantized float without range or resolution);
+//! constant expressions (`bits = MY_BITS`) and every quantized member's whole config
+//! are checked at compile time by `const` assertions (the config's `const_check`).
+//! What remains (the float resolution of a very fine ranged `f32`/`f64` step,
+//! explicit serializers' configs) is checked by
 //! [`NetSerializer::validate_config`](serialize::NetSerializer::validate_config) when
 //! the type is registered.
 //!
@@ -142,7 +152,7 @@
 //! | `name = "..."` | the stable wire name (default: the type's identifier; generic types append their type arguments); part of the protocol id, and must be unique in a registry |
 //! | `crate = "path"` | where the runtime is, when it is renamed or re-exported (default `::replicate`) |
 //! | `delta = false` | turn off delta compression against acknowledged baselines for this type |
-//! | `register = false` | do not submit the type to the `inventory` registry (for member-only types and tests) |
+//! | `register = false` | do not submit the type to the `inventory` registry (for member-only types and tests); generic types are never submitted by the derive (`register = true` on one is a compile error): register each instantiation with [`register!`]`(Tagged<u32>)` |
 //!
 //! Default serializer per field type (`<T as NetDefault>::Serializer`):
 //!
@@ -151,13 +161,25 @@
 //! | `bool` | `BoolSerializer` | 1 bit |
 //! | `u8`, `i8` | `U8Serializer`, `I8Serializer` | 8 bits |
 //! | `u16`..`u64`, `i16`..`i64` | `U16Serializer`.. | a zero flag, then the full width (`[1]` for zero) |
-//! | `f32`, `f64` | `F32Serializer`, `F64Serializer` | full float: `[0]` for `0.0`, else `[1]` + 32/64 bits |
-//! | `f32`/`f64` with `min`/`max`/`precision`/`bits` | `RangedF32Serializer`, `RangedF64Serializer` | `bits` per value (from `precision` when unset) |
-//! | `glam::Vec2`, `glam::Vec3` | `Vec2Serializer`, `Vec3Serializer` | per axis in `-2^20..2^20` at precision 1 (21 bits); keys `min`, `max`, `precision`, `bits` |
-//! | `glam::Quat`, `Transform` | `QuatSerializer`, `TransformSerializer` | smallest three |
+//! | `f32`, `f64` | `F32Serializer`, `F64Serializer` | lossless: `[0]` for `0.0`, else `[1]` + 32/64 bits |
+//! | `glam::Vec2`, `Vec3`, `Vec4` | `Vec2F32Serializer`, `Vec3F32Serializer`, `Vec4F32Serializer` | lossless: each axis as `f32` (1 or 33 bits) |
+//! | `glam::Quat` | `QuatF32Serializer` | lossless: four `f32` components, not renormalised |
+//! | `f32`/`f64` with `min`, `max` and `precision` or `bits` | `RangedF32Serializer`, `RangedF64Serializer` | `bits` per value (from `precision` when unset) |
+//! | `glam::Vec2`/`Vec3`/`Vec4` with `min`/`max`/`precision`/`bits` | `Vec2Serializer`, `Vec3Serializer`, `Vec4Serializer` | per axis over the range (unset keys: `-2^20..2^20`, precision 1, at most 32 bits) |
+//! | `glam::Quat` with `bits` | `QuatSerializer` | smallest three, `2 + 3 * bits` |
+//! | [`Transform`](serialize::Transform) | `TransformF32Serializer` | lossless: translation, rotation, scale as above; the quantizing `TransformSerializer` is opt-in with `serializer = TransformSerializer` |
 //! | [`Rotator`](serialize::Rotator) | `RotatorSerializer` | 3 "non-zero" bits, 16 bits per non-zero angle |
 //! | `String` | `StringSerializer` | `max_len` 1024 bytes, length prefix then UTF-8 |
 //! | `Option<T>`, `Vec<T>`, `[T; N]`, `BTreeMap`, `BTreeSet` | the container serializers | elements by `T`'s default; `max_len` 1024 |
+//! | `usize`, `isize` | `UsizeSerializer`, `IsizeSerializer` | as `u64` / `i64`; a value that does not fit the receiver's width is a read error |
+//! | `u128`, `i128` | `U128Serializer`, `I128Serializer` | a zero flag, then 128 bits |
+//! | `char` | `CharSerializer` | as `u32`; not a Unicode scalar value is a read error |
+//! | `Box<T>` | `BoxSerializer` | as `T` |
+//! | `std::time::Duration` | `DurationSerializer` | seconds as `u64`, then 30 bits of nanoseconds (checked `< 10^9`) |
+//! | tuples of 2 to 4 elements | `Tuple2Serializer`.. | each element by its default; `config = (A, B)` |
+//! | `VecDeque<T>` | `VecDequeSerializer` | as `Vec<T>` |
+//! | `HashMap<K, V>`, `HashSet<T>` | `HashMapSerializer`, `HashSetSerializer` | as `BTreeMap` / `BTreeSet`: sorted by quantized key (deterministic); keys must be `Ord` |
+//! | `glam::IVec2/3`, `UVec2/3`, `DVec3`, `Vec3A` | `IVec2Serializer`.. | each component by its scalar default (lossless) |
 //! | [`NetRefHandle`] | `NetRefHandleSerializer` | an object reference |
 //! | a `#[derive(Replicated)]` struct | [`NestedSerializer`](nested::NestedSerializer) | the inner members selected by its own change bits |
 //! | a fieldless enum with `#[default]` (`Replicated` or `NetEnum` derive) | `EnumSerializer` | the variant index in `ceil(log2(variants))` bits |
@@ -262,6 +284,7 @@ pub mod __private {
     pub use crate::state::{
         ChangeMask, Condition, MemberDescriptor, Replicated, ReplicatedState, StateDescriptor,
     };
+    pub use crate::{nested::support::NotifyCompare, serialize::NetQuantize, state::MemberKey};
     pub use inventory;
     pub use std::sync::OnceLock;
 

@@ -190,6 +190,25 @@ pub mod support {
     use super::*;
     use crate::state::StateDescriptor;
 
+    /// The comparison behind `#[net(notify = ...)]`: the hook runs only when the applied
+    /// value differs from the old one, so the member's type must be `PartialEq`.
+    #[diagnostic::on_unimplemented(
+        message = "`#[net(notify = ...)]` compares the old and the new value, but `{Self}` is not `PartialEq`",
+        label = "`{Self}` cannot be compared",
+        note = "derive or implement `PartialEq` for `{Self}`, or remove `notify` from this member"
+    )]
+    pub trait NotifyCompare {
+        /// Whether `self` (the new value) differs from `old`.
+        fn notify_changed(&self, old: &Self) -> bool;
+    }
+
+    impl<T: PartialEq> NotifyCompare for T {
+        #[inline]
+        fn notify_changed(&self, old: &Self) -> bool {
+            self != old
+        }
+    }
+
     /// The stable fingerprint of a member's serializer and config.
     pub fn fingerprint<S: NetSerializer>(config: &S::Config) -> u64 {
         let mut h = StableHasher::new();

@@ -207,7 +207,11 @@ pub struct DependentObjectInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ObjectError {
     /// The type is not in the protocol registry.
-    #[error("type `{0}` is not registered in the protocol registry")]
+    #[error(
+        "type `{0}` is not registered in the protocol registry; `#[derive(Replicated)]` registers \
+         non-generic types unless `#[net(register = false)]`, and a generic type needs \
+         `replicate::register!(Type<Args>)` for each instantiation"
+    )]
     UnregisteredType(&'static str),
     /// The handle does not name a live object.
     #[error("no live object with handle {0}")]

@@ -233,6 +233,42 @@ fn new_state<T: Replicated>() -> Box<dyn ErasedState> {
 
 inventory::collect!(Registration);
 
+/// Registers concrete instantiations of generic replicated types, which
+/// `#[derive(Replicated)]` cannot register itself (it does not know which
+/// instantiations the game uses). Write it at item level, once per instantiation
+/// (anywhere in the program that is linked in); each gets its own wire name
+/// (`Tagged<u32>`) and protocol id.
+///
+/// ```
+/// use replicate::{ProtocolRegistry, Replicated};
+///
+/// #[derive(Replicated, Default)]
+/// struct Tagged<T: Send + 'static> {
+///     tag: u8,
+///     value: T,
+/// }
+///
+/// replicate::register!(Tagged<u32>, Tagged<String>);
+///
+/// let registry = ProtocolRegistry::from_inventory().unwrap();
+/// assert!(registry.index_of::<Tagged<u32>>().is_some());
+/// assert!(registry.index_of::<Tagged<String>>().is_some());
+/// assert!(registry.index_of::<Tagged<u8>>().is_none());
+/// ```
+///
+/// Non-generic types are registered by the derive (unless `#[net(register = false)]`);
+/// registering one again is a duplicate-name error at start-up.
+#[macro_export]
+macro_rules! register {
+    ($($ty:ty),+ $(,)?) => {
+        $(
+            $crate::__private::inventory::submit! {
+                $crate::__private::Registration::of::<$ty>()
+            }
+        )+
+    };
+}
+
 /// A registry error, raised at start-up.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ProtocolError {

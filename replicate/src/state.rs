@@ -319,6 +319,79 @@ pub trait ReplicatedState:
     fn collect_references(&self, out: &mut Vec<NetRefHandle>);
 }
 
+/// A typed key for one replicated member of `T`: `#[derive(Replicated)]` generates
+/// one per named member as an associated constant, the member's name in upper case
+/// (`Player::HEALTH` for `health`), so game code tests change masks without strings.
+///
+/// ```
+/// use replicate::{ChangeMask, Replicated, ReplicatedState};
+///
+/// #[derive(Replicated, Default)]
+/// #[net(register = false)]
+/// struct Player { health: u8, #[net(group = "aim")] pitch: i16, ammo: u16, #[net(group = "aim")] yaw: i16 }
+///
+/// let before = Player::default().to_state();
+/// let now = Player { ammo: 3, yaw: 9, ..Default::default() }.to_state();
+/// let mut mask = ChangeMask::new(Player::descriptor().change_mask_bits);
+/// now.diff(&before, &mut mask, 0);
+/// assert!(mask.contains(Player::AMMO) && mask.contains(Player::YAW));
+/// assert!(mask.contains(Player::PITCH)); // shares the group's bit
+/// assert!(!mask.contains(Player::HEALTH));
+/// assert_eq!(Player::AMMO.name(), "ammo");
+/// ```
+pub struct MemberKey<T> {
+    index: usize,
+    _type: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for MemberKey<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for MemberKey<T> {}
+
+impl<T> std::fmt::Debug for MemberKey<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("MemberKey").field(&self.index).finish()
+    }
+}
+
+impl<T: Replicated> MemberKey<T> {
+    /// The key of the member at `index` in `T`'s descriptor (generated code only).
+    #[doc(hidden)]
+    pub const fn new(index: usize) -> Self {
+        Self {
+            index,
+            _type: std::marker::PhantomData,
+        }
+    }
+
+    /// The member's position in `T`'s descriptor.
+    pub fn index(self) -> usize {
+        self.index
+    }
+
+    /// The member's descriptor (name, change-mask bits, serializer, condition).
+    pub fn descriptor(self) -> &'static MemberDescriptor {
+        &T::descriptor().members[self.index]
+    }
+
+    /// The member's name.
+    pub fn name(self) -> &'static str {
+        self.descriptor().name
+    }
+}
+
+impl ChangeMask {
+    /// Whether any change bit of `member` is set (a mask of `T`, at offset 0).
+    pub fn contains<T: Replicated>(&self, member: MemberKey<T>) -> bool {
+        let m = member.descriptor();
+        self.any_in(m.change_mask_offset, m.change_mask_bits)
+    }
+}
+
 /// A game type replicated by the system (`#[derive(Replicated)]`).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a replicated type",

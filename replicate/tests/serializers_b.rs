@@ -779,10 +779,18 @@ fn net_defaults_resolve() {
     fn name_of<T: NetDefault>() -> &'static str {
         <T::Serializer as NetSerializer>::NAME
     }
-    assert_eq!(name_of::<Vec2>(), "Vec2");
-    assert_eq!(name_of::<Vec3>(), "Vec3");
-    assert_eq!(name_of::<Quat>(), "Quat");
-    assert_eq!(name_of::<Transform>(), "Transform");
+    // Float types are lossless by default; quantization is NetQuantize's.
+    assert_eq!(name_of::<Vec2>(), "Vec2F32");
+    assert_eq!(name_of::<Vec3>(), "Vec3F32");
+    assert_eq!(name_of::<Quat>(), "QuatF32");
+    fn quantized<T: replicate::serialize::NetQuantize>() -> &'static str {
+        <<T as replicate::serialize::NetQuantize>::Serializer as NetSerializer>::NAME
+    }
+    assert_eq!(quantized::<Vec2>(), "Vec2");
+    assert_eq!(quantized::<Vec3>(), "Vec3");
+    assert_eq!(quantized::<Quat>(), "Quat");
+    assert_eq!(quantized::<f32>(), "RangedF32");
+    assert_eq!(name_of::<Transform>(), "TransformF32");
     assert_eq!(name_of::<String>(), "String");
     assert_eq!(name_of::<Guid>(), "Guid");
     assert_eq!(name_of::<Option<u8>>(), "Option");

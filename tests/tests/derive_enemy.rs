@@ -1,7 +1,7 @@
 //! The seed's `AEnemy` (health, position, rotation with a rep-notify) through
 //! `#[derive(Replicated)]`: change-mask layout, poll, serialize with a mask, apply on a
 //! fresh instance with exactly one notification.
-//! `position` is a `glam::Vec3` with the default vector serializer.
+//! `position` is a `glam::Vec3` with the default (lossless) vector serializer.
 
 use replicate::bits::{BitReader, BitWriter};
 use replicate::serialize::{F32Serializer, NetSerializer, NoConfig, Rotator, RotatorSerializer};
@@ -48,7 +48,7 @@ fn change_mask_layout_is_one_bit_per_member() {
     assert_eq!(d.name, "Enemy");
     assert!(d.members[2].has_notify && !d.members[0].has_notify);
     assert_eq!(d.members[0].serializer, "f32");
-    assert_eq!(d.members[1].serializer, "Vec3");
+    assert_eq!(d.members[1].serializer, "Vec3F32");
 }
 
 #[test]

@@ -11,7 +11,9 @@ use crate::report::{Json, Table, f, svg, write_file};
 use glam::{Quat, Vec3};
 use replicate::Replicated;
 use replicate::internals::link::SplitMix64;
-use replicate::serialize::{AxesConfig, QuatConfig, Vec3AxesSerializer, VectorConfig};
+use replicate::serialize::{
+    AxesConfig, QuatConfig, QuatSerializer, Vec3AxesSerializer, VectorConfig,
+};
 use std::time::Duration;
 
 /// 1/512 m over ±256 m horizontally (19 bits: 262 145 values) and 0–32 m vertically
@@ -33,7 +35,7 @@ pub struct Cube {
     #[net(serializer = Vec3AxesSerializer, config = CUBE_POSITION)]
     pub position: Vec3,
     /// Smallest three, 9 bits per component.
-    #[net(config = CUBE_ORIENTATION)]
+    #[net(serializer = QuatSerializer, config = CUBE_ORIENTATION)]
     pub orientation: Quat,
     /// Whether the cube is being pushed (Fiedler's `interacting` bit).
     pub interacting: bool,

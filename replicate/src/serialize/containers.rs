@@ -264,6 +264,12 @@ impl<T: NetDefault> NetDefault for Option<T> {
     type Serializer = OptionSerializer<T::Serializer>;
 }
 
+/// `#[net(bits = 7)]` on an `Option<u8>` quantizes the inner value.
+impl<T: super::NetQuantize> super::NetQuantize for Option<T> {
+    type Serializer = OptionSerializer<<T as super::NetQuantize>::Serializer>;
+    const BITS: (u32, u32) = T::BITS;
+}
+
 // ---------------------------------------------------------------------------------------
 // Shared element-tracking helpers (Vec and fixed arrays)
 // ---------------------------------------------------------------------------------------

@@ -48,7 +48,9 @@
 //! assert_eq!(roundtrip::<RangedF32Serializer>(&steering, &7.0).unwrap(), (10, 1.0));
 //! ```
 
-use super::{NetDefault, NetSerializer, NetSerializerConfig, NoConfig, Result, StableHasher};
+use super::{
+    NetDefault, NetQuantize, NetSerializer, NetSerializerConfig, NoConfig, Result, StableHasher,
+};
 use crate::bits::{BitReader, BitWriter};
 
 /// The canonical quiet NaN every `f32` NaN is quantized to.
@@ -57,7 +59,7 @@ pub const CANONICAL_NAN_F32: u32 = 0x7FC0_0000;
 pub const CANONICAL_NAN_F64: u64 = 0x7FF8_0000_0000_0000;
 
 #[inline]
-fn canonical_f32_bits(bits: u32) -> u32 {
+pub(super) fn canonical_f32_bits(bits: u32) -> u32 {
     if bits == 0x8000_0000 {
         0
     } else if f32::from_bits(bits).is_nan() {
@@ -137,6 +139,11 @@ impl NetDefault for f32 {
     type Serializer = F32Serializer;
 }
 
+impl NetQuantize for f32 {
+    type Serializer = RangedF32Serializer;
+    const BITS: (u32, u32) = (1, 32);
+}
+
 /// `f64` at full precision: `[0]` for zero (1 bit), else `[1][64 raw bits]` (65 bits,
 /// low word first). `-0.0` is sent as `+0.0` and NaNs as the canonical quiet NaN; see
 /// the [module docs](self).
@@ -186,6 +193,11 @@ impl NetSerializer for F64Serializer {
 
 impl NetDefault for f64 {
     type Serializer = F64Serializer;
+}
+
+impl NetQuantize for f64 {
+    type Serializer = RangedF64Serializer;
+    const BITS: (u32, u32) = (1, 32);
 }
 
 /// Configuration of the ranged fixed-point float serializers.
@@ -260,6 +272,53 @@ impl FloatRangeConfig {
             precision,
             bits: 0,
         }
+    }
+
+    /// The checks `#[derive(Replicated)]` runs on a member's config at compile time
+    /// (the same rules as [`NetSerializerConfig::validate`], with fixed messages): a
+    /// finite, ordered range and exactly one of `bits` (`1..=32`) or `precision` (`> 0`,
+    /// at most `2^32 - 1` steps over the range).
+    pub const fn const_check(&self) -> std::result::Result<(), &'static str> {
+        if !self.min.is_finite() || !self.max.is_finite() {
+            return Err("`min` and `max` must both be finite numbers");
+        }
+        if self.min >= self.max {
+            return Err("`min` must be less than `max`; swap them or widen the range");
+        }
+        if !(self.max - self.min).is_finite() {
+            return Err("the range `max - min` overflows; narrow it");
+        }
+        if self.bits > 32 {
+            return Err(
+                "`bits` is too wide for a ranged float (at most 32); use fewer bits, or remove \
+                 the quantization keys for the lossless default",
+            );
+        }
+        if self.bits != 0 {
+            if self.precision != 0.0 {
+                return Err(
+                    "a ranged float takes either `bits` or `precision`, not both; `precision` is the \
+                     largest acceptable error and picks the bits itself",
+                );
+            }
+            return Ok(());
+        }
+        if self.precision == 0.0 {
+            return Err(
+                "a ranged float needs a resolution: add `precision = X` (the largest acceptable \
+                 error) or `bits = N` (1..=32)",
+            );
+        }
+        if !(self.precision > 0.0 && self.precision.is_finite()) {
+            return Err("`precision` must be a finite number greater than 0");
+        }
+        if (self.max - self.min) / self.precision >= u32::MAX as f64 {
+            return Err(
+                "`precision` is too fine for 32 bits over this range; use a coarser precision or a \
+                 narrower range",
+            );
+        }
+        Ok(())
     }
 
     fn range(&self) -> f64 {
@@ -645,6 +704,28 @@ impl NetSerializer for UnitF32Serializer {
 mod tests {
     use super::super::roundtrip;
     use super::*;
+
+    proptest::proptest! {
+        /// The derive's compile-time check accepts exactly what the config's own
+        /// validation does (the serializers add an f32/f64 resolution check on top).
+        #[test]
+        fn const_check_agrees_with_config_validate(
+            min in -1e6f64..1e6, span in -1.0f64..2e6, precision in 0.0f64..10.0, bits in 0u32..40, use_bits: bool,
+        ) {
+            let c = FloatRangeConfig {
+                min,
+                max: min + span,
+                precision: if use_bits { 0.0 } else { precision },
+                bits: if use_bits { bits } else { 0 },
+            };
+            proptest::prop_assert_eq!(
+                c.const_check().is_ok(),
+                NetSerializerConfig::validate(&c).is_ok(),
+                "{:?}",
+                c
+            );
+        }
+    }
 
     fn bits_of<S: NetSerializer>(c: &S::Config, q: &S::Quantized) -> usize {
         let mut w = BitWriter::with_capacity_bits(256);

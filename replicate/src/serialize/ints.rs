@@ -12,7 +12,7 @@
 //! Deltas use the residual code of [`super::delta`]: `[0][k selector][Exp-Golomb code of
 //! the zigzagged difference]`, or `[1]` and the full encoding when that is not longer.
 
-use super::{NetDefault, NetSerializer, NetSerializerConfig, Result, StableHasher};
+use super::{NetDefault, NetQuantize, NetSerializer, NetSerializerConfig, Result, StableHasher};
 use crate::bits::{BitReader, BitWriter, sign_extend};
 
 /// Configuration of the integer serializers.
@@ -34,6 +34,18 @@ impl IntConfig {
         } else {
             self.bits
         }
+    }
+}
+
+impl IntConfig {
+    /// The check `#[derive(Replicated)]` runs on a member's config at compile time:
+    /// nothing beyond the per-type width, which the derive checks against
+    /// [`NetQuantize::BITS`].
+    pub const fn const_check(&self) -> std::result::Result<(), &'static str> {
+        if self.bits > 64 {
+            return Err("`bits` is wider than any integer (at most 64)");
+        }
+        Ok(())
     }
 }
 
@@ -216,6 +228,11 @@ macro_rules! unsigned_serializer {
         impl NetDefault for $ty {
             type Serializer = $name;
         }
+
+        impl NetQuantize for $ty {
+            type Serializer = $name;
+            const BITS: (u32, u32) = (1, $width);
+        }
     };
 }
 
@@ -258,6 +275,11 @@ macro_rules! signed_serializer {
 
         impl NetDefault for $ty {
             type Serializer = $name;
+        }
+
+        impl NetQuantize for $ty {
+            type Serializer = $name;
+            const BITS: (u32, u32) = (1, $width);
         }
     };
 }

@@ -21,12 +21,14 @@
 use crate::bits::{BitError, BitReader, BitWriter};
 use thiserror::Error;
 
+pub mod common;
 pub mod containers;
 pub mod delta;
 pub mod enums;
 #[cfg(feature = "serde")]
 pub mod fallback;
 pub mod float;
+pub mod full;
 pub mod ints;
 pub mod mask;
 pub mod misc;
@@ -37,6 +39,12 @@ pub mod rotator;
 pub mod string;
 pub mod vector;
 
+pub use common::{
+    BoxSerializer, CharSerializer, DVec3Serializer, DurationSerializer, HashMapSerializer,
+    HashSetSerializer, I128Serializer, IVec2Serializer, IVec3Serializer, IsizeSerializer,
+    Tuple2Serializer, Tuple3Serializer, Tuple4Serializer, U128Serializer, UVec2Serializer,
+    UVec3Serializer, UsizeSerializer, Vec3ASerializer, VecDequeSerializer,
+};
 pub use containers::{
     ArrayConfig, ArraySerializer, DEFAULT_CONTAINER_LEN, MAX_CONTAINER_LEN, MapConfig,
     MapSerializer, OptionSerializer, SetConfig, SetSerializer, VecConfig, VecSerializer,
@@ -48,6 +56,10 @@ pub use fallback::{SerdeConfig, SerdeSerializer};
 pub use float::{
     CANONICAL_NAN_F32, CANONICAL_NAN_F64, F32Serializer, F64Serializer, FloatRangeConfig,
     RangedF32Serializer, RangedF64Serializer, UnitF32Serializer,
+};
+pub use full::{
+    QuatF32Serializer, TransformF32Serializer, Vec2F32Serializer, Vec3F32Serializer,
+    Vec4F32Serializer,
 };
 pub use ints::{
     BoolSerializer, I8Serializer, I16Serializer, I32Serializer, I64Serializer, IntConfig,
@@ -74,7 +86,7 @@ pub use string::{
 };
 pub use vector::{
     AxesConfig, UnitVec3Serializer, UnitVecConfig, Vec2Serializer, Vec3AxesSerializer,
-    Vec3Serializer, VectorConfig,
+    Vec3Serializer, Vec4Serializer, VectorConfig,
 };
 
 /// An error decoding received data.
@@ -453,11 +465,40 @@ pub trait NetSerializer: 'static {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` has no default net serializer",
     label = "no default serializer for this field type",
-    note = "name one with `#[net(serializer = path::To::Serializer)]`, implement `replicate::serialize::NetDefault` for `{Self}`, or mark the field `#[net(skip)]`"
+    note = "name a serializer on the field: `#[net(serializer = replicate::serialize::SerdeSerializer<{Self}>)]` sends any serde type, or a serializer of your own; or mark the field `#[net(skip)]`; for a type defined in your crate you can also implement `replicate::serialize::NetDefault` for it"
 )]
 pub trait NetDefault {
     /// The default serializer.
     type Serializer: NetSerializer<Source = Self>;
+}
+
+/// The serializer a field of this type gets when its `#[net(...)]` attribute asks for
+/// quantization with `min`, `max`, `precision` or `bits` and names no serializer.
+///
+/// Without those keys a field gets its lossless [`NetDefault`]; with them, this one:
+///
+/// | type | serializer | config | `bits` |
+/// |---|---|---|---|
+/// | `u8`..`u64`, `i8`..`i64` | the same as [`NetDefault`] | [`IntConfig`] | `1..=` width |
+/// | `f32`, `f64` | [`RangedF32Serializer`], [`RangedF64Serializer`] | [`FloatRangeConfig`] | `1..=32` |
+/// | `glam::Vec2`, `Vec3`, `Vec4` | [`Vec2Serializer`], [`Vec3Serializer`], [`Vec4Serializer`] | [`VectorConfig`] | `1..=32` |
+/// | `glam::Quat` | [`QuatSerializer`] (smallest three) | [`QuatConfig`] | `4..=20` |
+///
+/// The derive checks the keys against [`BITS`](Self::BITS) and the config's
+/// `const_check` at compile time, so implementing this trait for a type of your own
+/// requires its serializer's config to have an inherent
+/// `pub const fn const_check(&self) -> Result<(), &'static str>` (like
+/// [`FloatRangeConfig::const_check`]).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no quantizing serializer for `min`, `max`, `precision` or `bits`",
+    label = "quantization keys on a type without a quantizing serializer",
+    note = "`min`, `max`, `precision` and `bits` select a quantizing serializer for integers, `f32`, `f64`, `glam::Vec2`/`Vec3`/`Vec4` and `glam::Quat`; for `{Self}`, name a serializer with `#[net(serializer = ...)]` and pass its config keys"
+)]
+pub trait NetQuantize: NetDefault {
+    /// The quantizing serializer.
+    type Serializer: NetSerializer<Source = Self>;
+    /// The accepted `bits` values, inclusive.
+    const BITS: (u32, u32);
 }
 
 /// Round-trips `source` through quantize/serialize/deserialize/dequantize.

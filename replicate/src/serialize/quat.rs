@@ -46,7 +46,9 @@ use glam::{Quat, Vec3};
 
 use super::delta::{Component, read_residuals, write_residuals};
 use super::vector::{Quantizer, Vec3Serializer, VectorConfig};
-use super::{NetDefault, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher};
+use super::{
+    NetQuantize, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher,
+};
 use crate::bits::{BitReader, BitWriter};
 
 /// Configuration of [`QuatSerializer`]; see the [module docs](self).
@@ -63,6 +65,17 @@ impl QuatConfig {
     #[inline]
     fn quantizer(&self) -> Quantizer {
         Quantizer::symmetric(std::f64::consts::FRAC_1_SQRT_2, self.bits.clamp(2, 32))
+    }
+}
+
+impl QuatConfig {
+    /// The check `#[derive(Replicated)]` runs on a member's config at compile time:
+    /// `bits` in `4..=20`.
+    pub const fn const_check(&self) -> std::result::Result<(), &'static str> {
+        if self.bits < 4 || self.bits > 20 {
+            return Err("`bits` must be in 4..=20 for a smallest-three quaternion");
+        }
+        Ok(())
     }
 }
 
@@ -305,8 +318,9 @@ impl NetSerializer for QuatSerializer {
     }
 }
 
-impl NetDefault for Quat {
+impl NetQuantize for Quat {
     type Serializer = QuatSerializer;
+    const BITS: (u32, u32) = (4, 20);
 }
 
 /// A translation, rotation and non-uniform scale (applied scale, then rotation, then
@@ -574,10 +588,6 @@ impl NetSerializer for TransformSerializer {
                 + Vec3Serializer::max_bits(&config.scale)?,
         )
     }
-}
-
-impl NetDefault for Transform {
-    type Serializer = TransformSerializer;
 }
 
 #[cfg(test)]

@@ -59,10 +59,12 @@
 //! assert_eq!(v, Vec3::new(100.0, -2.0, 8.0));
 //! ```
 
-use glam::{Vec2, Vec3};
+use glam::{Vec2, Vec3, Vec4};
 
 use super::delta::{Component, MAX_RESIDUAL_COMPONENTS, read_residuals, write_residuals};
-use super::{NetDefault, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher};
+use super::{
+    NetQuantize, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher,
+};
 use crate::bits::{BitReader, BitWriter, bits_for_count};
 
 /// Fixed-point quantizer of one `f32` component: `value = min + index * step`,
@@ -319,6 +321,65 @@ impl VectorConfig {
         }
     }
 
+    /// The checks `#[derive(Replicated)]` runs on a member's config at compile time
+    /// (the rules of [`NetSerializerConfig::validate`] except the `f32` resolution
+    /// check, with fixed messages).
+    pub const fn const_check(&self) -> std::result::Result<(), &'static str> {
+        if !(self.min.is_finite() && self.max.is_finite() && self.precision.is_finite()) {
+            return Err("`min`, `max` and `precision` must all be finite");
+        }
+        if self.min >= self.max {
+            return Err("`min` must be less than `max`; swap them or widen the range");
+        }
+        if self.precision <= 0.0 {
+            return Err("`precision` (the largest acceptable error) must be greater than 0");
+        }
+        if self.bits == 0 || self.bits > 32 {
+            return Err("`bits` must be in 1..=32 for a vector component");
+        }
+        // The quantizer `Quantizer::for_config` selects, and its `check_resolution`.
+        let (min, max) = (self.min as f64, self.max as f64);
+        let raw = (max - min) / self.precision as f64;
+        // `raw.ceil()` (not `const` at this crate's MSRV), for `0 < raw <= u32::MAX`.
+        let steps = if raw.is_finite() && raw <= u32::MAX as f64 {
+            let t = raw as u64 as f64;
+            if t < raw { t + 1.0 } else { t }
+        } else {
+            f64::INFINITY
+        };
+        let (step, max_index) = if steps.is_finite()
+            && steps >= 1.0
+            && steps <= u32::MAX as f64
+            && bits_for_count(steps as u64 + 1) <= self.bits
+        {
+            (self.precision as f64, steps as u32)
+        } else {
+            let max_index = if self.bits >= 32 {
+                u32::MAX
+            } else {
+                (1u32 << self.bits) - 1
+            };
+            ((max - min) / max_index as f64, max_index)
+        };
+        let top = min + max_index as f64 * step;
+        let largest = (if min.abs() > top.abs() {
+            min.abs()
+        } else {
+            top.abs()
+        }) as f32;
+        if !largest.is_finite() {
+            return Err("the range is not representable as `f32`");
+        }
+        let ulp = (f32::from_bits(largest.to_bits() + 1) - largest) as f64;
+        if step < 2.0 * ulp {
+            return Err(
+                "the step is finer than `f32` resolves over this range; use a coarser \
+                 `precision`, fewer `bits` or a smaller range (`min`/`max`)",
+            );
+        }
+        Ok(())
+    }
+
     /// Bits per component this config puts on the wire (meaningful for valid configs).
     pub fn component_bits(&self) -> u32 {
         Quantizer::for_config(self).bits()
@@ -446,14 +507,16 @@ macro_rules! vector_serializer {
             }
         }
 
-        impl NetDefault for $ty {
+        impl NetQuantize for $ty {
             type Serializer = $name;
+            const BITS: (u32, u32) = (1, 32);
         }
     };
 }
 
 vector_serializer!(Vec2Serializer, Vec2, 2, "x then y.", [x, y]);
 vector_serializer!(Vec3Serializer, Vec3, 3, "x, y then z.", [x, y, z]);
+vector_serializer!(Vec4Serializer, Vec4, 4, "x, y, z then w.", [x, y, z, w]);
 
 /// Configuration of [`Vec3AxesSerializer`]: one [`VectorConfig`] per axis.
 ///
@@ -809,6 +872,17 @@ mod tests {
         assert!(UnitVec3Serializer::validate_config(&UnitVecConfig { bits: 1 }).is_err());
         assert!(UnitVec3Serializer::validate_config(&UnitVecConfig { bits: 23 }).is_err());
         assert!(UnitVec3Serializer::validate_config(&UnitVecConfig { bits: 8 }).is_ok());
+    }
+
+    proptest::proptest! {
+        /// The derive's compile-time check accepts exactly what start-up validation does.
+        #[test]
+        fn const_check_agrees_with_validate(
+            min in -1e7f32..1e7, span in 0.0f32..2e7, precision in -1.0f32..100.0, bits in 0u32..40,
+        ) {
+            let c = VectorConfig { min, max: min + span, precision: precision.max(0.0).powi(3), bits };
+            proptest::prop_assert_eq!(c.const_check().is_ok(), c.validate().is_ok(), "{:?}", c);
+        }
     }
 
     #[test]

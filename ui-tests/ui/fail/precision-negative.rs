@@ -2,7 +2,7 @@ use replicate::Replicated;
 
 #[derive(Replicated)]
 struct Car {
-    #[net(precision = -0.01)]
+    #[net(min = 0.0, max = 10.0, precision = -0.01)]
     speed: f32,
 }
 

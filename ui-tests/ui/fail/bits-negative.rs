@@ -1,0 +1,9 @@
+use replicate::Replicated;
+
+#[derive(Replicated)]
+struct Player {
+    #[net(bits = -1)]
+    ammo: u16,
+}
+
+fn main() {}

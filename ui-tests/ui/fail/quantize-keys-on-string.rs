@@ -1,0 +1,9 @@
+use replicate::Replicated;
+
+#[derive(Replicated)]
+struct Player {
+    #[net(bits = 7)]
+    name: String,
+}
+
+fn main() {}

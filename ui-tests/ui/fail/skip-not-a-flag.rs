@@ -1,0 +1,9 @@
+use replicate::Replicated;
+
+#[derive(Replicated)]
+struct Player {
+    #[net(skip = 1)]
+    timer: u32,
+}
+
+fn main() {}
