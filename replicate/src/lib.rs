@@ -203,6 +203,7 @@
 pub mod bits;
 pub mod interest;
 pub mod serialize;
+pub mod time;
 pub mod transport;
 
 mod blob;
