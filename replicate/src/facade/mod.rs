@@ -64,6 +64,7 @@
 mod client;
 mod server;
 mod stats;
+mod time;
 
 pub use client::{Client, ClientConfig, ClientEvent, ClientState};
 pub use server::{Server, ServerConfig, ServerEvent};

@@ -62,6 +62,7 @@ pub(crate) mod wire;
 pub use clock::ClockSync;
 pub use history::StateHistory;
 pub use input::{InputBuffer, InputStats, NetInput};
+pub(crate) use input::{decode as input_decode, encode as input_encode};
 pub use interpolate::{
     Interpolate, InterpolationStats, SampleKind, Sampled, SnapshotBuffer, lerp_angle_degrees,
 };

@@ -206,11 +206,6 @@ impl ClientTimeStream {
         self.packet_tick.take()
     }
 
-    /// The newest tick received.
-    pub(crate) fn newest_tick(&self) -> Option<Tick> {
-        self.newest
-    }
-
     /// Queues an input for `tick` (ticks must increase); false when it does not.
     pub(crate) fn push_input(&mut self, tick: Tick, bytes: Vec<u8>) -> bool {
         if bytes.len() > MAX_INPUT_BYTES || self.inputs.back().is_some_and(|&(t, _)| t >= tick) {
