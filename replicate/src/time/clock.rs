@@ -94,6 +94,7 @@ impl ClockSync {
     fn retarget(&mut self) {
         let down = Self::min(&self.down);
         let up = Self::min(&self.up);
+
         self.target = match (up, down) {
             (Some(a), Some(b)) => Some((a - b) / 2.0),
             // No echo yet: assume no delay until one comes back.
@@ -132,6 +133,7 @@ impl ClockSync {
         let Some(target) = self.target else {
             return;
         };
+
         match self.offset {
             Some(offset)
                 if self.up_count >= WARM_UP_SAMPLES

@@ -21,8 +21,9 @@
 //!   client knows the tick of every packet and, per object, the tick of its last
 //!   update ([`Client::last_received_tick`](crate::Client::last_received_tick),
 //!   [`Client::object_tick`](crate::Client::object_tick)).
-//! - **Clock synchronisation** ([`ClockSync`]). The client stamps its packets with its
-//!   own time; the server echoes the newest stamp with the number of ticks it held it.
+//! - **Clock synchronisation** ([`ClockSync`]). The client stamps every packet with its
+//!   own time; the server echoes, per tick, the latest stamp it read (the least
+//!   delayed of that tick's) with the number of ticks it held it.
 //!   That gives, per direction, samples of "one-way delay ± clock offset"; over a
 //!   sliding window the minimum of each direction is the least-delayed packet
 //!   (jitter, queueing, frame waits and outliers only ever add delay), and half the
@@ -79,7 +80,7 @@ pub type Tick = u32;
 pub struct TimeConfig {
     /// Server ticks per second (default 30).
     pub tick_rate: u32,
-    /// How far back clock-synchronisation samples are kept (default 2 s).
+    /// How far back clock-synchronisation samples are kept (default 4 s).
     pub sync_window: Duration,
     /// Inputs repeated in every client packet, the newest first (default 3, at most
     /// [`MAX_INPUT_REDUNDANCY`]).
@@ -103,7 +104,7 @@ impl Default for TimeConfig {
     fn default() -> Self {
         Self {
             tick_rate: 30,
-            sync_window: Duration::from_secs(2),
+            sync_window: Duration::from_secs(4),
             input_redundancy: 3,
             input_margin: Duration::from_millis(50),
             max_extrapolation: Duration::from_millis(100),

@@ -13,7 +13,7 @@
 //! The short form is used while a packet stamped at most [`SHORT_TICK_SPAN`] ticks ago
 //! was acknowledged: the client then holds a tick within 128 of this one.
 //!
-//! Client → server section (written when a stamp is due or inputs exist):
+//! Client → server section (in every client packet: the client sends one per frame):
 //!
 //! ```text
 //! [stamp:1] stamp: [client time in 1/4 ms, wrapping : 16]
@@ -150,7 +150,15 @@ impl<C: ?Sized> DataStream<C> for ServerTimeStream {
         }
         r.check().map_err(|e| malformed(&e))?;
         if let Some(stamp) = stamp {
-            self.echo = Some((stamp, self.tick));
+            // Of the stamps read in one tick, the latest sent has the least delay
+            // (they share the receive time): echo that one.
+            let newer = match self.echo {
+                Some((old, at)) if at == self.tick => (stamp.wrapping_sub(old) as i16) > 0,
+                _ => true,
+            };
+            if newer {
+                self.echo = Some((stamp, self.tick));
+            }
         }
         Ok(())
     }
@@ -168,14 +176,12 @@ impl<C: ?Sized> DataStream<C> for ServerTimeStream {
 #[derive(Debug)]
 pub(crate) struct ClientTimeStream {
     tick_seconds: f64,
-    stamp_interval: f64,
     redundancy: usize,
     pub(crate) clock: ClockSync,
     now: f64,
     newest: Option<Tick>,
     packet_tick: Option<Tick>,
     stamps: VecDeque<(u16, f64)>,
-    next_stamp: f64,
     inputs: VecDeque<(Tick, Vec<u8>)>,
 }
 
@@ -184,14 +190,12 @@ impl ClientTimeStream {
         let tick_seconds = config.tick_seconds();
         Self {
             tick_seconds,
-            stamp_interval: tick_seconds * 0.9,
             redundancy: usize::from(config.input_redundancy.clamp(1, MAX_INPUT_REDUNDANCY)),
             clock: ClockSync::new(config.sync_window.as_secs_f64()),
             now: 0.0,
             newest: None,
             packet_tick: None,
             stamps: VecDeque::new(),
-            next_stamp: 0.0,
             inputs: VecDeque::new(),
         }
     }
@@ -229,20 +233,14 @@ impl<C: ?Sized> DataStream<C> for ClientTimeStream {
     }
 
     fn write_data(&mut self, _: &mut C, w: &mut BitWriter) -> WriteResult {
-        let stamp_due = self.now >= self.next_stamp;
-        if !stamp_due && self.inputs.is_empty() {
-            return WriteResult::NoData;
+        // Every packet is stamped: the more samples, the closer the delay minima.
+        let stamp = ((self.now * STAMP_UNITS) as u64 & 0xFFFF) as u16;
+        w.write_bool(true);
+        w.write_bits(u64::from(stamp), 16);
+        if self.stamps.len() >= STAMP_MEMORY {
+            self.stamps.pop_front();
         }
-        w.write_bool(stamp_due);
-        if stamp_due {
-            let stamp = ((self.now * STAMP_UNITS) as u64 & 0xFFFF) as u16;
-            w.write_bits(u64::from(stamp), 16);
-            if self.stamps.len() >= STAMP_MEMORY {
-                self.stamps.pop_front();
-            }
-            self.stamps.push_back((stamp, self.now));
-            self.next_stamp = self.now + self.stamp_interval;
-        }
+        self.stamps.push_back((stamp, self.now));
         w.write_bits(self.inputs.len() as u64, 3);
         if let Some(&(newest, _)) = self.inputs.back() {
             w.write_bits(u64::from(newest & 0xFFF), 12);
