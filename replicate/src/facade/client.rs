@@ -644,6 +644,8 @@ impl<T: ClientTransport> Client<T> {
     /// The tick the next input should be for: the estimated server tick plus the
     /// largest one-way delay to the server in the window plus
     /// [`TimeConfig::input_margin`], so it arrives before the server simulates it.
+    /// `None` until the clock has settled (about a second of round trips after the
+    /// first packet): inputs sent earlier could arrive late.
     pub fn input_tick(&self) -> Option<Tick> {
         self.time.input_tick(self.now.as_secs_f64())
     }

@@ -53,6 +53,7 @@ pub(super) struct ClientTime {
     offset: Option<f64>,
     max_down: Option<f64>,
     max_up: Option<f64>,
+    settled: bool,
     pub(super) newest_tick: Option<Tick>,
     object_ticks: HashMap<NetRefHandle, Tick>,
     delay: Option<f64>,
@@ -68,6 +69,7 @@ impl ClientTime {
             offset: None,
             max_down: None,
             max_up: None,
+            settled: false,
             newest_tick: None,
             object_ticks: HashMap::new(),
             delay: None,
@@ -122,6 +124,7 @@ impl ClientTime {
         self.offset = clock.offset();
         self.max_down = clock.max_down_delay();
         self.max_up = clock.max_up_delay();
+        self.settled = clock.is_settled();
         let elapsed = self.last_update.map_or(0.0, |t| (now - t).max(0.0));
         self.last_update = Some(now);
         let Some(down) = self.max_down else {
@@ -150,6 +153,9 @@ impl ClientTime {
     }
 
     pub(super) fn input_tick(&self, now: f64) -> Option<Tick> {
+        if !self.settled {
+            return None;
+        }
         let ahead = self.server_time(now)?
             + self.max_up.unwrap_or(0.0)
             + self.config.input_margin.as_secs_f64();

@@ -8,6 +8,9 @@ const MAX_SAMPLES: usize = 1024;
 /// Echo samples before the estimate starts slewing instead of snapping.
 const WARM_UP_SAMPLES: u32 = 16;
 
+/// Echo samples before the estimate counts as settled (about a second of echoes).
+const SETTLED_SAMPLES: u32 = 30;
+
 /// Estimates the server's clock from packet timing, all times in seconds.
 ///
 /// Two kinds of samples, each `(one-way delay ± offset)` where `offset` is server
@@ -149,6 +152,12 @@ impl ClockSync {
     /// Whether at least one server packet was timed.
     pub fn is_synchronized(&self) -> bool {
         self.offset.is_some()
+    }
+
+    /// Whether enough round trips were timed for the delay extremes to be known
+    /// (about a second of echoes): inputs should wait for it.
+    pub fn is_settled(&self) -> bool {
+        self.offset.is_some() && self.up_count >= SETTLED_SAMPLES
     }
 
     /// Server clock minus client clock (published, slewed), in seconds.
