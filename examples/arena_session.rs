@@ -11,13 +11,13 @@ use crate::arena_world::{
     ArenaWorld, Avatar, AvatarInput, Player, Projectile, Vehicle, step_avatar,
 };
 use replicate::internals::protocol::ErasedState;
+use replicate::time::{Predictor, SampleKind, StateHistory};
 use replicate::transport::ClientId;
 use replicate::transport::LinkConditioner;
 use replicate::transport::conditioned::ConditionedServer;
 use replicate::transport::udp::{
     ConnectTokenIssuer, UdpClientTransport, UdpServerConfig, UdpServerTransport,
 };
-use replicate::time::{Predictor, SampleKind, StateHistory};
 use replicate::{
     Client, ClientConfig, ClientEvent, DisconnectReason, FacadeError, NetRefHandle,
     ProtocolRegistry, Replicated, Server, ServerConfig, ServerEvent,
@@ -341,7 +341,11 @@ impl Session {
                     ClientEvent::Spawned { handle, .. } => {
                         bot.spawned += 1;
                         if i == 0 && Some(handle) == self.avatar {
-                            let start = bot.client.get::<Avatar>(handle).cloned().unwrap_or_default();
+                            let start = bot
+                                .client
+                                .get::<Avatar>(handle)
+                                .cloned()
+                                .unwrap_or_default();
                             self.predictor = Some(Predictor::new(start, step_avatar));
                         }
                     }
@@ -414,7 +418,9 @@ impl Session {
             // Server and client share this process's clock: the server just sent
             // `server_tick` at this instant.
             let truth = f64::from(server_tick) * tick_seconds;
-            self.time.clock_errors.push((est.as_secs_f64() - truth).abs());
+            self.time
+                .clock_errors
+                .push((est.as_secs_f64() - truth).abs());
         }
         if self.config.interpolate {
             let at = bot

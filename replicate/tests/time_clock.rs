@@ -53,7 +53,10 @@ fn clock_sync_p95_error_within_5_ms_at_100_ms_rtt_with_jitter_and_through_a_loss
             quantile(&mut settled, 1.0) * 1e3
         );
         assert!(p95 <= 5.0, "seed {seed}: p95 {p95:.2} ms");
-        assert!(burst_p95 <= 5.0, "seed {seed}: p95 in the loss burst {burst_p95:.2} ms");
+        assert!(
+            burst_p95 <= 5.0,
+            "seed {seed}: p95 in the loss burst {burst_p95:.2} ms"
+        );
     }
 }
 
@@ -93,12 +96,23 @@ fn every_packet_carries_its_tick_in_under_two_bytes_and_objects_know_theirs() {
     }
     // Each change is stamped with the tick the server made it at (state-based resend
     // of a lost packet carries a later tick).
-    assert!(seen.len() >= changed_at.len() * 9 / 10, "{} of {}", seen.len(), changed_at.len());
+    assert!(
+        seen.len() >= changed_at.len() * 9 / 10,
+        "{} of {}",
+        seen.len(),
+        changed_at.len()
+    );
     for (level, tick) in &seen {
         let made = u32::from(*level) * 45;
-        assert!(*tick >= made && *tick <= made + 12, "level {level} at tick {tick}");
+        assert!(
+            *tick >= made && *tick <= made + 12,
+            "level {level} at tick {tick}"
+        );
     }
-    let exact = seen.iter().filter(|(l, t)| u32::from(*l) * 45 == *t).count();
+    let exact = seen
+        .iter()
+        .filter(|(l, t)| u32::from(*l) * 45 == *t)
+        .count();
     assert!(exact * 10 >= seen.len() * 8, "{exact} of {}", seen.len());
     let id = sim.client_id().unwrap();
     let (tick_bits, section_bits, packets) = sim.server.time_bits(id).unwrap();

@@ -37,7 +37,13 @@ struct Availability {
 
 /// The client sends one input per tick for `seconds`; the server takes each tick's
 /// input at its tick. `outage` cuts the link for a while.
-fn run(redundancy: u8, loss: f32, seed: u64, seconds: f64, outage: Option<(f64, f64)>) -> Availability {
+fn run(
+    redundancy: u8,
+    loss: f32,
+    seed: u64,
+    seconds: f64,
+    outage: Option<(f64, f64)>,
+) -> Availability {
     let time = TimeConfig {
         input_redundancy: redundancy,
         ..TimeConfig::default()
@@ -101,7 +107,13 @@ fn run(redundancy: u8, loss: f32, seed: u64, seconds: f64, outage: Option<(f64, 
                     let n = next.get_or_insert(target);
                     first.get_or_insert(*n);
                     while *n <= target {
-                        assert!(sim.client.send_input(*n, &Cmd { tick: *n, buttons: (*n % 7) as u8 }));
+                        assert!(sim.client.send_input(
+                            *n,
+                            &Cmd {
+                                tick: *n,
+                                buttons: (*n % 7) as u8
+                            }
+                        ));
                         *n += 1;
                     }
                 }
@@ -111,7 +123,10 @@ fn run(redundancy: u8, loss: f32, seed: u64, seconds: f64, outage: Option<(f64, 
     if let Some(id) = sim.client_id() {
         let stats = sim.server.input_stats(id).unwrap();
         println!("input buffer: {stats:?}");
-        assert!(stats.mean_lead_ticks >= 1.0, "inputs arrive ahead of their tick");
+        assert!(
+            stats.mean_lead_ticks >= 1.0,
+            "inputs arrive ahead of their tick"
+        );
     }
     a
 }
@@ -122,7 +137,11 @@ fn redundancy_3_at_10_percent_loss_delivers_999_per_mille_of_inputs_by_their_tic
         let a = run(3, 0.10, seed, 60.0, None);
         let total = a.on_time + a.missing;
         let ratio = a.on_time as f64 / total as f64;
-        println!("seed {seed}: {} of {total} inputs on time ({:.4} %)", a.on_time, ratio * 100.0);
+        println!(
+            "seed {seed}: {} of {total} inputs on time ({:.4} %)",
+            a.on_time,
+            ratio * 100.0
+        );
         assert!(total > 1700);
         assert!(ratio >= 0.999, "seed {seed}: {ratio}");
     }

@@ -137,7 +137,12 @@ fn sixty_seconds_at_5_percent_loss_every_frame_has_a_value_within_quantization_p
         println!(
             "seed {seed}: {} frames, {} without a value; {:?}; delay {:.1} ms; mean error {:.5} \
              (at the true server time {:.5}), max {:.4}; bound: step {STEP:.5} + lerp {lerp_error:.5}",
-            r.frames, r.without_value, r.kinds, r.delay_ms, r.mean_error, r.mean_error_true_time,
+            r.frames,
+            r.without_value,
+            r.kinds,
+            r.delay_ms,
+            r.mean_error,
+            r.mean_error_true_time,
             r.max_error
         );
         assert_eq!(r.without_value, 0, "seed {seed}");

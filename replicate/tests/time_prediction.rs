@@ -129,7 +129,10 @@ fn run(seed: u64, seconds: f64, override_at: Option<f64>) -> Outcome {
                             if let Some(pred) = predictor.as_mut() {
                                 let tick = sim.client.object_tick(pawn).unwrap();
                                 if pred.reconcile(tick, sim.client.get::<Pawn>(pawn).unwrap()) {
-                                    println!("correction at tick {tick}, t={:.3}", sim.now.as_secs_f64());
+                                    println!(
+                                        "correction at tick {tick}, t={:.3}",
+                                        sim.now.as_secs_f64()
+                                    );
                                 }
                                 reconciled += 1;
                             }

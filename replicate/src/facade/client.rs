@@ -20,7 +20,7 @@ use crate::replication::{
 use crate::state::{ChangeMask, Replicated};
 use crate::stream::WriteResult;
 use crate::time::wire::{self, ClientTimeStream};
-use crate::time::{InterpolationStats, Interpolate, NetInput, Sampled, Tick, TimeConfig};
+use crate::time::{Interpolate, InterpolationStats, NetInput, Sampled, Tick, TimeConfig};
 #[cfg(feature = "udp")]
 use crate::transport::udp::{ConnectToken, UdpClientTransport};
 use crate::transport::{ClientTransport, ClientTransportEvent};
@@ -291,10 +291,7 @@ impl<T: ClientTransport> Client<T> {
             ClientState::Connected => self.flush(),
             _ => {}
         }
-        if let Some(stream) = self
-            .replication
-            .stream_mut::<ClientTimeStream>(wire::NAME)
-        {
+        if let Some(stream) = self.replication.stream_mut::<ClientTimeStream>(wire::NAME) {
             self.time.update(&mut stream.clock, now.as_secs_f64());
         }
         for e in self.replication.drain_events() {
@@ -383,7 +380,8 @@ impl<T: ClientTransport> Client<T> {
                 let events = self.replication.drain_events();
                 self.time
                     .on_packet(self.replication.world(), tick, seen, &events);
-                self.events.extend(events.into_iter().map(ClientEvent::from));
+                self.events
+                    .extend(events.into_iter().map(ClientEvent::from));
             }
             Err(e) => {
                 if !e.is_benign() {
@@ -396,10 +394,7 @@ impl<T: ClientTransport> Client<T> {
 
     fn set_stream_now(&mut self) {
         let now = self.now.as_secs_f64();
-        if let Some(stream) = self
-            .replication
-            .stream_mut::<ClientTimeStream>(wire::NAME)
-        {
+        if let Some(stream) = self.replication.stream_mut::<ClientTimeStream>(wire::NAME) {
             stream.set_now(now);
         }
     }

@@ -19,7 +19,13 @@ const DELAY_SHRINK: f64 = 0.02;
 
 /// One interpolated type's buffers, type-erased.
 trait InterpolatedType: Send {
-    fn capture(&mut self, world: &ClientWorld, handle: NetRefHandle, tick: Tick, seen: Option<Tick>);
+    fn capture(
+        &mut self,
+        world: &ClientWorld,
+        handle: NetRefHandle,
+        tick: Tick,
+        seen: Option<Tick>,
+    );
     fn remove(&mut self, handle: NetRefHandle);
     fn as_any(&self) -> &dyn Any;
 }
@@ -29,7 +35,13 @@ struct Buffers<T> {
 }
 
 impl<T: Replicated + Interpolate + Send> InterpolatedType for Buffers<T> {
-    fn capture(&mut self, world: &ClientWorld, handle: NetRefHandle, tick: Tick, seen: Option<Tick>) {
+    fn capture(
+        &mut self,
+        world: &ClientWorld,
+        handle: NetRefHandle,
+        tick: Tick,
+        seen: Option<Tick>,
+    ) {
         if let Some(value) = world.get::<T>(handle) {
             self.objects
                 .entry(handle)

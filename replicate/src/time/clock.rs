@@ -109,7 +109,12 @@ impl ClockSync {
 
     /// A server packet written at server time `server_time` arrived at `client_now`.
     pub fn on_server_time(&mut self, client_now: f64, server_time: f64) {
-        Self::push(&mut self.down, client_now, client_now - server_time, self.window);
+        Self::push(
+            &mut self.down,
+            client_now,
+            client_now - server_time,
+            self.window,
+        );
         self.retarget();
         if self.offset.is_none() {
             self.offset = self.target;
@@ -122,16 +127,19 @@ impl ClockSync {
         if client_sent > client_now {
             return;
         }
-        Self::push(&mut self.up, client_now, server_received - client_sent, self.window);
+        Self::push(
+            &mut self.up,
+            client_now,
+            server_received - client_sent,
+            self.window,
+        );
         self.up_count = self.up_count.saturating_add(1);
         self.retarget();
     }
 
     /// Moves the published offset towards the target (call once per frame).
     pub fn update(&mut self, client_now: f64) {
-        let elapsed = self
-            .last_update
-            .map_or(0.0, |t| (client_now - t).max(0.0));
+        let elapsed = self.last_update.map_or(0.0, |t| (client_now - t).max(0.0));
         self.last_update = Some(client_now);
         let Some(target) = self.target else {
             return;
@@ -196,7 +204,9 @@ mod tests {
         let mut sync = ClockSync::new(2.0);
         let mut x = 1u64;
         let mut rnd = || {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (x >> 11) as f64 / (1u64 << 53) as f64
         };
         for i in 0..200 {

@@ -303,7 +303,11 @@ mod tests {
     fn angles_wrap_the_short_way_and_quats_slerp() {
         assert!((lerp_angle_degrees(350.0, 10.0, 0.5) - 360.0).abs() < 1e-4);
         assert!((lerp_angle_degrees(10.0, 350.0, 0.5) - 0.0).abs() < 1e-4);
-        let r = Rotator::interpolate(&Rotator::new(0.0, 170.0, 0.0), &Rotator::new(0.0, -170.0, 0.0), 0.5);
+        let r = Rotator::interpolate(
+            &Rotator::new(0.0, 170.0, 0.0),
+            &Rotator::new(0.0, -170.0, 0.0),
+            0.5,
+        );
         assert!((r.yaw - 180.0).abs() < 1e-3, "{r:?}");
         let a = Quat::from_rotation_z(0.0);
         let b = Quat::from_rotation_z(1.0);
@@ -333,7 +337,13 @@ mod tests {
         b.push(1, Pos(Vec3::ZERO), None);
         b.push(2, Pos(Vec3::X), Some(1));
         let s = b.sample(5.0, Some(2), 1.0).unwrap();
-        assert_eq!(s, Sampled { value: Pos(Vec3::X * 2.0), kind: SampleKind::Stalled });
+        assert_eq!(
+            s,
+            Sampled {
+                value: Pos(Vec3::X * 2.0),
+                kind: SampleKind::Stalled
+            }
+        );
         // A later packet without an update: at rest.
         let s = b.sample(3.0, Some(3), 1.0).unwrap();
         assert_eq!(s.kind, SampleKind::Held);
@@ -342,14 +352,24 @@ mod tests {
         assert!(b.push(6, Pos(Vec3::X * 2.0), Some(5)));
         assert!(!b.push(6, Pos(Vec3::ZERO), Some(6)));
         assert_eq!(b.sample(4.0, Some(6), 1.0).unwrap().value, Pos(Vec3::X));
-        assert_eq!(b.sample(5.5, Some(6), 1.0).unwrap().value, Pos(Vec3::X * 1.5));
+        assert_eq!(
+            b.sample(5.5, Some(6), 1.0).unwrap().value,
+            Pos(Vec3::X * 1.5)
+        );
         // A teleport snaps.
         b.push(7, Pos(Vec3::X * 100.0), Some(6));
         let s = b.sample(6.5, Some(7), 1.0).unwrap();
         assert_eq!((s.value, s.kind), (Pos(Vec3::X * 2.0), SampleKind::Snapped));
         let s = b.sample(7.5, Some(7), 1.0).unwrap();
-        assert_eq!((s.value, s.kind), (Pos(Vec3::X * 100.0), SampleKind::Snapped));
+        assert_eq!(
+            (s.value, s.kind),
+            (Pos(Vec3::X * 100.0), SampleKind::Snapped)
+        );
         assert_eq!(b.sample(0.0, None, 1.0).unwrap().kind, SampleKind::Held);
-        assert!(SnapshotBuffer::<Pos>::new(2).sample(1.0, None, 1.0).is_none());
+        assert!(
+            SnapshotBuffer::<Pos>::new(2)
+                .sample(1.0, None, 1.0)
+                .is_none()
+        );
     }
 }

@@ -122,7 +122,10 @@ impl TimeConfig {
     /// Checks the settings; the error says what is wrong.
     pub fn validate(&self) -> Result<(), String> {
         if self.tick_rate == 0 || self.tick_rate > 1000 {
-            return Err(format!("time.tick_rate = {} must be in 1..=1000", self.tick_rate));
+            return Err(format!(
+                "time.tick_rate = {} must be in 1..=1000",
+                self.tick_rate
+            ));
         }
         if self.input_redundancy == 0 || self.input_redundancy > MAX_INPUT_REDUNDANCY {
             return Err(format!(

@@ -3,6 +3,9 @@
 use super::{Interpolate, Tick};
 use std::collections::VecDeque;
 
+/// The game's deterministic step.
+type Step<S, I> = Box<dyn FnMut(&mut S, &I) + Send>;
+
 /// Most predicted ticks kept for reconciliation.
 const HISTORY: usize = 256;
 
@@ -29,7 +32,7 @@ const HISTORY: usize = 256;
 /// assert_eq!(p.corrections(), 1);
 /// ```
 pub struct Predictor<S, I> {
-    step: Box<dyn FnMut(&mut S, &I) + Send>,
+    step: Step<S, I>,
     matches: fn(&S, &S) -> bool,
     state: S,
     tick: Option<Tick>,

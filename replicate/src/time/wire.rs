@@ -305,7 +305,9 @@ mod tests {
 
     fn pair() -> (DataStreamManager<()>, DataStreamManager<()>) {
         let mut server = DataStreamManager::new();
-        server.add_stream(Box::new(ServerTimeStream::new(1000))).unwrap();
+        server
+            .add_stream(Box::new(ServerTimeStream::new(1000)))
+            .unwrap();
         let mut client = DataStreamManager::new();
         client
             .add_stream(Box::new(ClientTimeStream::new(&TimeConfig::default())))
@@ -346,10 +348,16 @@ mod tests {
         w.write_bits(7, 8);
         w.write_bool(false);
         let bytes = w.finish().unwrap();
-        assert!(client.read_packet(&mut (), &mut BitReader::new(&bytes)).is_err());
+        assert!(
+            client
+                .read_packet(&mut (), &mut BitReader::new(&bytes))
+                .is_err()
+        );
         // Inputs claiming more bytes than the packet has.
         let mut server = DataStreamManager::<()>::new();
-        server.add_stream(Box::new(ServerTimeStream::new(5))).unwrap();
+        server
+            .add_stream(Box::new(ServerTimeStream::new(5)))
+            .unwrap();
         let mut w = BitWriter::with_capacity_bytes(8);
         w.write_bits(0, 5);
         w.write_bits(1, 1);
@@ -358,7 +366,11 @@ mod tests {
         w.write_bits(5, 12);
         w.write_bits(63, 6);
         let bytes = w.finish().unwrap();
-        assert!(server.read_packet(&mut (), &mut BitReader::new(&bytes)).is_err());
+        assert!(
+            server
+                .read_packet(&mut (), &mut BitReader::new(&bytes))
+                .is_err()
+        );
         for len in 0..bytes.len() {
             let _ = server.read_packet(&mut (), &mut BitReader::new(&bytes[..len]));
         }

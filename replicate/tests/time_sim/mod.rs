@@ -59,7 +59,12 @@ pub struct TimeSim {
 
 impl TimeSim {
     pub fn new(conditioner: LinkConditioner, seed: u64) -> Self {
-        Self::with_configs(conditioner, seed, ServerConfig::default(), ClientConfig::default())
+        Self::with_configs(
+            conditioner,
+            seed,
+            ServerConfig::default(),
+            ClientConfig::default(),
+        )
     }
 
     pub fn with_configs(
