@@ -248,7 +248,9 @@ impl<T: ServerTransport> Server<T> {
     ///
     /// One call is one server tick, expected every `1 / time.tick_rate` seconds: the
     /// packets it sends carry [`current_tick`](Self::current_tick), which advances by
-    /// one when it returns (see [`crate::time`]).
+    /// one when it returns (see [`crate::time`]). Every connected client gets at least
+    /// one packet per tick, also when nothing changed: the tick and the clock
+    /// echo ride in it.
     pub fn tick(&mut self, now: Duration) -> Result<(), FacadeError> {
         self.now = now;
         let tick = self.tick;

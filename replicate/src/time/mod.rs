@@ -51,7 +51,10 @@
 //!   state for a tick compares, rolls back and re-simulates, smoothing the visible
 //!   correction.
 //! - **Lag compensation** ([`StateHistory`]): the server records chosen state for the
-//!   last N ticks and answers "state of object X at tick T".
+//!   last N ticks and answers "state of object X at tick T". To judge a shot against
+//!   what the shooter saw, the client puts its
+//!   [`interpolation_time`](crate::Client::interpolation_time) in the input and the
+//!   server rewinds to it ([`StateHistory::at_time`]).
 
 mod clock;
 mod history;
