@@ -44,7 +44,8 @@ pub struct ClientConfig {
     /// Local address to bind for [`Client::connect`]; by default any address of the
     /// server's family, port 0.
     pub bind_addr: Option<SocketAddr>,
-    /// The time model (must match the server's `tick_rate`).
+    /// The time model. Its `tick_rate` is only used until the server's first packet,
+    /// which carries the server's rate.
     pub time: TimeConfig,
 }
 
@@ -292,7 +293,9 @@ impl<T: ClientTransport> Client<T> {
             _ => {}
         }
         if let Some(stream) = self.replication.stream_mut::<ClientTimeStream>(wire::NAME) {
-            self.time.update(&mut stream.clock, now.as_secs_f64());
+            let tick_seconds = stream.tick_seconds();
+            self.time
+                .update(&mut stream.clock, tick_seconds, now.as_secs_f64());
         }
         for e in self.replication.drain_events() {
             self.events.push_back(e.into());
@@ -595,7 +598,7 @@ impl<T: ClientTransport> Client<T> {
     /// The server tick being simulated now, as estimated.
     pub fn server_tick(&self) -> Option<Tick> {
         let t = self.time.server_time(self.now.as_secs_f64())?;
-        let tick = (t / self.time.config.tick_seconds()).floor();
+        let tick = (t / self.time.tick_seconds()).floor();
         (tick >= 0.0 && tick < f64::from(Tick::MAX)).then_some(tick as Tick)
     }
 

@@ -436,9 +436,10 @@ impl<T: ServerTransport> Server<T> {
         }
         let conn = self.replication.add_connection();
         // The time stream follows the built-in ones, like the client's.
-        let _ = self
-            .replication
-            .add_stream(conn, Box::new(ServerTimeStream::new(self.tick)));
+        let _ = self.replication.add_stream(
+            conn,
+            Box::new(ServerTimeStream::new(self.tick, self.config.time.tick_rate)),
+        );
         peer.phase = Phase::Active {
             conn,
             connection: Box::new(Connection::new(self.config.connection.clone())),

@@ -66,6 +66,7 @@ pub(super) struct ClientTime {
     max_down: Option<f64>,
     max_up: Option<f64>,
     settled: bool,
+    tick_seconds: f64,
     pub(super) newest_tick: Option<Tick>,
     object_ticks: HashMap<NetRefHandle, Tick>,
     delay: Option<f64>,
@@ -76,12 +77,14 @@ pub(super) struct ClientTime {
 
 impl ClientTime {
     pub(super) fn new(config: TimeConfig) -> Self {
+        let tick_seconds = config.tick_seconds();
         Self {
             config,
             offset: None,
             max_down: None,
             max_up: None,
             settled: false,
+            tick_seconds,
             newest_tick: None,
             object_ticks: HashMap::new(),
             delay: None,
@@ -131,7 +134,8 @@ impl ClientTime {
     }
 
     /// Once per frame: takes the clock's estimate and adapts the interpolation delay.
-    pub(super) fn update(&mut self, clock: &mut ClockSync, now: f64) {
+    pub(super) fn update(&mut self, clock: &mut ClockSync, tick_seconds: f64, now: f64) {
+        self.tick_seconds = tick_seconds;
         clock.update(now);
         self.offset = clock.offset();
         self.max_down = clock.max_down_delay();
@@ -143,7 +147,7 @@ impl ClientTime {
             return;
         };
         // One tick between states, the worst one-way delay, one lost packet.
-        let tick = self.config.tick_seconds();
+        let tick = self.tick_seconds;
         let target = 2.0 * tick + down + self.config.interpolation_margin.as_secs_f64();
         self.delay = Some(match self.delay {
             None => target,
@@ -160,6 +164,11 @@ impl ClientTime {
         Some(self.server_time(now)? - self.delay?)
     }
 
+    /// Seconds per server tick (the server's rate once it said it).
+    pub(super) fn tick_seconds(&self) -> f64 {
+        self.tick_seconds
+    }
+
     pub(super) fn delay(&self) -> Option<f64> {
         self.delay
     }
@@ -171,7 +180,7 @@ impl ClientTime {
         let ahead = self.server_time(now)?
             + self.max_up.unwrap_or(0.0)
             + self.config.input_margin.as_secs_f64();
-        let tick = (ahead / self.config.tick_seconds()).ceil() + 1.0;
+        let tick = (ahead / self.tick_seconds).ceil() + 1.0;
         (tick >= 0.0 && tick < f64::from(Tick::MAX)).then_some(tick as Tick)
     }
 
@@ -205,10 +214,8 @@ impl ClientTime {
             .as_any()
             .downcast_ref::<Buffers<T>>()?;
         let buffer = buffers.objects.get(&handle);
-        let at = self
-            .interpolation_time(now)
-            .map(|t| t / self.config.tick_seconds());
-        let max = self.config.max_extrapolation.as_secs_f64() / self.config.tick_seconds();
+        let at = self.interpolation_time(now).map(|t| t / self.tick_seconds);
+        let max = self.config.max_extrapolation.as_secs_f64() / self.tick_seconds;
         let sample = match (buffer, at) {
             (Some(b), Some(at)) => b.sample(at, self.newest_tick, max),
             _ => None,

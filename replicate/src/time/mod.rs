@@ -17,7 +17,8 @@
 //!   expected to call `tick` every `1 / tick_rate` seconds.
 //! - **Ticks on the wire.** Every server packet carries the tick it was written at, in
 //!   9 bits while the client acknowledges packets (the low 8 bits of the tick, which the
-//!   client resolves against the newest tick it received; 33 bits otherwise). The
+//!   client resolves against the newest tick it received; otherwise 43 bits: the whole
+//!   tick and the server's tick rate). The
 //!   client knows the tick of every packet and, per object, the tick of its last
 //!   update ([`Client::last_received_tick`](crate::Client::last_received_tick),
 //!   [`Client::object_tick`](crate::Client::object_tick)).
@@ -77,8 +78,8 @@ use std::time::Duration;
 /// A server tick number: tick `n` is server time `n / tick_rate`.
 pub type Tick = u32;
 
-/// Settings of the time model; the server's and the clients' must be equal (at least
-/// `tick_rate`).
+/// Settings of the time model. The server's `tick_rate` is the one that counts: it
+/// rides in the packets that carry a full tick, and the client takes it from there.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimeConfig {
     /// Server ticks per second (default 30).

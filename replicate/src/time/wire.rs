@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! [short:1] short: [tick & 0xFF : 8]   (the client resolves it against its newest tick)
-//!           else:  [tick : 32]
+//!           else:  [tick : 32][tick rate in Hz : 10]
 //! [echo:1]  echo:  [client stamp : 16][ticks held : 4]
 //! ```
 //!
@@ -34,6 +34,9 @@ pub(crate) const NAME: &str = "time";
 /// Most ticks between an acknowledged tick and the one written for the 9-bit form.
 pub(crate) const SHORT_TICK_SPAN: Tick = 100;
 
+/// Bits of the tick rate in the full form.
+const TICK_RATE_BITS: u32 = 10;
+
 /// Client stamp units per second (1/4 ms).
 const STAMP_UNITS: f64 = 4000.0;
 
@@ -53,6 +56,7 @@ fn resolve_low_bits(low: u32, bits: u32, reference: Tick) -> Option<Tick> {
 #[derive(Debug)]
 pub(crate) struct ServerTimeStream {
     tick: Tick,
+    tick_rate: u32,
     acked: Option<Tick>,
     records: VecDeque<Tick>,
     echo: Option<(u16, Tick)>,
@@ -66,9 +70,10 @@ pub(crate) struct ServerTimeStream {
 }
 
 impl ServerTimeStream {
-    pub(crate) fn new(tick: Tick) -> Self {
+    pub(crate) fn new(tick: Tick, tick_rate: u32) -> Self {
         Self {
             tick,
+            tick_rate: tick_rate.clamp(1, (1 << TICK_RATE_BITS) - 1),
             acked: None,
             records: VecDeque::new(),
             echo: None,
@@ -101,6 +106,7 @@ impl<C: ?Sized> DataStream<C> for ServerTimeStream {
             w.write_bits(u64::from(tick & 0xFF), 8);
         } else {
             w.write_bits(u64::from(tick), 32);
+            w.write_bits(u64::from(self.tick_rate), TICK_RATE_BITS);
         }
         self.tick_bits += w.position().saturating_sub(start) as u64;
         match self
@@ -176,6 +182,8 @@ impl<C: ?Sized> DataStream<C> for ServerTimeStream {
 #[derive(Debug)]
 pub(crate) struct ClientTimeStream {
     tick_seconds: f64,
+    tick_rate: u32,
+    window: f64,
     redundancy: usize,
     pub(crate) clock: ClockSync,
     now: f64,
@@ -190,6 +198,8 @@ impl ClientTimeStream {
         let tick_seconds = config.tick_seconds();
         Self {
             tick_seconds,
+            tick_rate: config.tick_rate,
+            window: config.sync_window.as_secs_f64(),
             redundancy: usize::from(config.input_redundancy.clamp(1, MAX_INPUT_REDUNDANCY)),
             clock: ClockSync::new(config.sync_window.as_secs_f64()),
             now: 0.0,
@@ -203,6 +213,12 @@ impl ClientTimeStream {
     /// The client's time, before reading or writing a packet.
     pub(crate) fn set_now(&mut self, now: f64) {
         self.now = now;
+    }
+
+    /// Seconds per server tick: the server's rate once a packet said it, the
+    /// configured one before.
+    pub(crate) fn tick_seconds(&self) -> f64 {
+        self.tick_seconds
     }
 
     /// The tick of the packet just read (once).
@@ -264,7 +280,20 @@ impl<C: ?Sized> DataStream<C> for ClientTimeStream {
                 .ok_or_else(|| malformed(&"a short tick before any full one"))?;
             resolve_low_bits(low, 8, reference).ok_or_else(|| malformed(&"tick out of range"))?
         } else {
-            r.read_bits(32) as Tick
+            let tick = r.read_bits(32) as Tick;
+            let rate = r.read_bits(TICK_RATE_BITS) as u32;
+            r.check().map_err(|e| malformed(&e))?;
+            if rate == 0 {
+                return Err(malformed(&"tick rate 0"));
+            }
+            if rate != self.tick_rate {
+                // The server's rate wins; samples in the old unit are dropped.
+                tracing::debug!("server tick rate {rate} Hz (configured {})", self.tick_rate);
+                self.tick_rate = rate;
+                self.tick_seconds = 1.0 / f64::from(rate);
+                self.clock = ClockSync::new(self.window);
+            }
+            tick
         };
         let echo = r
             .read_bool()
@@ -306,7 +335,7 @@ mod tests {
     fn pair() -> (DataStreamManager<()>, DataStreamManager<()>) {
         let mut server = DataStreamManager::new();
         server
-            .add_stream(Box::new(ServerTimeStream::new(1000)))
+            .add_stream(Box::new(ServerTimeStream::new(1000, 30)))
             .unwrap();
         let mut client = DataStreamManager::new();
         client
@@ -334,7 +363,25 @@ mod tests {
             server.process_delivery(&mut (), PacketSequence(seq), DeliveryStatus::Delivered);
         }
         let s = server.stream_mut::<ServerTimeStream>(NAME).unwrap();
-        assert_eq!(s.tick_bits, 33 + 9 + 9);
+        assert_eq!(s.tick_bits, 43 + 9 + 9);
+    }
+
+    #[test]
+    fn the_client_takes_the_server_tick_rate() {
+        let mut server = DataStreamManager::<()>::new();
+        server
+            .add_stream(Box::new(ServerTimeStream::new(7, 60)))
+            .unwrap();
+        let (_, mut client) = pair();
+        let mut w = BitWriter::with_capacity_bytes(64);
+        server.write_packet(&mut (), PacketSequence(1), &mut w);
+        let bytes = w.finish().unwrap();
+        client
+            .read_packet(&mut (), &mut BitReader::new(&bytes))
+            .unwrap();
+        let c = client.stream_mut::<ClientTimeStream>(NAME).unwrap();
+        assert!((c.tick_seconds() - 1.0 / 60.0).abs() < 1e-12);
+        assert_eq!(c.take_packet_tick(), Some(7));
     }
 
     #[test]
@@ -356,7 +403,7 @@ mod tests {
         // Inputs claiming more bytes than the packet has.
         let mut server = DataStreamManager::<()>::new();
         server
-            .add_stream(Box::new(ServerTimeStream::new(5)))
+            .add_stream(Box::new(ServerTimeStream::new(5, 30)))
             .unwrap();
         let mut w = BitWriter::with_capacity_bytes(8);
         w.write_bits(0, 5);
