@@ -197,3 +197,23 @@ fn a_teleport_snaps_instead_of_gliding() {
     assert_eq!(between, 0);
     assert!(shown.iter().any(|p| p.x > 20.0 - RADIUS - 0.5));
 }
+
+#[test]
+fn the_interpolation_delay_follows_the_measured_jitter() {
+    // The same mean one-way delay (50 ms), with 10 ms and then 60 ms of jitter.
+    let delay_with = |conditioner| {
+        let mut sim = TimeSim::new(conditioner, 9);
+        sim.client.interpolate::<Mover>();
+        sim.run_until(ms(10_000));
+        sim.client.interpolation_delay().unwrap().as_secs_f64() * 1e3
+    };
+    let calm = delay_with(link(45, 10, 0.0));
+    let jittery = delay_with(rtt_100_jitter_30(0.0));
+    println!("interpolation delay: {calm:.1} ms with 10 ms of jitter, {jittery:.1} ms with 60 ms");
+    // Two ticks (66.7 ms), the largest one-way delay (frame wait included), 10 ms.
+    assert!(
+        calm > 66.7 + 55.0 && calm < 66.7 + 55.0 + 16.4 + 10.0 + 5.0,
+        "{calm}"
+    );
+    assert!(jittery > calm + 20.0, "{jittery} vs {calm}");
+}
