@@ -25,6 +25,11 @@
 //! replicating to a client whose hello matched its own version and registry hash, and a
 //! replication packet arriving at the client counts as a welcome.
 //!
+//! After the replication, token, huge-object and message streams, every replication
+//! packet carries the [`time`](crate::time) stream: the server's tick (9 bits while
+//! acks flow) and a clock echo one way, a clock stamp and the redundant inputs the
+//! other way.
+//!
 //! # Game loop
 //!
 //! ```no_run
