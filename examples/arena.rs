@@ -7,6 +7,7 @@
 //! cargo run --release --example arena
 //! cargo run --release --example arena -- --clients 8 --seconds 10 --loss 0.05 --latency-ms 40
 //! cargo run --release --example arena -- --quick      # a few seconds, for CI
+//! cargo run --release --example arena -- --latency-ms 40 --jitter-ms 20 --loss 0.05 --interpolate --predict
 //! ```
 
 use replicate_examples::arena_session::{Session, SessionConfig, SessionPhase};
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 
 const USAGE: &str = "\
 usage: arena [--clients N] [--seconds S] [--loss P] [--latency-ms MS] [--jitter-ms MS]
-             [--seed N] [--no-delta] [--quick] [--plain]
+             [--seed N] [--no-delta] [--interpolate] [--predict] [--quick] [--plain]
 
   --clients N       bot clients (default 8)
   --seconds S       seconds the world moves (default 10; 3 with --quick)
@@ -25,6 +26,10 @@ usage: arena [--clients N] [--seconds S] [--loss P] [--latency-ms MS] [--jitter-
   --jitter-ms MS    up to this much extra latency (default 0)
   --seed N          world and link seed (default 1)
   --no-delta        send full values instead of deltas against acked baselines
+  --interpolate     client 1 presents the players by snapshot interpolation; the
+                    summary reports stalls and the error against the server's history
+  --predict         client 1 controls an avatar with inputs and predicts it; the
+                    summary reports the server's corrections
   --quick           a short run for CI smoke tests
   --plain           periodic lines instead of the live view";
 
@@ -70,6 +75,8 @@ fn parse_args() -> Result<Args, String> {
             Long("seed") => config.seed = number(&mut parser, "seed")?,
             Long("quick") => quick = true,
             Long("no-delta") => config.delta = false,
+            Long("interpolate") => config.interpolate = true,
+            Long("predict") => config.predict = true,
             Long("plain") => plain = true,
             Short('h') | Long("help") => return Err(String::new()),
             other => return Err(other.unexpected().to_string()),
@@ -249,6 +256,38 @@ fn main() -> ExitCode {
             );
         }
         let _ = writeln!(out);
+    }
+    if let Some(first) = session.bots.first() {
+        let t = &session.time;
+        let mut errors = t.clock_errors.clone();
+        errors.sort_by(f64::total_cmp);
+        let p95 = errors
+            .get((errors.len().saturating_sub(1)) * 95 / 100)
+            .map_or(f64::NAN, |e| e * 1e3);
+        let _ = writeln!(
+            out,
+            "time (client {}): tick field {:.1} bits per packet; clock error p95 {p95:.2} ms",
+            first.id, t.tick_bits_per_packet
+        );
+        if session.config().interpolate {
+            let _ = writeln!(
+                out,
+                "  interpolation: {} player frames, {} without a fresh value, {} extrapolated; \
+                 mean error {:.2} cm against the server's positions; delay {:.0} ms",
+                t.interpolated,
+                t.stalls,
+                t.extrapolated,
+                100.0 * t.error_sum / t.error_samples.max(1) as f64,
+                t.delay.map_or(0.0, |d| d.as_secs_f64() * 1e3)
+            );
+        }
+        if session.config().predict {
+            let _ = writeln!(
+                out,
+                "  prediction: {} authoritative avatar states compared, {} corrections",
+                t.reconciled, t.corrections
+            );
+        }
     }
     for bot in session.bots.iter().filter(|b| !b.converged) {
         let _ = writeln!(

@@ -7,8 +7,11 @@
 //! the world and keeps ticking until every client's objects equal the server's
 //! (converged) or [`SessionConfig::settle_timeout`] passes.
 
-use crate::arena_world::{ArenaWorld, Player, Projectile, Vehicle};
+use crate::arena_world::{
+    ArenaWorld, Avatar, AvatarInput, Player, Projectile, Vehicle, step_avatar,
+};
 use replicate::internals::protocol::ErasedState;
+use replicate::time::{Predictor, SampleKind, StateHistory};
 use replicate::transport::ClientId;
 use replicate::transport::LinkConditioner;
 use replicate::transport::conditioned::ConditionedServer;
@@ -46,6 +49,11 @@ pub struct SessionConfig {
     pub timeout_seconds: i32,
     /// Delta compression against acknowledged baselines (default on).
     pub delta: bool,
+    /// Client 1 interpolates the players (snapshot interpolation) and the session
+    /// measures the presented positions against the server's history.
+    pub interpolate: bool,
+    /// Client 1 controls an [`Avatar`] with inputs and predicts it.
+    pub predict: bool,
 }
 
 impl SessionConfig {
@@ -61,6 +69,8 @@ impl SessionConfig {
             counts: (32, 50, 8),
             timeout_seconds: 10,
             delta: true,
+            interpolate: false,
+            predict: false,
         }
     }
 }
@@ -132,6 +142,38 @@ pub struct Session {
     last_check: Duration,
     /// Server events seen (connects, disconnects, refusals).
     pub server_events: Vec<ServerEvent>,
+    /// What the time model measured on client 1.
+    pub time: TimeFigures,
+    history: StateHistory<glam::Vec3>,
+    avatar: Option<NetRefHandle>,
+    predictor: Option<Predictor<Avatar, AvatarInput>>,
+    next_input: Option<u32>,
+}
+
+/// The time model as client 1 saw it (see `--interpolate` and `--predict`).
+#[derive(Debug, Clone, Default)]
+pub struct TimeFigures {
+    /// Clock-synchronisation errors (seconds), one per frame once synchronised.
+    pub clock_errors: Vec<f64>,
+    /// Player positions presented by interpolation.
+    pub interpolated: u64,
+    /// Of those, extrapolated past the newest state (data late).
+    pub extrapolated: u64,
+    /// Frames where a player had no fresh value (stalled or none).
+    pub stalls: u64,
+    /// Sum of the distances between presented positions and the server's positions at
+    /// the same server time (metres).
+    pub error_sum: f64,
+    /// Error samples in `error_sum`.
+    pub error_samples: u64,
+    /// The interpolation delay at the end.
+    pub delay: Option<Duration>,
+    /// Authoritative avatar states compared with the prediction.
+    pub reconciled: u64,
+    /// Predictions the server's state corrected.
+    pub corrections: u64,
+    /// Tick field bits per packet to client 1.
+    pub tick_bits_per_packet: f64,
 }
 
 impl std::fmt::Debug for Session {
@@ -178,12 +220,20 @@ impl Session {
             .map(|v| server.spawn(v.state.clone()))
             .collect::<Result<Vec<_>, _>>()
             .map_err(spawn_err)?;
+        let avatar = if config.predict {
+            Some(server.spawn(Avatar::default()).map_err(spawn_err)?)
+        } else {
+            None
+        };
         let mut bots = Vec::with_capacity(config.clients);
         for i in 0..config.clients {
             let id = i as ClientId + 1;
             let token = issuer.issue(id, vec![addr], 120, config.timeout_seconds)?;
             let transport = UdpClientTransport::connect("127.0.0.1:0", token)?;
-            let client = Client::new(transport, registry.clone(), ClientConfig::default())?;
+            let mut client = Client::new(transport, registry.clone(), ClientConfig::default())?;
+            if i == 0 && config.interpolate {
+                client.interpolate::<Player>();
+            }
             bots.push(Bot {
                 id,
                 client,
@@ -208,6 +258,11 @@ impl Session {
             settle_started: None,
             last_check: Duration::ZERO,
             server_events: Vec::new(),
+            time: TimeFigures::default(),
+            history: StateHistory::new(64),
+            avatar,
+            predictor: None,
+            next_input: None,
         })
     }
 
@@ -257,6 +312,15 @@ impl Session {
         if self.phase == SessionPhase::Running {
             self.step_world(dt.as_secs_f32());
         }
+        self.step_avatar();
+        let tick = self.server.current_tick();
+        if self.config.interpolate {
+            for &h in &self.players {
+                if let Some(p) = self.server.get::<Player>(h) {
+                    self.history.record(tick, h, p.position);
+                }
+            }
+        }
         self.server.tick(now)?;
         for event in self.server.events().collect::<Vec<_>>() {
             if let ServerEvent::ClientConnected { client, .. } = event {
@@ -270,18 +334,44 @@ impl Session {
             }
             self.server_events.push(event);
         }
-        for bot in &mut self.bots {
+        for (i, bot) in self.bots.iter_mut().enumerate() {
             bot.client.tick(now)?;
             for event in bot.client.events() {
                 match event {
-                    ClientEvent::Spawned { .. } => bot.spawned += 1,
+                    ClientEvent::Spawned { handle, .. } => {
+                        bot.spawned += 1;
+                        if i == 0 && Some(handle) == self.avatar {
+                            let start = bot
+                                .client
+                                .get::<Avatar>(handle)
+                                .cloned()
+                                .unwrap_or_default();
+                            self.predictor = Some(Predictor::new(start, step_avatar));
+                        }
+                    }
                     ClientEvent::Destroyed { .. } => bot.destroyed += 1,
-                    ClientEvent::Changed { .. } => bot.changes += 1,
+                    ClientEvent::Changed { handle, .. } => {
+                        bot.changes += 1;
+                        if i == 0
+                            && Some(handle) == self.avatar
+                            && let (Some(p), Some(tick), Some(state)) = (
+                                self.predictor.as_mut(),
+                                bot.client.object_tick(handle),
+                                bot.client.get::<Avatar>(handle),
+                            )
+                        {
+                            self.time.reconciled += 1;
+                            if p.reconcile(tick, state) {
+                                self.time.corrections += 1;
+                            }
+                        }
+                    }
                     ClientEvent::Disconnected { reason } => bot.disconnected = Some(reason),
                     _ => {}
                 }
             }
         }
+        self.measure_time(tick, dt);
         match self.phase {
             SessionPhase::Running if now >= self.config.run_for => {
                 self.phase = SessionPhase::Settling;
@@ -301,6 +391,78 @@ impl Session {
             _ => {}
         }
         Ok(self.phase)
+    }
+
+    /// The server steps the avatar with client 1's input for this tick (the last one
+    /// repeated when it is missing).
+    fn step_avatar(&mut self) {
+        let (Some(h), Some(bot)) = (self.avatar, self.bots.first()) else {
+            return;
+        };
+        let tick = self.server.current_tick();
+        if let Some(input) = self.server.take_input::<AvatarInput>(bot.id, tick)
+            && let Some(a) = self.server.get_mut::<Avatar>(h)
+        {
+            step_avatar(a, &input);
+        }
+    }
+
+    /// Client 1's frame of the time model: clock error, interpolated players against
+    /// the server's history, predicted avatar inputs.
+    fn measure_time(&mut self, server_tick: u32, dt: Duration) {
+        let Some(bot) = self.bots.first_mut() else {
+            return;
+        };
+        let tick_seconds = dt.as_secs_f64();
+        if let Some(est) = bot.client.estimated_server_time() {
+            // Server and client share this process's clock: the server just sent
+            // `server_tick` at this instant.
+            let truth = f64::from(server_tick) * tick_seconds;
+            self.time
+                .clock_errors
+                .push((est.as_secs_f64() - truth).abs());
+        }
+        if self.config.interpolate {
+            let at = bot
+                .client
+                .interpolation_time()
+                .map(|t| t.as_secs_f64() / tick_seconds);
+            for &h in &self.players {
+                match bot.client.interpolated::<Player>(h) {
+                    Some(s) if s.kind != SampleKind::Stalled => {
+                        self.time.interpolated += 1;
+                        if s.kind == SampleKind::Extrapolated {
+                            self.time.extrapolated += 1;
+                        }
+                        if let Some(truth) = at.and_then(|at| self.history.at_time(h, at))
+                            && s.kind != SampleKind::Snapped
+                        {
+                            self.time.error_sum += f64::from(s.value.position.distance(truth));
+                            self.time.error_samples += 1;
+                        }
+                    }
+                    _ if bot.client.get::<Player>(h).is_some() => {
+                        self.time.stalls += 1;
+                    }
+                    _ => {}
+                }
+            }
+            self.time.delay = bot.client.interpolation_delay();
+        }
+        if let Some(p) = self.predictor.as_mut()
+            && let Some(target) = bot.client.input_tick()
+        {
+            let next = self.next_input.get_or_insert(target);
+            while *next <= target {
+                let input = AvatarInput::scripted(*next);
+                bot.client.send_input(*next, &input);
+                p.predict(*next, input);
+                *next += 1;
+            }
+        }
+        if let Some((bits, _, packets)) = self.server.time_bits(bot.id) {
+            self.time.tick_bits_per_packet = bits as f64 / packets.max(1) as f64;
+        }
     }
 
     fn step_world(&mut self, dt: f32) {

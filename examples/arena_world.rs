@@ -46,6 +46,91 @@ pub struct Player {
     pub acceleration: Vec3,
 }
 
+impl replicate::time::Interpolate for Player {
+    /// Position, velocity and look blend linearly (the heading the short way round);
+    /// everything else steps.
+    fn interpolate(from: &Self, to: &Self, t: f32) -> Self {
+        use replicate::time::lerp_angle_degrees;
+        let step = t >= 1.0;
+        Player {
+            position: from.position.lerp(to.position, t),
+            velocity: from.velocity.lerp(to.velocity, t),
+            yaw: {
+                let y = lerp_angle_degrees(from.yaw, to.yaw, t);
+                (y + 180.0).rem_euclid(360.0) - 180.0
+            },
+            pitch: from.pitch + (to.pitch - from.pitch) * t,
+            ..if step { to.clone() } else { from.clone() }
+        }
+    }
+
+    /// A respawn moves a player far in one tick: show the jump.
+    fn is_teleport(from: &Self, to: &Self) -> bool {
+        from.position.distance(to.position) > 5.0
+    }
+}
+
+/// The player avatar client 1 controls and predicts (with `--predict`): integer
+/// centimetres, so the client's prediction and the server's step agree exactly.
+#[derive(Replicated, Debug, Clone, PartialEq, Default)]
+#[net(name = "arena::Avatar")]
+pub struct Avatar {
+    /// X in centimetres.
+    #[net(group = "position")]
+    pub x: i32,
+    /// Y in centimetres.
+    #[net(group = "position")]
+    pub y: i32,
+}
+
+impl replicate::time::Interpolate for Avatar {
+    fn interpolate(from: &Self, to: &Self, t: f32) -> Self {
+        let lerp = |a: i32, b: i32| (a as f32 + (b - a) as f32 * t).round() as i32;
+        Avatar {
+            x: lerp(from.x, to.x),
+            y: lerp(from.y, to.y),
+        }
+    }
+}
+
+/// One tick of the avatar's stick: centimetres per tick along x and y.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct AvatarInput {
+    /// Centimetres along x.
+    pub dx: i8,
+    /// Centimetres along y.
+    pub dy: i8,
+}
+
+impl replicate::time::NetInput for AvatarInput {
+    fn write(&self, w: &mut replicate::bits::BitWriter) {
+        w.write_bits(u64::from(self.dx as u8), 8);
+        w.write_bits(u64::from(self.dy as u8), 8);
+    }
+    fn read(r: &mut replicate::bits::BitReader) -> Option<Self> {
+        let input = AvatarInput {
+            dx: r.read_bits(8) as u8 as i8,
+            dy: r.read_bits(8) as u8 as i8,
+        };
+        r.check().ok().map(|_| input)
+    }
+}
+
+impl AvatarInput {
+    /// The bot's stick at `tick`: a new direction every half second.
+    pub fn scripted(tick: u32) -> Self {
+        const DIRECTIONS: [(i8, i8); 6] = [(15, 0), (10, 10), (0, 15), (-15, 5), (-5, -15), (0, 0)];
+        let (dx, dy) = DIRECTIONS[(tick / 15) as usize % DIRECTIONS.len()];
+        AvatarInput { dx, dy }
+    }
+}
+
+/// The avatar's deterministic step, the same on the server and in client 1's prediction.
+pub fn step_avatar(avatar: &mut Avatar, input: &AvatarInput) {
+    avatar.x += i32::from(input.dx);
+    avatar.y += i32::from(input.dy);
+}
+
 /// A projectile in flight.
 #[derive(Replicated, Debug, Clone, PartialEq, Default)]
 #[net(name = "arena::Projectile")]

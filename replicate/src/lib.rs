@@ -189,7 +189,7 @@
 //!
 //! ## Public API
 //!
-//! Everything a game uses is at the crate root or in four modules:
+//! Everything a game uses is at the crate root or in five modules:
 //!
 //! | where | what |
 //! |---|---|
@@ -202,6 +202,7 @@
 //! | [`serialize`] | the [`NetSerializer`](serialize::NetSerializer) trait, the built-in serializers and their configs |
 //! | [`bits`] | the bit stream, for custom serializers |
 //! | [`interest`] | scope filters, prioritizers, bandwidth budgets |
+//! | [`time`] | the time model: server ticks, clock synchronisation, snapshot interpolation, input by tick, prediction and reconciliation, lag compensation |
 //! | [`transport`] | UDP with netcode.io (feature `udp`), in-memory, the link conditioner, and the traits to plug in another transport |
 //!
 //! Features: `udp` (the netcode.io transport and `Server::bind` / `Client::connect`)
@@ -215,7 +216,7 @@
 //! change mask) → `state` → `protocol` → `fragment`, `nested` → `object` →
 //! `connection` → `link` → `stream` → `blob` → `interest` → `replication` (batch
 //! framing, records, baselines, scheduling, reader, writer, attachments, the server
-//! and client drivers) → `stats` → `transport` → `facade`. The internal layers are
+//! and client drivers) → `time` → `stats` → `transport` → `facade`. The internal layers are
 //! reachable through `replicate::internals` for the project's own tests and tools; it
 //! is not part of the public API.
 
@@ -225,6 +226,7 @@
 pub mod bits;
 pub mod interest;
 pub mod serialize;
+pub mod time;
 pub mod transport;
 
 mod blob;
@@ -320,7 +322,7 @@ pub mod __private {
 ///
 /// **Unstable**: not part of the public API and not covered by semantic versioning;
 /// anything here may change or disappear in any release. Game code uses the items at
-/// the crate root and in [`bits`], [`serialize`] and [`transport`].
+/// the crate root and in [`bits`], [`serialize`], [`time`] and [`transport`].
 #[doc(hidden)]
 pub mod internals {
     /// Internal layer (unstable): see [`crate::internals`].

@@ -34,6 +34,7 @@ const LAYERS: &[&str] = &[
     "replication::writer",
     "replication::attachment",
     "replication",
+    "time",
     "stats",
     "transport",
     "facade",

@@ -3,6 +3,7 @@
 //! replicates and exposes the objects with their types.
 
 use super::stats::StatsTracker;
+use super::time::ClientTime;
 use super::{
     CLOSE_LINGER, CONTROL_TAG, Control, DEFAULT_ACK_TIMEOUT, DEFAULT_KEEP_ALIVE_INTERVAL,
     DEFAULT_MAX_PACKET_BYTES, DisconnectReason, FacadeError, HELLO_RESEND, Liveness, NetStats,
@@ -19,6 +20,8 @@ use crate::replication::{
 };
 use crate::state::{ChangeMask, Replicated};
 use crate::stream::WriteResult;
+use crate::time::wire::{self, ClientTimeStream};
+use crate::time::{Interpolate, InterpolationStats, NetInput, Sampled, Tick, TimeConfig};
 #[cfg(feature = "udp")]
 use crate::transport::udp::{ConnectToken, UdpClientTransport};
 use crate::transport::{ClientTransport, ClientTransportEvent};
@@ -49,6 +52,9 @@ pub struct ClientConfig {
     /// An empty ack-eliciting packet is sent when the client sent none for this long
     /// (default [`DEFAULT_KEEP_ALIVE_INTERVAL`](super::DEFAULT_KEEP_ALIVE_INTERVAL)).
     pub keep_alive_interval: Duration,
+    /// The time model. Its `tick_rate` is only used until the server's first packet,
+    /// which carries the server's rate.
+    pub time: TimeConfig,
 }
 
 impl Default for ClientConfig {
@@ -61,6 +67,7 @@ impl Default for ClientConfig {
             bind_addr: None,
             ack_timeout: DEFAULT_ACK_TIMEOUT,
             keep_alive_interval: DEFAULT_KEEP_ALIVE_INTERVAL,
+            time: TimeConfig::default(),
         }
     }
 }
@@ -179,6 +186,7 @@ pub struct Client<T: ClientTransport = crate::transport::DefaultClientTransport>
     /// After closing for a reason the server must learn: the close frame, repeated
     /// until the transport is closed at the given time.
     closing: Option<(Duration, Vec<u8>)>,
+    time: ClientTime,
 }
 
 impl<T: ClientTransport> std::fmt::Debug for Client<T> {
@@ -236,10 +244,18 @@ impl<T: ClientTransport> Client<T> {
                 "connection.protocol_tag must not be {CONTROL_TAG:#04x} (the control frame tag)"
             )));
         }
+        config.time.validate().map_err(FacadeError::Config)?;
+        let mut replication = ReplicationClient::new(registry.clone(), config.replication.clone());
+        // The time stream follows the built-in streams (the server adds its end at the
+        // same position when it accepts the client).
+        replication
+            .add_stream(Box::new(ClientTimeStream::new(&config.time)))
+            .map_err(|e| FacadeError::Config(e.to_string()))?;
         Ok(Self {
             transport,
             registry_hash: registry.hash(),
-            replication: ReplicationClient::new(registry, config.replication.clone()),
+            replication,
+            time: ClientTime::new(config.time.clone()),
             connection: Connection::new(config.connection.clone()),
             config,
             state: ClientState::Connecting,
@@ -307,6 +323,11 @@ impl<T: ClientTransport> Client<T> {
                 }
             }
             _ => {}
+        }
+        if let Some(stream) = self.replication.stream_mut::<ClientTimeStream>(wire::NAME) {
+            let tick_seconds = stream.tick_seconds();
+            self.time
+                .update(&mut stream.clock, tick_seconds, now.as_secs_f64());
         }
         for e in self.replication.drain_events() {
             self.events.push_back(e.into());
@@ -437,12 +458,23 @@ impl<T: ClientTransport> Client<T> {
         }
         match header {
             Ok(seq) => {
+                self.set_stream_now();
+                let seen = self.time.newest_tick;
                 if let Err(e) = self.replication.read_packet(self.now, seq, &mut r) {
                     // The packet is already acknowledged (see the module docs): close.
                     tracing::warn!("client: unreadable packet, closing: {e}");
                     self.stats.on_reject();
                     self.close(DisconnectReason::ReadError);
                 }
+                let tick = self
+                    .replication
+                    .stream_mut::<ClientTimeStream>(wire::NAME)
+                    .and_then(ClientTimeStream::take_packet_tick);
+                let events = self.replication.drain_events();
+                self.time
+                    .on_packet(self.replication.world(), tick, seen, &events);
+                self.events
+                    .extend(events.into_iter().map(ClientEvent::from));
             }
             Err(e) => {
                 if !e.is_benign() {
@@ -453,8 +485,16 @@ impl<T: ClientTransport> Client<T> {
         }
     }
 
+    fn set_stream_now(&mut self) {
+        let now = self.now.as_secs_f64();
+        if let Some(stream) = self.replication.stream_mut::<ClientTimeStream>(wire::NAME) {
+            stream.set_now(now);
+        }
+    }
+
     fn flush(&mut self) {
         let now = self.now;
+        self.set_stream_now();
         self.replication.update(now);
         self.connection.update(now);
         while let Some((seq, status)) = self.connection.poll_delivery() {
@@ -642,6 +682,91 @@ impl<T: ClientTransport> Client<T> {
             return;
         }
         self.end(DisconnectReason::ClosedByClient, true);
+    }
+
+    /// The server tick of the newest packet received (see [`crate::time`]).
+    pub fn last_received_tick(&self) -> Option<Tick> {
+        self.time.newest_tick
+    }
+
+    /// The server tick of the last update applied to an object (its creation or a
+    /// change).
+    pub fn object_tick(&self, handle: NetRefHandle) -> Option<Tick> {
+        self.time.object_tick(handle)
+    }
+
+    /// The estimated server time now (server tick `n` is `n / tick_rate`), once a
+    /// packet was timed: clock synchronisation from packet timing, see
+    /// [`ClockSync`](crate::time::ClockSync).
+    pub fn estimated_server_time(&self) -> Option<Duration> {
+        let t = self.time.server_time(self.now.as_secs_f64())?;
+        Duration::try_from_secs_f64(t.max(0.0)).ok()
+    }
+
+    /// The server tick being simulated now, as estimated.
+    pub fn server_tick(&self) -> Option<Tick> {
+        let t = self.time.server_time(self.now.as_secs_f64())?;
+        let tick = (t / self.time.tick_seconds()).floor();
+        (tick >= 0.0 && tick < f64::from(Tick::MAX)).then_some(tick as Tick)
+    }
+
+    /// The server time interpolated objects are presented at: estimated server time
+    /// minus [`interpolation_delay`](Self::interpolation_delay).
+    pub fn interpolation_time(&self) -> Option<Duration> {
+        let t = self.time.interpolation_time(self.now.as_secs_f64())?;
+        Duration::try_from_secs_f64(t.max(0.0)).ok()
+    }
+
+    /// The current interpolation delay: two ticks (one between states, one lost
+    /// packet), the largest one-way delay of the synchronisation window and
+    /// [`TimeConfig::interpolation_margin`]; it follows the measured delays slowly.
+    pub fn interpolation_delay(&self) -> Option<Duration> {
+        Duration::try_from_secs_f64(self.time.delay()?).ok()
+    }
+
+    /// Interpolates objects of type `O` from now on: the client keeps their last
+    /// received states and [`interpolated`](Self::interpolated) presents them at
+    /// [`interpolation_time`](Self::interpolation_time).
+    pub fn interpolate<O: Replicated + Interpolate + Send>(&mut self) {
+        self.time.interpolate::<O>();
+    }
+
+    /// An interpolated object's state at [`interpolation_time`](Self::interpolation_time),
+    /// with how it was obtained; `None` when `O` is not interpolated (see
+    /// [`interpolate`](Self::interpolate)), the object has no state yet or the clock is
+    /// not synchronised. Counted in [`interpolation_stats`](Self::interpolation_stats).
+    pub fn interpolated<O: Replicated + Interpolate + Send>(
+        &mut self,
+        handle: NetRefHandle,
+    ) -> Option<Sampled<O>> {
+        self.time.sample::<O>(handle, self.now.as_secs_f64())
+    }
+
+    /// How the values [`interpolated`](Self::interpolated) returned were obtained.
+    pub fn interpolation_stats(&self) -> InterpolationStats {
+        self.time.stats
+    }
+
+    /// The tick the next input should be for: the estimated server tick plus the
+    /// largest one-way delay to the server in the window plus
+    /// [`TimeConfig::input_margin`], so it arrives before the server simulates it.
+    /// `None` until the clock has settled (about a second of round trips after the
+    /// first packet): inputs sent earlier could arrive late.
+    pub fn input_tick(&self) -> Option<Tick> {
+        self.time.input_tick(self.now.as_secs_f64())
+    }
+
+    /// Queues the input for server tick `tick` ([`input_tick`](Self::input_tick)); it
+    /// rides in every packet until [`TimeConfig::input_redundancy`] newer inputs
+    /// replaced it. Returns false when the input is too large or `tick` is not after
+    /// the previous input's.
+    pub fn send_input<I: NetInput>(&mut self, tick: Tick, input: &I) -> bool {
+        let Some(bytes) = crate::time::input_encode(input) else {
+            return false;
+        };
+        self.replication
+            .stream_mut::<ClientTimeStream>(wire::NAME)
+            .is_some_and(|s| s.push_input(tick, bytes))
     }
 
     /// The transport.

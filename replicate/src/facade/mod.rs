@@ -64,6 +64,10 @@
 //! A close frame is sent when a side closes for one of these reasons (and repeated
 //! while the peer keeps sending for a short linger), so both ends report the same
 //! [`DisconnectReason`].
+//! After the replication, token, huge-object and message streams, every replication
+//! packet carries the [`time`](crate::time) stream: the server's tick (9 bits while
+//! acks flow) and a clock echo one way, a clock stamp and the redundant inputs the
+//! other way.
 //!
 //! # Game loop
 //!
@@ -104,6 +108,7 @@
 mod client;
 mod server;
 mod stats;
+mod time;
 
 pub use client::{Client, ClientConfig, ClientEvent, ClientState};
 pub use server::{HeldBytes, Server, ServerConfig, ServerEvent};

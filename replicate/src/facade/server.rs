@@ -19,6 +19,8 @@ use crate::replication::attachment::{MessageError, ReceivedMessage};
 use crate::replication::{ReplicationConfig, ReplicationServer};
 use crate::state::Replicated;
 use crate::stream::WriteResult;
+use crate::time::wire::{self, ServerTimeStream};
+use crate::time::{InputStats, NetInput, Tick, TimeConfig};
 #[cfg(feature = "udp")]
 use crate::transport::udp::{ConnectTokenIssuer, UdpServerConfig, UdpServerTransport};
 use crate::transport::{ClientId, ServerTransport, ServerTransportEvent};
@@ -65,6 +67,9 @@ pub struct ServerConfig {
     /// client is closed with [`DisconnectReason::PendingStateOverflow`] (default
     /// 8 MiB).
     pub max_pending_bytes: usize,
+    /// The time model: the fixed tick rate [`Server::tick`] is called at, input
+    /// redundancy (see [`crate::time`]).
+    pub time: TimeConfig,
 }
 
 impl Default for ServerConfig {
@@ -80,6 +85,7 @@ impl Default for ServerConfig {
             ack_timeout: DEFAULT_ACK_TIMEOUT,
             keep_alive_interval: DEFAULT_KEEP_ALIVE_INTERVAL,
             max_pending_bytes: 8 * 1024 * 1024,
+            time: TimeConfig::default(),
         }
     }
 }
@@ -198,6 +204,7 @@ pub struct Server<T: ServerTransport = crate::transport::DefaultServerTransport>
     peers: BTreeMap<ClientId, Peer>,
     events: VecDeque<ServerEvent>,
     now: Duration,
+    tick: Tick,
 }
 
 impl<T: ServerTransport> std::fmt::Debug for Server<T> {
@@ -260,6 +267,7 @@ impl<T: ServerTransport> Server<T> {
                 "connection.protocol_tag must not be {CONTROL_TAG:#04x} (the control frame tag)"
             )));
         }
+        config.time.validate().map_err(FacadeError::Config)?;
         if config.max_packets_per_tick == 0 {
             return Err(FacadeError::Config(
                 "max_packets_per_tick must be at least 1".into(),
@@ -273,6 +281,7 @@ impl<T: ServerTransport> Server<T> {
             peers: BTreeMap::new(),
             events: VecDeque::new(),
             now: Duration::ZERO,
+            tick: 0,
         })
     }
 
@@ -280,8 +289,23 @@ impl<T: ServerTransport> Server<T> {
     /// monotonic time since an arbitrary epoch (e.g. `Instant::elapsed` of the start).
     /// Errors only on a transport failure (a socket error), never because of what a
     /// client sent.
+    ///
+    /// One call is one server tick, expected every `1 / time.tick_rate` seconds: the
+    /// packets it sends carry [`current_tick`](Self::current_tick), which advances by
+    /// one when it returns (see [`crate::time`]). Every connected client gets at least
+    /// one packet per tick, also when nothing changed: the tick and the clock
+    /// echo ride in it.
     pub fn tick(&mut self, now: Duration) -> Result<(), FacadeError> {
         self.now = now;
+        let tick = self.tick;
+        for conn in self.active_connections() {
+            if let Some(s) = self
+                .replication
+                .stream_mut::<ServerTimeStream>(conn, wire::NAME)
+            {
+                s.set_tick(tick);
+            }
+        }
         self.transport.update(now)?;
         while let Some(event) = self.transport.poll_event() {
             self.handle_transport_event(event);
@@ -292,7 +316,53 @@ impl<T: ServerTransport> Server<T> {
         for id in ids {
             self.flush_peer(id);
         }
+        self.tick = self.tick.saturating_add(1);
         Ok(())
+    }
+
+    fn active_connections(&self) -> Vec<ConnectionId> {
+        self.peers
+            .values()
+            .filter_map(|p| match p.phase {
+                Phase::Active { conn, .. } => Some(conn),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The tick being simulated: game code between two [`tick`](Self::tick) calls
+    /// simulates it, and the next `tick` sends its state stamped with it.
+    pub fn current_tick(&self) -> Tick {
+        self.tick
+    }
+
+    /// The input a client sent for `tick` (see [`crate::time`]), taking it out of the
+    /// client's input buffer. When the input for `tick` did not arrive in time, the
+    /// last input taken is repeated (the player keeps doing what they did); `None`
+    /// before any input, for an unknown client, or when the input does not decode.
+    pub fn take_input<I: NetInput>(&mut self, client: ClientId, tick: Tick) -> Option<I> {
+        let conn = self.connection_id(client)?;
+        let stream = self
+            .replication
+            .stream_mut::<ServerTimeStream>(conn, wire::NAME)?;
+        stream.inputs.take(tick).and_then(crate::time::input_decode)
+    }
+
+    /// Counters of a client's input buffer (inputs on time, missing, their lead).
+    pub fn input_stats(&mut self, client: ClientId) -> Option<InputStats> {
+        let conn = self.connection_id(client)?;
+        self.replication
+            .stream_mut::<ServerTimeStream>(conn, wire::NAME)
+            .map(|s| s.inputs.stats())
+    }
+
+    /// Bits spent on the time model in the packets sent to a client:
+    /// `(tick field bits, whole time section bits (tick and clock echoes), packets)`.
+    pub fn time_bits(&mut self, client: ClientId) -> Option<(u64, u64, u64)> {
+        let conn = self.connection_id(client)?;
+        self.replication
+            .stream_mut::<ServerTimeStream>(conn, wire::NAME)
+            .map(|s| (s.tick_bits, s.section_bits, s.packets))
     }
 
     fn handle_transport_event(&mut self, event: ServerTransportEvent) {
@@ -445,6 +515,11 @@ impl<T: ServerTransport> Server<T> {
             return;
         }
         let conn = self.replication.add_connection();
+        // The time stream follows the built-in ones, like the client's.
+        let _ = self.replication.add_stream(
+            conn,
+            Box::new(ServerTimeStream::new(self.tick, self.config.time.tick_rate)),
+        );
         peer.phase = Phase::Active {
             conn,
             connection: Box::new(Connection::new(self.config.connection.clone())),
