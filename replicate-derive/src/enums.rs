@@ -1,4 +1,4 @@
-//! `#[derive(NetEnum)]`: the seed's polymorphic serializer in Rust form. An enum used as
+//! `#[derive(NetEnum)]`: Iris's polymorphic serializer in Rust form. An enum used as
 //! a member gets a quantized twin enum and a serializer that writes the variant index in
 //! the fewest bits (`ceil(log2(variants))`, zero for a single variant), then that
 //! variant's fields in order. A delta against a baseline of the same variant writes

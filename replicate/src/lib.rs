@@ -15,7 +15,7 @@
 //! use replicate::serialize::{IntConfig, Rotator, U8Serializer};
 //! use replicate::{ChangeMask, NetEnum, ProtocolRegistry, Replicated, ReplicatedState};
 //!
-//! /// A named config, reusable across members (the seed's `NetSerializerConfig="..."`).
+//! /// A named config, reusable across members (Iris's `NetSerializerConfig="..."`).
 //! const AMMO_7_BITS: IntConfig = IntConfig { bits: 7 };
 //!
 //! #[derive(Replicated, Debug, Default)]

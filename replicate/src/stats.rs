@@ -1,4 +1,4 @@
-//! Network statistics (the seed's `ReplicationStats`): one snapshot per connection gathering
+//! Per-connection replication statistics: one snapshot per connection gathering
 //! the connection's packet counters, the replication writer's, the huge-object queue's
 //! and the message stream's.
 //!

@@ -1,5 +1,5 @@
 //! Object lifecycle through the replication writer and reader, packet by packet: create,
-//! destroy, lost creation, cancelled destroy, subobjects, tear-off, the seed's
+//! destroy, lost creation, cancelled destroy, subobjects, tear-off, Iris's
 //! lost-packet timeline, dependents, static objects, poll and push modes.
 
 mod common;

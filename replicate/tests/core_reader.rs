@@ -1,4 +1,4 @@
-//! The reader: unresolved references (the seed's soldiers and captain, hot and cold
+//! The reader: unresolved references (Iris's soldiers and captain, hot and cold
 //! caches), broken batches, framing errors, deferred end of replication.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Delta compression against acknowledged baselines: the seed's loss and owner-change
+//! Delta compression against acknowledged baselines: Iris's loss and owner-change
 //! scenarios, shared snapshots across 100 connections, creation throttling, and a
 //! baseline the receiver does not have.
 
@@ -40,7 +40,7 @@ fn same_state(server: &ReplicationServer, client: &ReplicationClient, h: NetRefH
 
 #[test]
 fn lost_baseline_merges_its_mask_back() {
-    // The seed's scenario: A, B, C go out in a packet that nominates a new baseline, D
+    // Iris's scenario: A, B, C go out in a packet that nominates a new baseline, D
     // changes afterwards, the packet is lost: the next packet carries A, B, C and D.
     let mut m = Manual::with_config(config(1));
     let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();

@@ -86,7 +86,7 @@ fn check_delta<S: NetSerializer>(
     prop_assert_eq!(r.position(), bits, "delta bits read != bits written");
     // No delta costs more than the full encoding plus one bit (the residual code's
     // escape), changed or not. `HealthSerializer`, the worked custom-serializer example,
-    // keeps the seed's own delta table and is held to this only when unchanged.
+    // keeps Iris's own delta table and is held to this only when unchanged.
     let (_, full) = encode::<S>(c, q);
     if S::NAME != "Health" || S::is_equal(c, q, prev) {
         prop_assert!(bits <= full + 1, "delta {} bits > full {} + 1", bits, full);
@@ -493,7 +493,7 @@ fn max_bits_is_the_longest_encoding() {
 }
 
 #[test]
-fn seed_bit_counts() {
+fn iris_bit_counts() {
     // Float zero.
     assert_eq!(roundtrip::<F32Serializer>(&NoConfig, &0.0).unwrap().0, 1);
     // Packed.
@@ -540,7 +540,7 @@ fn seed_bit_counts() {
 }
 
 #[test]
-fn seed_delta_costs() {
+fn iris_delta_costs() {
     fn cost<S: NetSerializer<Config = NoConfig>>(q: S::Source, prev: S::Source) -> usize {
         let (q, prev) = (S::quantize(&NoConfig, &q), S::quantize(&NoConfig, &prev));
         let mut w = BitWriter::with_capacity_bits(128);

@@ -685,7 +685,7 @@ proptest! {
 // ---------------------------------------------------------------------------------------
 
 #[test]
-fn seed_empty_array_and_string_are_one_bit() {
+fn iris_empty_array_and_string_are_one_bit() {
     assert_eq!(
         roundtrip::<VecSerializer<U32Serializer>>(&VecConfig::DEFAULT, &vec![]).unwrap(),
         (1, vec![])
@@ -846,7 +846,7 @@ fn vec_grow_and_shrink_masked_keeps_untouched_elements() {
     assert_eq!(target, grown);
 }
 
-/// The seed's dynamic-state contract (clone and free recurse into elements, resizing
+/// Iris's dynamic-state contract (clone and free recurse into elements, resizing
 /// frees removed elements): a quantized element type that counts live instances.
 mod dynamic_state {
     use super::*;

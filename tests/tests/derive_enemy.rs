@@ -1,4 +1,4 @@
-//! The seed's `AEnemy` (health, position, rotation with a rep-notify) through
+//! Iris's `AEnemy` (health, position, rotation with a rep-notify) through
 //! `#[derive(Replicated)]`: change-mask layout, poll, serialize with a mask, apply on a
 //! fresh instance with exactly one notification.
 //! `position` is a `glam::Vec3` with the default (lossless) vector serializer.
@@ -94,7 +94,7 @@ fn serialize_with_mask_writes_mask_and_changed_members_only() {
         + bits_of::<F32Serializer>(&NoConfig, &state.health)
         + bits_of::<RotatorSerializer>(&NoConfig, &state.rotation);
     assert_eq!(w.position(), expected);
-    assert_eq!(expected, 3 + 33 + 19); // the seed's numbers: health 1+32, yaw-only rotator 19
+    assert_eq!(expected, 3 + 33 + 19); // Iris's numbers: health 1+32, yaw-only rotator 19
     let bytes = w.finish().unwrap();
 
     // Receive into a fresh instance.

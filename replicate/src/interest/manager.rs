@@ -64,7 +64,7 @@ pub struct InterestConfig {
     /// The budget of new connections (default 64 KB/s).
     pub default_budget: BandwidthBudget,
     /// Packets a connection may write per tick beyond the first while data is pending
-    /// (the seed's `MaxAllowedPacketsIfNotHugeObject`, default 3).
+    /// (Iris's `MaxAllowedPacketsIfNotHugeObject`, default 3).
     pub max_extra_packets: u32,
     /// Ticks per second, to size the budget's burst (two ticks' worth, at least one
     /// packet; default 30).

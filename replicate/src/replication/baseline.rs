@@ -229,7 +229,7 @@ struct ObjectShared {
 }
 
 /// The server's baseline snapshots and per-object creation state, shared by every
-/// connection's writer (the seed's storage plus the shared half of its manager).
+/// connection's writer (Iris's storage plus the shared half of its manager).
 ///
 /// ```
 /// use replicate::internals::replication::{BaselineStorage, DeltaSettings};

@@ -146,7 +146,7 @@ pub fn huge_channel_config(config: &AttachmentConfig) -> ChannelConfig {
     c
 }
 
-/// Counters of the huge-object send queue of one connection (part of the seed's
+/// Counters of the huge-object send queue of one connection (part of Iris's
 /// `NetStats`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HugeSendStats {

@@ -20,7 +20,7 @@
 //! server stops sending them) and is told each packet's fate.
 //!
 //! Hooks for the layers above:
-//! - interest management (issue 5) is built in: every connection's writer gets
+//! - interest management is built in: every connection's writer gets
 //!   [`InterestHooks`] over the server's [`InterestManager`](crate::interest::InterestManager);
 //!   game code steers it with the `ReplicationServer` methods `set_object_filter`,
 //!   `set_object_groups`, `set_object_position` / `set_location_fn`,
@@ -112,7 +112,7 @@ use crate::stream::{
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Settings of the replication core (the seed's CVars, with their defaults).
+/// Settings of the replication core (Iris's CVars, with their defaults).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReplicationConfig {
     /// Dirty objects with a lower accumulated priority wait (default 1.0).

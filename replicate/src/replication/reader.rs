@@ -6,7 +6,7 @@
 //! registry's factory; a batch for a known handle updates its quantized state. After
 //! all batches the state is dispatched to the game objects (`apply`, which calls the
 //! notify hooks with old values) and events are queued; then end of replication
-//! (destroy, tear-off) is dispatched (the seed's `DeferEndReplication`); then parked
+//! (destroy, tear-off) is dispatched (Iris's `DeferEndReplication`); then parked
 //! object references are retried.
 //!
 //! A batch that fails to decode marks its handle broken: its later batches are skipped

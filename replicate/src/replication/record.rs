@@ -12,7 +12,7 @@ use crate::state::ChangeMask;
 /// The lifecycle of one object as seen by one connection's writer (Iris's
 /// `EReplicatedObjectState`, the same 14 values in the same order).
 ///
-/// Allowed transitions are the seed's union of edges plus the few this implementation
+/// Allowed transitions are Iris's union of edges plus the few this implementation
 /// needs and documents in [`ReplicatedObjectState::can_transition_to`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -74,14 +74,14 @@ impl ReplicatedObjectState {
             .unwrap_or(Self::Invalid)
     }
 
-    /// Whether the object is in a creation state (the seed's `IsInitialState`).
+    /// Whether the object is in a creation state (Iris's `IsInitialState`).
     pub const fn is_initial(self) -> bool {
         matches!(self, Self::PendingCreate | Self::WaitOnCreateConfirmation)
     }
 
     /// Whether `self -> to` is a legal transition.
     ///
-    /// The seed's union of edges:
+    /// Iris's union of edges:
     /// `Invalid→PendingCreate`, `WaitOnCreateConfirmation→PendingCreate`,
     /// `PendingCreate→WaitOnCreateConfirmation`, `CancelPendingDestroy→WaitOnCreateConfirmation`,
     /// `PendingCreate→Created`, `WaitOnCreateConfirmation→Created`,

@@ -1,5 +1,5 @@
 //! Container serializers: [`Option`], fixed arrays `[T; N]`, [`Vec`], [`BTreeMap`] and
-//! [`BTreeSet`], each forwarding to an element serializer (the seed's
+//! [`BTreeSet`], each forwarding to an element serializer (Iris's
 //! `IsForwardingSerializer`, `ArrayPropertyNetSerializer`, `SetPropertyNetSerializer`,
 //! `MapPropertyNetSerializer`).
 //!
@@ -10,7 +10,7 @@
 //!
 //! # The length prefix
 //!
-//! Every variable-length value starts with the seed's empty flag:
+//! Every variable-length value starts with Iris's empty flag:
 //!
 //! | value | bits |
 //! |---|---|
@@ -22,7 +22,7 @@
 //! `max_len` of 1024, 0 bits when `max_len` is 1). A received length above `max_len` is
 //! rejected with [`SerializeError::TooLong`] *before* anything is allocated.
 //!
-//! # Per-element change tracking (the seed's modulo mapping)
+//! # Per-element change tracking (Iris's modulo mapping)
 //!
 //! With [`VecConfig::element_bits`] (or [`ArrayConfig::element_bits`]) `= k > 0`, the
 //! member occupies `1 + k` change-mask bits: bit 0 means "the array changed", and element
@@ -52,7 +52,7 @@ use super::ChangeMask;
 use super::{NetDefault, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher};
 use crate::bits::{BitReader, BitWriter, bits_for_count};
 
-/// The largest element count a container config may allow (the seed bounds array counts
+/// The largest element count a container config may allow (Iris bounds array counts
 /// by `uint16`).
 pub const MAX_CONTAINER_LEN: u32 = u16::MAX as u32;
 
@@ -516,12 +516,12 @@ impl<C: NetSerializerConfig> NetSerializerConfig for VecConfig<C> {
     }
 }
 
-/// `Vec<T>` with the seed's array encoding and optional per-element change tracking.
+/// `Vec<T>` with Iris's array encoding and optional per-element change tracking.
 ///
 /// Full value: the length prefix (`[1]` when empty, else `[0][count - 1]`, see the
 /// [module docs](self)), then each element.
 ///
-/// Delta against `prev` (the seed's array delta):
+/// Delta against `prev` (Iris's array delta):
 ///
 /// | case | bits |
 /// |---|---|
@@ -764,7 +764,7 @@ impl<C: NetSerializerConfig> NetSerializerConfig for ArrayConfig<C> {
     }
 }
 
-/// `[T; N]`: the `N` elements back to back, no count (the seed's static array).
+/// `[T; N]`: the `N` elements back to back, no count (Iris's static array).
 ///
 /// The quantized form is a `Vec` of exactly `N` quantized elements (a `[Q; N]` would not
 /// be `Default` for `N > 32`); a shorter quantized vector (such as the `Default` one) is
@@ -1311,7 +1311,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_modulo_mapping() {
+    fn iris_modulo_mapping() {
         // 100 items, 1 + 10 mask bits.
         let cfg = VecConfig {
             element_bits: 10,
@@ -1364,7 +1364,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_delta_format() {
+    fn iris_delta_format() {
         let cfg = VecConfig::DEFAULT;
         // Same size: [1] + per-element [0] unchanged / [1][element delta]; 3 -> 9 is a
         // u8 residual of +6: [0][k = 4][zigzag 12 in 5 bits].

@@ -39,9 +39,9 @@
 //! Decoding is bounds-checked: a group larger than the component's width can hold, a
 //! residual past `2^b − 1` or a truncated stream is an error, never a panic.
 //!
-//! # The seed's table (kept for custom serializers)
+//! # Iris's table (kept for custom serializers)
 //!
-//! [`write_int_delta`] is the seed's table-driven integer delta (`BitPacking.cpp`): a
+//! [`write_int_delta`] is Iris's table-driven integer delta (`BitPacking.cpp`): a
 //! 2-bit index into a table of bit widths, then the signed difference in that many bits;
 //! index 3 escapes to the full value:
 //!
@@ -346,7 +346,7 @@ impl DeltaTable {
     }
 }
 
-/// Writes `value` relative to `prev`, both `bits` wide (`1..=64`), with the seed's
+/// Writes `value` relative to `prev`, both `bits` wide (`1..=64`), with Iris's
 /// table (see the [module docs](self)).
 ///
 /// For `bits <= 8`: `[0]` if equal, else `[1][value]`. Otherwise the table encoding.
@@ -410,7 +410,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_score_examples() {
+    fn iris_score_examples() {
         assert_eq!(cost(1000, 1000, 32), 2);
         assert_eq!(cost(1005, 1000, 32), 6);
         assert_eq!(cost(5000, 1000, 32), 16);

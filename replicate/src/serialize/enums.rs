@@ -1,5 +1,5 @@
 //! Fieldless enums: the [`NetEnum`] trait (variant ⇄ index) and [`EnumSerializer`],
-//! which sends the index in the fewest bits that hold every variant (the seed's
+//! which sends the index in the fewest bits that hold every variant (Iris's
 //! `EnumNetSerializer`, "bit count configured automatically").
 //!
 //! This module owns the enum index encoding only. `#[derive(Replicated)]` implements

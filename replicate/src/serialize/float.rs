@@ -4,12 +4,12 @@
 //!
 //! This module owns float quantization and its wire encodings only.
 //!
-//! # Full precision (the seed's `FFloatNetSerializer`)
+//! # Full precision (Iris's `FFloatNetSerializer`)
 //!
 //! The quantized value is the raw IEEE-754 bit pattern (`u32` / `u64`), with two
 //! canonicalisations applied by `quantize` (and to whatever `deserialize` reads):
 //! - **`-0.0` becomes `+0.0`** (bits `0`), so the two zeros compare equal for change
-//!   detection (the seed's `UseSerializerIsEqual` rationale) and a negative zero costs
+//!   detection (Iris's `UseSerializerIsEqual` rationale) and a negative zero costs
 //!   1 bit instead of 33. The receiver therefore always sees `+0.0`.
 //! - **Every NaN becomes the canonical quiet NaN** (`0x7FC0_0000` / `0x7FF8_0000_0000_0000`):
 //!   NaN is replicated as NaN, but its sign and payload are not, and a NaN member does
@@ -19,7 +19,7 @@
 //!
 //! Wire: `[0]` for `+0.0` (1 bit), else `[1][raw bits]` (33 bits for `f32`, 65 for
 //! `f64`, LSB-first). Note the flag polarity is the opposite of the integers' (there
-//! `1` means zero); this follows the seed. Delta: the default `[0]` unchanged (1 bit),
+//! `1` means zero); this follows Iris. Delta: the default `[0]` unchanged (1 bit),
 //! else `[1]` and the full encoding.
 //!
 //! # Ranged fixed point
@@ -38,7 +38,7 @@
 //!
 //! ```
 //! use replicate::serialize::*;
-//! // The seed's steering wheel: -1..1 in 10 bits.
+//! // Iris's steering wheel: -1..1 in 10 bits.
 //! let steering = FloatRangeConfig { min: -1.0, max: 1.0, bits: 10, ..FloatRangeConfig::DEFAULT };
 //! assert!(RangedF32Serializer::validate_config(&steering).is_ok());
 //! let (bits, v) = roundtrip::<RangedF32Serializer>(&steering, &0.25).unwrap();
@@ -210,7 +210,7 @@ impl NetQuantize for f64 {
 ///
 /// [`DEFAULT`](Self::DEFAULT) sets neither, so it does not validate on its own: a
 /// ranged member must name its resolution (`#[net(min = 0.0, max = 1000.0, precision =
-/// 0.5)]`). [`UNIT`](Self::UNIT) is the seed's normalized float (0..1 in 8 bits).
+/// 0.5)]`). [`UNIT`](Self::UNIT) is Iris's normalized float (0..1 in 8 bits).
 ///
 /// The fields are `f64` for both [`RangedF32Serializer`] and [`RangedF64Serializer`], so
 /// one config type serves both and the derive can write literals like `min = -1.0`.
@@ -246,7 +246,7 @@ impl FloatRangeConfig {
         bits: 0,
     };
 
-    /// `0.0..=1.0` in 8 bits (255 steps): the seed's `FNormalizedFloatNetSerializer`.
+    /// `0.0..=1.0` in 8 bits (255 steps): Iris's `FNormalizedFloatNetSerializer`.
     pub const UNIT: FloatRangeConfig = FloatRangeConfig {
         min: 0.0,
         max: 1.0,
@@ -637,7 +637,7 @@ ranged_serializer!(
     ///
     /// ```
     /// use replicate::serialize::*;
-    /// // A 10 km axis at 1 cm: 20 bits, as in the seed's quantization example.
+    /// // A 10 km axis at 1 cm: 20 bits, as in Iris's quantization example.
     /// let c = FloatRangeConfig::with_precision(0.0, 10_000.0, 0.01);
     /// assert_eq!(c.effective_bits(), 20);
     /// let (bits, v) = roundtrip::<RangedF64Serializer>(&c, &1234.567).unwrap();
@@ -657,7 +657,7 @@ ranged_serializer!(
 );
 
 /// `f32` in `0.0..=1.0` in 8 bits (255 steps, [`FloatRangeConfig::UNIT`]) with no config:
-/// the seed's `FNormalizedFloatNetSerializer`, for throttles, brakes, fractions.
+/// Iris's `FNormalizedFloatNetSerializer`, for throttles, brakes, fractions.
 /// Values outside the range clamp; NaN becomes 0.
 ///
 /// ```
@@ -734,7 +734,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_float_examples() {
+    fn iris_float_examples() {
         assert_eq!(
             roundtrip::<F32Serializer>(&NoConfig, &0.0).unwrap(),
             (1, 0.0)
@@ -933,7 +933,7 @@ mod tests {
     }
 
     #[test]
-    fn unit_float_is_the_seeds_normalized_float() {
+    fn unit_float_is_iris_normalized_float() {
         assert_eq!(UnitF32Serializer::quantize(&NoConfig, &0.0), 0);
         assert_eq!(UnitF32Serializer::quantize(&NoConfig, &1.0), 255);
         assert_eq!(UnitF32Serializer::quantize(&NoConfig, &0.5), 128);

@@ -1,6 +1,6 @@
 //! `bool` and the fixed-width integer serializers `u8`..`u64`, `i8`..`i64`.
 //!
-//! Encoding (the seed's `IntNetSerializers`), with `n` the configured bit count
+//! Encoding (Iris's `IntNetSerializers`), with `n` the configured bit count
 //! (`bits`, default: the type's width):
 //! - when `n >= 16`, a zero flag first: `[1]` for zero (1 bit in all), else `[0]`;
 //! - then the value in `n` bits, LSB-first (so a 64-bit value goes low word first).
@@ -372,7 +372,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seed_bit_counts() {
+    fn iris_bit_counts() {
         assert_eq!(
             roundtrip::<I32Serializer>(&IntConfig::DEFAULT, &0).unwrap(),
             (1, 0)

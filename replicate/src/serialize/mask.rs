@@ -304,7 +304,7 @@ impl ChangeMask {
 }
 
 impl ChangeMask {
-    /// Writes the mask like [`write`](Self::write), or, with `mostly_ones` (the seed's
+    /// Writes the mask like [`write`](Self::write), or, with `mostly_ones` (Iris's
     /// `ContainsMostlyOnes` hint, used for initial states), in an inverted sparse form:
     /// raw when at most 8 bits, otherwise `[1][zero count: m][zero index: n]...` when
     /// shorter than the raw `[0][bits]` form (`m` holds `0..=bits`, `n` an index).

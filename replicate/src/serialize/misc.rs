@@ -1,4 +1,4 @@
-//! Odds and ends: the [`Guid`] type and its serializer (the seed's `GuidNetSerializer`),
+//! Odds and ends: the [`Guid`] type and its serializer (Iris's `GuidNetSerializer`),
 //! raw byte strings ([`BytesSerializer`]).
 //!
 //! This module owns those two wire formats. Byte strings (and the serde fallback of

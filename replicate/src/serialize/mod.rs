@@ -240,7 +240,7 @@ impl NetSerializerConfig for NoConfig {
 ///
 /// Required: [`quantize`](Self::quantize), [`dequantize`](Self::dequantize),
 /// [`serialize`](Self::serialize), [`deserialize`](Self::deserialize). The delta pair
-/// defaults to the seed's `NetSerializeDeltaDefault`: one "changed" bit, then the full
+/// defaults to Iris's `NetSerializeDeltaDefault`: one "changed" bit, then the full
 /// value when it changed.
 ///
 /// The contract, checked by property tests for every built-in:
@@ -249,7 +249,7 @@ impl NetSerializerConfig for NoConfig {
 /// - `deserialize_delta(serialize_delta(q, prev), prev) == q` for any `prev`;
 /// - where [`max_bits`](Self::max_bits) is `Some(n)`, no encoding is longer than `n`.
 ///
-/// A custom serializer, in the shape of the seed's Health example:
+/// A custom serializer, in the shape of Iris's Health example:
 ///
 /// ```
 /// use replicate::bits::{BitReader, BitWriter};

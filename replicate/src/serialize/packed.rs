@@ -1,4 +1,4 @@
-//! Packed (variable-length) integers, the seed's `PackedIntNetSerializers`: small values
+//! Packed (variable-length) integers, Iris's `PackedIntNetSerializers`: small values
 //! cost few bits, large ones a little more than their width.
 //!
 //! This module owns the packed integer encodings only.
@@ -19,10 +19,10 @@
 //! The byte count is the fewest whole bytes that hold the value: for unsigned values its
 //! significant bits (0 counts as 1 bit), for signed values its significant bits **plus
 //! the sign bit**, so `-128..=127` fits one byte and `128` needs two. Signed values are
-//! sent as two's complement in those bytes and sign-extended on read with the seed's
+//! sent as two's complement in those bytes and sign-extended on read with Iris's
 //! branch-free `(v ^ m) - m`, `m = 1 << (bits - 1)`.
 //!
-//! The seed's numbers: `5` → `[00][00000101]` (10 bits); `1000` → 18 bits; `100000` → 26
+//! Iris's numbers: `5` → `[00][00000101]` (10 bits); `1000` → 18 bits; `100000` → 26
 //! bits; `10^9` → 34 bits; `-1` → 10 bits.
 //!
 //! A receiver accepts a value sent in more bytes than needed (it decodes to the same
@@ -249,7 +249,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_packed_sizes() {
+    fn iris_packed_sizes() {
         let u = |v: u32| roundtrip::<PackedU32Serializer>(&NoConfig, &v).unwrap();
         let i = |v: i32| roundtrip::<PackedI32Serializer>(&NoConfig, &v).unwrap();
         assert_eq!(u(5), (10, 5));
@@ -283,7 +283,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_bit_patterns() {
+    fn iris_bit_patterns() {
         // 5 -> [00][00000101], LSB-first: prefix bits 0,0 then 5.
         let (bits, bytes) = wire::<PackedU32Serializer>(5);
         assert_eq!(bits, 10);

@@ -1,4 +1,4 @@
-//! Rotations and transforms: [`QuatSerializer`] (the seed's `FQuatNetSerializer`,
+//! Rotations and transforms: [`QuatSerializer`] (Iris's `FQuatNetSerializer`,
 //! "smallest three") and [`TransformSerializer`] for the [`Transform`] type defined here.
 //!
 //! This module owns the smallest-three quaternion encoding and the transform wire format.

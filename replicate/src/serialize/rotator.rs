@@ -1,6 +1,6 @@
 //! Rotations as three angles: the [`Rotator`] type and its serializers,
 //! [`RotatorSerializer`] (16 bits per angle, the `NetDefault`) and
-//! [`RotatorAsByteSerializer`] (8 bits per angle), the seed's `RotatorNetSerializers`.
+//! [`RotatorAsByteSerializer`] (8 bits per angle), Iris's `RotatorNetSerializers`.
 //!
 //! This module owns the angle quantization and the rotator wire encodings only.
 //!
@@ -12,7 +12,7 @@
 //! and `0xFF`). One step is `360 / 65536 ≈ 0.0055°` (`≈ 1.41°` for bytes). The scaling
 //! runs in `f64` as `* 8192 / 45`, so every dequantized angle (`q * 45 / 8192` degrees,
 //! exact in `f32`, in `[0, 360)`) quantizes back to the same `q`. Non-finite angles
-//! quantize to 0. The seed's overview quotes pitch 45.5° as 8282; this formula gives
+//! quantize to 0. Iris's overview quotes pitch 45.5° as 8282; this formula gives
 //! 8283 (`45.5 * 65536 / 360 = 8283.02`), which is what we send.
 //!
 //! The quantized value keeps a 3-bit "is not zero" mask next to the components:
@@ -295,7 +295,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_rotator_sizes() {
+    fn iris_rotator_sizes() {
         let bits = |p, y, r| {
             roundtrip::<RotatorSerializer>(&NoConfig, &Rotator::new(p, y, r))
                 .unwrap()
@@ -335,7 +335,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_rotator_delta() {
+    fn iris_rotator_delta() {
         let (bits, bytes) = delta_bits::<RotatorSerializer>(
             Rotator::new(0.0, 90.0, 0.0),
             Rotator::new(0.0, 95.0, 0.0),

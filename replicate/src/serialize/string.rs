@@ -1,5 +1,5 @@
-//! Strings: [`StringSerializer`] (the seed's `FString` serializer) and [`NameSerializer`]
-//! (the seed's `FName`: well-known names as a small index, others as a string).
+//! Strings: [`StringSerializer`] (Iris's `FString` serializer) and [`NameSerializer`]
+//! (Iris's `FName`: well-known names as a small index, others as a string).
 //!
 //! This module owns the string and name wire formats and their receive-side checks
 //! (length cap before allocation, UTF-8 validity). The length prefix is the shared one of
@@ -12,7 +12,7 @@
 //! | `""` | `[1]` (1 bit) |
 //! | `len` bytes | `[0][len - 1: bits_for_count(max_len)][len bytes of UTF-8]` |
 //!
-//! Strings are always sent as UTF-8, so the seed's "is encoded" flag is not needed.
+//! Strings are always sent as UTF-8, so Iris's "is encoded" flag is not needed.
 //! The sender truncates to at most `max_len` bytes at a `char` boundary; the receiver
 //! rejects a longer length, or a length the remaining bits cannot hold, *before*
 //! allocating, and rejects invalid UTF-8.
@@ -311,7 +311,7 @@ impl Default for QuantizedName {
 /// ```
 ///
 /// Unlike Unreal's `FName`, a name has no separate number suffix (`Enemy_12` is just a
-/// string), so the seed's number-encoding fields are not reproduced.
+/// string), so Iris's number-encoding fields are not reproduced.
 ///
 /// Lookup is a linear scan of the table on quantize (once per change, not per
 /// connection); keep tables to a few hundred entries. A received string that is in the

@@ -1,5 +1,5 @@
-//! Quantized glam vectors: [`Vec2Serializer`], [`Vec3Serializer`] (the seed's
-//! `FVectorQuantizedNetSerializer`), [`Vec3AxesSerializer`] (a range per axis, the seed's
+//! Quantized glam vectors: [`Vec2Serializer`], [`Vec3Serializer`] (Iris's
+//! `FVectorQuantizedNetSerializer`), [`Vec3AxesSerializer`] (a range per axis, Iris's
 //! 54-bit position) and [`UnitVec3Serializer`] (unit directions).
 //!
 //! This module owns fixed-point quantization of `f32` components over a range (also used
@@ -29,7 +29,7 @@
 //! - bits mode (when precision would need more than `bits`): `2^bits - 1` steps spread
 //!   evenly over `min..=max`, `b = bits`.
 //!
-//! Defaults (the seed's quantized vector: a 20-km map in world units of 1 cm, as in
+//! Defaults (Iris's quantized vector: a 20-km map in world units of 1 cm, as in
 //! Unreal):
 //!
 //! | field | default | meaning |
@@ -520,7 +520,7 @@ vector_serializer!(Vec4Serializer, Vec4, 4, "x, y, z then w.", [x, y, z, w]);
 
 /// Configuration of [`Vec3AxesSerializer`]: one [`VectorConfig`] per axis.
 ///
-/// The default is the seed's 10 km x 10 km map at 1 cm with 100 m of height:
+/// The default is Iris's 10 km x 10 km map at 1 cm with 100 m of height:
 ///
 /// | field | default | bits |
 /// |---|---|---|
@@ -539,7 +539,7 @@ pub struct AxesConfig {
 }
 
 impl AxesConfig {
-    /// The seed's map: 20 + 20 + 14 bits.
+    /// Iris's map: 20 + 20 + 14 bits.
     pub const DEFAULT: AxesConfig = AxesConfig {
         x: VectorConfig::with_precision(0.0, 1_000_000.0, 1.0),
         y: VectorConfig::with_precision(0.0, 1_000_000.0, 1.0),
@@ -572,7 +572,7 @@ impl NetSerializerConfig for AxesConfig {
     }
 }
 
-/// `glam::Vec3` with a separate range and precision per axis (the seed's quantized
+/// `glam::Vec3` with a separate range and precision per axis (Iris's quantized
 /// position: 54 bits for a 10 km map at 1 cm). Each component is encoded as for
 /// [`Vec3Serializer`], in its own axis's bits, x then y then z; delta per component.
 ///
@@ -775,7 +775,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_map_example() {
+    fn iris_map_example() {
         // 10 km x 10 km at 1 cm: 0..1_000_000 cm needs 20 bits; Z 0..10_000 needs 14.
         let xy = VectorConfig {
             min: 0.0,

@@ -161,7 +161,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_health_costs() {
+    fn iris_health_costs() {
         assert_eq!(delta(75, 75), 1);
         assert_eq!(delta(72, 75), 6);
         assert_eq!(delta(82, 75), 6);
