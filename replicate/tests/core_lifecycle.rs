@@ -148,7 +148,7 @@ fn destroyed_after_a_lost_creation_sends_a_destroy() {
 }
 
 #[test]
-fn seed_timeline_packet_101_lost_members_resent_later_with_current_values() {
+fn iris_timeline_packet_101_lost_members_resent_later_with_current_values() {
     let mut m = Manual::new();
     let h = m.server.objects_mut().spawn(pawn(0, 100)).unwrap();
     let (s100, p100) = m.tick_and_write();

@@ -703,7 +703,7 @@ fn iris_empty_array_and_string_are_one_bit() {
 }
 
 #[test]
-fn seed_modulo_mapping_100_items() {
+fn iris_modulo_mapping_100_items() {
     type S = VecSerializer<U16Serializer>;
     let cfg = VecConfig {
         element_bits: 10,

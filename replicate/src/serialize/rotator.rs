@@ -315,7 +315,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_bit_pattern_for_yaw_90() {
+    fn iris_bit_pattern_for_yaw_90() {
         let q = RotatorSerializer::quantize(&NoConfig, &Rotator::new(0.0, 90.0, 0.0));
         assert_eq!(
             q,
