@@ -36,7 +36,7 @@ use super::{
     StableHasher, U32Serializer, U64Serializer, VecSerializer,
 };
 use crate::bits::{BitReader, BitWriter};
-use crate::state::ChangeMask;
+use super::ChangeMask;
 
 /// Every wire-side method of a serializer whose `Quantized` and `Config` are `$base`'s,
 /// delegated to `$base` (everything but `quantize` / `dequantize`, plus `validate`
@@ -143,7 +143,7 @@ macro_rules! delegate_wire {
         fn collect_references(
             c: &Self::Config,
             q: &Self::Quantized,
-            out: &mut Vec<crate::NetRefHandle>,
+            out: &mut Vec<crate::handle::NetRefHandle>,
         ) {
             <$base>::collect_references(c, q, out)
         }
@@ -461,7 +461,7 @@ macro_rules! tuple_serializer {
             fn collect_references(
                 c: &Self::Config,
                 q: &Self::Quantized,
-                out: &mut Vec<crate::NetRefHandle>,
+                out: &mut Vec<crate::handle::NetRefHandle>,
             ) {
                 $($s::collect_references(&c.$i, &q.$i, out);)+
             }
