@@ -201,6 +201,7 @@
 #![deny(missing_docs)]
 
 pub mod bits;
+pub mod insights;
 pub mod interest;
 pub mod serialize;
 pub mod transport;

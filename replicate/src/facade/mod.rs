@@ -62,6 +62,9 @@
 //! ```
 
 mod client;
+mod insights;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod server;
 mod stats;
 

@@ -2,6 +2,7 @@
 //! the handshake, and replicates the object table to every accepted client, one
 //! [`Connection`] and one replication connection each.
 
+use super::insights::ServerInsights;
 use super::stats::StatsTracker;
 use super::{
     CONTROL_TAG, Control, DEFAULT_MAX_PACKET_BYTES, DisconnectReason, FacadeError, NetStats,
@@ -49,6 +50,13 @@ pub struct ServerConfig {
     pub refusal_linger: Duration,
     /// Most clients, for [`Server::bind`] (default 64).
     pub max_clients: usize,
+    /// Network insights: how finely each sent packet is split (default off; see
+    /// [`crate::insights`] and [`Server::attribution`]).
+    pub attribution: crate::insights::AttributionLevel,
+    /// Records the session (every packet's split, connection statistics) into this
+    /// file for `replicate-insights report` (default none). Recording turns
+    /// attribution on at the `Framing` level at least.
+    pub record: Option<std::path::PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -61,6 +69,8 @@ impl Default for ServerConfig {
             handshake_timeout: Duration::from_secs(5),
             refusal_linger: Duration::from_millis(500),
             max_clients: 64,
+            attribution: crate::insights::AttributionLevel::Off,
+            record: None,
         }
     }
 }
@@ -154,6 +164,8 @@ pub struct Server<T: ServerTransport = crate::transport::DefaultServerTransport>
     peers: BTreeMap<ClientId, Peer>,
     events: VecDeque<ServerEvent>,
     now: Duration,
+    /// Network insights (attribution totals, recorder); `None` when off.
+    insights: Option<Box<ServerInsights>>,
 }
 
 impl<T: ServerTransport> std::fmt::Debug for Server<T> {
@@ -221,7 +233,16 @@ impl<T: ServerTransport> Server<T> {
                 "max_packets_per_tick must be at least 1".into(),
             ));
         }
-        Ok(Self {
+        let recording: Option<Box<dyn std::io::Write + Send>> = match &config.record {
+            Some(path) => Some(Box::new(std::fs::File::create(path).map_err(|e| {
+                FacadeError::Config(format!(
+                    "cannot create the session file {}: {e}",
+                    path.display()
+                ))
+            })?)),
+            None => None,
+        };
+        let mut server = Self {
             transport,
             registry_hash: registry.hash(),
             replication: ReplicationServer::new(registry, config.replication.clone()),
@@ -229,7 +250,65 @@ impl<T: ServerTransport> Server<T> {
             peers: BTreeMap::new(),
             events: VecDeque::new(),
             now: Duration::ZERO,
-        })
+            insights: None,
+        };
+        let level = server.config.attribution;
+        server.start_insights(level, recording);
+        Ok(server)
+    }
+
+    /// Turns network insights on: every packet sent is split at `level` (at least
+    /// `Framing` when recording), summed per client ([`attribution`](Self::attribution))
+    /// and, with `recording`, written to it as a session (see [`crate::insights`]).
+    /// Replaces any earlier recording (which is flushed). `Off` without a recording
+    /// turns insights off.
+    pub fn start_insights(
+        &mut self,
+        level: crate::insights::AttributionLevel,
+        recording: Option<Box<dyn std::io::Write + Send>>,
+    ) {
+        use crate::insights::AttributionLevel;
+        let level = if recording.is_some() && level == AttributionLevel::Off {
+            AttributionLevel::Framing
+        } else {
+            level
+        };
+        self.replication.set_attribution(level);
+        self.insights = level
+            .is_on()
+            .then(|| Box::new(ServerInsights::new(level, recording)));
+        let clients: Vec<(ClientId, ConnectionId)> = self
+            .clients()
+            .filter_map(|c| Some((c, self.connection_id(c)?)))
+            .collect();
+        if let Some(i) = self.insights.as_mut() {
+            for (client, conn) in clients {
+                i.ensure_schema(
+                    self.replication.objects().registry(),
+                    self.replication.stream_names(conn),
+                );
+                i.on_connected(self.now, client);
+            }
+        }
+    }
+
+    /// Writes out what the session recorder has buffered. Returns false when recording
+    /// failed (the error was logged and recording stopped); true when it works or
+    /// nothing is recorded. Dropping the server flushes too.
+    pub fn flush_recording(&mut self) -> bool {
+        self.insights.as_mut().is_none_or(|i| i.flush())
+    }
+
+    /// Whether a session is being recorded.
+    pub fn is_recording(&self) -> bool {
+        self.insights.as_ref().is_some_and(|i| i.is_recording())
+    }
+
+    /// Where the bits sent to a client went so far (connection header, stream
+    /// framing, each stream, padding, the replication stream's parts, per type and
+    /// member), when attribution is on ([`ServerConfig::attribution`]).
+    pub fn attribution(&self, client: ClientId) -> Option<&crate::insights::AttributionTotals> {
+        self.insights.as_ref()?.totals.get(&client)
     }
 
     /// One frame: receive, handshake and timeouts, replicate, send. `now` is a
@@ -243,6 +322,9 @@ impl<T: ServerTransport> Server<T> {
             self.handle_transport_event(event);
         }
         self.run_timeouts();
+        if let Some(i) = self.insights.as_mut() {
+            i.on_tick(now);
+        }
         self.replication.tick(now);
         let ids: Vec<ClientId> = self.peers.keys().copied().collect();
         for id in ids {
@@ -267,6 +349,9 @@ impl<T: ServerTransport> Server<T> {
             ServerTransportEvent::Disconnected { client, reason } => {
                 if let Some(peer) = self.peers.remove(&client) {
                     if let Phase::Active { conn, .. } = peer.phase {
+                        if let Some(i) = self.insights.as_mut() {
+                            i.on_disconnected(self.now, client);
+                        }
                         self.replication.remove_connection(conn);
                         self.events.push_back(ServerEvent::ClientDisconnected {
                             client,
@@ -376,6 +461,13 @@ impl<T: ServerTransport> Server<T> {
             &Control::Welcome.encode(),
         );
         tracing::debug!("client {client} accepted as connection {conn}");
+        if let Some(i) = self.insights.as_mut() {
+            i.ensure_schema(
+                self.replication.objects().registry(),
+                self.replication.stream_names(conn),
+            );
+            i.on_connected(now, client);
+        }
         self.events.push_back(ServerEvent::ClientConnected {
             client,
             user_data: peer.user_data.clone(),
@@ -428,6 +520,7 @@ impl<T: ServerTransport> Server<T> {
         for _ in 0..self.config.max_packets_per_tick {
             let mut w = BitWriter::with_capacity_bytes(self.config.max_packet_bytes);
             let seq = connection.write_header(now, &mut w);
+            let header_bits = w.position();
             let result = self.replication.write_packet(conn, seq, &mut w);
             if result == WriteResult::NoData {
                 connection.cancel_header(seq);
@@ -437,6 +530,14 @@ impl<T: ServerTransport> Server<T> {
                 Ok(bytes) => {
                     Self::send_raw(&mut self.transport, client, &mut peer.stats, &bytes);
                     sent_any = true;
+                    if let Some(i) = self.insights.as_mut()
+                        && let Some(mut bits) = self.replication.packet_attribution(conn)
+                    {
+                        bits.wire_bits = bytes.len() as u64 * 8;
+                        bits.header = header_bits as u64;
+                        bits.padding = bits.wire_bits.saturating_sub(w.position() as u64);
+                        i.on_packet(now, client, bits);
+                    }
                 }
                 // Cannot happen with a writer bounded by its capacity; the stamped
                 // packet is then reported lost and its contents re-sent.
@@ -449,8 +550,14 @@ impl<T: ServerTransport> Server<T> {
         if !sent_any && connection.needs_ack() {
             let (_, bytes) = connection.ack_only_packet(now);
             Self::send_raw(&mut self.transport, client, &mut peer.stats, &bytes);
+            if let Some(i) = self.insights.as_mut() {
+                i.on_ack_only(now, client, bytes.len());
+            }
         }
         peer.stats.update(now, Some(connection));
+        if let Some(i) = self.insights.as_mut() {
+            i.on_stats(now, client, &peer.stats.stats);
+        }
     }
 
     /// The next event, if any.

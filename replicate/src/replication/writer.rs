@@ -42,6 +42,7 @@ use super::baseline::{
     BaselineOutcome, BaselineSlot, ConnectionBaselines, DeltaPlan, MAX_BASELINE_COUNT,
     SharedBaselineStorage, is_subset, lock_storage, write_delta_body,
 };
+use super::insights::{BatchLayout, Encoding, WriterAttribution};
 use super::record::{
     INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
     ReplicatedObjectState as S, ReplicationInfo,
@@ -189,6 +190,8 @@ pub struct ReplicationWriter {
     /// Batch bodies are written here first (allocated at the first batch), with the
     /// mark of its empty state.
     scratch: Option<(BitWriter, crate::bits::WriterMark)>,
+    /// Network insights: where the section's bits go (off: `None`).
+    attribution: Option<Box<WriterAttribution>>,
 }
 
 impl ReplicationWriter {
@@ -229,6 +232,7 @@ impl ReplicationWriter {
             baselines: ConnectionBaselines::default(),
             records_popped: 0,
             scratch: None,
+            attribution: None,
         }
     }
 
@@ -405,6 +409,20 @@ impl ReplicationWriter {
     pub fn set_schedule_reuse(&mut self, reuse: bool) {
         self.reuse_schedule = reuse;
         self.schedule.invalidate();
+    }
+
+    /// Turns network-insights attribution of this writer's packets on or off (see
+    /// [`crate::insights`]).
+    pub fn set_attribution(&mut self, level: crate::insights::AttributionLevel) {
+        self.attribution = level
+            .is_on()
+            .then(|| Box::new(WriterAttribution::new(level)));
+    }
+
+    /// The split of the last packet this writer wrote into, when attribution is on
+    /// (empty when it wrote nothing).
+    pub fn packet_attribution(&self) -> Option<&crate::insights::ReplicationBits> {
+        self.attribution.as_ref().map(|a| &a.packet)
     }
 
     /// The connection id.
@@ -842,6 +860,9 @@ impl ReplicationWriter {
         let start = w.mark();
         let mut record = PacketRecord::default();
         let mut more = false;
+        if let Some(a) = self.attribution.as_mut() {
+            a.begin_packet();
+        }
 
         // 1. Destroys, first, so the remote cleans up promptly.
         let outer = w.begin_substream(w.bits_left().saturating_sub(2));
@@ -885,6 +906,13 @@ impl ReplicationWriter {
         self.pending_destroys = left;
         let _ = w.commit_substream(outer);
         w.write_bool(false);
+        if let Some(a) = self.attribution.as_mut() {
+            a.add(
+                crate::insights::ReplicationPart::Destroys,
+                w.position() - start.position() - 1,
+            );
+            a.add(crate::insights::ReplicationPart::EndMarkers, 2);
+        }
 
         // 2. Objects in priority order: the tick's schedule, continued from the last
         //    packet (see `scheduler::Schedule`), built afresh only when invalid.
@@ -1144,6 +1172,7 @@ impl ReplicationWriter {
         w.write_bool(true);
         handle.write(w);
         let exports = &self.exports;
+        let handle_bits = w.position() - m.position();
         let body_of = |out: &mut BitWriter| {
             write_body(
                 out,
@@ -1157,8 +1186,10 @@ impl ReplicationWriter {
                 exports,
             )
         };
-        let tokens;
+        let (tokens, layout);
         let exports_flag_pos;
+        let prefix_bits;
+        let body_bits;
         if self.huge.wide {
             // A huge object's batch, inside its blob: the escape and a 32-bit size.
             w.write_bool(true);
@@ -1166,13 +1197,15 @@ impl ReplicationWriter {
             let size_pos = w.position();
             w.write_bits(0, 32);
             let body = w.position();
+            prefix_bits = body - m.position() - handle_bits;
             exports_flag_pos = body + 1;
-            tokens = body_of(w);
+            (tokens, layout) = body_of(w);
             if w.is_overflown() {
                 w.rollback(m);
                 return Err(BatchError::DidNotFit);
             }
             let size = w.position() - body;
+            body_bits = size;
             w.patch_bits(size_pos, size as u64, 32);
         } else {
             // The prefix's width depends on the body's size: body first, in the scratch
@@ -1187,7 +1220,7 @@ impl ReplicationWriter {
             scratch.rollback(*origin);
             let limit = w.bits_left();
             scratch.begin_substream(limit);
-            tokens = body_of(scratch);
+            (tokens, layout) = body_of(scratch);
             let size = scratch.position();
             if scratch.is_overflown() || size as u64 >= WIDE_BATCH_SIZE {
                 w.rollback(m);
@@ -1198,6 +1231,8 @@ impl ReplicationWriter {
                 });
             }
             write_batch_size(w, size);
+            prefix_bits = w.position() - m.position() - handle_bits;
+            body_bits = size;
             exports_flag_pos = w.position() + 1;
             w.write_from(scratch);
             if w.is_overflown() {
@@ -1226,6 +1261,26 @@ impl ReplicationWriter {
             }
         }
         record.exports.extend(exported);
+        // A huge object's batch goes into its blob, not this packet: the huge-object
+        // stream's section counts it.
+        if let Some(a) = self.attribution.as_mut().filter(|_| !self.huge.wide) {
+            a.on_batch(
+                desc,
+                entry.protocol(),
+                entry.state(),
+                &mask,
+                encoding_of(plan.as_ref(), creating),
+                creating,
+                BatchLayout {
+                    handle: handle_bits,
+                    prefix: prefix_bits,
+                    flags: layout.0,
+                    tags: layout.1 - layout.0,
+                    payload: body_bits - layout.1,
+                    exports: w.position() - m.position() - handle_bits - prefix_bits - body_bits,
+                },
+            );
+        }
 
         let mut reference_index = INVALID_BASELINE_INDEX;
         if let Some(plan) = plan {
@@ -1467,7 +1522,8 @@ fn write_body(
     send_tags: bool,
     mask: &ChangeMask,
     exports: &SharedExports,
-) -> Vec<NetToken> {
+) -> (Vec<NetToken>, (usize, usize)) {
+    let body = w.position();
     let plain = !creating && !tear_off && !send_tags;
     w.write_bool(!plain);
     if plain {
@@ -1476,6 +1532,7 @@ fn write_body(
         write_long_flags(w, table, entry, creating, tear_off, plan.is_some());
     }
     let mut tokens: Vec<NetToken> = Vec::new();
+    let flags_end = w.position() - body;
     if !plain && w.write_bool(send_tags) {
         let mut exports = lock(exports);
         tokens = entry
@@ -1489,6 +1546,7 @@ fn write_body(
             w.write_bits(t.0 as u64, 16);
         }
     }
+    let tags_end = w.position() - body;
     match plan {
         Some(plan) => write_delta_body(plan, entry.state(), mask, creating, w),
         None => {
@@ -1496,7 +1554,29 @@ fn write_body(
             entry.state().serialize(mask, w);
         }
     }
-    tokens
+    (tokens, (flags_end, tags_end))
+}
+
+/// For network insights: how a batch's change mask and members were encoded (as
+/// `write_delta_body` does), so the attribution can measure them again.
+fn encoding_of(plan: Option<&DeltaPlan>, creating: bool) -> Encoding<'_> {
+    let Some(plan) = plan else {
+        return Encoding {
+            delta: false,
+            reference: None,
+            mask_hint: None,
+        };
+    };
+    let (reference, mask_hint) = match &plan.reference {
+        Some((_, reference)) => (Some(reference.as_ref()), None),
+        None if plan.vs_default => (Some(plan.default.as_ref()), Some(creating)),
+        None => (None, None),
+    };
+    Encoding {
+        delta: true,
+        reference,
+        mask_hint,
+    }
 }
 
 /// The long form's flags, from the exports flag (written 0; patched by the caller) to

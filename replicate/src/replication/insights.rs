@@ -1,0 +1,159 @@
+//! The replication writer's attribution sink (network insights, see
+//! [`crate::insights`]): the writer calls it where it already writes the parts of its
+//! section (destroys, end markers, each batch once it is in the packet), and it splits
+//! each batch into handle, size prefix, body flags, tags, baseline framing, change mask
+//! and members, per type and (at [`AttributionLevel::Members`]) per member.
+//!
+//! The writer's own layout positions give every part but the last three; the change
+//! mask and the members are measured by writing them again into a scratch writer, and
+//! the baseline framing is what remains of the body, so the parts always sum to the
+//! batch (a change of the body format shows as baseline framing, never as a gap).
+
+use crate::bits::BitWriter;
+use crate::insights::{
+    AttributionLevel, ReplicationBits, ReplicationPart as P, UNATTRIBUTED_MEMBER,
+};
+use crate::protocol::ErasedState;
+use crate::state::{ChangeMask, StateDescriptor};
+
+/// Where a batch's parts are, in bits (all measured by the writer as it wrote them).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct BatchLayout {
+    /// Continuation bit and handle.
+    pub handle: usize,
+    /// Size prefix.
+    pub prefix: usize,
+    /// Form flags, up to the tags.
+    pub flags: usize,
+    /// Tags.
+    pub tags: usize,
+    /// The rest of the body: baseline framing, change mask, members.
+    pub payload: usize,
+    /// Exports after the body.
+    pub exports: usize,
+}
+
+/// How a batch's members were encoded, to measure them again.
+#[derive(Clone, Copy)]
+pub(crate) struct Encoding<'a> {
+    /// The body has delta framing (baseline indices and flags) before the mask.
+    pub delta: bool,
+    /// Delta against this state, or a plain serialization.
+    pub reference: Option<&'a dyn ErasedState>,
+    /// The change mask was written with `write_with_hint(hint)` rather than `write`.
+    pub mask_hint: Option<bool>,
+}
+
+/// The sink: the current packet's split and a scratch writer to measure in.
+#[derive(Debug)]
+pub(crate) struct WriterAttribution {
+    level: AttributionLevel,
+    /// The packet being written (cleared at the start of each).
+    pub packet: ReplicationBits,
+    scratch: BitWriter,
+    origin: crate::bits::WriterMark,
+}
+
+impl WriterAttribution {
+    pub(crate) fn new(level: AttributionLevel) -> Self {
+        let scratch = BitWriter::with_capacity_bits(super::wire::WIDE_BATCH_SIZE as usize + 1);
+        Self {
+            level,
+            packet: ReplicationBits::default(),
+            origin: scratch.mark(),
+            scratch,
+        }
+    }
+
+    pub(crate) fn begin_packet(&mut self) {
+        self.packet.clear();
+    }
+
+    pub(crate) fn add(&mut self, part: P, bits: usize) {
+        self.packet.add(part, bits as u64);
+    }
+
+    fn measure(&mut self, f: impl FnOnce(&mut BitWriter)) -> usize {
+        // Empty again, clearing only the words the last measurement used.
+        self.scratch.rollback(self.origin);
+        f(&mut self.scratch);
+        self.scratch.position()
+    }
+
+    /// One batch, written and kept in the packet.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn on_batch(
+        &mut self,
+        desc: &StateDescriptor,
+        protocol: u16,
+        state: &dyn ErasedState,
+        mask: &ChangeMask,
+        encoding: Encoding<'_>,
+        creating: bool,
+        l: BatchLayout,
+    ) {
+        let total = l.handle + l.prefix + l.flags + l.tags + l.payload + l.exports;
+        self.packet.add_type(protocol, total as u64, creating);
+        self.add(P::BatchHandle, l.handle);
+        self.add(P::SizePrefix, l.prefix);
+        self.add(P::BodyFlags, l.flags);
+        self.add(P::Tags, l.tags);
+        self.add(P::Exports, l.exports);
+        let mask_bits = self
+            .measure(|w| match encoding.mask_hint {
+                Some(hint) => mask.write_with_hint(w, hint),
+                None => mask.write(w),
+            })
+            .min(l.payload);
+        let serialize = |w: &mut BitWriter, m: &ChangeMask| match encoding.reference {
+            Some(r) => state.serialize_delta(r, m, w),
+            None => state.serialize(m, w),
+        };
+        let members = match encoding.reference {
+            // A body without delta framing is the mask and the members, nothing else.
+            None if !encoding.delta => l.payload - mask_bits,
+            _ => self
+                .measure(|w| serialize(w, mask))
+                .min(l.payload - mask_bits),
+        };
+        self.add(P::ChangeMask, mask_bits);
+        self.add(P::Members, members);
+        self.add(P::Baseline, l.payload - mask_bits - members);
+        if self.level != AttributionLevel::Members || members == 0 {
+            return;
+        }
+        // Per member: each change-mask range alone (grouped members share one range,
+        // named by the group's first member).
+        let mut attributed = 0usize;
+        let mut last_offset = None;
+        let mut sub = ChangeMask::new(mask.len());
+        for (i, m) in desc.members.iter().enumerate() {
+            if last_offset == Some(m.change_mask_offset) || m.change_mask_bits == 0 {
+                continue;
+            }
+            last_offset = Some(m.change_mask_offset);
+            if !mask.any_in(m.change_mask_offset, m.change_mask_bits) {
+                continue;
+            }
+            sub.clear();
+            sub.set_range(m.change_mask_offset, m.change_mask_bits);
+            sub.and_with(mask);
+            let bits = self.measure(|w| serialize(w, &sub));
+            attributed += bits;
+            self.packet.add_member(
+                protocol,
+                i.min(UNATTRIBUTED_MEMBER as usize - 1) as u16,
+                bits as u64,
+                1,
+            );
+        }
+        if attributed < members {
+            self.packet.add_member(
+                protocol,
+                UNATTRIBUTED_MEMBER,
+                (members - attributed) as u64,
+                1,
+            );
+        }
+    }
+}
