@@ -46,6 +46,9 @@ pub struct SessionConfig {
     pub timeout_seconds: i32,
     /// Delta compression against acknowledged baselines (default on).
     pub delta: bool,
+    /// Record the session (network insights, every packet split down to members)
+    /// into this file (default none).
+    pub record: Option<std::path::PathBuf>,
 }
 
 impl SessionConfig {
@@ -61,6 +64,7 @@ impl SessionConfig {
             counts: (32, 50, 8),
             timeout_seconds: 10,
             delta: true,
+            record: None,
         }
     }
 }
@@ -156,6 +160,10 @@ impl Session {
         let registry = Arc::new(ProtocolRegistry::from_inventory()?);
         let mut server_config = ServerConfig::default();
         server_config.replication.delta.enabled = config.delta;
+        if config.record.is_some() {
+            server_config.record = config.record.clone();
+            server_config.attribution = replicate::insights::AttributionLevel::Members;
+        }
         let mut server = Server::new(transport, registry.clone(), server_config)?;
         let (np, npr, nv) = config.counts;
         let world = ArenaWorld::with_counts(config.seed, np, npr, nv);
