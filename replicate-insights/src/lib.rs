@@ -25,7 +25,7 @@ mod svg;
 pub mod text;
 
 use replicate::insights::{
-    PacketKind, REPLICATION_PARTS, Record, ReplicationPart, Session, TypeSchema,
+    MemberRange, PacketKind, REPLICATION_PARTS, Record, ReplicationPart, Session, TypeSchema,
     UNATTRIBUTED_MEMBER,
 };
 use std::collections::BTreeMap;
@@ -258,7 +258,7 @@ impl Analysis {
             | Record::Stats { time_us, .. }
             | Record::Connected { time_us, .. }
             | Record::Disconnected { time_us, .. } => Some(*time_us),
-            Record::Schema(_) => None,
+            Record::Schema(_) | Record::Ranges(_) => None,
         });
         let (start, end) = times.fold((u64::MAX, 0u64), |(lo, hi), t| (lo.min(t), hi.max(t)));
         let start = if start == u64::MAX { 0 } else { start };
@@ -271,6 +271,7 @@ impl Analysis {
         let mut clients: BTreeMap<u64, ClientRow> = BTreeMap::new();
         // Per packet: (time, bits per type, the rest by series name).
         let mut timeline: Vec<(u64, Vec<(u16, u64)>, Vec<(String, u64)>)> = Vec::new();
+        let mut ranges: Vec<MemberRange> = Vec::new();
         for r in &session.records {
             match r {
                 Record::Tick { .. } => a.ticks += 1,
@@ -395,6 +396,7 @@ impl Analysis {
                         })
                         .disconnected_at = Some(secs(*time_us));
                 }
+                Record::Ranges(r) => ranges = r.clone(),
                 Record::Schema(_) => {}
             }
         }
@@ -418,7 +420,10 @@ impl Analysis {
                     sent,
                     bits,
                     type_batches: batches_of.get(&protocol).copied().unwrap_or(0),
-                    hint: None,
+                    hint: ranges
+                        .iter()
+                        .find(|r| r.protocol == protocol && r.member == member)
+                        .and_then(quantization_hint),
                 }
             })
             .collect();
@@ -480,6 +485,31 @@ impl Analysis {
             self.wire_bits as f64 / self.duration_s / 1000.0
         }
     }
+}
+
+/// Fewest observed values before a quantization hint is given.
+pub const MIN_HINT_SAMPLES: u64 = 20;
+
+/// The quantization hint of a member whose observed values span a small part of the
+/// configured range: at least 2 bits per axis would never be used.
+pub fn quantization_hint(r: &MemberRange) -> Option<String> {
+    let axis = r.axis_bits();
+    let needed = r.needed_bits();
+    if r.samples < MIN_HINT_SAMPLES || axis < 3 || needed + 2 > axis {
+        return None;
+    }
+    let per_axis = if r.axes.len() > 1 { " per axis" } else { "" };
+    let share = r
+        .axes
+        .iter()
+        .map(|&(lo, hi)| hi.saturating_sub(lo) as f64 + 1.0)
+        .fold(0.0, f64::max)
+        / 2f64.powi(axis as i32);
+    Some(format!(
+        "values span {:.1}% of the range: {needed} of {axis} bits{per_axis} would do ({} samples)",
+        share * 100.0,
+        r.samples
+    ))
 }
 
 /// A bucket width that gives at most [`MAX_BUCKETS`] buckets.

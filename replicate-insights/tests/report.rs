@@ -2,8 +2,8 @@
 //! hand-made session whose numbers are known; the command line on good and bad files.
 
 use replicate::insights::{
-    MemberSchema, PacketBits, PacketKind, Record, ReplicationBits, ReplicationPart, Session,
-    SessionSchema, TypeSchema, decode_session, encode_header, encode_record,
+    MemberRange, MemberSchema, PacketBits, PacketKind, Record, ReplicationBits, ReplicationPart,
+    Session, SessionSchema, TypeSchema, decode_session, encode_header, encode_record,
 };
 use replicate_examples::arena_recorded::RecordedArena;
 use replicate_insights::{Analysis, html, text};
@@ -170,6 +170,13 @@ fn known_session() -> Session {
         max_bits: Some(8),
         group: None,
     };
+    // "count" stays within 100..=103 of 0..=255; "open" uses all of it.
+    let mut narrow = MemberRange::new(1, 1, 8, 1, 100);
+    let mut wide = MemberRange::new(1, 0, 8, 1, 0);
+    for i in 0..30 {
+        narrow.observe(100 + i % 4);
+        wide.observe(i * 8);
+    }
     Session {
         version: 1,
         records: vec![
@@ -195,6 +202,9 @@ fn known_session() -> Session {
             packet(100_000, r1),
             Record::Tick { time_us: 1_000_000 },
             packet(1_500_000, r2),
+            Record::Ranges(vec![narrow.clone(), wide.clone()]),
+            // Cumulative: the last ranges record counts.
+            Record::Ranges(vec![narrow, wide]),
             Record::Stats {
                 time_us: 2_000_000,
                 client: 9,
@@ -225,6 +235,16 @@ fn known_numbers_come_out_exactly() {
     assert_eq!(open.change_rate(), 0.5);
     assert_eq!(open.full_width, Some(8));
     assert_eq!(a.members[0].member, "open", "most bits first");
+    assert_eq!(open.hint, None);
+    let count = a.members.iter().find(|m| m.member == "count").unwrap();
+    let hint = count.hint.as_deref().unwrap();
+    assert!(
+        hint.contains("2 of 8 bits") && hint.contains("31 samples"),
+        "{hint}"
+    );
+    assert!(hint.contains("1.6% of the range"), "{hint}");
+    let page = html::render(&a);
+    assert!(page.contains(hint));
     // Buckets of 0.1 s: the first packet in bucket 1, the second in bucket 15.
     assert_eq!(a.bandwidth.bucket_s, 0.1);
     let door = a

@@ -150,6 +150,87 @@ pub struct MemberBits {
     pub bits: u64,
 }
 
+/// The quantized values one member took, per axis (a vector's axes are equal slices
+/// of its fixed-width encoding; a scalar has one): for the quantization hint, "the
+/// values use a small part of the configured range". Observed at
+/// [`AttributionLevel::Members`] for members whose encoding has a fixed width of at
+/// most 64 bits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberRange {
+    /// The type's protocol index.
+    pub protocol: u16,
+    /// The member's index in the type's descriptor.
+    pub member: u16,
+    /// Bits of the full encoding.
+    pub width: u32,
+    /// Values observed.
+    pub samples: u64,
+    /// Smallest and largest raw quantized value per axis (`axes.len()` axes of
+    /// `width / axes.len()` bits each).
+    pub axes: Vec<(u64, u64)>,
+}
+
+/// Most axes of a [`MemberRange`].
+pub const MAX_AXES: usize = 4;
+
+impl MemberRange {
+    /// A range of `axes` axes (1..=[`MAX_AXES`]) starting from one raw value.
+    pub fn new(protocol: u16, member: u16, width: u32, axes: usize, raw: u64) -> Self {
+        let axes = axes.clamp(1, MAX_AXES);
+        let mut r = Self {
+            protocol,
+            member,
+            width,
+            samples: 0,
+            axes: vec![(u64::MAX, 0); axes],
+        };
+        r.observe(raw);
+        r
+    }
+
+    /// Bits per axis.
+    pub fn axis_bits(&self) -> u32 {
+        self.width / self.axes.len().max(1) as u32
+    }
+
+    /// Adds one raw value.
+    pub fn observe(&mut self, raw: u64) {
+        let bits = self.axis_bits();
+        let mask = if bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
+        for (i, (lo, hi)) in self.axes.iter_mut().enumerate() {
+            let v = raw.checked_shr(bits * i as u32).unwrap_or(0) & mask;
+            *lo = (*lo).min(v);
+            *hi = (*hi).max(v);
+        }
+        self.samples += 1;
+    }
+
+    /// Merges another observation of the same member.
+    pub fn merge(&mut self, other: &MemberRange) {
+        if other.axes.len() != self.axes.len() || other.width != self.width {
+            return;
+        }
+        for (a, b) in self.axes.iter_mut().zip(&other.axes) {
+            a.0 = a.0.min(b.0);
+            a.1 = a.1.max(b.1);
+        }
+        self.samples += other.samples;
+    }
+
+    /// Bits the widest observed span needs per axis.
+    pub fn needed_bits(&self) -> u32 {
+        self.axes
+            .iter()
+            .map(|&(lo, hi)| 64 - hi.saturating_sub(lo).leading_zeros())
+            .max()
+            .unwrap_or(0)
+    }
+}
+
 /// The replication stream's section of packets, split.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReplicationBits {
@@ -482,6 +563,8 @@ pub enum Record {
         /// The client.
         client: u64,
     },
+    /// The observed value ranges so far (cumulative: the last one counts).
+    Ranges(Vec<MemberRange>),
 }
 
 const KIND_SCHEMA: u8 = 1;
@@ -490,6 +573,7 @@ const KIND_PACKET: u8 = 3;
 const KIND_STATS: u8 = 4;
 const KIND_CONNECTED: u8 = 5;
 const KIND_DISCONNECTED: u8 = 6;
+const KIND_RANGES: u8 = 7;
 
 /// The file header: magic and version.
 pub fn encode_header() -> Vec<u8> {
@@ -617,6 +701,23 @@ pub fn encode_record(record: &Record, out: &mut Vec<u8>) {
             put_u64(&mut p, *time_us);
             put_u64(&mut p, *client);
             KIND_DISCONNECTED
+        }
+        Record::Ranges(ranges) => {
+            let n = ranges.len().min(u16::MAX as usize);
+            put_u16(&mut p, n as u16);
+            for r in ranges.iter().take(n) {
+                put_u16(&mut p, r.protocol);
+                put_u16(&mut p, r.member);
+                put_u32(&mut p, r.width);
+                put_u64(&mut p, r.samples);
+                let axes = r.axes.len().min(MAX_AXES);
+                p.push(axes as u8);
+                for &(lo, hi) in r.axes.iter().take(axes) {
+                    put_u64(&mut p, lo);
+                    put_u64(&mut p, hi);
+                }
+            }
+            KIND_RANGES
         }
     };
     out.push(kind);
@@ -821,6 +922,32 @@ fn decode_payload(kind: u8, c: &mut Cursor<'_>) -> Result<Result<Option<Record>,
             time_us: c.u64()?,
             client: c.u64()?,
         },
+        KIND_RANGES => {
+            let n = c.u16()? as usize;
+            let mut ranges = Vec::new();
+            for _ in 0..n {
+                let protocol = c.u16()?;
+                let member = c.u16()?;
+                let width = c.u32()?;
+                let samples = c.u64()?;
+                let axes = c.u8()? as usize;
+                if !(1..=MAX_AXES).contains(&axes) || width > 64 {
+                    return Ok(Err(format!("a range of {axes} axes over {width} bits")));
+                }
+                let mut r = MemberRange {
+                    protocol,
+                    member,
+                    width,
+                    samples,
+                    axes: Vec::with_capacity(axes),
+                };
+                for _ in 0..axes {
+                    r.axes.push((c.u64()?, c.u64()?));
+                }
+                ranges.push(r);
+            }
+            Record::Ranges(ranges)
+        }
         _ => return Ok(Ok(None)),
     };
     Ok(Ok(Some(record)))
@@ -972,6 +1099,7 @@ mod tests {
                 time_us: 10,
                 client: 3,
             },
+            Record::Ranges(vec![MemberRange::new(2, 0, 51, 3, 0x1_0000_0002_0003)]),
         ]
     }
 
@@ -1097,6 +1225,24 @@ mod tests {
             }
             let _ = decode_session(&g);
         }
+    }
+
+    #[test]
+    fn ranges_track_each_axis() {
+        // Three 17-bit axes: x = 3, y = 2 << ... as written first-lowest.
+        let axis = |x: u64, y: u64, z: u64| x | (y << 17) | (z << 34);
+        let mut r = MemberRange::new(1, 0, 51, 3, axis(100, 65_000, 7));
+        r.observe(axis(103, 65_010, 7));
+        let mut other = MemberRange::new(1, 0, 51, 3, axis(98, 65_000, 7));
+        other.observe(axis(98, 65_000, 7));
+        r.merge(&other);
+        assert_eq!(r.samples, 4);
+        assert_eq!(r.axes, vec![(98, 103), (65_000, 65_010), (7, 7)]);
+        assert_eq!(r.axis_bits(), 17);
+        assert_eq!(r.needed_bits(), 4, "a span of 10 needs 4 bits");
+        // A mismatched shape is not merged.
+        r.merge(&MemberRange::new(1, 0, 51, 1, 0));
+        assert_eq!(r.samples, 4);
     }
 
     #[test]

@@ -94,6 +94,36 @@ fn every_packet_of_a_recorded_session_is_attributed_exactly() {
         assert!(parts[part as usize] > 0, "{part}: {parts:?}");
     }
 
+    // Value ranges (the quantization hint): recorded for the arena's fixed-width
+    // members, the same as the server holds.
+    let ranges = session
+        .records
+        .iter()
+        .rev()
+        .find_map(|r| match r {
+            Record::Ranges(r) => Some(r.clone()),
+            _ => None,
+        })
+        .expect("a ranges record");
+    assert_eq!(ranges, run.server.member_ranges());
+    let player = schema
+        .types
+        .iter()
+        .find(|t| t.name == "arena::Player")
+        .unwrap();
+    let position = player
+        .members
+        .iter()
+        .position(|m| m.name == "position")
+        .unwrap();
+    let r = ranges
+        .iter()
+        .find(|r| r.protocol == player.protocol && r.member as usize == position)
+        .expect("player positions observed");
+    assert_eq!((r.width, r.axes.len()), (51, 3));
+    assert!(r.samples > 100 && r.needed_bits() <= 17);
+    assert!(r.axes.iter().all(|&(lo, hi)| lo <= hi && hi < 1 << 17));
+
     // The attribution agrees with the other layers' counters.
     let registry = run.server.objects().registry().clone();
     assert_eq!(run.server.client_count(), 4);

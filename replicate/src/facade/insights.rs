@@ -2,7 +2,7 @@
 //! recorder (see [`crate::insights`] for the split and the file format).
 
 use crate::insights::{
-    AttributionLevel, AttributionTotals, MemberSchema, PacketBits, PacketKind, Record,
+    AttributionLevel, AttributionTotals, MemberRange, MemberSchema, PacketBits, PacketKind, Record,
     SessionSchema, TypeSchema, encode_header, encode_record,
 };
 use crate::protocol::ProtocolRegistry;
@@ -71,6 +71,8 @@ pub(crate) struct ServerInsights {
     pub(crate) totals: BTreeMap<ClientId, AttributionTotals>,
     recorder: Option<Recorder>,
     last_stats: BTreeMap<ClientId, Duration>,
+    /// Member value ranges observed on every connection (cumulative).
+    ranges: Vec<MemberRange>,
 }
 
 fn us(t: Duration) -> u64 {
@@ -84,6 +86,34 @@ impl ServerInsights {
             totals: BTreeMap::new(),
             recorder: out.map(Recorder::new),
             last_stats: BTreeMap::new(),
+            ranges: Vec::new(),
+        }
+    }
+
+    /// Merges ranges a connection's writer observed.
+    pub(crate) fn add_ranges(&mut self, ranges: Vec<MemberRange>) {
+        for r in ranges {
+            match self
+                .ranges
+                .iter_mut()
+                .find(|x| x.protocol == r.protocol && x.member == r.member)
+            {
+                Some(x) => x.merge(&r),
+                None => self.ranges.push(r),
+            }
+        }
+    }
+
+    /// The member value ranges observed so far.
+    pub(crate) fn ranges(&self) -> &[MemberRange] {
+        &self.ranges
+    }
+
+    fn write_ranges(&mut self) {
+        if let Some(r) = self.recorder.as_mut()
+            && !self.ranges.is_empty()
+        {
+            r.push(&Record::Ranges(self.ranges.clone()));
         }
     }
 
@@ -205,6 +235,7 @@ impl ServerInsights {
     }
 
     pub(crate) fn flush(&mut self) -> bool {
+        self.write_ranges();
         match self.recorder.as_mut() {
             Some(r) => {
                 r.flush();
@@ -212,5 +243,12 @@ impl ServerInsights {
             }
             None => true,
         }
+    }
+}
+
+impl Drop for ServerInsights {
+    fn drop(&mut self) {
+        // The recorder (a field) flushes after this.
+        self.write_ranges();
     }
 }

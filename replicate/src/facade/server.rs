@@ -299,6 +299,12 @@ impl<T: ServerTransport> Server<T> {
         self.insights.as_mut().is_none_or(|i| i.flush())
     }
 
+    /// The value ranges observed per member so far (attribution at the `Members`
+    /// level): the basis of the report's quantization hint.
+    pub fn member_ranges(&self) -> &[crate::insights::MemberRange] {
+        self.insights.as_ref().map_or(&[], |i| i.ranges())
+    }
+
     /// Whether a session is being recorded.
     pub fn is_recording(&self) -> bool {
         self.insights.as_ref().is_some_and(|i| i.is_recording())
@@ -350,6 +356,7 @@ impl<T: ServerTransport> Server<T> {
                 if let Some(peer) = self.peers.remove(&client) {
                     if let Phase::Active { conn, .. } = peer.phase {
                         if let Some(i) = self.insights.as_mut() {
+                            i.add_ranges(self.replication.take_member_ranges(conn));
                             i.on_disconnected(self.now, client);
                         }
                         self.replication.remove_connection(conn);
@@ -557,6 +564,7 @@ impl<T: ServerTransport> Server<T> {
         peer.stats.update(now, Some(connection));
         if let Some(i) = self.insights.as_mut() {
             i.on_stats(now, client, &peer.stats.stats);
+            i.add_ranges(self.replication.take_member_ranges(conn));
         }
     }
 

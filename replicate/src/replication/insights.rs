@@ -11,7 +11,7 @@
 
 use crate::bits::BitWriter;
 use crate::insights::{
-    AttributionLevel, ReplicationBits, ReplicationPart as P, UNATTRIBUTED_MEMBER,
+    AttributionLevel, MemberRange, ReplicationBits, ReplicationPart as P, UNATTRIBUTED_MEMBER,
 };
 use crate::protocol::ErasedState;
 use crate::state::{ChangeMask, StateDescriptor};
@@ -52,6 +52,20 @@ pub(crate) struct WriterAttribution {
     pub packet: ReplicationBits,
     scratch: BitWriter,
     origin: crate::bits::WriterMark,
+    /// Observed value ranges per (protocol, member), since the last take.
+    ranges: Vec<MemberRange>,
+}
+
+/// How many equal axes a serializer's fixed-width encoding has, if its raw value is a
+/// quantized position in a range (`None`: no such meaning, e.g. smallest-three).
+fn axes_of(serializer: &str) -> Option<usize> {
+    match serializer {
+        "Vec2" => Some(2),
+        "Vec3" => Some(3),
+        "Quat" | "Transform" | "Vec3Axes" | "UnitVec3" | "NetRefHandle" | "bool" | "enum"
+        | "String" | "Name" | "Guid" | "Bytes" | "Serde" => None,
+        _ => Some(1),
+    }
 }
 
 impl WriterAttribution {
@@ -62,6 +76,42 @@ impl WriterAttribution {
             packet: ReplicationBits::default(),
             origin: scratch.mark(),
             scratch,
+            ranges: Vec::new(),
+        }
+    }
+
+    /// Takes the value ranges observed since the last call.
+    pub(crate) fn take_ranges(&mut self) -> Vec<MemberRange> {
+        std::mem::take(&mut self.ranges)
+    }
+
+    /// Records the raw value of member `member` (its plain encoding is in the scratch
+    /// writer, `bits` long) when it has a fixed width with a range meaning.
+    fn observe(
+        &mut self,
+        protocol: u16,
+        member: u16,
+        m: &crate::state::MemberDescriptor,
+        bits: usize,
+    ) {
+        let (Some(width), Some(axes)) = (m.max_bits, axes_of(m.serializer)) else {
+            return;
+        };
+        if width as usize != bits || !(2..=64).contains(&width) {
+            return;
+        }
+        let Some(raw) = self.scratch.peek_bits(0, width) else {
+            return;
+        };
+        match self
+            .ranges
+            .iter_mut()
+            .find(|r| r.protocol == protocol && r.member == member)
+        {
+            Some(r) => r.observe(raw),
+            None => self
+                .ranges
+                .push(MemberRange::new(protocol, member, width, axes, raw)),
         }
     }
 
@@ -140,12 +190,17 @@ impl WriterAttribution {
             sub.and_with(mask);
             let bits = self.measure(|w| serialize(w, &sub));
             attributed += bits;
-            self.packet.add_member(
-                protocol,
-                i.min(UNATTRIBUTED_MEMBER as usize - 1) as u16,
-                bits as u64,
-                1,
-            );
+            let index = i.min(UNATTRIBUTED_MEMBER as usize - 1) as u16;
+            self.packet.add_member(protocol, index, bits as u64, 1);
+            // The quantization hint: the member's plain value, when it has a range.
+            if m.max_bits.is_some_and(|w| w <= 64) && axes_of(m.serializer).is_some() {
+                let plain = if encoding.reference.is_none() {
+                    bits
+                } else {
+                    self.measure(|w| state.serialize(&sub, w))
+                };
+                self.observe(protocol, index, m, plain);
+            }
         }
         if attributed < members {
             self.packet.add_member(

@@ -315,6 +315,14 @@ impl ReplicationServer {
         })
     }
 
+    /// Takes the member value ranges connection `id`'s writer observed since the last
+    /// call (attribution at the `Members` level).
+    pub fn take_member_ranges(&mut self, id: ConnectionId) -> Vec<crate::insights::MemberRange> {
+        writer_of(&mut self.connections, id)
+            .map(ReplicationWriter::take_member_ranges)
+            .unwrap_or_default()
+    }
+
     /// The names of a connection's data streams, by index.
     pub fn stream_names(&self, id: ConnectionId) -> Vec<String> {
         self.conn(id)

@@ -425,6 +425,15 @@ impl ReplicationWriter {
         self.attribution.as_ref().map(|a| &a.packet)
     }
 
+    /// Takes the member value ranges observed since the last call (attribution at the
+    /// `Members` level; see [`crate::insights::MemberRange`]).
+    pub fn take_member_ranges(&mut self) -> Vec<crate::insights::MemberRange> {
+        self.attribution
+            .as_mut()
+            .map(|a| a.take_ranges())
+            .unwrap_or_default()
+    }
+
     /// The connection id.
     pub fn connection(&self) -> ConnectionId {
         self.connection
