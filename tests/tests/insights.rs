@@ -174,3 +174,154 @@ fn framing_level_splits_the_stream_but_not_the_members() {
     }
     assert!(seen > 10);
 }
+
+/// A `metrics` recorder that keeps every counter and gauge by `name{label=value,...}`.
+#[derive(Default, Clone)]
+struct Capture(std::sync::Arc<std::sync::Mutex<BTreeMap<String, f64>>>);
+
+struct Cell {
+    key: String,
+    values: std::sync::Arc<std::sync::Mutex<BTreeMap<String, f64>>>,
+}
+
+impl Cell {
+    fn update(&self, f: impl FnOnce(&mut f64)) {
+        let mut map = self.values.lock().unwrap();
+        f(map.entry(self.key.clone()).or_default());
+    }
+}
+
+impl metrics::CounterFn for Cell {
+    fn increment(&self, v: u64) {
+        self.update(|x| *x += v as f64);
+    }
+    fn absolute(&self, v: u64) {
+        self.update(|x| *x = v as f64);
+    }
+}
+
+impl metrics::GaugeFn for Cell {
+    fn increment(&self, v: f64) {
+        self.update(|x| *x += v);
+    }
+    fn decrement(&self, v: f64) {
+        self.update(|x| *x -= v);
+    }
+    fn set(&self, v: f64) {
+        self.update(|x| *x = v);
+    }
+}
+
+impl Capture {
+    fn cell(&self, key: &metrics::Key) -> std::sync::Arc<Cell> {
+        let labels: Vec<String> = key
+            .labels()
+            .map(|l| format!("{}={}", l.key(), l.value()))
+            .collect();
+        std::sync::Arc::new(Cell {
+            key: format!("{}{{{}}}", key.name(), labels.join(",")),
+            values: self.0.clone(),
+        })
+    }
+    fn get(&self, key: &str) -> f64 {
+        self.0.lock().unwrap().get(key).copied().unwrap_or(0.0)
+    }
+}
+
+impl metrics::Recorder for Capture {
+    fn describe_counter(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_gauge(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_histogram(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        metrics::Counter::from_arc(self.cell(key))
+    }
+    fn register_gauge(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::from_arc(self.cell(key))
+    }
+    fn register_histogram(
+        &self,
+        _: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
+}
+
+#[test]
+fn the_metrics_feature_publishes_stats_and_attribution() {
+    let capture = Capture::default();
+    let run = metrics::with_local_recorder(&capture, || {
+        RecordedArena {
+            clients: 2,
+            seconds: 1,
+            level: AttributionLevel::Framing,
+            ..Default::default()
+        }
+        .run()
+        .unwrap()
+    });
+    for client in run.server.clients() {
+        let totals = run.server.attribution(client).unwrap();
+        let stats = run.server.stats(client).unwrap();
+        let c = format!("client={client}");
+        assert_eq!(
+            capture.get(&format!("replicate_sent_bits_total{{{c},part=header}}")),
+            totals.header as f64
+        );
+        assert_eq!(
+            capture.get(&format!("replicate_sent_bits_total{{{c},part=stream:0}}")),
+            totals.streams[0] as f64
+        );
+        let members = ReplicationPart::Members as usize;
+        assert_eq!(
+            capture.get(&format!(
+                "replicate_replication_bits_total{{{c},part=members}}"
+            )),
+            totals.replication.parts[members] as f64
+        );
+        let data = capture.get(&format!("replicate_packets_sent_total{{{c},kind=data}}"));
+        let acks = capture.get(&format!(
+            "replicate_packets_sent_total{{{c},kind=ack_only}}"
+        ));
+        assert_eq!(data + acks, totals.packets as f64);
+        assert_eq!(
+            capture.get(&format!("replicate_bytes_out_total{{{c}}}")),
+            stats.bytes_out as f64
+        );
+        let rtt = capture.get(&format!("replicate_rtt_seconds{{{c}}}"));
+        assert!((rtt - stats.rtt.as_secs_f64()).abs() < 1e-9 && rtt > 0.0);
+        let type_bits: f64 = totals
+            .replication
+            .types
+            .iter()
+            .map(|t| {
+                capture.get(&format!(
+                    "replicate_type_bits_total{{{c},protocol={}}}",
+                    t.protocol
+                ))
+            })
+            .sum();
+        assert_eq!(
+            type_bits,
+            totals.replication.types.iter().map(|t| t.bits).sum::<u64>() as f64
+        );
+    }
+}

@@ -43,6 +43,21 @@ pub fn replication_config(delta: DeltaMode) -> ReplicationConfig {
     }
 }
 
+static ATTRIBUTION: std::sync::OnceLock<replicate::insights::AttributionLevel> =
+    std::sync::OnceLock::new();
+
+/// Runs every scenario with network-insights attribution at `level` (default off):
+/// each packet is split and its split summed, as a server recording a session does,
+/// to measure what attribution costs.
+pub fn set_attribution(level: replicate::insights::AttributionLevel) {
+    let _ = ATTRIBUTION.set(level);
+}
+
+/// The attribution level of the scenarios.
+pub fn attribution() -> replicate::insights::AttributionLevel {
+    ATTRIBUTION.get().copied().unwrap_or_default()
+}
+
 /// Extra packets per tick the interest layer allows each connection in the scenarios
 /// (its default is 3): the harness measures what a tick produces, not a bandwidth cap.
 pub const UNCAPPED_EXTRA_PACKETS: u32 = 100_000;
@@ -50,6 +65,7 @@ pub const UNCAPPED_EXTRA_PACKETS: u32 = 100_000;
 /// Adds a server connection without the interest layer's bandwidth budget (its default
 /// is 64 KB/s): the scenarios measure what a tick produces, not a throttle.
 pub fn add_uncapped_connection(server: &mut ReplicationServer) -> ConnectionId {
+    server.set_attribution(attribution());
     let id = server.add_connection();
     server.set_connection_budget(id, replicate::interest::BandwidthBudget::Unlimited);
     id
@@ -145,6 +161,8 @@ pub struct Link {
     /// server work).
     pub defer: bool,
     pending: Vec<(PacketSequence, Vec<u8>)>,
+    /// Every packet's split, summed (network insights; when attribution is on).
+    pub attribution: replicate::insights::AttributionTotals,
 }
 
 impl Link {
@@ -157,6 +175,7 @@ impl Link {
             netcode_sequence: 0,
             defer: false,
             pending: Vec::new(),
+            attribution: Default::default(),
         }
     }
 
@@ -195,6 +214,12 @@ impl Link {
                 break;
             }
             self.sequence = self.sequence.wrapping_add(1);
+            if let Some(mut bits) = server.packet_attribution(self.conn) {
+                bits.header = MAX_HEADER_BITS as u64;
+                bits.wire_bits = w.byte_len() as u64 * 8;
+                bits.padding = bits.wire_bits - w.position() as u64;
+                self.attribution.add(&bits);
+            }
             t.packets += 1;
             t.payload_bits += w.position() - MAX_HEADER_BITS;
             t.wire_bytes += wire_bytes(w.byte_len(), self.netcode_sequence);

@@ -274,6 +274,9 @@ impl ReplicationServer {
     /// future (see [`crate::insights`]); read each packet's split with
     /// [`packet_attribution`](Self::packet_attribution).
     pub fn set_attribution(&mut self, level: crate::insights::AttributionLevel) {
+        if self.attribution == level {
+            return;
+        }
         self.attribution = level;
         for conn in self.connections.iter_mut().flatten() {
             Self::apply_attribution(conn, level);
