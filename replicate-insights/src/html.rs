@@ -138,6 +138,7 @@ pub fn render(a: &Analysis) -> String {
     let shares: Vec<(String, f64, String)> = a
         .framing_share()
         .into_iter()
+        .filter(|s| s.bits > 0)
         .map(|s| {
             (
                 s.name,
@@ -147,7 +148,7 @@ pub fn render(a: &Analysis) -> String {
         })
         .collect();
     o.push_str(&svg::hbars("chart-framing", &shares));
-    o.push_str(r#"<p class="note">Shares of all bits on the wire. "replication: members" is member values; everything else is what it costs to frame them.</p>"#);
+    o.push_str(r#"<p class="note">Shares of all bits on the wire (parts with no bits left out). "replication: members" is member values; everything else is what it costs to frame them. Handshake control frames are not attributed.</p>"#);
 
     // Connections.
     o.push_str(r#"<h2 id="connections">Connections</h2>"#);
