@@ -349,7 +349,8 @@ pub struct PacketBits {
     pub kind: PacketKind,
     /// The payload's bits (bytes × 8).
     pub wire_bits: u64,
-    /// The connection header (or the whole control frame).
+    /// The connection header (or the whole control frame; an ack-only packet's header
+    /// includes its padding).
     pub header: u64,
     /// The stream manager's count and mask.
     pub stream_framing: u64,
@@ -436,6 +437,9 @@ pub const SESSION_VERSION: u16 = 1;
 /// Largest record payload accepted, in bytes.
 pub const MAX_RECORD_BYTES: usize = 1 << 20;
 
+/// Largest session file [`read_session`] reads, in bytes.
+pub const MAX_SESSION_BYTES: u64 = 1 << 31;
+
 /// Longest string accepted, in bytes.
 pub const MAX_STRING_BYTES: usize = 1024;
 
@@ -470,6 +474,9 @@ pub enum SessionError {
     /// The file could not be read.
     #[error("reading the session file: {0}")]
     Io(String),
+    /// The file is larger than [`MAX_SESSION_BYTES`].
+    #[error("session file larger than {MAX_SESSION_BYTES} bytes")]
+    TooLarge,
 }
 
 /// A member of a type, as recorded.
@@ -1030,7 +1037,16 @@ pub fn decode_session(bytes: &[u8]) -> Result<Session, SessionError> {
 
 /// Reads and decodes a session file.
 pub fn read_session(path: &std::path::Path) -> Result<Session, SessionError> {
-    let bytes = std::fs::read(path).map_err(|e| SessionError::Io(e.to_string()))?;
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| SessionError::Io(e.to_string()))?;
+    let mut bytes = Vec::new();
+    // One byte past the cap tells a file at the cap from a larger one.
+    file.take(MAX_SESSION_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| SessionError::Io(e.to_string()))?;
+    if bytes.len() as u64 > MAX_SESSION_BYTES {
+        return Err(SessionError::TooLarge);
+    }
     decode_session(&bytes)
 }
 

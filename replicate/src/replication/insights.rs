@@ -5,9 +5,12 @@
 //! and members, per type and (at [`AttributionLevel::Members`]) per member.
 //!
 //! The writer's own layout positions give every part but the last three; the change
-//! mask and the members are measured by writing them again into a scratch writer, and
-//! the baseline framing is what remains of the body, so the parts always sum to the
-//! batch (a change of the body format shows as baseline framing, never as a gap).
+//! mask's size follows from the mask ([`ChangeMask::written_bits`]), the baseline
+//! framing from the delta plan, and the members are the rest of the body, so the parts
+//! always sum to the batch and nothing is written twice at the `Framing` level. At the
+//! `Members` level each member is serialized again, alone, into a scratch writer; the
+//! members' sum equals the members part (the insights tests check it, which also
+//! guards the framing and mask sizes against a change of the body format).
 
 use crate::bits::BitWriter;
 use crate::insights::{
@@ -36,8 +39,8 @@ pub(crate) struct BatchLayout {
 /// How a batch's members were encoded, to measure them again.
 #[derive(Clone, Copy)]
 pub(crate) struct Encoding<'a> {
-    /// The body has delta framing (baseline indices and flags) before the mask.
-    pub delta: bool,
+    /// Bits of delta framing (baseline indices and flags) before the mask.
+    pub framing: usize,
     /// Delta against this state, or a plain serialization.
     pub reference: Option<&'a dyn ErasedState>,
     /// The change mask was written with `write_with_hint(hint)` rather than `write`.
@@ -149,26 +152,18 @@ impl WriterAttribution {
         self.add(P::BodyFlags, l.flags);
         self.add(P::Tags, l.tags);
         self.add(P::Exports, l.exports);
-        let mask_bits = self
-            .measure(|w| match encoding.mask_hint {
-                Some(hint) => mask.write_with_hint(w, hint),
-                None => mask.write(w),
-            })
-            .min(l.payload);
+        let framing = encoding.framing.min(l.payload);
+        let mask_bits = mask
+            .written_bits(encoding.mask_hint)
+            .min(l.payload - framing);
+        let members = l.payload - framing - mask_bits;
+        self.add(P::Baseline, framing);
+        self.add(P::ChangeMask, mask_bits);
+        self.add(P::Members, members);
         let serialize = |w: &mut BitWriter, m: &ChangeMask| match encoding.reference {
             Some(r) => state.serialize_delta(r, m, w),
             None => state.serialize(m, w),
         };
-        let members = match encoding.reference {
-            // A body without delta framing is the mask and the members, nothing else.
-            None if !encoding.delta => l.payload - mask_bits,
-            _ => self
-                .measure(|w| serialize(w, mask))
-                .min(l.payload - mask_bits),
-        };
-        self.add(P::ChangeMask, mask_bits);
-        self.add(P::Members, members);
-        self.add(P::Baseline, l.payload - mask_bits - members);
         if self.level != AttributionLevel::Members || members == 0 {
             return;
         }

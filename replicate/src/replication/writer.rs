@@ -1569,20 +1569,22 @@ fn write_body(
 /// For network insights: how a batch's change mask and members were encoded (as
 /// `write_delta_body` does), so the attribution can measure them again.
 fn encoding_of(plan: Option<&DeltaPlan>, creating: bool) -> Encoding<'_> {
+    use super::baseline::BASELINE_INDEX_BITS as B;
     let Some(plan) = plan else {
         return Encoding {
-            delta: false,
+            framing: 0,
             reference: None,
             mask_hint: None,
         };
     };
-    let (reference, mask_hint) = match &plan.reference {
-        Some((_, reference)) => (Some(reference.as_ref()), None),
-        None if plan.vs_default => (Some(plan.default.as_ref()), Some(creating)),
-        None => (None, None),
+    // [index][nominate: 1] | [invalid index][nominate index][vs_default: 1]
+    let (reference, mask_hint, framing) = match &plan.reference {
+        Some((_, reference)) => (Some(reference.as_ref()), None, B + 1),
+        None if plan.vs_default => (Some(plan.default.as_ref()), Some(creating), 2 * B + 1),
+        None => (None, None, 2 * B + 1),
     };
     Encoding {
-        delta: true,
+        framing: framing as usize,
         reference,
         mask_hint,
     }
