@@ -262,7 +262,12 @@ impl ReplicationBits {
 
     /// Adds a batch of type `protocol`.
     pub fn add_type(&mut self, protocol: u16, bits: u64, creation: bool) {
-        let t = match self.types.iter_mut().find(|t| t.protocol == protocol) {
+        // Batches of one type usually follow each other: try the last one first.
+        let found = match self.types.last() {
+            Some(t) if t.protocol == protocol => Some(self.types.len() - 1),
+            _ => self.types.iter().position(|t| t.protocol == protocol),
+        };
+        let t = match found.map(|i| &mut self.types[i]) {
             Some(t) => t,
             None => {
                 self.types.push(TypeBits {

@@ -43,19 +43,29 @@ pub fn replication_config(delta: DeltaMode) -> ReplicationConfig {
     }
 }
 
-static ATTRIBUTION: std::sync::OnceLock<replicate::insights::AttributionLevel> =
-    std::sync::OnceLock::new();
+static ATTRIBUTION: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
-/// Runs every scenario with network-insights attribution at `level` (default off):
-/// each packet is split and its split summed, as a server recording a session does,
-/// to measure what attribution costs.
+/// Runs the scenarios set up from now on with network-insights attribution at `level`
+/// (default off): each packet is split and its split summed, as a server recording a
+/// session does, to measure what attribution costs.
 pub fn set_attribution(level: replicate::insights::AttributionLevel) {
-    let _ = ATTRIBUTION.set(level);
+    use replicate::insights::AttributionLevel as L;
+    let v = match level {
+        L::Off => 0,
+        L::Framing => 1,
+        L::Members => 2,
+    };
+    ATTRIBUTION.store(v, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The attribution level of the scenarios.
 pub fn attribution() -> replicate::insights::AttributionLevel {
-    ATTRIBUTION.get().copied().unwrap_or_default()
+    use replicate::insights::AttributionLevel as L;
+    match ATTRIBUTION.load(std::sync::atomic::Ordering::Relaxed) {
+        1 => L::Framing,
+        2 => L::Members,
+        _ => L::Off,
+    }
 }
 
 /// Extra packets per tick the interest layer allows each connection in the scenarios
