@@ -270,7 +270,7 @@ impl Analysis {
         let mut members: BTreeMap<(u16, u16), (u64, u64)> = BTreeMap::new();
         let mut clients: BTreeMap<u64, ClientRow> = BTreeMap::new();
         // Per packet: (time, bits per type, the rest by series name).
-        let mut timeline: Vec<(u64, Vec<(u16, u64)>, Vec<(String, u64)>)> = Vec::new();
+        let mut timeline: Vec<TimelinePacket> = Vec::new();
         let mut ranges: Vec<MemberRange> = Vec::new();
         for r in &session.records {
             match r {
@@ -523,13 +523,11 @@ fn bucket_width(duration_s: f64) -> f64 {
         .unwrap_or_else(|| (duration_s / MAX_BUCKETS as f64).ceil().max(600.0))
 }
 
-#[allow(clippy::type_complexity)]
-fn bandwidth(
-    types: &[TypeRow],
-    timeline: Vec<(u64, Vec<(u16, u64)>, Vec<(String, u64)>)>,
-    start: u64,
-    end: u64,
-) -> Bandwidth {
+/// One packet for the bandwidth chart: its time, bits per type, and the rest of its
+/// bits by series name.
+type TimelinePacket = (u64, Vec<(u16, u64)>, Vec<(String, u64)>);
+
+fn bandwidth(types: &[TypeRow], timeline: Vec<TimelinePacket>, start: u64, end: u64) -> Bandwidth {
     let duration_s = (end - start) as f64 / 1e6;
     let bucket_s = bucket_width(duration_s);
     let buckets = ((duration_s / bucket_s).floor() as usize + 1).min(MAX_BUCKETS + 1);

@@ -29,7 +29,7 @@ pub fn summary(a: &Analysis) -> String {
     }
     let _ = writeln!(o, "\nwhere the bits went:");
     let mut shares = a.framing_share();
-    shares.sort_by(|x, y| y.bits.cmp(&x.bits));
+    shares.sort_by_key(|s| std::cmp::Reverse(s.bits));
     for s in shares.iter().filter(|s| s.bits > 0) {
         let _ = writeln!(
             o,

@@ -1567,7 +1567,8 @@ fn write_body(
 }
 
 /// For network insights: how a batch's change mask and members were encoded (as
-/// `write_delta_body` does), so the attribution can measure them again.
+/// `write_delta_body` does): the delta framing's size, the mask's form, and what the
+/// members were coded against (to serialize each again at the `Members` level).
 fn encoding_of(plan: Option<&DeltaPlan>, creating: bool) -> Encoding<'_> {
     use super::baseline::BASELINE_INDEX_BITS as B;
     let Some(plan) = plan else {
