@@ -407,6 +407,11 @@ pub struct AttributionTotals {
 }
 
 impl AttributionTotals {
+    /// The attributed bits: header, stream framing, streams and padding.
+    pub fn attributed_bits(&self) -> u64 {
+        self.header + self.stream_framing + self.streams.iter().sum::<u64>() + self.padding
+    }
+
     /// Adds a packet.
     pub fn add(&mut self, p: &PacketBits) {
         self.packets += 1;

@@ -325,3 +325,76 @@ fn the_metrics_feature_publishes_stats_and_attribution() {
         );
     }
 }
+
+/// An object too large for one packet: it travels as a huge object in parts.
+#[derive(replicate::Replicated, Debug, Default, Clone, PartialEq)]
+#[net(name = "insights::Banner")]
+struct Banner {
+    #[net(max_len = 4000)]
+    pixels: Vec<u8>,
+    #[net(bits = 7)]
+    frame: u8,
+}
+
+#[test]
+fn huge_objects_are_attributed_exactly_on_their_stream() {
+    use replicate::transport::memory::MemoryServerTransport;
+    use replicate::{Client, ClientConfig, ProtocolRegistry, Server, ServerConfig};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let registry = Arc::new(ProtocolRegistry::from_inventory().unwrap());
+    let transport =
+        MemoryServerTransport::new(replicate::internals::link::LinkConditioner::perfect(), 3);
+    let network = transport.network();
+    let mut server = Server::new(
+        transport,
+        registry.clone(),
+        ServerConfig {
+            attribution: AttributionLevel::Members,
+            ..ServerConfig::default()
+        },
+    )
+    .unwrap();
+    let banner = server
+        .spawn(Banner {
+            pixels: (0..3000).map(|i| (i * 7) as u8).collect(),
+            frame: 1,
+        })
+        .unwrap();
+    let mut client = Client::new(network.connect(&[]), registry, ClientConfig::default()).unwrap();
+    let mut now = Duration::ZERO;
+    for tick in 0..300u32 {
+        now += Duration::from_millis(33);
+        if tick % 10 == 0
+            && let Some(b) = server.get_mut::<Banner>(banner)
+        {
+            b.frame = (b.frame + 1) % 100;
+        }
+        server.tick(now).unwrap();
+        client.tick(now).unwrap();
+        let _ = client.events().count();
+    }
+    assert_eq!(
+        client.get::<Banner>(banner).map(|b| b.pixels.len()),
+        Some(3000)
+    );
+    let id = server.clients().next().unwrap();
+    let totals = server.attribution(id).unwrap();
+    assert_eq!(totals.inexact_packets, 0, "{totals:?}");
+    assert_eq!(totals.attributed_bits(), totals.wire_bits);
+    let names = server
+        .replication()
+        .stream_names(server.connection_id(id).unwrap());
+    let huge = names.iter().position(|n| n.contains("huge")).unwrap();
+    // The blob's parts travel on the huge-object stream, at least 3000 bytes of it.
+    assert!(
+        totals.streams[huge] >= 3000 * 8,
+        "{names:?} {:?}",
+        totals.streams
+    );
+    assert_eq!(
+        client.get::<Banner>(banner).map(|b| b.frame),
+        server.get::<Banner>(banner).map(|b| b.frame)
+    );
+}
