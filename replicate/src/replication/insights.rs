@@ -122,6 +122,7 @@ impl WriterAttribution {
         self.packet.clear();
     }
 
+    #[inline]
     pub(crate) fn add(&mut self, part: P, bits: usize) {
         self.packet.add(part, bits as u64);
     }
@@ -135,6 +136,7 @@ impl WriterAttribution {
 
     /// One batch, written and kept in the packet.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(crate) fn on_batch(
         &mut self,
         desc: &StateDescriptor,
@@ -160,13 +162,26 @@ impl WriterAttribution {
         self.add(P::Baseline, framing);
         self.add(P::ChangeMask, mask_bits);
         self.add(P::Members, members);
+        if self.level == AttributionLevel::Members && members > 0 {
+            self.on_members(desc, protocol, state, mask, encoding, members);
+        }
+    }
+
+    /// The `Members` level: each member of a batch measured alone.
+    #[inline(never)]
+    fn on_members(
+        &mut self,
+        desc: &StateDescriptor,
+        protocol: u16,
+        state: &dyn ErasedState,
+        mask: &ChangeMask,
+        encoding: Encoding<'_>,
+        members: usize,
+    ) {
         let serialize = |w: &mut BitWriter, m: &ChangeMask| match encoding.reference {
             Some(r) => state.serialize_delta(r, m, w),
             None => state.serialize(m, w),
         };
-        if self.level != AttributionLevel::Members || members == 0 {
-            return;
-        }
         // Per member: each change-mask range alone (grouped members share one range,
         // named by the group's first member).
         let mut attributed = 0usize;
