@@ -8,6 +8,8 @@
 //! cargo run --release --example arena -- --clients 8 --seconds 10 --loss 0.05 --latency-ms 40
 //! cargo run --release --example arena -- --quick      # a few seconds, for CI
 //! cargo run --release --example arena -- --latency-ms 40 --jitter-ms 20 --loss 0.05 --interpolate --predict
+//! cargo run --release --example arena -- --record arena.session   # then:
+//! cargo run -p replicate-insights -- report arena.session -o report.html
 //! ```
 
 use replicate_examples::arena_session::{Session, SessionConfig, SessionPhase};
@@ -18,6 +20,7 @@ use std::time::{Duration, Instant};
 const USAGE: &str = "\
 usage: arena [--clients N] [--seconds S] [--loss P] [--latency-ms MS] [--jitter-ms MS]
              [--seed N] [--no-delta] [--interpolate] [--predict] [--quick] [--plain]
+             [--record PATH]
 
   --clients N       bot clients (default 8)
   --seconds S       seconds the world moves (default 10; 3 with --quick)
@@ -31,7 +34,9 @@ usage: arena [--clients N] [--seconds S] [--loss P] [--latency-ms MS] [--jitter-
   --predict         client 1 controls an avatar with inputs and predicts it; the
                     summary reports the server's corrections
   --quick           a short run for CI smoke tests
-  --plain           periodic lines instead of the live view";
+  --plain           periodic lines instead of the live view
+  --record PATH     record the session (where every bit went) for
+                    `cargo run -p replicate-insights -- report PATH`";
 
 /// What the command line asked for: the session, and whether to print plain lines.
 struct Args {
@@ -78,6 +83,10 @@ fn parse_args() -> Result<Args, String> {
             Long("interpolate") => config.interpolate = true,
             Long("predict") => config.predict = true,
             Long("plain") => plain = true,
+            Long("record") => {
+                let path = parser.value().map_err(|e| e.to_string())?;
+                config.record = Some(path.into());
+            }
             Short('h') | Long("help") => return Err(String::new()),
             other => return Err(other.unexpected().to_string()),
         }
@@ -320,6 +329,18 @@ fn main() -> ExitCode {
     }
     if let Err(e) = session.finish() {
         eprintln!("warning: shutdown: {e}");
+    }
+    if let Some(path) = session.config().record.clone() {
+        if session.server.flush_recording() {
+            let _ = writeln!(
+                out,
+                "session recorded in {} (report: cargo run -p replicate-insights -- report {} -o report.html)",
+                path.display(),
+                path.display()
+            );
+        } else {
+            eprintln!("warning: recording the session failed (see the log)");
+        }
     }
     let converged = report.iter().filter(|r| r.converged).count();
     let _ = writeln!(

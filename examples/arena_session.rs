@@ -54,6 +54,9 @@ pub struct SessionConfig {
     pub interpolate: bool,
     /// Client 1 controls an [`Avatar`] with inputs and predicts it.
     pub predict: bool,
+    /// Record the session (network insights, every packet split down to members)
+    /// into this file (default none).
+    pub record: Option<std::path::PathBuf>,
 }
 
 impl SessionConfig {
@@ -71,6 +74,7 @@ impl SessionConfig {
             delta: true,
             interpolate: false,
             predict: false,
+            record: None,
         }
     }
 }
@@ -198,6 +202,10 @@ impl Session {
         let registry = Arc::new(ProtocolRegistry::from_inventory()?);
         let mut server_config = ServerConfig::default();
         server_config.replication.delta.enabled = config.delta;
+        if config.record.is_some() {
+            server_config.record = config.record.clone();
+            server_config.attribution = replicate::insights::AttributionLevel::Members;
+        }
         let mut server = Server::new(transport, registry.clone(), server_config)?;
         let (np, npr, nv) = config.counts;
         let world = ArenaWorld::with_counts(config.seed, np, npr, nv);

@@ -2,5 +2,6 @@
 //! benchmark scenarios (`BENCHMARKS.md`), with their replicated types and seeded
 //! motion, so the demo and the measurements replicate exactly the same thing.
 
+pub mod arena_recorded;
 pub mod arena_session;
 pub mod arena_world;

@@ -252,6 +252,21 @@ impl BitWriter {
         self.write_bits(0, pad as u32);
     }
 
+    /// Reads back `bits` (`1..=64`) bits written at `position`, or `None` when that
+    /// range was not written.
+    pub fn peek_bits(&self, position: usize, bits: u32) -> Option<u64> {
+        if bits == 0 || bits > 64 || position.checked_add(bits as usize)? > self.pos {
+            return None;
+        }
+        let index = position >> 6;
+        let offset = (position & 63) as u32;
+        let mut value = self.words[index] >> offset;
+        if offset + bits > 64 {
+            value |= self.words[index + 1] << (64 - offset);
+        }
+        Some(value & low_mask(bits))
+    }
+
     /// Overwrites `bits` bits at an earlier position without moving the write position,
     /// for patching a size prefix written before its payload.
     ///
@@ -609,6 +624,25 @@ pub fn sign_extend(value: u64, bits: u32) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peek_reads_back_what_was_written_across_words() {
+        let mut w = BitWriter::with_capacity_bytes(32);
+        w.write_bits(0x5, 3);
+        w.write_bits(0xDEAD_BEEF_CAFE_F00D, 64);
+        w.write_bits(0x1FF, 9);
+        assert_eq!(w.peek_bits(0, 3), Some(0x5));
+        assert_eq!(w.peek_bits(3, 64), Some(0xDEAD_BEEF_CAFE_F00D));
+        assert_eq!(w.peek_bits(67, 9), Some(0x1FF));
+        assert_eq!(
+            w.peek_bits(60, 16),
+            Some(0xDEAD_BEEF_CAFE_F00D_u64 >> 57 | 0x1FF << 7 & 0xFFFF)
+        );
+        assert_eq!(w.peek_bits(70, 7), None, "past the written bits");
+        assert_eq!(w.peek_bits(0, 0), None);
+        assert_eq!(w.peek_bits(0, 65), None);
+        assert_eq!(w.peek_bits(usize::MAX, 8), None);
+    }
 
     #[test]
     fn packs_bool_u8_u16_u32_into_57_bits() {

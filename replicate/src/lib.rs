@@ -204,15 +204,17 @@
 //! | [`interest`] | scope filters, prioritizers, bandwidth budgets |
 //! | [`time`] | the time model: server ticks, clock synchronisation, snapshot interpolation, input by tick, prediction and reconciliation, lag compensation |
 //! | [`transport`] | UDP with netcode.io (feature `udp`), in-memory, the link conditioner, and the traits to plug in another transport |
+//! | [`insights`] | network insights: where every bit of a sent packet goes ([`ServerConfig::attribution`], [`Server::attribution`]) and the recorded session file ([`ServerConfig::record`]) read by the `replicate-insights` report |
 //!
 //! Features: `udp` (the netcode.io transport and `Server::bind` / `Client::connect`)
 //! and `serde` (the [`SerdeSerializer`](serialize::SerdeSerializer) fallback), both
-//! on by default.
+//! on by default; `metrics` publishes [`NetStats`] and the attribution counters through
+//! the `metrics` facade while insights are on.
 //!
 //! ## Layers
 //!
 //! Inside, the runtime is built in layers, each importing only from those below it (a
-//! test, `tests/layers.rs`, keeps it so): `bits` → `handle` → `serialize` (with the
+//! test, `tests/layers.rs`, keeps it so): `bits` → `insights` → `handle` → `serialize` (with the
 //! change mask) → `state` → `protocol` → `fragment`, `nested` → `object` →
 //! `connection` → `link` → `stream` → `blob` → `interest` → `replication` (batch
 //! framing, records, baselines, scheduling, reader, writer, attachments, the server
@@ -224,6 +226,7 @@
 #![deny(missing_docs)]
 
 pub mod bits;
+pub mod insights;
 pub mod interest;
 pub mod serialize;
 pub mod time;

@@ -176,6 +176,19 @@ pub struct DataStreamManager<C: ?Sized + 'static> {
     streams: Vec<Box<dyn DataStream<C>>>,
     status: Vec<SendStatus>,
     records: VecDeque<ManagerRecord>,
+    /// What the last written packet's sections took (network insights), when on.
+    sections: Option<Box<SectionBits>>,
+}
+
+/// The bits of the last packet a [`DataStreamManager`] wrote, per part (kept only
+/// when [`DataStreamManager::set_section_bits`] turned it on).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SectionBits {
+    /// The stream count and mask.
+    pub framing: u64,
+    /// Each stream's section, by stream index (0 for a stream that wrote nothing or
+    /// was rolled back).
+    pub streams: Vec<u64>,
 }
 
 impl<C: ?Sized + 'static> std::fmt::Debug for DataStreamManager<C> {
@@ -220,7 +233,19 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
             streams: Vec::new(),
             status: Vec::new(),
             records: VecDeque::new(),
+            sections: None,
         }
+    }
+
+    /// Turns on or off keeping the bits of each packet's sections
+    /// ([`section_bits`](Self::section_bits)).
+    pub fn set_section_bits(&mut self, on: bool) {
+        self.sections = on.then(Box::default);
+    }
+
+    /// The bits of the last written packet's sections, when turned on.
+    pub fn section_bits(&self) -> Option<&SectionBits> {
+        self.sections.as_deref()
     }
 
     /// Appends a stream (its index is its position). Both peers must register the same
@@ -232,6 +257,11 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
         self.streams.push(stream);
         self.status.push(SendStatus::Send);
         Ok(self.streams.len() - 1)
+    }
+
+    /// The streams' names, by index.
+    pub fn stream_names(&self) -> Vec<String> {
+        self.streams.iter().map(|s| s.name().to_string()).collect()
     }
 
     /// Number of streams.
@@ -299,6 +329,11 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
         let count = self.streams.len() as u32;
         let mut mask = 0u32;
         let mut result = WriteResult::NoData;
+        if let Some(s) = self.sections.as_mut() {
+            s.framing = 0;
+            s.streams.clear();
+            s.streams.resize(count as usize, 0);
+        }
         if count > 0 {
             let header = writer.mark();
             writer.write_bits((count - 1) as u64, STREAM_COUNT_BITS);
@@ -319,6 +354,9 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
                         (r, Ok(())) => {
                             mask |= 1 << i;
                             result = result.combine(r);
+                            if let Some(s) = self.sections.as_mut() {
+                                s.streams[i] = (writer.position() - sub.position()) as u64;
+                            }
                         }
                         (_, Err(e)) => {
                             tracing::error!(
@@ -330,6 +368,9 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
                     }
                 }
                 writer.patch_bits(mask_pos, mask as u64, count);
+                if let Some(s) = self.sections.as_mut() {
+                    s.framing = u64::from(STREAM_COUNT_BITS + count);
+                }
             }
         }
         if mask == 0 {

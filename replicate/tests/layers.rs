@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 /// The layers, bottom first. A module may import from any module listed before it.
 const LAYERS: &[&str] = &[
     "bits",
+    "insights",
     "handle",
     "serialize",
     "state",
@@ -28,6 +29,7 @@ const LAYERS: &[&str] = &[
     "replication::wire",
     "replication::record",
     "replication::baseline",
+    "replication::insights",
     "replication::scheduler",
     "replication::interest_hooks",
     "replication::reader",

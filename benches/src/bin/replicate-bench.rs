@@ -14,11 +14,14 @@ use replicate_bench::scenarios::{Outcome, SanityError, s1, s2, s3};
 use std::process::ExitCode;
 use std::time::Instant;
 
-const USAGE: &str = "usage: replicate-bench [s1|s2|s3|all] [--quick] [--out DIR]
+const USAGE: &str =
+    "usage: replicate-bench [s1|s2|s3|all] [--quick] [--out DIR] [--attribution LEVEL]
 
   s1, s2, s3, all   the scenarios to run (default all)
   --quick           short runs: a smoke test of the harness, not a measurement
-  --out DIR         where the reports go (default target/bench-report/ of this workspace)";
+  --out DIR         where the reports go (default target/bench-report/ of this workspace)
+  --attribution L   network-insights attribution: off (default), framing or members,
+                    to measure its cost";
 
 /// What the command line asked for.
 struct Args {
@@ -37,6 +40,17 @@ fn parse_args() -> Result<Args, String> {
             Long("out") => {
                 let dir = parser.value().map_err(|e| e.to_string())?;
                 replicate_bench::report::set_report_dir(dir.into());
+            }
+            Long("attribution") => {
+                use replicate::insights::AttributionLevel;
+                let v = parser.value().map_err(|e| e.to_string())?;
+                let level = match v.to_str() {
+                    Some("off") => AttributionLevel::Off,
+                    Some("framing") => AttributionLevel::Framing,
+                    Some("members") => AttributionLevel::Members,
+                    _ => return Err(format!("--attribution {v:?}: off, framing or members")),
+                };
+                replicate_bench::scenarios::set_attribution(level);
             }
             Short('h') | Long("help") => return Err(String::new()),
             Value(v) => match v.to_str() {

@@ -43,6 +43,31 @@ pub fn replication_config(delta: DeltaMode) -> ReplicationConfig {
     }
 }
 
+static ATTRIBUTION: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Runs the scenarios set up from now on with network-insights attribution at `level`
+/// (default off): each packet is split and its split summed, as a server recording a
+/// session does, to measure what attribution costs.
+pub fn set_attribution(level: replicate::insights::AttributionLevel) {
+    use replicate::insights::AttributionLevel as L;
+    let v = match level {
+        L::Off => 0,
+        L::Framing => 1,
+        L::Members => 2,
+    };
+    ATTRIBUTION.store(v, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The attribution level of the scenarios.
+pub fn attribution() -> replicate::insights::AttributionLevel {
+    use replicate::insights::AttributionLevel as L;
+    match ATTRIBUTION.load(std::sync::atomic::Ordering::Relaxed) {
+        1 => L::Framing,
+        2 => L::Members,
+        _ => L::Off,
+    }
+}
+
 /// Extra packets per tick the interest layer allows each connection in the scenarios
 /// (its default is 3): the harness measures what a tick produces, not a bandwidth cap.
 pub const UNCAPPED_EXTRA_PACKETS: u32 = 100_000;
@@ -50,6 +75,7 @@ pub const UNCAPPED_EXTRA_PACKETS: u32 = 100_000;
 /// Adds a server connection without the interest layer's bandwidth budget (its default
 /// is 64 KB/s): the scenarios measure what a tick produces, not a throttle.
 pub fn add_uncapped_connection(server: &mut ReplicationServer) -> ConnectionId {
+    server.set_attribution(attribution());
     let id = server.add_connection();
     server.set_connection_budget(id, replicate::interest::BandwidthBudget::Unlimited);
     id
@@ -151,6 +177,8 @@ pub struct Link {
     tick: u64,
     /// Packets whose fate the server has not learnt yet: (tick due, sequence, delivered).
     fates: std::collections::VecDeque<(u64, PacketSequence, bool)>,
+    /// Every packet's split, summed (network insights; when attribution is on).
+    pub attribution: replicate::insights::AttributionTotals,
 }
 
 /// What the link does to packets: by default nothing (every packet arrives at once and
@@ -180,6 +208,7 @@ impl Link {
             rng: replicate::internals::link::SplitMix64::new(0),
             tick: 0,
             fates: std::collections::VecDeque::new(),
+            attribution: Default::default(),
         }
     }
 
@@ -249,6 +278,12 @@ impl Link {
                 break;
             }
             self.sequence = self.sequence.wrapping_add(1);
+            if let Some(mut bits) = server.packet_attribution(self.conn) {
+                bits.header = MAX_HEADER_BITS as u64;
+                bits.wire_bits = w.byte_len() as u64 * 8;
+                bits.padding = bits.wire_bits - w.position() as u64;
+                self.attribution.add(&bits);
+            }
             t.packets += 1;
             t.payload_bits += w.position() - MAX_HEADER_BITS;
             t.wire_bytes += wire_bytes(w.byte_len(), self.netcode_sequence);

@@ -106,6 +106,9 @@
 //! ```
 
 mod client;
+mod insights;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod server;
 mod stats;
 mod time;

@@ -2,6 +2,7 @@
 //! the handshake, and replicates the object table to every accepted client, one
 //! [`Connection`] and one replication connection each.
 
+use super::insights::ServerInsights;
 use super::stats::StatsTracker;
 use super::{
     CLOSE_LINGER, CONTROL_TAG, Control, DEFAULT_ACK_TIMEOUT, DEFAULT_KEEP_ALIVE_INTERVAL,
@@ -70,6 +71,13 @@ pub struct ServerConfig {
     /// The time model: the fixed tick rate [`Server::tick`] is called at, input
     /// redundancy (see [`crate::time`]).
     pub time: TimeConfig,
+    /// Network insights: how finely each sent packet is split (default off; see
+    /// [`crate::insights`] and [`Server::attribution`]).
+    pub attribution: crate::insights::AttributionLevel,
+    /// Records the session (every packet's split, connection statistics) into this
+    /// file for `replicate-insights report` (default none). Recording turns
+    /// attribution on at the `Framing` level at least.
+    pub record: Option<std::path::PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -86,6 +94,8 @@ impl Default for ServerConfig {
             keep_alive_interval: DEFAULT_KEEP_ALIVE_INTERVAL,
             max_pending_bytes: 8 * 1024 * 1024,
             time: TimeConfig::default(),
+            attribution: crate::insights::AttributionLevel::Off,
+            record: None,
         }
     }
 }
@@ -205,6 +215,8 @@ pub struct Server<T: ServerTransport = crate::transport::DefaultServerTransport>
     events: VecDeque<ServerEvent>,
     now: Duration,
     tick: Tick,
+    /// Network insights (attribution totals, recorder); `None` when off.
+    insights: Option<Box<ServerInsights>>,
 }
 
 impl<T: ServerTransport> std::fmt::Debug for Server<T> {
@@ -273,7 +285,16 @@ impl<T: ServerTransport> Server<T> {
                 "max_packets_per_tick must be at least 1".into(),
             ));
         }
-        Ok(Self {
+        let recording: Option<Box<dyn std::io::Write + Send>> = match &config.record {
+            Some(path) => Some(Box::new(std::fs::File::create(path).map_err(|e| {
+                FacadeError::Config(format!(
+                    "cannot create the session file {}: {e}",
+                    path.display()
+                ))
+            })?)),
+            None => None,
+        };
+        let mut server = Self {
             transport,
             registry_hash: registry.hash(),
             replication: ReplicationServer::new(registry, config.replication.clone()),
@@ -282,7 +303,71 @@ impl<T: ServerTransport> Server<T> {
             events: VecDeque::new(),
             now: Duration::ZERO,
             tick: 0,
-        })
+            insights: None,
+        };
+        let level = server.config.attribution;
+        server.start_insights(level, recording);
+        Ok(server)
+    }
+
+    /// Turns network insights on: every packet sent is split at `level` (at least
+    /// `Framing` when recording), summed per client ([`attribution`](Self::attribution))
+    /// and, with `recording`, written to it as a session (see [`crate::insights`]).
+    /// Replaces any earlier recording (which is flushed). `Off` without a recording
+    /// turns insights off.
+    pub fn start_insights(
+        &mut self,
+        level: crate::insights::AttributionLevel,
+        recording: Option<Box<dyn std::io::Write + Send>>,
+    ) {
+        use crate::insights::AttributionLevel;
+        let level = if recording.is_some() && level == AttributionLevel::Off {
+            AttributionLevel::Framing
+        } else {
+            level
+        };
+        self.replication.set_attribution(level);
+        self.insights = level
+            .is_on()
+            .then(|| Box::new(ServerInsights::new(level, recording)));
+        let clients: Vec<(ClientId, ConnectionId)> = self
+            .clients()
+            .filter_map(|c| Some((c, self.connection_id(c)?)))
+            .collect();
+        if let Some(i) = self.insights.as_mut() {
+            for (client, conn) in clients {
+                i.ensure_schema(
+                    self.replication.objects().registry(),
+                    self.replication.stream_names(conn),
+                );
+                i.on_connected(self.now, client);
+            }
+        }
+    }
+
+    /// Writes out what the session recorder has buffered. Returns false when recording
+    /// failed (the error was logged and recording stopped); true when it works or
+    /// nothing is recorded. Dropping the server flushes too.
+    pub fn flush_recording(&mut self) -> bool {
+        self.insights.as_mut().is_none_or(|i| i.flush())
+    }
+
+    /// The value ranges observed per member so far (attribution at the `Members`
+    /// level): the basis of the report's quantization hint.
+    pub fn member_ranges(&self) -> &[crate::insights::MemberRange] {
+        self.insights.as_ref().map_or(&[], |i| i.ranges())
+    }
+
+    /// Whether a session is being recorded.
+    pub fn is_recording(&self) -> bool {
+        self.insights.as_ref().is_some_and(|i| i.is_recording())
+    }
+
+    /// Where the bits sent to a client went so far (connection header, stream
+    /// framing, each stream, padding, the replication stream's parts, per type and
+    /// member), when attribution is on ([`ServerConfig::attribution`]).
+    pub fn attribution(&self, client: ClientId) -> Option<&crate::insights::AttributionTotals> {
+        self.insights.as_ref()?.totals.get(&client)
     }
 
     /// One frame: receive, handshake and timeouts, replicate, send. `now` is a
@@ -311,6 +396,9 @@ impl<T: ServerTransport> Server<T> {
             self.handle_transport_event(event);
         }
         self.run_timeouts();
+        if let Some(i) = self.insights.as_mut() {
+            i.on_tick(now);
+        }
         self.replication.tick(now);
         let ids: Vec<ClientId> = self.peers.keys().copied().collect();
         for id in ids {
@@ -381,6 +469,10 @@ impl<T: ServerTransport> Server<T> {
             ServerTransportEvent::Disconnected { client, reason } => {
                 if let Some(peer) = self.peers.remove(&client) {
                     if let Phase::Active { conn, .. } = peer.phase {
+                        if let Some(i) = self.insights.as_mut() {
+                            i.add_ranges(self.replication.take_member_ranges(conn));
+                            i.on_disconnected(self.now, client);
+                        }
                         self.replication.remove_connection(conn);
                         self.events.push_back(ServerEvent::ClientDisconnected {
                             client,
@@ -533,6 +625,13 @@ impl<T: ServerTransport> Server<T> {
             &Control::Welcome.encode(),
         );
         tracing::debug!("client {client} accepted as connection {conn}");
+        if let Some(i) = self.insights.as_mut() {
+            i.ensure_schema(
+                self.replication.objects().registry(),
+                self.replication.stream_names(conn),
+            );
+            i.on_connected(now, client);
+        }
         self.events.push_back(ServerEvent::ClientConnected {
             client,
             user_data: peer.user_data.clone(),
@@ -662,6 +761,7 @@ impl<T: ServerTransport> Server<T> {
         for _ in 0..self.config.max_packets_per_tick {
             let mut w = BitWriter::with_capacity_bytes(self.config.max_packet_bytes);
             let seq = connection.write_header(now, &mut w);
+            let header_bits = w.position();
             let result = self.replication.write_packet(conn, seq, &mut w);
             if result == WriteResult::NoData {
                 connection.cancel_header(seq);
@@ -671,6 +771,14 @@ impl<T: ServerTransport> Server<T> {
                 Ok(bytes) => {
                     Self::send_raw(&mut self.transport, client, &mut peer.stats, &bytes);
                     sent_any = true;
+                    if let Some(i) = self.insights.as_mut()
+                        && let Some(mut bits) = self.replication.packet_attribution(conn)
+                    {
+                        bits.wire_bits = bytes.len() as u64 * 8;
+                        bits.header = header_bits as u64;
+                        bits.padding = bits.wire_bits.saturating_sub(w.position() as u64);
+                        i.on_packet(now, client, bits);
+                    }
                 }
                 // Cannot happen with a writer bounded by its capacity; the stamped
                 // packet is then reported lost and its contents re-sent.
@@ -693,8 +801,15 @@ impl<T: ServerTransport> Server<T> {
         } else if connection.needs_ack() {
             let (_, bytes) = connection.ack_only_packet(now);
             Self::send_raw(&mut self.transport, client, &mut peer.stats, &bytes);
+            if let Some(i) = self.insights.as_mut() {
+                i.on_ack_only(now, client, bytes.len());
+            }
         }
         peer.stats.update(now, Some(connection));
+        if let Some(i) = self.insights.as_mut() {
+            i.on_stats(now, client, &peer.stats.stats);
+            i.add_ranges(self.replication.take_member_ranges(conn));
+        }
     }
 
     /// The next event, if any.

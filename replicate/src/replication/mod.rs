@@ -68,6 +68,7 @@
 
 pub mod attachment;
 pub mod baseline;
+mod insights;
 mod interest_hooks;
 mod reader;
 mod record;
@@ -244,6 +245,8 @@ pub struct ReplicationServer {
     baselines: SharedBaselineStorage,
     /// Filters, prioritizers, conditions switches, budgets (see `interest_hooks`).
     interest: SharedInterest,
+    /// Network insights: how much of each packet is attributed.
+    attribution: crate::insights::AttributionLevel,
 }
 
 impl std::fmt::Debug for ReplicationServer {
@@ -265,7 +268,71 @@ impl ReplicationServer {
             config,
             now: Duration::ZERO,
             interest: Self::new_interest(),
+            attribution: crate::insights::AttributionLevel::Off,
         }
+    }
+
+    /// Turns network-insights attribution on or off for every connection, present and
+    /// future (see [`crate::insights`]); read each packet's split with
+    /// [`packet_attribution`](Self::packet_attribution).
+    pub fn set_attribution(&mut self, level: crate::insights::AttributionLevel) {
+        if self.attribution == level {
+            return;
+        }
+        self.attribution = level;
+        for conn in self.connections.iter_mut().flatten() {
+            Self::apply_attribution(conn, level);
+        }
+    }
+
+    fn apply_attribution(conn: &mut ServerConnection, level: crate::insights::AttributionLevel) {
+        conn.streams.set_section_bits(level.is_on());
+        if let Some(w) = conn.writer_mut() {
+            w.set_attribution(level);
+        }
+    }
+
+    /// The attribution level.
+    pub fn attribution(&self) -> crate::insights::AttributionLevel {
+        self.attribution
+    }
+
+    /// The split of the last packet written for connection `id` (stream framing, each
+    /// stream, the replication stream's parts), when attribution is on. The caller
+    /// adds what lies outside the streams: the header, the padding and the wire size.
+    pub fn packet_attribution(&self, id: ConnectionId) -> Option<crate::insights::PacketBits> {
+        let conn = self.conn(id)?;
+        let sections = conn.streams.section_bits()?;
+        let replication_bits = sections.streams.first().copied().unwrap_or(0);
+        let replication = if replication_bits > 0 {
+            conn.streams
+                .stream::<ReplicationWriter>(ReplicationWriter::NAME)
+                .and_then(ReplicationWriter::packet_attribution)
+                .cloned()
+        } else {
+            None
+        };
+        Some(crate::insights::PacketBits {
+            stream_framing: sections.framing,
+            streams: sections.streams.clone(),
+            replication,
+            ..Default::default()
+        })
+    }
+
+    /// Takes the member value ranges connection `id`'s writer observed since the last
+    /// call (attribution at the `Members` level).
+    pub fn take_member_ranges(&mut self, id: ConnectionId) -> Vec<crate::insights::MemberRange> {
+        writer_of(&mut self.connections, id)
+            .map(ReplicationWriter::take_member_ranges)
+            .unwrap_or_default()
+    }
+
+    /// The names of a connection's data streams, by index.
+    pub fn stream_names(&self, id: ConnectionId) -> Vec<String> {
+        self.conn(id)
+            .map(|c| c.streams.stream_names())
+            .unwrap_or_default()
     }
 
     /// The object table.
@@ -325,7 +392,10 @@ impl ReplicationServer {
                 Some(id),
             ),
         ));
-        let conn = ServerConnection { streams };
+        let mut conn = ServerConnection { streams };
+        if self.attribution.is_on() {
+            Self::apply_attribution(&mut conn, self.attribution);
+        }
         if (id as usize) < self.connections.len() {
             self.connections[id as usize] = Some(conn);
         } else {

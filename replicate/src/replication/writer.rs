@@ -42,6 +42,7 @@ use super::baseline::{
     BaselineOutcome, BaselineSlot, ConnectionBaselines, DeltaPlan, MAX_BASELINE_COUNT,
     SharedBaselineStorage, is_subset, lock_storage, prediction_steps, write_delta_body,
 };
+use super::insights::{BatchLayout, Encoding, WriterAttribution};
 use super::record::{
     INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
     ReplicatedObjectState as S, ReplicationInfo,
@@ -216,6 +217,8 @@ pub struct ReplicationWriter {
     /// Batch bodies are written here first (allocated at the first batch), with the
     /// mark of its empty state.
     scratch: Option<(BitWriter, crate::bits::WriterMark)>,
+    /// Network insights: where the section's bits go (off: `None`).
+    attribution: Option<Box<WriterAttribution>>,
 }
 
 impl ReplicationWriter {
@@ -260,6 +263,7 @@ impl ReplicationWriter {
             record_bytes: 0,
             recoveries: std::collections::HashMap::new(),
             scratch: None,
+            attribution: None,
         }
     }
 
@@ -466,6 +470,29 @@ impl ReplicationWriter {
     pub fn set_schedule_reuse(&mut self, reuse: bool) {
         self.reuse_schedule = reuse;
         self.schedule.invalidate();
+    }
+
+    /// Turns network-insights attribution of this writer's packets on or off (see
+    /// [`crate::insights`]).
+    pub fn set_attribution(&mut self, level: crate::insights::AttributionLevel) {
+        self.attribution = level
+            .is_on()
+            .then(|| Box::new(WriterAttribution::new(level)));
+    }
+
+    /// The split of the last packet this writer wrote into, when attribution is on
+    /// (empty when it wrote nothing).
+    pub fn packet_attribution(&self) -> Option<&crate::insights::ReplicationBits> {
+        self.attribution.as_ref().map(|a| &a.packet)
+    }
+
+    /// Takes the member value ranges observed since the last call (attribution at the
+    /// `Members` level; see [`crate::insights::MemberRange`]).
+    pub fn take_member_ranges(&mut self) -> Vec<crate::insights::MemberRange> {
+        self.attribution
+            .as_mut()
+            .map(|a| a.take_ranges())
+            .unwrap_or_default()
     }
 
     /// The connection id.
@@ -968,6 +995,9 @@ impl ReplicationWriter {
         let start = w.mark();
         let mut record = PacketRecord::default();
         let mut more = false;
+        if let Some(a) = self.attribution.as_mut() {
+            a.begin_packet();
+        }
 
         // 1. Destroys, first, so the remote cleans up promptly.
         let outer = w.begin_substream(w.bits_left().saturating_sub(2));
@@ -1011,6 +1041,13 @@ impl ReplicationWriter {
         self.pending_destroys = left;
         let _ = w.commit_substream(outer);
         w.write_bool(false);
+        if let Some(a) = self.attribution.as_mut() {
+            a.add(
+                crate::insights::ReplicationPart::Destroys,
+                w.position() - start.position() - 1,
+            );
+            a.add(crate::insights::ReplicationPart::EndMarkers, 2);
+        }
 
         // 2. Objects in priority order: the tick's schedule, continued from the last
         //    packet (see `scheduler::Schedule`), built afresh only when invalid.
@@ -1272,6 +1309,7 @@ impl ReplicationWriter {
         handle.write(w);
         let exports = &self.exports;
         let mut member_bits = 0;
+        let handle_bits = w.position() - m.position();
         let mut body_of = |out: &mut BitWriter| {
             write_body(
                 out,
@@ -1286,8 +1324,10 @@ impl ReplicationWriter {
                 &mut member_bits,
             )
         };
-        let tokens;
+        let (tokens, layout);
         let exports_flag_pos;
+        let prefix_bits;
+        let body_bits;
         if self.huge.wide {
             // A huge object's batch, inside its blob: the escape and a 32-bit size.
             w.write_bool(true);
@@ -1295,13 +1335,15 @@ impl ReplicationWriter {
             let size_pos = w.position();
             w.write_bits(0, 32);
             let body = w.position();
+            prefix_bits = body - m.position() - handle_bits;
             exports_flag_pos = body + 1;
-            tokens = body_of(w);
+            (tokens, layout) = body_of(w);
             if w.is_overflown() {
                 w.rollback(m);
                 return Err(BatchError::DidNotFit);
             }
             let size = w.position() - body;
+            body_bits = size;
             w.patch_bits(size_pos, size as u64, 32);
         } else {
             // The prefix's width depends on the body's size: body first, in the scratch
@@ -1316,7 +1358,7 @@ impl ReplicationWriter {
             scratch.rollback(*origin);
             let limit = w.bits_left();
             scratch.begin_substream(limit);
-            tokens = body_of(scratch);
+            (tokens, layout) = body_of(scratch);
             let size = scratch.position();
             if scratch.is_overflown() || size as u64 >= WIDE_BATCH_SIZE {
                 w.rollback(m);
@@ -1327,6 +1369,8 @@ impl ReplicationWriter {
                 });
             }
             write_batch_size(w, size);
+            prefix_bits = w.position() - m.position() - handle_bits;
+            body_bits = size;
             exports_flag_pos = w.position() + 1;
             w.write_from(scratch);
             if w.is_overflown() {
@@ -1355,6 +1399,32 @@ impl ReplicationWriter {
             }
         }
         record.exports.extend(exported);
+        // A huge object's batch goes into its blob, not this packet: the huge-object
+        // stream's section counts it.
+        if let Some(a) = self.attribution.as_mut().filter(|_| !self.huge.wide) {
+            a.on_batch(
+                desc,
+                entry.protocol(),
+                entry.state(),
+                &mask,
+                {
+                    let mut e = encoding_of(plan.as_ref(), creating);
+                    let payload = body_bits - layout.1;
+                    e.framing =
+                        payload.saturating_sub(member_bits + mask.written_bits(e.mask_hint));
+                    e
+                },
+                creating,
+                BatchLayout {
+                    handle: handle_bits,
+                    prefix: prefix_bits,
+                    flags: layout.0,
+                    tags: layout.1 - layout.0,
+                    payload: body_bits - layout.1,
+                    exports: w.position() - m.position() - handle_bits - prefix_bits - body_bits,
+                },
+            );
+        }
 
         let mut reference_index = INVALID_BASELINE_INDEX;
         if let Some(plan) = plan {
@@ -1612,7 +1682,8 @@ fn write_body(
     mask: &ChangeMask,
     exports: &SharedExports,
     member_bits: &mut usize,
-) -> Vec<NetToken> {
+) -> (Vec<NetToken>, (usize, usize)) {
+    let body = w.position();
     let plain = !creating && !tear_off && !send_tags;
     w.write_bool(!plain);
     if plain {
@@ -1621,6 +1692,7 @@ fn write_body(
         write_long_flags(w, table, entry, creating, tear_off, plan.is_some());
     }
     let mut tokens: Vec<NetToken> = Vec::new();
+    let flags_end = w.position() - body;
     if !plain && w.write_bool(send_tags) {
         let mut exports = lock(exports);
         tokens = entry
@@ -1634,6 +1706,7 @@ fn write_body(
             w.write_bits(t.0 as u64, 16);
         }
     }
+    let tags_end = w.position() - body;
     *member_bits = match plan {
         Some(plan) => write_delta_body(plan, entry.state(), mask, creating, w),
         None => {
@@ -1643,7 +1716,31 @@ fn write_body(
             w.position() - start
         }
     };
-    tokens
+    (tokens, (flags_end, tags_end))
+}
+
+/// For network insights: how a batch's change mask and members were encoded (as
+/// `write_delta_body` does): the mask's form and what the members were coded against
+/// (to serialize each again at the `Members` level). The delta framing's size is set
+/// by the caller from the bits the body measured (`payload − mask − members`).
+fn encoding_of(plan: Option<&DeltaPlan>, creating: bool) -> Encoding<'_> {
+    let Some(plan) = plan else {
+        return Encoding {
+            framing: 0,
+            reference: None,
+            mask_hint: None,
+        };
+    };
+    let (reference, mask_hint) = match &plan.reference {
+        Some((_, reference)) => (Some(reference.as_ref()), None),
+        None if plan.vs_default => (Some(plan.default.as_ref()), Some(creating)),
+        None => (None, None),
+    };
+    Encoding {
+        framing: 0,
+        reference,
+        mask_hint,
+    }
 }
 
 /// The long form's flags, from the exports flag (written 0; patched by the caller) to

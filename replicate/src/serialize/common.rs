@@ -30,13 +30,13 @@ use std::time::Duration;
 
 use glam::{DVec3, IVec2, IVec3, UVec2, UVec3, Vec3A};
 
+use super::ChangeMask;
 use super::{
     F32Serializer, F64Serializer, I32Serializer, I64Serializer, MapSerializer, NetDefault,
     NetSerializer, NetSerializerConfig, NoConfig, Result, SerializeError, SetSerializer,
     StableHasher, U32Serializer, U64Serializer, VecSerializer,
 };
 use crate::bits::{BitReader, BitWriter};
-use super::ChangeMask;
 
 /// Every wire-side method of a serializer whose `Quantized` and `Config` are `$base`'s,
 /// delegated to `$base` (everything but `quantize` / `dequantize`, plus `validate`

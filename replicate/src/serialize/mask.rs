@@ -261,6 +261,33 @@ impl ChangeMask {
         }
     }
 
+    /// The bits [`write`](Self::write) (`mostly_ones: None`) or
+    /// [`write_with_hint`](Self::write_with_hint) (`Some(hint)`) writes for this mask,
+    /// without writing it (network insights measure masks this way).
+    pub fn written_bits(&self, mostly_ones: Option<bool>) -> usize {
+        let bits = self.len();
+        if bits <= 8 {
+            return bits as usize;
+        }
+        let raw = 1 + bits as u64;
+        let index_bits = crate::bits::bits_for_count(bits as u64) as u64;
+        let sparse = if mostly_ones == Some(true) {
+            let zeros = (bits - self.count_ones()) as u64;
+            let count_bits = crate::bits::bits_for_count(bits as u64 + 1) as u64;
+            count_bits + index_bits * zeros
+        } else {
+            match self.count_ones() {
+                0 => u64::MAX,
+                ones => index_bits * (ones as u64 + 1),
+            }
+        };
+        if sparse < bits as u64 {
+            (1 + sparse) as usize
+        } else {
+            raw as usize
+        }
+    }
+
     /// Reads a mask of `bits` bits written by [`write`](Self::write).
     pub fn read(bits: u32, r: &mut BitReader) -> Result<Self> {
         let mut m = Self::new(bits);
@@ -455,6 +482,37 @@ impl BitArray {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn written_bits_is_what_write_writes() {
+        use crate::bits::BitWriter;
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for bits in [0u32, 1, 5, 8, 9, 16, 31, 64, 65, 100, 200] {
+            for density in [0u64, 1, 2, 8, 60, 64] {
+                let mut m = ChangeMask::new(bits);
+                for i in 0..bits {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    if x % 64 < density {
+                        m.set(i);
+                    }
+                }
+                for hint in [None, Some(false), Some(true)] {
+                    let mut w = BitWriter::with_capacity_bits(1024);
+                    match hint {
+                        None => m.write(&mut w),
+                        Some(h) => m.write_with_hint(&mut w, h),
+                    }
+                    assert_eq!(
+                        m.written_bits(hint),
+                        w.position(),
+                        "{bits} bits, {m:?}, {hint:?}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn bit_array_and_not() {

@@ -1,0 +1,224 @@
+//! The replication writer's attribution sink (network insights, see
+//! [`crate::insights`]): the writer calls it where it already writes the parts of its
+//! section (destroys, end markers, each batch once it is in the packet), and it splits
+//! each batch into handle, size prefix, body flags, tags, baseline framing, change mask
+//! and members, per type and (at [`AttributionLevel::Members`]) per member.
+//!
+//! The writer's own layout positions give every part but the last three; the change
+//! mask's size follows from the mask ([`ChangeMask::written_bits`]), the baseline
+//! framing from the delta plan, and the members are the rest of the body, so the parts
+//! always sum to the batch and nothing is written twice at the `Framing` level. At the
+//! `Members` level each member is serialized again, alone, into a scratch writer; the
+//! members' sum equals the members part (the insights tests check it, which also
+//! guards the framing and mask sizes against a change of the body format).
+
+use crate::bits::BitWriter;
+use crate::insights::{
+    AttributionLevel, MemberRange, ReplicationBits, ReplicationPart as P, UNATTRIBUTED_MEMBER,
+};
+use crate::protocol::ErasedState;
+use crate::state::{ChangeMask, StateDescriptor};
+
+/// Where a batch's parts are, in bits (all measured by the writer as it wrote them).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct BatchLayout {
+    /// Continuation bit and handle.
+    pub handle: usize,
+    /// Size prefix.
+    pub prefix: usize,
+    /// Form flags, up to the tags.
+    pub flags: usize,
+    /// Tags.
+    pub tags: usize,
+    /// The rest of the body: baseline framing, change mask, members.
+    pub payload: usize,
+    /// Exports after the body.
+    pub exports: usize,
+}
+
+/// How a batch's members were encoded, to measure them again.
+#[derive(Clone, Copy)]
+pub(crate) struct Encoding<'a> {
+    /// Bits of delta framing (baseline indices and flags) before the mask.
+    pub framing: usize,
+    /// Delta against this state, or a plain serialization.
+    pub reference: Option<&'a dyn ErasedState>,
+    /// The change mask was written with `write_with_hint(hint)` rather than `write`.
+    pub mask_hint: Option<bool>,
+}
+
+/// The sink: the current packet's split and a scratch writer to measure in.
+#[derive(Debug)]
+pub(crate) struct WriterAttribution {
+    level: AttributionLevel,
+    /// The packet being written (cleared at the start of each).
+    pub packet: ReplicationBits,
+    scratch: BitWriter,
+    origin: crate::bits::WriterMark,
+    /// Observed value ranges per (protocol, member), since the last take.
+    ranges: Vec<MemberRange>,
+}
+
+/// How many equal axes a serializer's fixed-width encoding has, if its raw value is a
+/// quantized position in a range (`None`: no such meaning, e.g. smallest-three).
+fn axes_of(serializer: &str) -> Option<usize> {
+    match serializer {
+        "Vec2" => Some(2),
+        "Vec3" => Some(3),
+        "Quat" | "Transform" | "Vec3Axes" | "UnitVec3" | "NetRefHandle" | "bool" | "enum"
+        | "String" | "Name" | "Guid" | "Bytes" | "Serde" => None,
+        _ => Some(1),
+    }
+}
+
+impl WriterAttribution {
+    pub(crate) fn new(level: AttributionLevel) -> Self {
+        let scratch = BitWriter::with_capacity_bits(super::wire::WIDE_BATCH_SIZE as usize + 1);
+        Self {
+            level,
+            packet: ReplicationBits::default(),
+            origin: scratch.mark(),
+            scratch,
+            ranges: Vec::new(),
+        }
+    }
+
+    /// Takes the value ranges observed since the last call.
+    pub(crate) fn take_ranges(&mut self) -> Vec<MemberRange> {
+        std::mem::take(&mut self.ranges)
+    }
+
+    /// Records the raw value of member `member` (its plain encoding is in the scratch
+    /// writer, `bits` long) when it has a fixed width with a range meaning.
+    fn observe(
+        &mut self,
+        protocol: u16,
+        member: u16,
+        m: &crate::state::MemberDescriptor,
+        bits: usize,
+    ) {
+        let (Some(width), Some(axes)) = (m.max_bits, axes_of(m.serializer)) else {
+            return;
+        };
+        if width as usize != bits || !(2..=64).contains(&width) {
+            return;
+        }
+        let Some(raw) = self.scratch.peek_bits(0, width) else {
+            return;
+        };
+        match self
+            .ranges
+            .iter_mut()
+            .find(|r| r.protocol == protocol && r.member == member)
+        {
+            Some(r) => r.observe(raw),
+            None => self
+                .ranges
+                .push(MemberRange::new(protocol, member, width, axes, raw)),
+        }
+    }
+
+    pub(crate) fn begin_packet(&mut self) {
+        self.packet.clear();
+    }
+
+    #[inline]
+    pub(crate) fn add(&mut self, part: P, bits: usize) {
+        self.packet.add(part, bits as u64);
+    }
+
+    fn measure(&mut self, f: impl FnOnce(&mut BitWriter)) -> usize {
+        // Empty again, clearing only the words the last measurement used.
+        self.scratch.rollback(self.origin);
+        f(&mut self.scratch);
+        self.scratch.position()
+    }
+
+    /// One batch, written and kept in the packet.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn on_batch(
+        &mut self,
+        desc: &StateDescriptor,
+        protocol: u16,
+        state: &dyn ErasedState,
+        mask: &ChangeMask,
+        encoding: Encoding<'_>,
+        creating: bool,
+        l: BatchLayout,
+    ) {
+        let total = l.handle + l.prefix + l.flags + l.tags + l.payload + l.exports;
+        self.packet.add_type(protocol, total as u64, creating);
+        self.add(P::BatchHandle, l.handle);
+        self.add(P::SizePrefix, l.prefix);
+        self.add(P::BodyFlags, l.flags);
+        self.add(P::Tags, l.tags);
+        self.add(P::Exports, l.exports);
+        let framing = encoding.framing.min(l.payload);
+        let mask_bits = mask
+            .written_bits(encoding.mask_hint)
+            .min(l.payload - framing);
+        let members = l.payload - framing - mask_bits;
+        self.add(P::Baseline, framing);
+        self.add(P::ChangeMask, mask_bits);
+        self.add(P::Members, members);
+        if self.level == AttributionLevel::Members && members > 0 {
+            self.on_members(desc, protocol, state, mask, encoding, members);
+        }
+    }
+
+    /// The `Members` level: each member of a batch measured alone.
+    #[inline(never)]
+    fn on_members(
+        &mut self,
+        desc: &StateDescriptor,
+        protocol: u16,
+        state: &dyn ErasedState,
+        mask: &ChangeMask,
+        encoding: Encoding<'_>,
+        members: usize,
+    ) {
+        let serialize = |w: &mut BitWriter, m: &ChangeMask| match encoding.reference {
+            Some(r) => state.serialize_delta(r, m, w),
+            None => state.serialize(m, w),
+        };
+        // Per member: each change-mask range alone (grouped members share one range,
+        // named by the group's first member).
+        let mut attributed = 0usize;
+        let mut last_offset = None;
+        let mut sub = ChangeMask::new(mask.len());
+        for (i, m) in desc.members.iter().enumerate() {
+            if last_offset == Some(m.change_mask_offset) || m.change_mask_bits == 0 {
+                continue;
+            }
+            last_offset = Some(m.change_mask_offset);
+            if !mask.any_in(m.change_mask_offset, m.change_mask_bits) {
+                continue;
+            }
+            sub.clear();
+            sub.set_range(m.change_mask_offset, m.change_mask_bits);
+            sub.and_with(mask);
+            let bits = self.measure(|w| serialize(w, &sub));
+            attributed += bits;
+            let index = i.min(UNATTRIBUTED_MEMBER as usize - 1) as u16;
+            self.packet.add_member(protocol, index, bits as u64, 1);
+            // The quantization hint: the member's plain value, when it has a range.
+            if m.max_bits.is_some_and(|w| w <= 64) && axes_of(m.serializer).is_some() {
+                let plain = if encoding.reference.is_none() {
+                    bits
+                } else {
+                    self.measure(|w| state.serialize(&sub, w))
+                };
+                self.observe(protocol, index, m, plain);
+            }
+        }
+        if attributed < members {
+            self.packet.add_member(
+                protocol,
+                UNATTRIBUTED_MEMBER,
+                (members - attributed) as u64,
+                1,
+            );
+        }
+    }
+}
