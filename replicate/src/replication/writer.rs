@@ -1721,6 +1721,7 @@ fn write_body(
 
 /// For network insights: how a batch's change mask and members were encoded (as
 /// `write_delta_body` does): the mask's form and what the members were coded against
+/// (the prediction, the acknowledged baseline or the default state)
 /// (to serialize each again at the `Members` level). The delta framing's size is set
 /// by the caller from the bits the body measured (`payload − mask − members`).
 fn encoding_of(plan: Option<&DeltaPlan>, creating: bool) -> Encoding<'_> {
@@ -1732,7 +1733,11 @@ fn encoding_of(plan: Option<&DeltaPlan>, creating: bool) -> Encoding<'_> {
         };
     };
     let (reference, mask_hint) = match &plan.reference {
-        Some((_, reference)) => (Some(reference.as_ref()), None),
+        // Coded against the prediction when the batch predicted, else the baseline.
+        Some((_, reference)) => match &plan.predicted {
+            Some(Some((_, predicted))) => (Some(predicted.as_ref()), None),
+            _ => (Some(reference.as_ref()), None),
+        },
         None if plan.vs_default => (Some(plan.default.as_ref()), Some(creating)),
         None => (None, None),
     };
