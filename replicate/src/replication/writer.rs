@@ -1721,8 +1721,8 @@ fn write_body(
 
 /// For network insights: how a batch's change mask and members were encoded (as
 /// `write_delta_body` does): the mask's form and what the members were coded against
-/// (the prediction, the acknowledged baseline or the default state)
-/// (to serialize each again at the `Members` level). The delta framing's size is set
+/// (the prediction, the acknowledged baseline or the default state), to serialize
+/// each again at the `Members` level. The delta framing's size is set
 /// by the caller from the bits the body measured (`payload − mask − members`).
 fn encoding_of(plan: Option<&DeltaPlan>, creating: bool) -> Encoding<'_> {
     let Some(plan) = plan else {
