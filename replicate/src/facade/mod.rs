@@ -267,6 +267,7 @@ pub enum FacadeError {
     #[error("invalid configuration: {0}")]
     Config(String),
     /// A connect token could not be issued.
+    #[cfg(feature = "udp")]
     #[error("connect token: {0}")]
     Token(#[from] crate::transport::udp::TokenError),
 }

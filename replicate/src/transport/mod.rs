@@ -26,8 +26,7 @@
 //! when the contract is broken. A transport over an unauthenticated medium must add at
 //! least a checksum and drop payloads that fail it.
 //!
-//! What replication does with the payloads it cannot read is in
-//! [`facade`](crate::facade#dead-peers-read-errors-and-caps): a payload whose framing
+//! What replication does with the payloads it cannot read: a payload whose framing
 //! breaks closes the connection with
 //! [`DisconnectReason::ReadError`](crate::DisconnectReason::ReadError) on both sides,
 //! and nothing that arrives from the network panics.
