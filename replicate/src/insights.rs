@@ -267,16 +267,14 @@ impl ReplicationBits {
             Some(t) if t.protocol == protocol => Some(self.types.len() - 1),
             _ => self.types.iter().position(|t| t.protocol == protocol),
         };
-        let t = match found.map(|i| &mut self.types[i]) {
-            Some(t) => t,
-            None => {
-                self.types.push(TypeBits {
-                    protocol,
-                    ..Default::default()
-                });
-                self.types.last_mut().expect("just pushed")
-            }
-        };
+        let i = found.unwrap_or_else(|| {
+            self.types.push(TypeBits {
+                protocol,
+                ..Default::default()
+            });
+            self.types.len() - 1
+        });
+        let t = &mut self.types[i];
         t.batches += 1;
         t.creations += u32::from(creation);
         t.bits += bits;
