@@ -189,7 +189,7 @@
 //!
 //! ## Public API
 //!
-//! Everything a game uses is at the crate root or in five modules:
+//! Everything a game uses is at the crate root or in six modules:
 //!
 //! | where | what |
 //! |---|---|
@@ -214,13 +214,13 @@
 //! ## Layers
 //!
 //! Inside, the runtime is built in layers, each importing only from those below it (a
-//! test, `tests/layers.rs`, keeps it so): `bits` → `insights` → `handle` → `serialize` (with the
-//! change mask) → `state` → `protocol` → `fragment`, `nested` → `object` →
-//! `connection` → `link` → `stream` → `blob` → `interest` → `replication` (batch
-//! framing, records, baselines, scheduling, reader, writer, attachments, the server
-//! and client drivers) → `time` → `stats` → `transport` → `facade`. The internal layers are
-//! reachable through `replicate::internals` for the project's own tests and tools; it
-//! is not part of the public API.
+//! test, `tests/layers.rs`, keeps it so): `bits` → `insights` → `handle` →
+//! `serialize` (with the change mask) → `state` → `protocol` → `fragment`, `nested` →
+//! `object` → `connection` → `link` → `stream` → `blob` → `interest` → `replication`
+//! (batch framing, records, baselines, scheduling, reader, writer, attachments, the
+//! server and client drivers) → `time` → `stats` → `transport` → `facade`. The internal
+//! layers are reachable through `replicate::internals` for the project's own tests and
+//! tools; it is not part of the public API.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -325,7 +325,8 @@ pub mod __private {
 ///
 /// **Unstable**: not part of the public API and not covered by semantic versioning;
 /// anything here may change or disappear in any release. Game code uses the items at
-/// the crate root and in [`bits`], [`serialize`], [`time`] and [`transport`].
+/// the crate root and in [`bits`], [`serialize`], [`interest`], [`transport`], [`time`]
+/// and [`insights`].
 #[doc(hidden)]
 pub mod internals {
     /// Internal layer (unstable): see [`crate::internals`].
