@@ -103,15 +103,19 @@ impl ClientTime {
         seen: Option<Tick>,
         events: &[ReplicationEvent],
     ) {
-        let Some(tick) = tick else {
-            return;
-        };
-        self.newest_tick = Some(self.newest_tick.map_or(tick, |n| n.max(tick)));
+        if let Some(tick) = tick {
+            self.newest_tick = Some(self.newest_tick.map_or(tick, |n| n.max(tick)));
+        }
         for event in events {
             match event {
+                // A packet without a tick still ends objects: their ticks and
+                // snapshot buffers go with them.
                 ReplicationEvent::Spawned { handle, .. }
                 | ReplicationEvent::MembersChanged { handle, .. }
                 | ReplicationEvent::ReferencesResolved { handle, .. } => {
+                    let Some(tick) = tick else {
+                        continue;
+                    };
                     let entry = self.object_ticks.entry(*handle).or_insert(tick);
                     if *entry > tick {
                         // An older packet's late members: the state is not tick's.
@@ -122,7 +126,7 @@ impl ClientTime {
                         t.capture(world, *handle, tick, seen);
                     }
                 }
-                ReplicationEvent::Destroyed { handle } => {
+                ReplicationEvent::Destroyed { handle } | ReplicationEvent::TornOff { handle } => {
                     self.object_ticks.remove(handle);
                     for (_, t) in &mut self.types {
                         t.remove(*handle);
@@ -222,5 +226,45 @@ impl ClientTime {
         };
         self.stats.count(sample.as_ref());
         sample
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ProtocolRegistry;
+    use crate::replication::ReplicationConfig;
+    use std::sync::Arc;
+
+    /// An object ended by a packet that carries no tick (its time section did not fit)
+    /// must still leave the per-object tables, or every destroyed object stays there.
+    #[test]
+    fn objects_ended_without_a_tick_leave_the_tables() {
+        let world = ClientWorld::new(
+            Arc::new(ProtocolRegistry::default()),
+            ReplicationConfig::default(),
+        );
+        let mut time = ClientTime::new(TimeConfig::default());
+        let a = NetRefHandle::new(1, false, 0);
+        let b = NetRefHandle::new(2, false, 0);
+        let spawned = |handle| ReplicationEvent::Spawned {
+            handle,
+            protocol: 0,
+        };
+        time.on_packet(&world, Some(7), None, &[spawned(a), spawned(b)]);
+        assert_eq!(time.object_tick(a), Some(7));
+        assert_eq!(time.object_tick(b), Some(7));
+        time.on_packet(
+            &world,
+            None,
+            Some(7),
+            &[
+                ReplicationEvent::Destroyed { handle: a },
+                ReplicationEvent::TornOff { handle: b },
+            ],
+        );
+        assert_eq!(time.object_tick(a), None);
+        assert_eq!(time.object_tick(b), None);
+        assert!(time.object_ticks.is_empty());
     }
 }
