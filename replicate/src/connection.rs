@@ -74,8 +74,10 @@
 //!   sequences newer), so no future header can ack it;
 //! - more than [`ConnectionConfig::max_in_flight`] packets were sent after it.
 //!
-//! An ack arriving after the packet was reported lost is ignored (counted in
-//! [`ConnectionStats::late_acks`]). Notifications are released in send order: a packet
+//! An ack arriving after the packet was reported lost does not change its status
+//! (counted in [`ConnectionStats::late_acks`]); when it is the newest ack and the loss
+//! was by timeout, it still measures the round trip, so a round trip that grew past
+//! the loss timeout is learnt instead of every later packet timing out too. Notifications are released in send order: a packet
 //! acked early waits until every older one is resolved, which takes at most one loss
 //! timeout.
 //!
@@ -360,6 +362,17 @@ struct SentPacket {
     lost_by_threshold: bool,
 }
 
+/// What an ack did to a sent packet.
+#[derive(Debug, Clone, Copy)]
+enum Acked {
+    /// It was pending: now delivered.
+    Newly,
+    /// It had been reported lost by the loss timeout (sent at `sent_at`).
+    LateAfterTimeout { sent_at: Duration },
+    /// Nothing (already resolved, unknown, or lost by the reorder threshold).
+    Not,
+}
+
 /// Where a received sequence falls relative to the receive window.
 #[derive(Debug, Clone, Copy)]
 enum Arrival {
@@ -406,6 +419,10 @@ pub struct Connection {
     polled_lost: u64,
     /// Like `polled_lost`, for packets lost by the reorder threshold alone.
     polled_threshold_lost: u64,
+    /// Send times of the last 64 polled packets that asked for an ack (by index
+    /// modulo 64): a late ack of such a packet lost by timeout still measures the
+    /// round trip.
+    polled_sent_at: [Option<Duration>; 64],
     /// The reorder threshold in force (adapted, see `adaptive_reordering`).
     reorder_threshold: Option<u64>,
     /// Deliveries since the reorder threshold last changed.
@@ -453,6 +470,7 @@ impl Connection {
             largest_acked: None,
             polled_lost: 0,
             polled_threshold_lost: 0,
+            polled_sent_at: [None; 64],
             clean_deliveries: 0,
             needs_ack_before_write: false,
             recv_latest: None,
@@ -698,16 +716,25 @@ impl Connection {
     }
 
     fn process_acks(&mut self, now: Duration, ack_index: u64, bits: u32) {
-        let newest_newly_acked = self.ack(ack_index);
-        if newest_newly_acked {
+        let newest_is_new = self.largest_acked.is_none_or(|l| ack_index > l);
+        match self.ack(ack_index) {
             // RFC 9002: sample only when the newest acked packet is newly acked, so a
             // packet acked late through the bitfield does not inflate the estimate,
             // and only if it asked for an ack: an ack-only packet is acked whenever
             // the peer happens to send next, which says nothing about the path.
-            if let Some(p) = self.slot(ack_index).filter(|p| p.ack_eliciting) {
-                let sample = now.saturating_sub(p.sent_at);
-                self.add_rtt_sample(sample);
+            Acked::Newly => {
+                if let Some(p) = self.slot(ack_index).filter(|p| p.ack_eliciting) {
+                    let sample = now.saturating_sub(p.sent_at);
+                    self.add_rtt_sample(sample);
+                }
             }
+            // The newest ack is of a packet already reported lost by timeout: the
+            // round trip grew past the loss timeout. Without this sample the estimate
+            // would never learn it (every later packet would time out too).
+            Acked::LateAfterTimeout { sent_at } if newest_is_new => {
+                self.add_rtt_sample(now.saturating_sub(sent_at));
+            }
+            Acked::LateAfterTimeout { .. } | Acked::Not => {}
         }
         let mut remaining = bits;
         while remaining != 0 {
@@ -726,7 +753,7 @@ impl Connection {
     }
 
     /// Marks `index` delivered if it is pending; returns whether it was.
-    fn ack(&mut self, index: u64) -> bool {
+    fn ack(&mut self, index: u64) -> Acked {
         let Some(offset) = index.checked_sub(self.front_index) else {
             // Already polled: only count a late ack of a recently polled loss.
             let back = self.front_index - 1 - index;
@@ -735,27 +762,38 @@ impl Connection {
                 let by_threshold = self.polled_threshold_lost & (1 << back) != 0;
                 self.polled_threshold_lost &= !(1 << back);
                 self.on_late_ack(by_threshold);
+                if let Some(sent_at) = self.polled_sent_at[(index % 64) as usize]
+                    && !by_threshold
+                {
+                    return Acked::LateAfterTimeout { sent_at };
+                }
             }
-            return false;
+            return Acked::Not;
         };
         let Some(p) = usize::try_from(offset)
             .ok()
             .and_then(|offset| self.sent.get_mut(offset))
         else {
-            return false;
+            return Acked::Not;
         };
         match p.state {
             SlotState::Pending => {
                 self.resolve(offset as usize, DeliveryStatus::Delivered);
-                true
+                Acked::Newly
             }
             SlotState::Resolved(DeliveryStatus::Lost) if !p.late_acked => {
                 p.late_acked = true;
                 let by_threshold = p.lost_by_threshold;
+                let sent_at = p.sent_at;
+                let eliciting = p.ack_eliciting;
                 self.on_late_ack(by_threshold);
-                false
+                if by_threshold || !eliciting {
+                    Acked::Not
+                } else {
+                    Acked::LateAfterTimeout { sent_at }
+                }
             }
-            SlotState::Resolved(_) => false,
+            SlotState::Resolved(_) => Acked::Not,
         }
     }
 
@@ -885,6 +923,8 @@ impl Connection {
         self.polled_lost = self.polled_lost << 1 | u64::from(unacked_loss);
         self.polled_threshold_lost =
             self.polled_threshold_lost << 1 | u64::from(unacked_loss && front.lost_by_threshold);
+        self.polled_sent_at[(self.front_index % 64) as usize] =
+            front.ack_eliciting.then_some(front.sent_at);
         self.sent.pop_front();
         let seq = self.sequence_of(self.front_index);
         self.front_index += 1;
@@ -1180,6 +1220,48 @@ mod tests {
     }
 
     #[test]
+    fn a_round_trip_grown_past_the_loss_timeout_is_learnt_from_late_acks() {
+        // Instant for two seconds (the loss timeout settles at its floor), then 150 ms
+        // each way with nothing lost: the first packets time out before their acks
+        // come, and those late acks must teach the estimate the new round trip, or
+        // every packet from then on would be reported lost.
+        let mut a = Connection::default();
+        let mut b = Connection::default();
+        let mut to_b: VecDeque<(Duration, Vec<u8>)> = VecDeque::new();
+        let mut to_a: VecDeque<(Duration, Vec<u8>)> = VecDeque::new();
+        let mut late = Vec::new();
+        for step in 0..500u64 {
+            let now = ms(step * 16);
+            let one_way = if step < 125 { Duration::ZERO } else { ms(150) };
+            while to_b.front().is_some_and(|(t, _)| *t <= now) {
+                let (_, bytes) = to_b.pop_front().unwrap();
+                deliver(&mut b, now, &bytes).unwrap();
+            }
+            while to_a.front().is_some_and(|(t, _)| *t <= now) {
+                let (_, bytes) = to_a.pop_front().unwrap();
+                deliver(&mut a, now, &bytes).unwrap();
+            }
+            a.update(now);
+            let fates = drain(&mut a);
+            if step >= 375 {
+                late.extend(fates.into_iter().map(|(_, d)| d));
+            }
+            to_b.push_back((now + one_way, packet(&mut a, now).1));
+            to_a.push_back((now + one_way, packet(&mut b, now).1));
+        }
+        let delivered = late
+            .iter()
+            .filter(|&&d| d == DeliveryStatus::Delivered)
+            .count();
+        assert!(
+            delivered * 10 >= late.len() * 9 && !late.is_empty(),
+            "{delivered} of {} delivered in the last two seconds",
+            late.len()
+        );
+        assert!(a.rtt() >= ms(250), "rtt {:?}", a.rtt());
+    }
+
+    #[test]
     fn delivery_waits_for_older_packets() {
         let mut a = Connection::default();
         let mut b = Connection::default();
@@ -1214,11 +1296,11 @@ mod tests {
         assert_eq!(a.in_flight(), 0);
         assert!(a.packet_loss() > 0.0);
         // The packet did arrive after all; its ack comes back before the notification
-        // was polled and changes nothing.
+        // was polled: the packet stays lost, but the round trip it measured counts.
         deliver(&mut b, timeout, &p0).unwrap();
         deliver(&mut a, timeout, &packet(&mut b, timeout).1).unwrap();
         assert_eq!(a.stats().late_acks, 1);
-        assert_eq!(a.latest_rtt(), None);
+        assert_eq!(a.latest_rtt(), Some(timeout));
         assert_eq!(drain(&mut a), vec![(0, DeliveryStatus::Lost)]);
         // Acked again after it was polled: still nothing, and counted only once.
         deliver(&mut a, timeout, &packet(&mut b, timeout).1).unwrap();

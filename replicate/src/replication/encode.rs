@@ -1,0 +1,254 @@
+//! [`EncodedSegments`]: the tick's encoded batch segments, shared by every connection
+//! (the "encode once" stage of the object-major pipeline).
+//!
+//! A batch is a per-connection head (flags, reference index, nomination) followed by a
+//! *segment*: the change mask and the members, coded in full, against the type's
+//! default state, or against a reference (an acknowledged baseline or its prediction).
+//! Its bits depend only on the object's quantized state, the mask and what it is coded
+//! against ([`SegmentKind`]), so connections whose acks are in step share one encoding:
+//! the first connection that writes an (object, mask, kind) encodes it and stores its
+//! bits here; the others copy them a word at a time.
+//!
+//! Identity of what a segment is coded against is the address of the state; every
+//! entry keeps that state alive, so an address cannot be reused for another state
+//! while the entry exists. The store is emptied whenever the objects' states may change
+//! ([`clear`](EncodedSegments::clear): each server tick, and each mutable access to the
+//! object table).
+
+use super::baseline::SegmentKind;
+use crate::handle::NetRefHandle;
+use crate::object::InternalIndex;
+use crate::protocol::ErasedState;
+use crate::state::ChangeMask;
+use std::sync::Arc;
+
+/// No entry (end of an object's chain).
+const NONE: u32 = u32::MAX;
+
+struct Entry {
+    handle: NetRefHandle,
+    mask: ChangeMask,
+    kind: SegmentKind,
+    /// The state the segment is coded against, alive while the entry is.
+    _against: Option<Arc<dyn ErasedState>>,
+    /// First word in `words`.
+    start: u32,
+    bits: u32,
+    member_bits: u32,
+    /// The object's next entry.
+    next: u32,
+}
+
+/// One encoded segment: its bits and how many of them are member values.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Segment<'a> {
+    pub words: &'a [u64],
+    pub bits: usize,
+    pub member_bits: usize,
+}
+
+/// The tick's encoded segments, per object.
+#[derive(Default)]
+pub struct EncodedSegments {
+    /// Per object index: (generation, first entry) — an entry chain is valid only in
+    /// the generation it was made in, so clearing is O(1).
+    heads: Vec<(u32, u32)>,
+    entries: Vec<Entry>,
+    words: Vec<u64>,
+    generation: u32,
+    hits: u64,
+    misses: u64,
+}
+
+impl std::fmt::Debug for EncodedSegments {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EncodedSegments")
+            .field("entries", &self.entries.len())
+            .field("hits", &self.hits)
+            .field("misses", &self.misses)
+            .finish()
+    }
+}
+
+impl EncodedSegments {
+    /// Forgets every segment (the objects' states may change).
+    pub fn clear(&mut self) {
+        if self.entries.is_empty() {
+            return;
+        }
+        self.entries.clear();
+        self.words.clear();
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            // Wrapped: old heads could look current again.
+            self.heads.clear();
+        }
+    }
+
+    /// Segments found (copied instead of encoded) and encoded, since the start.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.hits, self.misses)
+    }
+
+    fn head(&self, index: InternalIndex) -> u32 {
+        match self.heads.get(index as usize) {
+            Some(&(g, first)) if g == self.generation => first,
+            _ => NONE,
+        }
+    }
+
+    /// The segment of `index` for `(mask, kind)`, if one was encoded since the last
+    /// [`clear`](Self::clear).
+    pub(crate) fn find(
+        &mut self,
+        index: InternalIndex,
+        handle: NetRefHandle,
+        mask: &ChangeMask,
+        kind: &SegmentKind,
+    ) -> Option<Segment<'_>> {
+        let mut at = self.head(index);
+        while at != NONE {
+            let e = &self.entries[at as usize];
+            if e.handle == handle && e.kind == *kind && e.mask == *mask {
+                self.hits += 1;
+                let start = e.start as usize;
+                return Some(Segment {
+                    words: &self.words[start..start + (e.bits as usize).div_ceil(64)],
+                    bits: e.bits as usize,
+                    member_bits: e.member_bits as usize,
+                });
+            }
+            at = e.next;
+        }
+        None
+    }
+
+    /// Stores a segment just encoded: `copy` appends its bits to the word store (as
+    /// [`BitWriter::copy_bits`](crate::bits::BitWriter::copy_bits) does).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn insert(
+        &mut self,
+        index: InternalIndex,
+        handle: NetRefHandle,
+        mask: &ChangeMask,
+        kind: SegmentKind,
+        against: Option<Arc<dyn ErasedState>>,
+        bits: usize,
+        member_bits: usize,
+        copy: impl FnOnce(&mut Vec<u64>),
+    ) {
+        self.misses += 1;
+        let (Ok(bits32), Ok(member32), Ok(start)) = (
+            u32::try_from(bits),
+            u32::try_from(member_bits),
+            u32::try_from(self.words.len()),
+        ) else {
+            return;
+        };
+        copy(&mut self.words);
+        if self.words.len() != start as usize + bits.div_ceil(64) {
+            // Not what was announced: keep nothing rather than a wrong segment.
+            self.words.truncate(start as usize);
+            return;
+        }
+        let slot = index as usize;
+        if self.heads.len() <= slot {
+            self.heads.resize(slot + 1, (0, NONE));
+        }
+        let next = self.head(index);
+        self.heads[slot] = (self.generation, self.entries.len() as u32);
+        self.entries.push(Entry {
+            handle,
+            mask: mask.clone(),
+            kind,
+            _against: against,
+            start,
+            bits: bits32,
+            member_bits: member32,
+            next,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bits::BitWriter;
+
+    fn handle(id: u64) -> NetRefHandle {
+        NetRefHandle::from_id(id, 0)
+    }
+
+    fn mask(bits: u64) -> ChangeMask {
+        let mut m = ChangeMask::new(8);
+        for i in 0..8 {
+            if bits >> i & 1 == 1 {
+                m.set(i);
+            }
+        }
+        m
+    }
+
+    fn store(s: &mut EncodedSegments, index: InternalIndex, bits: u64, kind: SegmentKind) {
+        let mut w = BitWriter::with_capacity_bits(256);
+        w.write_bits(bits, 64);
+        w.write_bits(index as u64, 7);
+        s.insert(
+            index,
+            handle(index as u64),
+            &mask(bits),
+            kind,
+            None,
+            71,
+            7,
+            |out| w.copy_bits(0, 71, out),
+        );
+    }
+
+    #[test]
+    fn finds_by_object_mask_and_kind_until_cleared() {
+        let mut s = EncodedSegments::default();
+        let delta = SegmentKind::Delta {
+            against: 64,
+            code: 1,
+        };
+        store(&mut s, 3, 0b101, SegmentKind::Full);
+        store(&mut s, 3, 0b101, delta.clone());
+        store(&mut s, 5, 0b1, SegmentKind::Full);
+        let m = mask(0b101);
+        let seg = s.find(3, handle(3), &m, &delta).expect("stored");
+        assert_eq!((seg.bits, seg.member_bits), (71, 7));
+        assert_eq!(seg.words[0], 0b101);
+        assert_eq!(seg.words[1], 3);
+        assert!(s.find(3, handle(3), &mask(0b1), &delta).is_none());
+        assert!(
+            s.find(3, handle(3), &m, &SegmentKind::Delta { against: 64, code: 2 })
+                .is_none()
+        );
+        assert!(s.find(3, handle(99), &m, &delta).is_none(), "another object");
+        assert!(s.find(4, handle(3), &m, &delta).is_none());
+        assert_eq!(s.counts(), (1, 3));
+        s.clear();
+        assert!(s.find(3, handle(3), &m, &delta).is_none());
+        assert!(s.find(5, handle(5), &mask(1), &SegmentKind::Full).is_none());
+    }
+
+    #[test]
+    fn a_copy_of_the_wrong_length_is_not_kept() {
+        let mut s = EncodedSegments::default();
+        s.insert(
+            1,
+            handle(1),
+            &mask(1),
+            SegmentKind::Full,
+            None,
+            130,
+            0,
+            |out| out.push(0),
+        );
+        assert!(
+            s.find(1, handle(1), &mask(1), &SegmentKind::Full)
+                .is_none()
+        );
+    }
+}
