@@ -383,20 +383,54 @@ impl BitWriter {
         out.extend_from_slice(&self.to_bytes());
     }
 
-    /// Appends the first `bits` bits of `other` to this writer.
+    /// Appends everything written to `other` to this writer.
     pub fn write_from(&mut self, other: &BitWriter) {
-        let bits = other.pos;
+        self.write_words(&other.words, other.pos);
+    }
+
+    /// Appends the first `bits` bits of `words` (bit 0 of `words[0]` first), a word at
+    /// a time. Writes nothing (and overflows) when `bits` does not fit, or when `words`
+    /// holds fewer than `bits` bits.
+    pub fn write_words(&mut self, words: &[u64], bits: usize) {
+        if bits > words.len().saturating_mul(64) {
+            self.overflow = Some(BitError::WriteOverflow {
+                position: self.pos,
+                requested: bits,
+                capacity: self.capacity,
+            });
+            return;
+        }
         if !self.reserve(bits) {
             return;
         }
         let mut left = bits;
-        let mut i = 0;
-        while left > 0 {
+        for &word in words {
+            if left == 0 {
+                break;
+            }
             let n = left.min(64) as u32;
-            self.put(self.pos, other.words[i], n);
+            self.put(self.pos, word, n);
             self.pos += n as usize;
             left -= n as usize;
-            i += 1;
+        }
+    }
+
+    /// Appends the `bits` bits written from `start` on (`start + bits` at most
+    /// [`position`](Self::position)) to `out` as words, bit 0 of the first word first:
+    /// what [`write_words`](Self::write_words) copies back into a writer.
+    pub fn copy_bits(&self, start: usize, bits: usize, out: &mut Vec<u64>) {
+        let end = start.saturating_add(bits).min(self.pos);
+        let mut pos = start.min(end);
+        while pos < end {
+            let n = (end - pos).min(64);
+            let index = pos >> 6;
+            let offset = (pos & 63) as u32;
+            let mut word = self.words[index] >> offset;
+            if offset > 0 && index + 1 < self.words.len() {
+                word |= self.words[index + 1] << (64 - offset);
+            }
+            out.push(word & low_mask(n as u32));
+            pos += n;
         }
     }
 }
@@ -642,6 +676,48 @@ mod tests {
         assert_eq!(w.peek_bits(0, 0), None);
         assert_eq!(w.peek_bits(0, 65), None);
         assert_eq!(w.peek_bits(usize::MAX, 8), None);
+    }
+
+    #[test]
+    fn copied_bits_write_back_identically_at_any_offsets() {
+        // A pseudo-random stream, copied out at every (start, length) over word
+        // boundaries and written back behind every leading offset.
+        let mut src = BitWriter::with_capacity_bits(400);
+        let mut x = 0x9E37_79B9_7F4A_7C15_u64;
+        for _ in 0..6 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            src.write_bits(x, 64);
+        }
+        for start in [0, 1, 31, 63, 64, 65, 130] {
+            for bits in [0, 1, 7, 63, 64, 65, 129, 200] {
+                let mut words = Vec::new();
+                src.copy_bits(start, bits, &mut words);
+                assert_eq!(words.len(), bits.div_ceil(64));
+                for lead in [0, 5, 64] {
+                    let mut dst = BitWriter::with_capacity_bits(512);
+                    dst.write_bits(u64::MAX, lead as u32);
+                    dst.write_words(&words, bits);
+                    assert_eq!(dst.position(), lead + bits);
+                    for i in 0..bits {
+                        assert_eq!(
+                            dst.peek_bits(lead + i, 1),
+                            src.peek_bits(start + i, 1),
+                            "start {start} bits {bits} lead {lead} bit {i}"
+                        );
+                    }
+                }
+            }
+        }
+        // Too few words, or too little room: an overflow, nothing written.
+        let mut dst = BitWriter::with_capacity_bits(100);
+        dst.write_words(&[1], 65);
+        assert!(dst.is_overflown());
+        assert_eq!(dst.position(), 0);
+        let mut dst = BitWriter::with_capacity_bits(10);
+        dst.write_words(&[u64::MAX], 11);
+        assert!(dst.is_overflown());
     }
 
     #[test]

@@ -29,6 +29,7 @@ const LAYERS: &[&str] = &[
     "replication::wire",
     "replication::record",
     "replication::baseline",
+    "replication::encode",
     "replication::insights",
     "replication::scheduler",
     "replication::interest_hooks",

@@ -911,34 +911,15 @@ pub(crate) struct DeltaPlan {
     pub vs_default: bool,
 }
 
-/// Writes the part of a delta batch after the header: see the module docs. Returns
-/// the bits of member values (the rest is framing: indices, flags, the change mask).
-pub(crate) fn write_delta_body(
-    plan: &DeltaPlan,
-    state: &dyn ErasedState,
-    mask: &ChangeMask,
-    creating: bool,
-    w: &mut BitWriter,
-) -> usize {
+/// Writes the per-connection head of a delta batch (after the batch header's
+/// `is_delta` bit): the reference index, and the nomination. What follows it is the
+/// batch's [`Segment`], the same for every connection that codes the same members
+/// against the same state (see `encode`).
+pub(crate) fn write_delta_head(plan: &DeltaPlan, w: &mut BitWriter) {
     match &plan.reference {
-        Some((index, reference)) => {
+        Some((index, _)) => {
             w.write_bits(*index as u64, BASELINE_INDEX_BITS);
             w.write_bool(plan.nominate.is_some());
-            mask.write(w);
-            let against = match &plan.predicted {
-                Some(Some((steps, predicted))) => {
-                    write_prediction_code(w, Some(*steps));
-                    predicted.as_ref()
-                }
-                Some(None) => {
-                    write_prediction_code(w, None);
-                    reference.as_ref()
-                }
-                None => reference.as_ref(),
-            };
-            let start = w.position();
-            state.serialize_delta(against, mask, w);
-            w.position() - start
         }
         None => {
             w.write_bits(INVALID_BASELINE_INDEX as u64, BASELINE_INDEX_BITS);
@@ -947,19 +928,109 @@ pub(crate) fn write_delta_body(
                 BASELINE_INDEX_BITS,
             );
             w.write_bool(plan.vs_default);
-            if plan.vs_default {
-                mask.write_with_hint(w, creating);
-                let start = w.position();
-                state.serialize_delta(plan.default.as_ref(), mask, w);
-                w.position() - start
-            } else {
-                mask.write(w);
-                let start = w.position();
-                state.serialize(mask, w);
-                w.position() - start
-            }
         }
     }
+}
+
+/// How a batch's change mask and members are coded after its head: what decides their
+/// bits besides the object's state and the mask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SegmentKind {
+    /// The mask, then the members in full.
+    Full,
+    /// The mask, the prediction code (`code`: 0 none written, 1 "not predicted",
+    /// `2 + steps` predicted), then the members coded against the state `against`
+    /// points to (the reference or its prediction).
+    Delta { against: usize, code: u32 },
+    /// The mask with the creation hint `hint`, then the members coded against the
+    /// type's default state at `against`.
+    VsDefault { against: usize, hint: bool },
+}
+
+/// The address of a state, its identity while it is alive.
+fn address(state: &Arc<dyn ErasedState>) -> usize {
+    Arc::as_ptr(state) as *const () as usize
+}
+
+impl DeltaPlan {
+    /// The segment this plan codes, and the state it codes against (kept alive by
+    /// whoever remembers the segment, so its address stays its identity).
+    pub(crate) fn segment(&self, creating: bool) -> (SegmentKind, Option<Arc<dyn ErasedState>>) {
+        match &self.reference {
+            Some((_, reference)) => {
+                let (against, code) = match &self.predicted {
+                    Some(Some((steps, predicted))) => (predicted, 2 + *steps),
+                    Some(None) => (reference, 1),
+                    None => (reference, 0),
+                };
+                (
+                    SegmentKind::Delta {
+                        against: address(against),
+                        code,
+                    },
+                    Some(against.clone()),
+                )
+            }
+            None if self.vs_default => (
+                SegmentKind::VsDefault {
+                    against: address(&self.default),
+                    hint: creating,
+                },
+                Some(self.default.clone()),
+            ),
+            None => (SegmentKind::Full, None),
+        }
+    }
+
+    /// Writes the segment [`segment`](Self::segment) names; returns the bits of member
+    /// values (the rest is the mask and the prediction code).
+    pub(crate) fn write_segment(
+        &self,
+        state: &dyn ErasedState,
+        mask: &ChangeMask,
+        creating: bool,
+        w: &mut BitWriter,
+    ) -> usize {
+        match &self.reference {
+            Some((_, reference)) => {
+                mask.write(w);
+                let against = match &self.predicted {
+                    Some(Some((steps, predicted))) => {
+                        write_prediction_code(w, Some(*steps));
+                        predicted.as_ref()
+                    }
+                    Some(None) => {
+                        write_prediction_code(w, None);
+                        reference.as_ref()
+                    }
+                    None => reference.as_ref(),
+                };
+                let start = w.position();
+                state.serialize_delta(against, mask, w);
+                w.position() - start
+            }
+            None if self.vs_default => {
+                mask.write_with_hint(w, creating);
+                let start = w.position();
+                state.serialize_delta(self.default.as_ref(), mask, w);
+                w.position() - start
+            }
+            None => write_full_segment(state, mask, w),
+        }
+    }
+}
+
+/// The mask, then the members in full ([`SegmentKind::Full`]); returns the members'
+/// bits.
+pub(crate) fn write_full_segment(
+    state: &dyn ErasedState,
+    mask: &ChangeMask,
+    w: &mut BitWriter,
+) -> usize {
+    mask.write(w);
+    let start = w.position();
+    state.serialize(mask, w);
+    w.position() - start
 }
 
 /// A stored baseline on the client: the state, the sequence of the packet that stored

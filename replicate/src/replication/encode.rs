@@ -222,10 +222,21 @@ mod tests {
         assert_eq!(seg.words[1], 3);
         assert!(s.find(3, handle(3), &mask(0b1), &delta).is_none());
         assert!(
-            s.find(3, handle(3), &m, &SegmentKind::Delta { against: 64, code: 2 })
-                .is_none()
+            s.find(
+                3,
+                handle(3),
+                &m,
+                &SegmentKind::Delta {
+                    against: 64,
+                    code: 2
+                }
+            )
+            .is_none()
         );
-        assert!(s.find(3, handle(99), &m, &delta).is_none(), "another object");
+        assert!(
+            s.find(3, handle(99), &m, &delta).is_none(),
+            "another object"
+        );
         assert!(s.find(4, handle(3), &m, &delta).is_none());
         assert_eq!(s.counts(), (1, 3));
         s.clear();
@@ -246,9 +257,6 @@ mod tests {
             0,
             |out| out.push(0),
         );
-        assert!(
-            s.find(1, handle(1), &mask(1), &SegmentKind::Full)
-                .is_none()
-        );
+        assert!(s.find(1, handle(1), &mask(1), &SegmentKind::Full).is_none());
     }
 }

@@ -68,6 +68,7 @@
 
 pub mod attachment;
 pub mod baseline;
+mod encode;
 mod insights;
 mod interest_hooks;
 mod reader;
@@ -247,6 +248,9 @@ pub struct ReplicationServer {
     interest: SharedInterest,
     /// Network insights: how much of each packet is attributed.
     attribution: crate::insights::AttributionLevel,
+    /// The tick's encoded segments, shared by every connection's writer: each batch
+    /// segment is encoded once per tick and copied for the other connections.
+    segments: encode::EncodedSegments,
 }
 
 impl std::fmt::Debug for ReplicationServer {
@@ -269,6 +273,7 @@ impl ReplicationServer {
             now: Duration::ZERO,
             interest: Self::new_interest(),
             attribution: crate::insights::AttributionLevel::Off,
+            segments: encode::EncodedSegments::default(),
         }
     }
 
@@ -342,6 +347,8 @@ impl ReplicationServer {
 
     /// The object table, to spawn, change, poll and destroy objects.
     pub fn objects_mut(&mut self) -> &mut ObjectTable {
+        // States may change: segments encoded from them are void.
+        self.segments.clear();
         &mut self.objects
     }
 
@@ -515,6 +522,7 @@ impl ReplicationServer {
     /// them. Poll-mode objects must have been polled before.
     pub fn tick(&mut self, now: Duration) {
         self.now = now;
+        self.segments.clear();
         baseline::lock_storage(&self.baselines).begin_frame();
         self.objects.begin_tick();
         self.interest_begin_tick();
@@ -538,12 +546,25 @@ impl ReplicationServer {
         sequence: PacketSequence,
         writer: &mut BitWriter,
     ) -> WriteResult {
+        // The connection's writer encodes with (and adds to) the tick's shared segments.
+        if let Some(w) = writer_of(&mut self.connections, id) {
+            std::mem::swap(w.segments_mut(), &mut self.segments);
+        }
         // Within the connection's bandwidth budget and packets per tick (interest layer).
         let result = self.write_packet_budgeted(id, sequence, writer);
+        if let Some(w) = writer_of(&mut self.connections, id) {
+            std::mem::swap(w.segments_mut(), &mut self.segments);
+        }
         // Baselines reserved by this packet are cloned (once) or cancelled now, while
         // the objects' state is still the one written.
         baseline::lock_storage(&self.baselines).commit_reservations(&self.objects);
         result
+    }
+
+    /// Batch segments copied from another connection's encoding in the same tick, and
+    /// segments encoded, since the server started (see [`write_packet`](Self::write_packet)).
+    pub fn segment_counts(&self) -> (u64, u64) {
+        self.segments.counts()
     }
 
     /// The baseline storage shared by every connection (counters, run-time settings).

@@ -39,9 +39,11 @@
 
 use super::ReplicationConfig;
 use super::baseline::{
-    BaselineOutcome, BaselineSlot, ConnectionBaselines, DeltaPlan, MAX_BASELINE_COUNT,
-    SharedBaselineStorage, is_subset, lock_storage, prediction_steps, write_delta_body,
+    BaselineOutcome, BaselineSlot, ConnectionBaselines, DeltaPlan, MAX_BASELINE_COUNT, SegmentKind,
+    SharedBaselineStorage, is_subset, lock_storage, prediction_steps, write_delta_head,
+    write_full_segment,
 };
+use super::encode::EncodedSegments;
 use super::insights::{BatchLayout, Encoding, WriterAttribution};
 use super::record::{
     INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
@@ -219,6 +221,9 @@ pub struct ReplicationWriter {
     scratch: Option<(BitWriter, crate::bits::WriterMark)>,
     /// Network insights: where the section's bits go (off: `None`).
     attribution: Option<Box<WriterAttribution>>,
+    /// The tick's encoded segments: this writer's own, or, while the server writes
+    /// this connection's packet, the store every connection shares (see `encode`).
+    segments: EncodedSegments,
 }
 
 impl ReplicationWriter {
@@ -264,6 +269,7 @@ impl ReplicationWriter {
             recoveries: std::collections::HashMap::new(),
             scratch: None,
             attribution: None,
+            segments: EncodedSegments::default(),
         }
     }
 
@@ -500,6 +506,12 @@ impl ReplicationWriter {
         self.connection
     }
 
+    /// The store of encoded segments this writer writes with (the server swaps its
+    /// shared one in for the time it writes this connection's packet).
+    pub(crate) fn segments_mut(&mut self) -> &mut EncodedSegments {
+        &mut self.segments
+    }
+
     /// Counters.
     pub fn stats(&self) -> &WriterStats {
         &self.stats
@@ -617,6 +629,8 @@ impl ReplicationWriter {
     pub fn update(&mut self, table: &mut ObjectTable) {
         // Priorities accumulate below: the order of the last tick is void.
         self.schedule.invalidate();
+        // The objects' states were quantized anew.
+        self.segments.clear();
         self.release_huge_tear_offs(table);
         let created = table.tick_created().to_vec();
         for i in created {
@@ -1310,10 +1324,12 @@ impl ReplicationWriter {
         let exports = &self.exports;
         let mut member_bits = 0;
         let handle_bits = w.position() - m.position();
+        let segments = &mut self.segments;
         let mut body_of = |out: &mut BitWriter| {
             write_body(
                 out,
                 table,
+                index,
                 entry,
                 creating,
                 tear_off,
@@ -1321,6 +1337,7 @@ impl ReplicationWriter {
                 send_tags,
                 &mask,
                 exports,
+                segments,
                 &mut member_bits,
             )
         };
@@ -1671,9 +1688,11 @@ impl ReplicationWriter {
 /// no exports) is `[0][is_delta]`; the long form `[1][has_exports]...` has its exports
 /// flag, one bit into the body, written 0 and patched by the caller.
 #[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)]
 fn write_body(
     w: &mut BitWriter,
     table: &ObjectTable,
+    index: InternalIndex,
     entry: &crate::object::ObjectEntry,
     creating: bool,
     tear_off: bool,
@@ -1681,6 +1700,7 @@ fn write_body(
     send_tags: bool,
     mask: &ChangeMask,
     exports: &SharedExports,
+    segments: &mut EncodedSegments,
     member_bits: &mut usize,
 ) -> (Vec<NetToken>, (usize, usize)) {
     let body = w.position();
@@ -1707,15 +1727,39 @@ fn write_body(
         }
     }
     let tags_end = w.position() - body;
-    *member_bits = match plan {
-        Some(plan) => write_delta_body(plan, entry.state(), mask, creating, w),
-        None => {
-            mask.write(w);
-            let start = w.position();
-            entry.state().serialize(mask, w);
-            w.position() - start
+    // The per-connection head, then the segment: encoded once per tick for each
+    // (mask, what it is coded against), copied for every other connection.
+    let (kind, against) = match plan {
+        Some(plan) => {
+            write_delta_head(plan, w);
+            plan.segment(creating)
         }
+        None => (SegmentKind::Full, None),
     };
+    let handle = entry.handle();
+    if let Some(segment) = segments.find(index, handle, mask, &kind) {
+        w.write_words(segment.words, segment.bits);
+        *member_bits = segment.member_bits;
+    } else {
+        let start = w.position();
+        *member_bits = match plan {
+            Some(plan) => plan.write_segment(entry.state(), mask, creating, w),
+            None => write_full_segment(entry.state(), mask, w),
+        };
+        if !w.is_overflown() {
+            let bits = w.position() - start;
+            segments.insert(
+                index,
+                handle,
+                mask,
+                kind,
+                against,
+                bits,
+                *member_bits,
+                |out| w.copy_bits(start, bits, out),
+            );
+        }
+    }
     (tokens, (flags_end, tags_end))
 }
 

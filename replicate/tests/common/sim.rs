@@ -55,6 +55,8 @@ pub struct Peer {
     pub stream_errors: usize,
     /// Packets whose connection header was rejected for a reason that is not benign.
     pub header_errors: usize,
+    /// A digest (FNV-1a) of every packet the server sent this client, in order.
+    pub sent_digest: u64,
 }
 
 /// A server and clients over sans-IO connections and seeded lossy links.
@@ -67,6 +69,9 @@ pub struct Sim {
     pub client_packets_per_tick: usize,
     pub registry: Arc<ProtocolRegistry>,
     pub config: ReplicationConfig,
+    /// Each connection encodes its batches alone: the tick's shared segments are
+    /// dropped before every connection's packets (for differential tests).
+    pub unshared_encoding: bool,
     seed: u64,
     conditioner: LinkConditioner,
 }
@@ -83,6 +88,7 @@ impl Sim {
             client_packets_per_tick: setup.client_packets_per_tick,
             registry: setup.registry,
             config: setup.config,
+            unshared_encoding: false,
             seed,
             conditioner,
         };
@@ -106,6 +112,7 @@ impl Sim {
             up: LinkSimulator::new(self.conditioner.clone(), seed ^ 0xABCD),
             stream_errors: 0,
             header_errors: 0,
+            sent_digest: 0xCBF2_9CE4_8422_2325,
         });
         self.peers.len() - 1
     }
@@ -163,11 +170,19 @@ impl Sim {
         }
         self.server.tick(now);
         for p in &mut self.peers {
+            if self.unshared_encoding {
+                // A mutable borrow of the table drops the shared segments.
+                let _ = self.server.objects_mut();
+            }
             for _ in 0..self.packets_per_tick {
                 let mut w = BitWriter::with_capacity_bytes(self.mtu);
                 let seq = p.server_conn.write_header(now, &mut w);
                 let result = self.server.write_packet(p.conn, seq, &mut w);
-                p.down.send(now, &w.finish().expect("fits"));
+                let bytes = w.finish().expect("fits");
+                for &b in &bytes {
+                    p.sent_digest = (p.sent_digest ^ u64::from(b)).wrapping_mul(0x100_0000_01B3);
+                }
+                p.down.send(now, &bytes);
                 if result != WriteResult::HasMoreData {
                     break;
                 }
