@@ -184,20 +184,8 @@ impl<T> IndexMap<T> {
         self.slot(i).get_or_insert_with(T::default)
     }
 
-    fn insert(&mut self, i: InternalIndex, value: T) {
-        *self.slot(i) = Some(value);
-    }
-
     fn remove(&mut self, i: InternalIndex) -> Option<T> {
         self.slots.get_mut(i as usize)?.take()
-    }
-
-    fn values(&self) -> impl Iterator<Item = &T> {
-        self.slots.iter().flatten()
-    }
-
-    fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
-        self.slots.drain(..).flatten()
     }
 }
 
@@ -247,7 +235,8 @@ pub struct BaselineStorage {
     reservations: Vec<u32>,
     type_overrides: HashMap<ProtocolIndex, bool>,
     prediction_overrides: HashMap<ProtocolIndex, bool>,
-    defaults: HashMap<ProtocolIndex, Arc<dyn ErasedState>>,
+    /// Per protocol index.
+    defaults: Vec<Option<Arc<dyn ErasedState>>>,
     stats: BaselineStats,
 }
 
@@ -282,7 +271,7 @@ impl BaselineStorage {
             reservations: Vec::new(),
             type_overrides: HashMap::new(),
             prediction_overrides: HashMap::new(),
-            defaults: HashMap::new(),
+            defaults: Vec::new(),
             stats: BaselineStats::default(),
         }
     }
@@ -412,9 +401,12 @@ impl BaselineStorage {
         protocol: ProtocolIndex,
         new_state: impl FnOnce() -> Box<dyn ErasedState>,
     ) -> Arc<dyn ErasedState> {
-        self.defaults
-            .entry(protocol)
-            .or_insert_with(|| Arc::from(new_state()))
+        let i = usize::from(protocol);
+        if self.defaults.len() <= i {
+            self.defaults.resize(i + 1, None);
+        }
+        self.defaults[i]
+            .get_or_insert_with(|| Arc::from(new_state()))
             .clone()
     }
 
@@ -569,42 +561,91 @@ impl BaselineStorage {
     }
 }
 
-/// One baseline of one (object, connection).
-#[derive(Debug, Clone)]
-pub struct BaselineSlot {
+/// No snapshot (an empty slot, no prior).
+const NO_SNAPSHOT: u32 = u32::MAX;
+
+/// One baseline of one (object, connection), as the writer reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct BaselineSlot<'a> {
     /// The snapshot in the [`BaselineStorage`].
     pub snapshot: u32,
-    /// The members the nominating batch carried (merged back on loss).
-    pub mask: ChangeMask,
     /// The members the client holds equal to the snapshot.
-    pub synced: ChangeMask,
-    /// The acknowledged baseline this one was built from (delta path), which the
-    /// client also holds: with the snapshot, the two states a prediction extrapolates.
-    pub prior: Option<Arc<dyn ErasedState>>,
-    /// The frame the prior's snapshot was taken in (with the snapshot's own frame, the
-    /// interval a prediction extrapolates over).
-    pub prior_frame: u32,
+    pub synced: &'a ChangeMask,
+    /// The snapshot of the acknowledged baseline this one was built from (delta path),
+    /// which the client also holds: with the snapshot, the two states a prediction
+    /// extrapolates. The slot holds a reference on it.
+    pub prior: Option<u32>,
 }
 
-#[derive(Debug, Default)]
+/// A slot as stored: 12 bytes.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    snapshot: u32,
+    prior: u32,
+    /// Index of the synced mask in [`ConnectionBaselines::synced`].
+    synced: u32,
+}
+
+const EMPTY_SLOT: Slot = Slot {
+    snapshot: NO_SNAPSHOT,
+    prior: NO_SNAPSHOT,
+    synced: 0,
+};
+
+impl Slot {
+    fn is_live(&self) -> bool {
+        self.snapshot != NO_SNAPSHOT
+    }
+}
+
+/// One (object, connection)'s baselines: 32 bytes, stored densely by object index so
+/// that a connection's state for 10 000 objects is 320 KB.
+#[derive(Debug, Clone, Copy)]
 struct ObjectBaselines {
-    slots: [Option<BaselineSlot>; 2],
-    /// The slot nominated by a packet in flight, with the packet's ordinal.
-    pending: Option<(u8, u64)>,
+    slots: [Slot; 2],
+    /// The low 32 bits of the ordinal of the packet in flight that nominated
+    /// `pending` (packets in flight are far fewer than 2^32).
+    pending_ordinal: u32,
+    /// The slot nominated by a packet in flight ([`INVALID_BASELINE_INDEX`]: none).
+    pending: u8,
     /// The last nomination was lost: creation falls back to the frame throttle until
     /// one is acknowledged.
     lost: bool,
+    /// The slot the object's last delta batch referenced ([`INVALID_BASELINE_INDEX`]:
+    /// none): a full-path nomination (after an invalidation) goes in the other one,
+    /// so packets still in flight that reference it decode against the content they
+    /// were written for.
+    last_reference: u8,
+}
+
+const EMPTY: ObjectBaselines = ObjectBaselines {
+    slots: [EMPTY_SLOT; 2],
+    pending_ordinal: 0,
+    pending: INVALID_BASELINE_INDEX,
+    lost: false,
+    last_reference: INVALID_BASELINE_INDEX,
+};
+
+impl ObjectBaselines {
+    fn live(&self) -> usize {
+        self.slots.iter().filter(|s| s.is_live()).count()
+    }
 }
 
 /// One connection's baselines per object (at most two each), and the packet in flight
 /// that nominated a new one.
+///
+/// A slot is a snapshot reference, the reference on its prior, and the index of its
+/// synced mask in a per-connection table of the distinct masks seen (a handful: one
+/// per type and role), so a connection keeps 32 bytes per object.
 #[derive(Debug, Default)]
 pub struct ConnectionBaselines {
-    objects: IndexMap<ObjectBaselines>,
-    /// The slot each object's last delta batch referenced: a full-path nomination
-    /// (after an invalidation) goes in the other one, so packets still in flight that
-    /// reference it decode against the content they were written for.
-    last_reference: IndexMap<u8>,
+    objects: Vec<ObjectBaselines>,
+    /// The distinct synced masks, by index (never shrinks; see [`Self::intern`]).
+    synced: Vec<ChangeMask>,
+    synced_index: HashMap<ChangeMask, u32>,
+    /// The last mask interned (most nominations repeat it).
+    last_synced: Option<u32>,
 }
 
 /// What a packet's fate did to an object's baselines.
@@ -614,43 +655,80 @@ pub enum BaselineOutcome {
     None,
     /// The nominated slot is now the acknowledged one.
     Promoted(u8),
-    /// The nomination was lost: the slot was released and its mask must be merged back.
-    Lost(ChangeMask),
+    /// The nomination was lost (or discarded): the slot was released. The members the
+    /// batch carried are owed again through the packet record.
+    Lost,
 }
 
 impl ConnectionBaselines {
+    fn get(&self, object: InternalIndex) -> Option<&ObjectBaselines> {
+        self.objects.get(object as usize)
+    }
+
+    fn get_mut(&mut self, object: InternalIndex) -> &mut ObjectBaselines {
+        let i = object as usize;
+        if self.objects.len() <= i {
+            self.objects.resize(i + 1, EMPTY);
+        }
+        &mut self.objects[i]
+    }
+
+    /// The index of `mask` in the table of synced masks (added if new). Distinct masks
+    /// are few (a type's members restricted by a role, or by a member filter hook),
+    /// and the table keeps each once.
+    fn intern(&mut self, mask: &ChangeMask) -> u32 {
+        if let Some(i) = self.last_synced
+            && self.synced[i as usize] == *mask
+        {
+            return i;
+        }
+        let i = match self.synced_index.get(mask) {
+            Some(&i) => i,
+            None => {
+                let i = self.synced.len() as u32;
+                self.synced.push(mask.clone());
+                self.synced_index.insert(mask.clone(), i);
+                i
+            }
+        };
+        self.last_synced = Some(i);
+        i
+    }
+
     /// A slot of an object.
-    pub fn slot(&self, object: InternalIndex, index: u8) -> Option<&BaselineSlot> {
-        self.objects
-            .get(object)?
-            .slots
-            .get(index as usize)?
-            .as_ref()
+    pub fn slot(&self, object: InternalIndex, index: u8) -> Option<BaselineSlot<'_>> {
+        let slot = self.get(object)?.slots.get(index as usize)?;
+        slot.is_live().then(|| BaselineSlot {
+            snapshot: slot.snapshot,
+            synced: &self.synced[slot.synced as usize],
+            prior: (slot.prior != NO_SNAPSHOT).then_some(slot.prior),
+        })
     }
 
     /// Remembers the slot a delta batch of `object` referenced.
     pub fn note_reference(&mut self, object: InternalIndex, index: u8) {
-        self.last_reference.insert(object, index);
+        self.get_mut(object).last_reference = index;
     }
 
     /// The slot a full-path nomination of `object` uses: the one its last delta batch
     /// did not reference (0 for an object never delta-encoded).
     pub fn full_path_slot(&self, object: InternalIndex) -> u8 {
-        self.last_reference
-            .get(object)
-            .map_or(0, |k| (k + 1) % MAX_BASELINE_COUNT)
+        match self.get(object).map(|o| o.last_reference) {
+            Some(k) if k < MAX_BASELINE_COUNT => (k + 1) % MAX_BASELINE_COUNT,
+            _ => 0,
+        }
     }
 
     /// Forgets an object (it leaves the remote): the next nomination starts at slot 0.
     pub fn forget(&mut self, object: InternalIndex) {
-        self.last_reference.remove(object);
+        if let Some(o) = self.objects.get_mut(object as usize) {
+            o.last_reference = INVALID_BASELINE_INDEX;
+        }
     }
 
     /// Number of live slots of an object (at most 2).
     pub fn count(&self, object: InternalIndex) -> usize {
-        self.objects
-            .get(object)
-            .map_or(0, |o| o.slots.iter().flatten().count())
+        self.get(object).map_or(0, ObjectBaselines::live)
     }
 
     /// Whether this connection may nominate a new baseline of `object` in this packet
@@ -658,76 +736,99 @@ impl ConnectionBaselines {
     /// [`DeltaSettings::baseline_every_packet`] and no lost nomination since the last
     /// acknowledged one.
     pub fn unthrottled(&self, object: InternalIndex, settings: &DeltaSettings) -> bool {
-        match self.objects.get(object) {
+        match self.get(object) {
             None => true,
-            Some(o) => {
-                o.slots.iter().all(Option::is_none) || (settings.baseline_every_packet && !o.lost)
-            }
+            Some(o) => o.live() == 0 || (settings.baseline_every_packet && !o.lost),
         }
     }
 
     /// The pending nomination of an object.
     pub fn pending(&self, object: InternalIndex) -> Option<u8> {
-        self.objects.get(object)?.pending.map(|(s, _)| s)
+        self.get(object)
+            .map(|o| o.pending)
+            .filter(|&p| p < MAX_BASELINE_COUNT)
     }
 
     /// Total live slots over all objects.
     pub fn total(&self) -> usize {
-        self.objects
-            .values()
-            .map(|o| o.slots.iter().flatten().count())
-            .sum()
+        self.objects.iter().map(ObjectBaselines::live).sum()
     }
 
-    /// Stores a new baseline in `index`, nominated by the packet with `ordinal`.
+    /// Stores a new baseline of `snapshot` (on which the caller holds a reference) in
+    /// slot `index`, nominated by the packet with `ordinal`; it holds `synced` in sync
+    /// and was built from the snapshot `prior` (a reference is taken on it).
+    #[allow(clippy::too_many_arguments)]
     pub fn nominate(
         &mut self,
         storage: &mut BaselineStorage,
         object: InternalIndex,
         index: u8,
-        slot: BaselineSlot,
+        snapshot: u32,
+        synced: &ChangeMask,
+        prior: Option<u32>,
         ordinal: u64,
     ) {
-        let o = self.objects.get_or_default(object);
-        if let Some(old) = o.slots.get_mut(index as usize).and_then(Option::take) {
-            storage.release(old.snapshot);
+        if index >= MAX_BASELINE_COUNT {
+            storage.release(snapshot);
+            return;
         }
-        if let Some(s) = o.slots.get_mut(index as usize) {
-            *s = Some(slot);
-            o.pending = Some((index, ordinal));
+        let synced = self.intern(synced);
+        if let Some(p) = prior {
+            storage.add_ref(p);
         }
+        let o = self.get_mut(object);
+        let old = std::mem::replace(
+            &mut o.slots[index as usize],
+            Slot {
+                snapshot,
+                prior: prior.unwrap_or(NO_SNAPSHOT),
+                synced,
+            },
+        );
+        o.pending = index;
+        o.pending_ordinal = ordinal as u32;
+        release(storage, old);
     }
 
-    /// Releases one slot; returns its mask (for a merge).
+    /// Releases one slot; returns its synced mask.
     pub fn release_slot(
         &mut self,
         storage: &mut BaselineStorage,
         object: InternalIndex,
         index: u8,
     ) -> Option<ChangeMask> {
-        let o = self.objects.get_mut(object)?;
-        let old = o.slots.get_mut(index as usize)?.take()?;
-        storage.release(old.snapshot);
-        if o.slots.iter().all(Option::is_none) && o.pending.is_none() {
-            self.objects.remove(object);
+        let o = self.objects.get_mut(object as usize)?;
+        let slot = o.slots.get_mut(index as usize)?;
+        if !slot.is_live() {
+            return None;
         }
-        Some(old.mask)
+        let old = std::mem::replace(slot, EMPTY_SLOT);
+        release(storage, old);
+        Some(self.synced[old.synced as usize].clone())
     }
 
     /// Releases every slot of an object (the pending nomination is forgotten, so its
-    /// packet's fate changes nothing); returns the merged masks.
+    /// packet's fate changes nothing); returns the members its baselines held in sync,
+    /// merged (owed again: the next batch takes the full path).
     pub fn release_object(
         &mut self,
         storage: &mut BaselineStorage,
         object: InternalIndex,
     ) -> Option<ChangeMask> {
-        let o = self.objects.remove(object)?;
+        let o = self.objects.get_mut(object as usize)?;
+        let slots = o.slots;
+        let last_reference = o.last_reference;
+        *o = ObjectBaselines {
+            last_reference,
+            ..EMPTY
+        };
         let mut merged: Option<ChangeMask> = None;
-        for s in o.slots.into_iter().flatten() {
-            storage.release(s.snapshot);
+        for slot in slots.into_iter().filter(Slot::is_live) {
+            release(storage, slot);
+            let synced = &self.synced[slot.synced as usize];
             match merged.as_mut() {
-                Some(m) => m.or_with(&s.mask),
-                None => merged = Some(s.mask),
+                Some(m) => m.or_with(synced),
+                None => merged = Some(synced.clone()),
             }
         }
         merged
@@ -735,17 +836,16 @@ impl ConnectionBaselines {
 
     /// Releases everything (the connection goes away).
     pub fn release_all(&mut self, storage: &mut BaselineStorage) {
-        self.last_reference = IndexMap::default();
-        for o in self.objects.drain() {
-            for s in o.slots.into_iter().flatten() {
-                storage.release(s.snapshot);
+        for o in std::mem::take(&mut self.objects) {
+            for slot in o.slots {
+                release(storage, slot);
             }
         }
     }
 
     /// The fate of the packet with `ordinal` for one object: an ack promotes its
     /// nomination (destroying the previously acknowledged slot `acked`), a loss or a
-    /// discard releases it and hands back its mask for a merge.
+    /// discard releases it.
     pub fn on_delivery(
         &mut self,
         storage: &mut BaselineStorage,
@@ -754,44 +854,54 @@ impl ConnectionBaselines {
         acked: u8,
         status: DeliveryStatus,
     ) -> BaselineOutcome {
-        let Some(o) = self.objects.get_mut(object) else {
+        let Some(o) = self.objects.get_mut(object as usize) else {
             return BaselineOutcome::None;
         };
-        let Some((index, ord)) = o.pending else {
-            return BaselineOutcome::None;
-        };
-        if ord != ordinal {
+        let index = o.pending;
+        if index >= MAX_BASELINE_COUNT || o.pending_ordinal != ordinal as u32 {
             return BaselineOutcome::None;
         }
-        o.pending = None;
+        o.pending = INVALID_BASELINE_INDEX;
         o.lost = matches!(status, DeliveryStatus::Lost);
         match status {
             DeliveryStatus::Delivered => {
-                if acked < MAX_BASELINE_COUNT
-                    && acked != index
-                    && let Some(old) = o.slots.get_mut(acked as usize).and_then(Option::take)
-                {
-                    storage.release(old.snapshot);
+                if acked < MAX_BASELINE_COUNT && acked != index {
+                    let old = std::mem::replace(&mut o.slots[acked as usize], EMPTY_SLOT);
+                    release(storage, old);
                 }
-                if o.slots.get(index as usize).is_some_and(Option::is_some) {
+                if o.slots[index as usize].is_live() {
                     BaselineOutcome::Promoted(index)
                 } else {
                     BaselineOutcome::None
                 }
             }
             DeliveryStatus::Lost | DeliveryStatus::Discard => {
-                let mask = self.release_slot(storage, object, index);
-                mask.map_or(BaselineOutcome::None, BaselineOutcome::Lost)
+                match self.release_slot(storage, object, index) {
+                    Some(_) => BaselineOutcome::Lost,
+                    None => BaselineOutcome::None,
+                }
             }
+        }
+    }
+}
+
+/// Drops a slot's references (its snapshot and its prior).
+fn release(storage: &mut BaselineStorage, slot: Slot) {
+    if slot.is_live() {
+        storage.release(slot.snapshot);
+        if slot.prior != NO_SNAPSHOT {
+            storage.release(slot.prior);
         }
     }
 }
 
 /// Whether every bit of `a` is set in `b`.
 pub(crate) fn is_subset(a: &ChangeMask, b: &ChangeMask) -> bool {
-    let mut x = a.clone();
-    x.and_not(b);
-    !x.any()
+    let b = b.words();
+    a.words()
+        .iter()
+        .enumerate()
+        .all(|(i, &w)| w & !b.get(i).copied().unwrap_or(0) == 0)
 }
 
 /// The constant-velocity prediction of the members in `mask` from two states of the
@@ -899,8 +1009,8 @@ pub(crate) struct DeltaPlan {
     /// prediction))` to code against it, `Some(None)` to code against the slot (the
     /// batch says which, see the module docs); `None` without a prior (no code).
     pub predicted: Option<Option<(u32, Arc<dyn ErasedState>)>>,
-    /// The frame of the reference's snapshot (the prior frame of a nominated slot).
-    pub reference_frame: u32,
+    /// The reference's snapshot (the prior of a nominated slot).
+    pub reference_snapshot: Option<u32>,
     /// The slot to nominate.
     pub nominate: Option<u8>,
     /// The members allowed to this connection now (the new baseline's synced set).
@@ -1302,20 +1412,13 @@ mod tests {
     }
 
     #[test]
-    fn lost_nomination_hands_back_its_mask_and_ack_promotes() {
+    fn lost_nomination_is_released_and_ack_promotes() {
         let mut s = BaselineStorage::new(DeltaSettings::default());
         let mut c = ConnectionBaselines::default();
         let h = NetRefHandle::new(9, false, 0);
+        let all = ChangeMask::all(4);
         let snap = s.create_baseline(1, h, true).unwrap();
-        let mask = ChangeMask::from_u64(4, 0b0111);
-        let slot = BaselineSlot {
-            snapshot: snap,
-            mask: mask.clone(),
-            synced: ChangeMask::all(4),
-            prior: None,
-            prior_frame: 0,
-        };
-        c.nominate(&mut s, 1, 0, slot.clone(), 5);
+        c.nominate(&mut s, 1, 0, snap, &all, None, 5);
         assert_eq!(
             c.on_delivery(&mut s, 1, 4, 2, DeliveryStatus::Lost),
             BaselineOutcome::None,
@@ -1323,42 +1426,38 @@ mod tests {
         );
         assert_eq!(
             c.on_delivery(&mut s, 1, 5, 2, DeliveryStatus::Lost),
-            BaselineOutcome::Lost(mask)
+            BaselineOutcome::Lost
         );
         assert_eq!(c.count(1), 0);
+        assert_eq!(s.ref_count(snap), 1, "only the reservation is left");
         let snap = s.create_baseline(1, h, true).unwrap();
-        c.nominate(
-            &mut s,
-            1,
-            0,
-            BaselineSlot {
-                snapshot: snap,
-                ..slot.clone()
-            },
-            6,
-        );
+        c.nominate(&mut s, 1, 0, snap, &all, None, 6);
         assert_eq!(
             c.on_delivery(&mut s, 1, 6, 2, DeliveryStatus::Delivered),
             BaselineOutcome::Promoted(0)
         );
         s.begin_frame();
+        // Built from the acknowledged one: it holds a reference on its prior.
         let snap2 = s.create_baseline(1, h, true).unwrap();
-        c.nominate(
-            &mut s,
-            1,
-            1,
-            BaselineSlot {
-                snapshot: snap2,
-                ..slot
-            },
-            7,
-        );
+        c.nominate(&mut s, 1, 1, snap2, &all, Some(snap), 7);
         assert_eq!(c.count(1), 2);
+        assert_eq!(c.slot(1, 1).unwrap().prior, Some(snap));
+        assert_eq!(s.ref_count(snap), 3, "reservation, slot 0, prior of slot 1");
         assert_eq!(
             c.on_delivery(&mut s, 1, 7, 0, DeliveryStatus::Delivered),
             BaselineOutcome::Promoted(1)
         );
         assert_eq!(c.count(1), 1, "the previous acked baseline is destroyed");
         assert!(c.slot(1, 1).is_some());
+        assert_eq!(s.ref_count(snap), 2, "still the prior of slot 1");
+        // Releasing the object drops both the slot and its prior.
+        assert_eq!(c.release_object(&mut s, 1), Some(all));
+        assert_eq!(s.ref_count(snap), 1);
+        assert_eq!(s.ref_count(snap2), 1);
+    }
+
+    #[test]
+    fn a_connection_keeps_32_bytes_per_object() {
+        assert_eq!(std::mem::size_of::<ObjectBaselines>(), 32);
     }
 }

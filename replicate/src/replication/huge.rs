@@ -610,7 +610,8 @@ impl ReplicationWriter {
         w.write_bits(1, 16);
         w.write_bool(false);
         self.huge.wide = true;
-        let result = self.write_batch(table, index, &mut w, &mut record);
+        // A huge object's blob is never a delta: no baseline storage.
+        let result = self.write_batch(table, index, &mut w, &mut record, None);
         self.huge.wide = false;
         w.write_bool(false);
         match result {

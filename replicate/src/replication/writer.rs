@@ -39,9 +39,9 @@
 
 use super::ReplicationConfig;
 use super::baseline::{
-    BaselineOutcome, BaselineSlot, ConnectionBaselines, DeltaPlan, MAX_BASELINE_COUNT, SegmentKind,
-    SharedBaselineStorage, is_subset, lock_storage, prediction_steps, write_delta_head,
-    write_full_segment,
+    BaselineOutcome, BaselineStorage, ConnectionBaselines, DeltaPlan, MAX_BASELINE_COUNT,
+    SegmentKind, SharedBaselineStorage, is_subset, lock_storage, prediction_steps,
+    write_delta_head, write_full_segment,
 };
 use super::encode::EncodedSegments;
 use super::insights::{BatchLayout, Encoding, WriterAttribution};
@@ -351,17 +351,16 @@ impl ReplicationWriter {
     /// and adds to `mask` what a nominated baseline needs.
     fn plan_delta(
         &mut self,
+        st: &mut BaselineStorage,
         table: &ObjectTable,
         index: InternalIndex,
         creating: bool,
         is_owner: bool,
         mask: &mut ChangeMask,
     ) -> Option<DeltaPlan> {
-        let storage = self.storage.clone()?;
         let entry = table.entry_at(index)?;
         let desc = entry.descriptor();
         let new_state = table.registry().get(entry.protocol())?.new_state;
-        let mut st = lock_storage(&storage);
         if !st.is_enabled(entry.protocol(), desc.delta_compression) {
             return None;
         }
@@ -385,17 +384,16 @@ impl ReplicationWriter {
         let mut prior = None;
         if acked < MAX_BASELINE_COUNT {
             match self.baselines.slot(index, acked) {
-                Some(slot) if is_subset(&allowed, &slot.synced) => {
+                Some(slot) if is_subset(&allowed, slot.synced) => {
                     reference = st.state(slot.snapshot).map(|s| (acked, s));
                     reference_snapshot = Some(slot.snapshot);
                     prior = slot
                         .prior
-                        .clone()
-                        .map(|p| (slot.snapshot, p, slot.prior_frame));
+                        .and_then(|p| Some((slot.snapshot, st.state(p)?, st.snapshot_frame(p)?)));
                 }
                 Some(_) => {
                     // A member the client's baseline does not hold is now allowed.
-                    if let Some(mut merged) = self.baselines.release_object(&mut st, index) {
+                    if let Some(mut merged) = self.baselines.release_object(st, index) {
                         merged.and_with(&allowed);
                         mask.or_with(&merged);
                     }
@@ -449,13 +447,11 @@ impl ReplicationWriter {
             }
             _ => None,
         };
-        let reference_frame = reference_snapshot
-            .and_then(|snapshot| st.snapshot_frame(snapshot))
-            .unwrap_or(0);
+        let reference_snapshot = reference.as_ref().and(reference_snapshot);
         Some(DeltaPlan {
             reference,
             predicted,
-            reference_frame,
+            reference_snapshot,
             nominate,
             allowed,
             default,
@@ -1064,7 +1060,11 @@ impl ReplicationWriter {
         }
 
         // 2. Objects in priority order: the tick's schedule, continued from the last
-        //    packet (see `scheduler::Schedule`), built afresh only when invalid.
+        //    packet (see `scheduler::Schedule`), built afresh only when invalid. The
+        //    shared baseline storage is locked once for the packet.
+        let storage = self.storage.clone();
+        let mut guard = storage.as_ref().map(lock_storage);
+        let mut st = guard.as_deref_mut();
         let outer = w.begin_substream(w.bits_left().saturating_sub(1));
         if !self.schedule.is_valid() || !self.reuse_schedule {
             self.schedule.rebuild(
@@ -1093,7 +1093,7 @@ impl ReplicationWriter {
                 break;
             }
             pos += 1;
-            match self.write_root(table, entry.index, w, &mut record) {
+            match self.write_root(table, entry.index, w, &mut record, st.as_deref_mut()) {
                 Fit::Wrote => failures = 0,
                 Fit::Nothing => {}
                 Fit::NoRoom => {
@@ -1148,6 +1148,7 @@ impl ReplicationWriter {
         root: InternalIndex,
         w: &mut BitWriter,
         record: &mut PacketRecord,
+        mut st: Option<&mut BaselineStorage>,
     ) -> Fit {
         let Some(info) = self.infos.get(root as usize).copied() else {
             self.dirty.clear(root);
@@ -1160,7 +1161,7 @@ impl ReplicationWriter {
         let priority = self.priorities[root as usize];
         let mut wrote = false;
         if Self::needs_batch(&info) {
-            match self.write_batch(table, root, w, record) {
+            match self.write_batch(table, root, w, record, st.as_deref_mut()) {
                 Ok(true) => wrote = true,
                 Ok(false) => {}
                 Err(e) => {
@@ -1195,7 +1196,7 @@ impl ReplicationWriter {
                         self.dirty.clear(s);
                         continue;
                     }
-                    match self.write_batch(table, s, w, record) {
+                    match self.write_batch(table, s, w, record, st.as_deref_mut()) {
                         Ok(true) => wrote = true,
                         Ok(false) => {}
                         Err(e) => {
@@ -1274,6 +1275,7 @@ impl ReplicationWriter {
         index: InternalIndex,
         w: &mut BitWriter,
         record: &mut PacketRecord,
+        mut st: Option<&mut BaselineStorage>,
     ) -> Result<bool, BatchError> {
         let Some(entry) = table.entry_at(index) else {
             self.dirty.clear(index);
@@ -1312,10 +1314,11 @@ impl ReplicationWriter {
             return Ok(false);
         }
         // A huge object's blob is never a delta: its baseline could not be tied to a packet.
-        let plan = if tear_off || self.huge.wide {
-            None
-        } else {
-            self.plan_delta(table, index, creating, is_owner, &mut mask)
+        let plan = match st.as_deref_mut() {
+            Some(st) if !tear_off && !self.huge.wide => {
+                self.plan_delta(st, table, index, creating, is_owner, &mut mask)
+            }
+            _ => None,
         };
         let handle = entry.handle();
         let m = w.mark();
@@ -1448,22 +1451,17 @@ impl ReplicationWriter {
             if let Some((k, _)) = plan.reference {
                 reference_index = k;
             }
-            if let (Some(slot), Some(storage)) = (plan.nominate, self.storage.as_ref()) {
-                let mut st = lock_storage(storage);
+            if let (Some(slot), Some(st)) = (plan.nominate, st) {
                 let unthrottled = self.baselines.unthrottled(index, st.settings());
                 if let Some(snapshot) = st.create_baseline(index, handle, unthrottled) {
                     let ordinal = self.records_popped + self.records.len() as u64;
                     self.baselines.nominate(
-                        &mut st,
+                        st,
                         index,
                         slot,
-                        BaselineSlot {
-                            snapshot,
-                            mask: mask.clone(),
-                            synced: plan.allowed,
-                            prior: plan.reference.map(|(_, s)| s),
-                            prior_frame: plan.reference_frame,
-                        },
+                        snapshot,
+                        &plan.allowed,
+                        plan.reference_snapshot,
                         ordinal,
                     );
                     let acked = self.infos[index as usize].last_acked_baseline();
@@ -1531,7 +1529,7 @@ impl ReplicationWriter {
         let ordinal = self.records_popped;
         self.records_popped += 1;
         if let Some(storage) = self.storage.clone() {
-            self.baseline_delivery(table, &record, ordinal, status, &storage);
+            self.baseline_delivery(table, &record, ordinal, status, &mut lock_storage(&storage));
         }
         if status == DeliveryStatus::Lost {
             self.stats.lost_records += 1;
@@ -1626,7 +1624,7 @@ impl ReplicationWriter {
         record: &PacketRecord,
         ordinal: u64,
         status: DeliveryStatus,
-        storage: &SharedBaselineStorage,
+        storage: &mut BaselineStorage,
     ) {
         for ri in &record.infos {
             let i = ri.index;
@@ -1637,25 +1635,17 @@ impl ReplicationWriter {
                 continue;
             };
             let acked = info.last_acked_baseline();
-            let outcome =
-                self.baselines
-                    .on_delivery(&mut lock_storage(storage), i, ordinal, acked, status);
+            let outcome = self
+                .baselines
+                .on_delivery(storage, i, ordinal, acked, status);
             match outcome {
                 BaselineOutcome::None => {}
                 BaselineOutcome::Promoted(k) => {
                     self.infos[i as usize].set_baselines(k, INVALID_BASELINE_INDEX);
                 }
-                BaselineOutcome::Lost(mask) => {
+                // The members the batch carried are owed again through the record.
+                BaselineOutcome::Lost => {
                     self.infos[i as usize].set_baselines(acked, INVALID_BASELINE_INDEX);
-                    if matches!(
-                        info.state(),
-                        S::PendingCreate | S::WaitOnCreateConfirmation | S::Created
-                    ) {
-                        self.infos[i as usize].or_mask(&mask, &mut self.pool);
-                        if self.infos[i as usize].has_dirty_mask() {
-                            self.mark_dirty(table, i);
-                        }
-                    }
                 }
             }
         }
@@ -1687,7 +1677,6 @@ impl ReplicationWriter {
 /// tokens of the tags it carries. A plain update (no creation, tear-off or tags, hence
 /// no exports) is `[0][is_delta]`; the long form `[1][has_exports]...` has its exports
 /// flag, one bit into the body, written 0 and patched by the caller.
-#[allow(clippy::too_many_arguments)]
 #[allow(clippy::too_many_arguments)]
 fn write_body(
     w: &mut BitWriter,
