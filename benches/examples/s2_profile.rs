@@ -1,41 +1,68 @@
-//! One S2 configuration, for a profiler: 10 000 objects, 16 connections, 10% dirty,
-//! everything in scope, delta on or off.
+//! One S2 configuration at full size (10 000 objects, 100 connections), for profilers:
 //!
-//! ```sh
+//! ```text
 //! cargo build --release -p replicate-bench --example s2_profile
-//! valgrind --tool=callgrind target/release/examples/s2_profile delta
+//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|spread|crowd]
 //! ```
+//!
+//! Prints the configuration's figures on one line (thread CPU time, as in S2's table).
 
 use replicate_bench::scenarios::DeltaMode;
-use replicate_bench::scenarios::s2::{ScopeMode, Setup, measure};
+use replicate_bench::scenarios::s2::{AckTiming, ScopeMode, Setup, measure};
 
 fn main() {
-    let delta = match std::env::args().nth(1).as_deref() {
-        Some("delta") | None => DeltaMode::On,
-        Some("nodelta") => DeltaMode::Off,
-        Some(other) => {
-            eprintln!("usage: s2_profile [delta|nodelta] (got `{other}`)");
-            std::process::exit(2);
-        }
-    };
-    let setup = Setup {
+    let mut setup = Setup {
         objects: 10_000,
-        players: 16,
-        connections: 16,
+        players: 100,
+        connections: 100,
         dirty_fraction: 0.1,
         scope: ScopeMode::All,
-        ticks: 4,
+        ticks: 30,
         seed: 0x5EED_0002,
-        delta,
+        delta: DeltaMode::On,
+        acks: AckTiming::Instant,
     };
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "delta" => setup.delta = DeltaMode::On,
+            "nodelta" => setup.delta = DeltaMode::Off,
+            "all" => {}
+            "spread" => {
+                setup.acks = AckTiming::Spread {
+                    min_ms: 20,
+                    max_ms: 200,
+                }
+            }
+            "crowd" => {
+                setup.objects = setup.connections;
+                setup.dirty_fraction = 1.0;
+                setup.scope = ScopeMode::Crowd;
+            }
+            other => {
+                eprintln!(
+                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|spread|crowd]"
+                );
+                std::process::exit(2);
+            }
+        }
+    }
     match measure(setup) {
         Ok(m) => println!(
-            "{delta:?}: {:.0} ns per dirty object x connection, {:.1} B per pair",
+            "{:.1} ns per dirty obj×conn, tick {:.2} ms CPU / {:.2} ms wall, idle {:.3} ms, \
+             {:.2} B per pair, postcard {:.1} ns per pair, {:.1} segments copied per encoding, \
+             peak RSS {} MB",
             m.ns_per_pair(),
-            m.bytes_per_pair()
+            m.tick_ns / 1e6,
+            m.tick_wall_ns / 1e6,
+            m.idle_ns / 1e6,
+            m.bytes_per_pair(),
+            m.baseline_ns_per_pair(),
+            m.copies_per_encoding,
+            m.peak_rss
+                .map_or("?".into(), |b| (b / 1_048_576).to_string()),
         ),
         Err(e) => {
-            eprintln!("sanity check failed: {e}");
+            eprintln!("S2 failed its sanity check: {e}");
             std::process::exit(1);
         }
     }

@@ -9,7 +9,7 @@
 //! ```
 
 use replicate::insights::AttributionLevel;
-use replicate_bench::scenarios::s2::{ScopeMode, Setup, measure};
+use replicate_bench::scenarios::s2::{AckTiming, ScopeMode, Setup, measure};
 use replicate_bench::scenarios::{DeltaMode, set_attribution};
 
 fn main() {
@@ -29,6 +29,7 @@ fn main() {
         ticks: 30,
         seed: 0x5EED_0002,
         delta: DeltaMode::On,
+        acks: AckTiming::Instant,
     };
     let levels = [
         AttributionLevel::Off,

@@ -493,6 +493,7 @@ mod tests {
             ticks: 3,
             seed: 3,
             delta: DeltaMode::On,
+            acks: s2::AckTiming::Instant,
         };
         let all = s2::measure(setup).unwrap();
         assert_eq!(all.converged, 600);
@@ -505,6 +506,48 @@ mod tests {
         .unwrap();
         assert!(grid.converged < 600, "{}", grid.converged);
         assert!(grid.pairs < all.pairs);
+    }
+
+    #[test]
+    fn s2_converges_with_round_trips_spread_and_shares_fewer_segments() {
+        let setup = s2::Setup {
+            objects: 400,
+            players: 8,
+            connections: 8,
+            dirty_fraction: 0.2,
+            scope: s2::ScopeMode::All,
+            ticks: 6,
+            seed: 5,
+            delta: DeltaMode::On,
+            acks: s2::AckTiming::Instant,
+        };
+        let in_step = s2::measure(setup).unwrap();
+        assert_eq!(in_step.converged, 400);
+        // Eight connections in step: one encodes, seven copy.
+        assert!(
+            in_step.copies_per_encoding > 6.0,
+            "{}",
+            in_step.copies_per_encoding
+        );
+        let spread = s2::measure(s2::Setup {
+            acks: s2::AckTiming::Spread {
+                min_ms: 20,
+                max_ms: 200,
+            },
+            ..setup
+        })
+        .unwrap();
+        assert_eq!(spread.converged, 400);
+        assert!(spread.copies_per_encoding < in_step.copies_per_encoding);
+        assert_eq!(s2::AckTiming::Instant.delay_ticks(3, 8), 0);
+        let spread_ticks = |c| {
+            s2::AckTiming::Spread {
+                min_ms: 20,
+                max_ms: 200,
+            }
+            .delay_ticks(c, 8)
+        };
+        assert_eq!((spread_ticks(0), spread_ticks(7)), (1, 6));
     }
 
     #[test]

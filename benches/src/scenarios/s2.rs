@@ -114,6 +114,39 @@ pub enum ScopeMode {
     Crowd,
 }
 
+/// When the server learns the fate of each packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckTiming {
+    /// In the tick it was sent (every connection's acks in step).
+    Instant,
+    /// Connection `c` of `n` has a round trip of `min_ms + (max_ms − min_ms)·c/(n−1)`:
+    /// its packets' fates arrive that many ticks late (at least one).
+    Spread {
+        /// Shortest round trip.
+        min_ms: u32,
+        /// Longest round trip.
+        max_ms: u32,
+    },
+}
+
+impl AckTiming {
+    /// Ticks between sending and learning the fate, for connection `c` of `n`.
+    pub fn delay_ticks(self, c: usize, n: usize) -> u64 {
+        match self {
+            AckTiming::Instant => 0,
+            AckTiming::Spread { min_ms, max_ms } => {
+                let f = if n > 1 {
+                    c as f64 / (n - 1) as f64
+                } else {
+                    0.0
+                };
+                let rtt = f64::from(min_ms) + f64::from(max_ms.saturating_sub(min_ms)) * f;
+                ((rtt / TICK.as_secs_f64() / 1000.0).round() as u64).max(1)
+            }
+        }
+    }
+}
+
 /// One measured configuration.
 #[derive(Debug, Clone, Copy)]
 pub struct Setup {
@@ -133,6 +166,8 @@ pub struct Setup {
     pub seed: u64,
     /// Delta compression (the production setting is on when the build has it).
     pub delta: DeltaMode,
+    /// When packets' fates reach the server.
+    pub acks: AckTiming,
 }
 
 /// Results of one configuration.
@@ -154,6 +189,9 @@ pub struct Measured {
     pub baseline_bytes: f64,
     /// Objects checked equal on connection 0's client.
     pub converged: usize,
+    /// Batch segments copied from another connection's encoding, per segment encoded,
+    /// over the timed ticks (see `ReplicationServer::segment_counts`).
+    pub copies_per_encoding: f64,
     /// Peak RSS of the process after this configuration.
     pub peak_rss: Option<u64>,
     /// Whether `peak_rss` is this configuration's own (the high-water mark was reset
@@ -317,6 +355,10 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
             let client = (c == 0).then(|| ReplicationClient::new(registry.clone(), config.clone()));
             let mut l = Link::new(conn, client);
             l.defer = true;
+            l.set_conditions(super::LinkConditions {
+                ack_delay_ticks: s.acks.delay_ticks(c, s.connections),
+                ..Default::default()
+            });
             l
         })
         .collect();
@@ -379,7 +421,11 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     let mut wall_times = Vec::new();
     let mut buf: Vec<u8> = Vec::new();
     let warm = 3;
+    let mut segments_at_warm = (0, 0);
     for t in 0..warm + s.ticks * 2 {
+        if t == warm {
+            segments_at_warm = server.segment_counts();
+        }
         let idle = t >= warm + s.ticks;
         let dirty = if idle {
             Vec::new()
@@ -444,6 +490,9 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
             out.baseline_bytes += base_bytes as f64 / s.ticks as f64;
         }
     }
+    let (copied, encoded) = server.segment_counts();
+    out.copies_per_encoding =
+        (copied - segments_at_warm.0) as f64 / (encoded - segments_at_warm.1).max(1) as f64;
     out.tick_ns = median(&tick_times);
     out.tick_wall_ns = median(&wall_times);
     out.idle_ns = median(&idle_times);
@@ -556,6 +605,10 @@ fn json_measured(name: &str, s: &Setup, m: &Measured) -> Json {
         ("delta", Json::Bool(s.delta == DeltaMode::On)),
         ("median_tick_cpu_ns", Json::Num(m.tick_ns)),
         ("median_tick_wall_ns", Json::Num(m.tick_wall_ns)),
+        (
+            "segments_copied_per_encoding",
+            Json::Num(m.copies_per_encoding),
+        ),
         ("idle_tick_ns", Json::Num(m.idle_ns)),
         ("dirty_pairs_per_tick", Json::Num(m.pairs)),
         ("ns_per_dirty_pair", Json::Num(m.ns_per_pair())),
@@ -585,6 +638,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         ticks: p.ticks,
         seed: 0x5EED_0002,
         delta: DeltaMode::On,
+        acks: AckTiming::Instant,
     };
     let variants = [
         ("all in scope", base),
@@ -592,6 +646,16 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
             "grid filter (cell 5000, cull 50 000)",
             Setup {
                 scope: ScopeMode::Grid,
+                ..base
+            },
+        ),
+        (
+            "all in scope, RTT spread 20–200 ms (acks 1–6 ticks late)",
+            Setup {
+                acks: AckTiming::Spread {
+                    min_ms: 20,
+                    max_ms: 200,
+                },
                 ..base
             },
         ),
@@ -614,13 +678,14 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
     ];
     let mut table = Table::new(&[
         "variant",
-        "median tick ms",
+        "median tick ms (CPU / wall)",
         "dirty obj×conn per tick",
         "ns per dirty obj×conn",
         "idle tick ms",
         "writer B per dirty obj×conn",
         "hand-rolled postcard: ms / ns per pair / B per pair",
         "peak RSS MB",
+        "segments copied per encoding",
     ]);
     let mut json_rows = Vec::new();
     let mut rss_own = true;
@@ -638,7 +703,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         })?;
         table.row(vec![
             name.to_string(),
-            ms(m.tick_ns),
+            format!("{} / {}", ms(m.tick_ns), ms(m.tick_wall_ns)),
             f(m.pairs, 0),
             f(m.ns_per_pair(), 1),
             ms(m.idle_ns),
@@ -651,6 +716,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
             ),
             m.peak_rss
                 .map_or("—".into(), |b| f(b as f64 / 1048576.0, 0)),
+            f(m.copies_per_encoding, 1),
         ]);
         json_rows.push(json_measured(name, setup, &m));
     }
@@ -718,7 +784,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
     );
     md.push_str(&table.markdown());
     md.push_str(&format!(
-        "\nDelta compression: on (except the \"delta off\" row). Times are thread CPU time (the machine is shared; wall medians are in s2.json). \
+        "\nDelta compression: on (except the \"delta off\" row). Times are thread CPU time, which other processes' load inflates far less than wall time (both are shown; the machine is shared). \"Segments copied per encoding\": each batch segment (change mask and members) is encoded once per tick and copied to every other connection that codes the same members against the same baseline; with n connections in step the ideal is n − 1. \
          Timed tick: apply dirty values, scope update (grid), quantize, schedule and write every \
          connection's packets. {}\n\n",
         if rss_own {
