@@ -332,21 +332,25 @@ impl BaselineStorage {
     pub(crate) fn prediction(
         &mut self,
         info: u32,
-        prior: &Arc<dyn ErasedState>,
+        prior: u32,
         mask: &ChangeMask,
         steps: u32,
     ) -> Option<Arc<dyn ErasedState>> {
-        let i = self.infos.get_mut(info as usize).filter(|i| i.live)?;
+        let prior_address = self.state_address(prior)?;
+        let i = self.infos.get(info as usize).filter(|i| i.live)?;
         if let Some((p, m, k, predicted)) = &i.predicted
-            && Arc::ptr_eq(p, prior)
+            && address(p) == prior_address
             && m == mask
             && *k == steps
         {
             return predicted.clone();
         }
         let state = i.state.clone()?;
+        let prior = self.state(prior)?;
         let predicted = extrapolate(state.as_ref(), prior.as_ref(), mask, steps).map(Arc::from);
-        i.predicted = Some((prior.clone(), mask.clone(), steps, predicted.clone()));
+        if let Some(i) = self.infos.get_mut(info as usize) {
+            i.predicted = Some((prior, mask.clone(), steps, predicted.clone()));
+        }
         predicted
     }
 
@@ -389,10 +393,19 @@ impl BaselineStorage {
 
     /// A committed snapshot.
     pub fn state(&self, info: u32) -> Option<Arc<dyn ErasedState>> {
+        self.state_arc(info).cloned()
+    }
+
+    pub(crate) fn state_arc(&self, info: u32) -> Option<&Arc<dyn ErasedState>> {
         self.infos
             .get(info as usize)
             .filter(|i| i.live)
-            .and_then(|i| i.state.clone())
+            .and_then(|i| i.state.as_ref())
+    }
+
+    /// The address of a committed snapshot's state: its identity while it is alive.
+    pub(crate) fn state_address(&self, info: u32) -> Option<usize> {
+        self.state_arc(info).map(address)
     }
 
     /// The type's default state (cached per type).
@@ -1003,20 +1016,19 @@ thread_local! {
 
 /// What the writer decided for one delta batch.
 pub(crate) struct DeltaPlan {
-    /// The acknowledged slot and its snapshot (delta path), or none (full path).
-    pub reference: Option<(u8, Arc<dyn ErasedState>)>,
+    /// The acknowledged slot and its (committed) snapshot (delta path), or none (full
+    /// path).
+    pub reference: Option<(u8, u32)>,
     /// On the delta path, when the acknowledged slot has a prior: `Some((steps,
     /// prediction))` to code against it, `Some(None)` to code against the slot (the
     /// batch says which, see the module docs); `None` without a prior (no code).
     pub predicted: Option<Option<(u32, Arc<dyn ErasedState>)>>,
-    /// The reference's snapshot (the prior of a nominated slot).
-    pub reference_snapshot: Option<u32>,
     /// The slot to nominate.
     pub nominate: Option<u8>,
     /// The members allowed to this connection now (the new baseline's synced set).
     pub allowed: ChangeMask,
-    /// The type's default state (full path).
-    pub default: Arc<dyn ErasedState>,
+    /// The type's default state (full path only).
+    pub default: Option<Arc<dyn ErasedState>>,
     /// Whether the full path encodes against the default state.
     pub vs_default: bool,
 }
@@ -1058,37 +1070,50 @@ pub(crate) enum SegmentKind {
 }
 
 /// The address of a state, its identity while it is alive.
-fn address(state: &Arc<dyn ErasedState>) -> usize {
+pub(crate) fn address(state: &Arc<dyn ErasedState>) -> usize {
     Arc::as_ptr(state) as *const () as usize
 }
 
 impl DeltaPlan {
-    /// The segment this plan codes, and the state it codes against (kept alive by
-    /// whoever remembers the segment, so its address stays its identity).
-    pub(crate) fn segment(&self, creating: bool) -> (SegmentKind, Option<Arc<dyn ErasedState>>) {
-        match &self.reference {
-            Some((_, reference)) => {
-                let (against, code) = match &self.predicted {
-                    Some(Some((steps, predicted))) => (predicted, 2 + *steps),
-                    Some(None) => (reference, 1),
-                    None => (reference, 0),
-                };
-                (
-                    SegmentKind::Delta {
-                        against: address(against),
-                        code,
-                    },
-                    Some(against.clone()),
-                )
-            }
-            None if self.vs_default => (
-                SegmentKind::VsDefault {
-                    against: address(&self.default),
-                    hint: creating,
+    /// The reference's snapshot (the prior of a baseline this batch nominates).
+    pub(crate) fn reference_snapshot(&self) -> Option<u32> {
+        self.reference.map(|(_, snapshot)| snapshot)
+    }
+
+    /// The state the members are coded against (the prediction, the reference or the
+    /// type's default state), or none (coded in full).
+    pub(crate) fn against<'a>(
+        &'a self,
+        st: &'a BaselineStorage,
+    ) -> Option<&'a Arc<dyn ErasedState>> {
+        match self.reference {
+            Some((_, snapshot)) => match &self.predicted {
+                Some(Some((_, predicted))) => Some(predicted),
+                _ => st.state_arc(snapshot),
+            },
+            None if self.vs_default => self.default.as_ref(),
+            None => None,
+        }
+    }
+
+    /// The segment this plan codes (what decides its bits besides the state and the
+    /// mask), named without touching any state.
+    pub(crate) fn segment(&self, creating: bool, st: &BaselineStorage) -> SegmentKind {
+        let against = self.against(st).map_or(0, address);
+        match self.reference {
+            Some(_) => SegmentKind::Delta {
+                against,
+                code: match &self.predicted {
+                    Some(Some((steps, _))) => 2 + *steps,
+                    Some(None) => 1,
+                    None => 0,
                 },
-                Some(self.default.clone()),
-            ),
-            None => (SegmentKind::Full, None),
+            },
+            None if self.vs_default => SegmentKind::VsDefault {
+                against,
+                hint: creating,
+            },
+            None => SegmentKind::Full,
         }
     }
 
@@ -1096,36 +1121,34 @@ impl DeltaPlan {
     /// values (the rest is the mask and the prediction code).
     pub(crate) fn write_segment(
         &self,
+        st: &BaselineStorage,
         state: &dyn ErasedState,
         mask: &ChangeMask,
         creating: bool,
         w: &mut BitWriter,
     ) -> usize {
-        match &self.reference {
-            Some((_, reference)) => {
+        let against = self.against(st);
+        match (self.reference, against) {
+            (Some(_), Some(against)) => {
                 mask.write(w);
-                let against = match &self.predicted {
-                    Some(Some((steps, predicted))) => {
-                        write_prediction_code(w, Some(*steps));
-                        predicted.as_ref()
-                    }
-                    Some(None) => {
-                        write_prediction_code(w, None);
-                        reference.as_ref()
-                    }
-                    None => reference.as_ref(),
-                };
+                match &self.predicted {
+                    Some(Some((steps, _))) => write_prediction_code(w, Some(*steps)),
+                    Some(None) => write_prediction_code(w, None),
+                    None => {}
+                }
                 let start = w.position();
-                state.serialize_delta(against, mask, w);
+                state.serialize_delta(against.as_ref(), mask, w);
                 w.position() - start
             }
-            None if self.vs_default => {
+            (None, Some(default)) => {
                 mask.write_with_hint(w, creating);
                 let start = w.position();
-                state.serialize_delta(self.default.as_ref(), mask, w);
+                state.serialize_delta(default.as_ref(), mask, w);
                 w.position() - start
             }
-            None => write_full_segment(state, mask, w),
+            // The writer plans a reference only when its snapshot is committed, and a
+            // default state whenever `vs_default`.
+            _ => write_full_segment(state, mask, w),
         }
     }
 }

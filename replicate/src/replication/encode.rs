@@ -39,6 +39,16 @@ struct Entry {
     next: u32,
 }
 
+/// The members of an object that differ from a state (what a nominating batch must
+/// carry besides the owed ones).
+struct Difference {
+    handle: NetRefHandle,
+    against: usize,
+    _keep: Arc<dyn ErasedState>,
+    mask: ChangeMask,
+    next: u32,
+}
+
 /// One encoded segment: its bits and how many of them are member values.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Segment<'a> {
@@ -55,6 +65,9 @@ pub struct EncodedSegments {
     heads: Vec<(u32, u32)>,
     entries: Vec<Entry>,
     words: Vec<u64>,
+    /// Per object index: (generation, first difference).
+    difference_heads: Vec<(u32, u32)>,
+    differences: Vec<Difference>,
     generation: u32,
     hits: u64,
     misses: u64,
@@ -73,16 +86,56 @@ impl std::fmt::Debug for EncodedSegments {
 impl EncodedSegments {
     /// Forgets every segment (the objects' states may change).
     pub fn clear(&mut self) {
-        if self.entries.is_empty() {
+        if self.entries.is_empty() && self.differences.is_empty() {
             return;
         }
         self.entries.clear();
         self.words.clear();
+        self.differences.clear();
         self.generation = self.generation.wrapping_add(1);
         if self.generation == 0 {
             // Wrapped: old heads could look current again.
             self.heads.clear();
+            self.difference_heads.clear();
         }
+    }
+
+    /// The members of object `index` whose value differs from `against`, computed by
+    /// `diff` the first time in the tick and remembered.
+    pub(crate) fn difference(
+        &mut self,
+        index: InternalIndex,
+        handle: NetRefHandle,
+        against: &Arc<dyn ErasedState>,
+        diff: impl FnOnce(&dyn ErasedState) -> ChangeMask,
+    ) -> &ChangeMask {
+        let address = super::baseline::address(against);
+        let slot = index as usize;
+        let mut at = match self.difference_heads.get(slot) {
+            Some(&(g, first)) if g == self.generation => first,
+            _ => NONE,
+        };
+        let first = at;
+        while at != NONE {
+            let d = &self.differences[at as usize];
+            if d.handle == handle && d.against == address {
+                return &self.differences[at as usize].mask;
+            }
+            at = d.next;
+        }
+        if self.difference_heads.len() <= slot {
+            self.difference_heads.resize(slot + 1, (0, NONE));
+        }
+        let at = self.differences.len();
+        self.difference_heads[slot] = (self.generation, at as u32);
+        self.differences.push(Difference {
+            handle,
+            against: address,
+            _keep: against.clone(),
+            mask: diff(against.as_ref()),
+            next: first,
+        });
+        &self.differences[at].mask
     }
 
     /// Segments found (copied instead of encoded) and encoded, since the start.

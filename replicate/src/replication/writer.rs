@@ -379,17 +379,18 @@ impl ReplicationWriter {
             allowed.and_with(&before);
         }
         let acked = self.infos[index as usize].last_acked_baseline();
-        let mut reference = None;
-        let mut reference_snapshot = None;
+        // The reference and its prior, by snapshot: no state is touched here.
+        let mut reference: Option<(u8, u32)> = None;
         let mut prior = None;
         if acked < MAX_BASELINE_COUNT {
             match self.baselines.slot(index, acked) {
                 Some(slot) if is_subset(&allowed, slot.synced) => {
-                    reference = st.state(slot.snapshot).map(|s| (acked, s));
-                    reference_snapshot = Some(slot.snapshot);
-                    prior = slot
-                        .prior
-                        .and_then(|p| Some((slot.snapshot, st.state(p)?, st.snapshot_frame(p)?)));
+                    reference = st
+                        .state_address(slot.snapshot)
+                        .map(|_| (acked, slot.snapshot));
+                    prior = reference
+                        .and(slot.prior)
+                        .filter(|&p| st.state_address(p).is_some());
                 }
                 Some(_) => {
                     // A member the client's baseline does not hold is now allowed.
@@ -418,28 +419,43 @@ impl ReplicationWriter {
         let nominate = (self.baselines.pending(index).is_none()
             && st.may_create(index, entry.handle(), unthrottled))
         .then_some(slot);
-        let default = st.default_state(entry.protocol(), new_state);
+        let default = reference
+            .is_none()
+            .then(|| st.default_state(entry.protocol(), new_state));
         st.count_batch(reference.is_some());
         if nominate.is_some() {
             // The client builds the new baseline from the reference and this batch:
-            // carry every allowed member that differs from the reference.
-            let mut d = ChangeMask::new(desc.change_mask_bits);
-            let against = reference
-                .as_ref()
-                .map_or(default.as_ref(), |(_, s)| s.as_ref());
-            entry.state().diff(against, &mut d);
-            d.and_with(&allowed);
-            mask.or_with(&d);
+            // carry every allowed member that differs from the reference. The
+            // difference is the same for every connection with that reference: found
+            // once per tick.
+            let against = match (reference, &default) {
+                (Some((_, snapshot)), _) => st.state_arc(snapshot),
+                (None, Some(default)) => Some(default),
+                (None, None) => None,
+            };
+            if let Some(against) = against {
+                let d = self
+                    .segments
+                    .difference(index, entry.handle(), against, |against| {
+                        let mut d = ChangeMask::new(desc.change_mask_bits);
+                        entry.state().diff(against, &mut d);
+                        d
+                    });
+                let mut d = d.clone();
+                d.and_with(&allowed);
+                mask.or_with(&d);
+            }
         }
         // With two acknowledged baselines (the reference and the one it was built
         // from), code against their constant-velocity prediction where the type wants
         // it; the batch says which in one bit.
-        let predicted = match (&reference, &prior) {
-            (Some(_), Some((snapshot, prior, prior_frame))) => {
+        let predicted = match (reference, prior) {
+            (Some((_, snapshot)), Some(prior)) => {
                 Some(if st.is_prediction_enabled(entry.protocol()) {
-                    let frame = st.snapshot_frame(*snapshot).unwrap_or(*prior_frame);
-                    let steps = prediction_steps(*prior_frame, frame, st.frame());
-                    st.prediction(*snapshot, prior, mask, steps)
+                    let prior_frame = st.snapshot_frame(prior).unwrap_or(0);
+                    let frame = st.snapshot_frame(snapshot).unwrap_or(prior_frame);
+                    let steps = prediction_steps(prior_frame, frame, st.frame());
+                    st.prediction(snapshot, prior, mask, steps)
                         .map(|p| (steps, p))
                 } else {
                     None
@@ -447,11 +463,9 @@ impl ReplicationWriter {
             }
             _ => None,
         };
-        let reference_snapshot = reference.as_ref().and(reference_snapshot);
         Some(DeltaPlan {
             reference,
             predicted,
-            reference_snapshot,
             nominate,
             allowed,
             default,
@@ -1341,6 +1355,7 @@ impl ReplicationWriter {
                 &mask,
                 exports,
                 segments,
+                st.as_deref(),
                 &mut member_bits,
             )
         };
@@ -1428,7 +1443,7 @@ impl ReplicationWriter {
                 entry.state(),
                 &mask,
                 {
-                    let mut e = encoding_of(plan.as_ref(), creating);
+                    let mut e = encoding_of(plan.as_ref(), st.as_deref(), creating);
                     let payload = body_bits - layout.1;
                     e.framing =
                         payload.saturating_sub(member_bits + mask.written_bits(e.mask_hint));
@@ -1461,7 +1476,7 @@ impl ReplicationWriter {
                         slot,
                         snapshot,
                         &plan.allowed,
-                        plan.reference_snapshot,
+                        plan.reference_snapshot(),
                         ordinal,
                     );
                     let acked = self.infos[index as usize].last_acked_baseline();
@@ -1690,6 +1705,7 @@ fn write_body(
     mask: &ChangeMask,
     exports: &SharedExports,
     segments: &mut EncodedSegments,
+    st: Option<&BaselineStorage>,
     member_bits: &mut usize,
 ) -> (Vec<NetToken>, (usize, usize)) {
     let body = w.position();
@@ -1718,12 +1734,14 @@ fn write_body(
     let tags_end = w.position() - body;
     // The per-connection head, then the segment: encoded once per tick for each
     // (mask, what it is coded against), copied for every other connection.
-    let (kind, against) = match plan {
-        Some(plan) => {
+    // A plan exists only with the baseline storage.
+    let plan = plan.zip(st);
+    let kind = match plan {
+        Some((plan, st)) => {
             write_delta_head(plan, w);
-            plan.segment(creating)
+            plan.segment(creating, st)
         }
-        None => (SegmentKind::Full, None),
+        None => SegmentKind::Full,
     };
     let handle = entry.handle();
     if let Some(segment) = segments.find(index, handle, mask, &kind) {
@@ -1732,11 +1750,12 @@ fn write_body(
     } else {
         let start = w.position();
         *member_bits = match plan {
-            Some(plan) => plan.write_segment(entry.state(), mask, creating, w),
+            Some((plan, st)) => plan.write_segment(st, entry.state(), mask, creating, w),
             None => write_full_segment(entry.state(), mask, w),
         };
         if !w.is_overflown() {
             let bits = w.position() - start;
+            let against = plan.and_then(|(plan, st)| plan.against(st)).cloned();
             segments.insert(
                 index,
                 handle,
@@ -1757,23 +1776,22 @@ fn write_body(
 /// (the prediction, the acknowledged baseline or the default state), to serialize
 /// each again at the `Members` level. The delta framing's size is set
 /// by the caller from the bits the body measured (`payload − mask − members`).
-fn encoding_of(plan: Option<&DeltaPlan>, creating: bool) -> Encoding<'_> {
-    let Some(plan) = plan else {
+fn encoding_of<'a>(
+    plan: Option<&'a DeltaPlan>,
+    st: Option<&'a BaselineStorage>,
+    creating: bool,
+) -> Encoding<'a> {
+    let Some((plan, st)) = plan.zip(st) else {
         return Encoding {
             framing: 0,
             reference: None,
             mask_hint: None,
         };
     };
-    let (reference, mask_hint) = match &plan.reference {
-        // Coded against the prediction when the batch predicted, else the baseline.
-        Some((_, reference)) => match &plan.predicted {
-            Some(Some((_, predicted))) => (Some(predicted.as_ref()), None),
-            _ => (Some(reference.as_ref()), None),
-        },
-        None if plan.vs_default => (Some(plan.default.as_ref()), Some(creating)),
-        None => (None, None),
-    };
+    // Coded against the prediction when the batch predicted, else the baseline, or
+    // the default state on the full path.
+    let reference = plan.against(st).map(|s| s.as_ref());
+    let mask_hint = (plan.reference.is_none() && plan.vs_default).then_some(creating);
     Encoding {
         framing: 0,
         reference,
