@@ -234,6 +234,17 @@ impl ClientEntityMap {
         self.roots.is_empty()
     }
 
+    /// The newest live subobject of component type `i` on `entity`: the one whose
+    /// value the entity shows.
+    fn current_part(&self, entity: Entity, i: usize) -> Option<NetRefHandle> {
+        self.entity_parts
+            .get(&entity)?
+            .iter()
+            .rev()
+            .find(|h| self.parts.get(h).is_some_and(|&(_, j)| j == i))
+            .copied()
+    }
+
     /// The entity of root `handle`, spawned if needed.
     fn root_entity(&mut self, world: &mut World, handle: NetRefHandle) -> Entity {
         if let Some(&e) = self.roots.get(&handle) {
@@ -311,28 +322,39 @@ fn receive(world: &mut World) {
                         map.clear(world);
                         world.write_message(DisconnectedFromServer { reason });
                     }
-                    ClientEvent::Spawned { handle, protocol } => match net.kinds.get(&protocol) {
-                        Some(Kind::Root) => {
-                            let e = map.root_entity(world, handle);
-                            let owner = client.get::<NetEntity>(handle).and_then(|n| n.owner);
-                            set_owned(world, e, owner.is_some() && owner == net.local_id);
+                    ClientEvent::Spawned { handle, protocol } => {
+                        // Created and destroyed within this tick (its destroy follows):
+                        // no entity for it.
+                        let Some(object) = client.world().object(handle) else {
+                            continue;
+                        };
+                        let root = object.owner();
+                        match net.kinds.get(&protocol) {
+                            Some(Kind::Root) => {
+                                let e = map.root_entity(world, handle);
+                                let owner = client.get::<NetEntity>(handle).and_then(|n| n.owner);
+                                set_owned(world, e, owner.is_some() && owner == net.local_id);
+                            }
+                            Some(&Kind::Component(i)) => {
+                                let root = root.unwrap_or(handle);
+                                // A subobject can arrive before its root (the
+                                // root's packet was lost): the entity is made now,
+                                // the root finds it when it arrives.
+                                let e = map.root_entity(world, root);
+                                let fns = registry.components[i];
+                                (fns.insert)(client, handle, &mut world.entity_mut(e));
+                                map.parts.insert(handle, (e, i));
+                                map.entity_parts.entry(e).or_default().push(handle);
+                            }
+                            _ => {}
                         }
-                        Some(&Kind::Component(i)) => {
-                            let root = client
-                                .world()
-                                .object(handle)
-                                .and_then(|o| o.owner())
-                                .unwrap_or(handle);
-                            let e = map.root_entity(world, root);
-                            let fns = registry.components[i];
-                            (fns.insert)(client, handle, &mut world.entity_mut(e));
-                            map.parts.insert(handle, (e, i));
-                            map.entity_parts.entry(e).or_default().push(handle);
-                        }
-                        _ => {}
-                    },
+                    }
                     ClientEvent::Changed { handle, mask } => {
                         if let Some(&(e, i)) = map.parts.get(&handle) {
+                            if map.current_part(e, i) != Some(handle) {
+                                // A late update of a replaced subobject.
+                                continue;
+                            }
                             let fns = registry.components[i];
                             if let Ok(mut entity) = world.get_entity_mut(e) {
                                 (fns.insert)(client, handle, &mut entity);
@@ -354,7 +376,7 @@ fn receive(world: &mut World) {
                     | ClientEvent::Replication(
                         replicate::internals::replication::ReplicationEvent::TornOff { handle },
                     ) => {
-                        destroyed(world, map, &registry, handle);
+                        destroyed(world, map, &registry, client, handle);
                     }
                     ClientEvent::Replication(_) => {}
                 }
@@ -391,6 +413,7 @@ fn destroyed(
     world: &mut World,
     map: &mut ClientEntityMap,
     registry: &NetRegistry,
+    client: &Client<AnyClientTransport>,
     handle: NetRefHandle,
 ) {
     if let Some(e) = map.roots.remove(&handle) {
@@ -406,8 +429,25 @@ fn destroyed(
         if let Some(parts) = map.entity_parts.get_mut(&e) {
             parts.retain(|h| *h != handle);
         }
+        // The component was removed and inserted again on the server: the new
+        // subobject can be created here before the old one's destroy arrives
+        // (reordered packets). The entity keeps the new one's value.
+        if let Some(current) = map.current_part(e, i) {
+            if let Ok(mut entity) = world.get_entity_mut(e) {
+                (registry.components[i].insert)(client, current, &mut entity);
+            }
+            return;
+        }
         if let Ok(mut entity) = world.get_entity_mut(e) {
             (registry.components[i].remove)(&mut entity);
+        }
+        // The last part of an entity whose root never arrived (destroyed on the server
+        // before its creation got through): no destroy will come for the root.
+        if let Some(&root) = map.entities.get(&e)
+            && client.world().object(root).is_none()
+            && map.entity_parts.get(&e).is_none_or(Vec::is_empty)
+        {
+            destroyed(world, map, registry, client, root);
         }
     }
 }

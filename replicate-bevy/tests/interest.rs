@@ -104,7 +104,10 @@ fn visibility_list_on_and_off() {
 
     h.server.world_mut().get_mut::<VisibleTo>(e).unwrap().0 = vec![h.client_id(1)];
     h.steps(3);
-    assert!(h.client_entity(0, e).is_none(), "left the first client's list");
+    assert!(
+        h.client_entity(0, e).is_none(),
+        "left the first client's list"
+    );
     assert!(h.client_entity(1, e).is_some());
     assert_eq!(h.client_entities(0), 0);
 
@@ -155,7 +158,11 @@ fn grid_filter_follows_positions_and_views() {
     h.steps(3);
     assert!(h.client_entity(0, e).is_none(), "beyond the cull distance");
 
-    h.server.world_mut().get_mut::<NetPosition>(camera).unwrap().0 = far;
+    h.server
+        .world_mut()
+        .get_mut::<NetPosition>(camera)
+        .unwrap()
+        .0 = far;
     h.steps(3);
     assert_eq!(h.client_get::<Health>(0, e), Some(Health { hp: 8 }));
     assert!(h.client_entity(1, e).is_none());

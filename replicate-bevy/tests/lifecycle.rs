@@ -17,7 +17,10 @@ fn spawn_change_despawn_round_trip() {
     let hidden = h.spawn(Position { x: 9.0, y: 9.0 });
     h.steps(3);
     for i in 0..2 {
-        assert_eq!(h.client_get::<Position>(i, a), Some(Position { x: 1.0, y: 2.0 }));
+        assert_eq!(
+            h.client_get::<Position>(i, a),
+            Some(Position { x: 1.0, y: 2.0 })
+        );
         assert_eq!(h.client_get::<Health>(i, a), Some(Health { hp: 90 }));
         assert_eq!(h.client_get::<Health>(i, b), Some(Health { hp: 10 }));
         assert_eq!(h.client_get::<Position>(i, b), None);
@@ -28,7 +31,10 @@ fn spawn_change_despawn_round_trip() {
 
     h.server.world_mut().get_mut::<Position>(a).unwrap().x = -5.5;
     h.steps(2);
-    assert_eq!(h.client_get::<Position>(0, a), Some(Position { x: -5.5, y: 2.0 }));
+    assert_eq!(
+        h.client_get::<Position>(0, a),
+        Some(Position { x: -5.5, y: 2.0 })
+    );
     // The same client entity was updated, not a new one spawned.
     assert_eq!(h.client_entity(0, a), Some(client_a));
 
@@ -56,9 +62,15 @@ fn component_insert_and_remove_follow_the_server() {
     h.steps(2);
     assert_eq!(h.client_get::<Position>(0, e), None);
 
-    h.server.world_mut().entity_mut(e).insert(Position { x: 3.0, y: 4.0 });
+    h.server
+        .world_mut()
+        .entity_mut(e)
+        .insert(Position { x: 3.0, y: 4.0 });
     h.steps(2);
-    assert_eq!(h.client_get::<Position>(0, e), Some(Position { x: 3.0, y: 4.0 }));
+    assert_eq!(
+        h.client_get::<Position>(0, e),
+        Some(Position { x: 3.0, y: 4.0 })
+    );
 
     h.server.world_mut().entity_mut(e).remove::<Position>();
     h.steps(2);
@@ -66,9 +78,15 @@ fn component_insert_and_remove_follow_the_server() {
     assert_eq!(h.client_get::<Health>(0, e), Some(Health { hp: 1 }));
 
     // Inserted again, with a new value: a new subobject.
-    h.server.world_mut().entity_mut(e).insert(Position { x: 7.0, y: 0.0 });
+    h.server
+        .world_mut()
+        .entity_mut(e)
+        .insert(Position { x: 7.0, y: 0.0 });
     h.steps(2);
-    assert_eq!(h.client_get::<Position>(0, e), Some(Position { x: 7.0, y: 0.0 }));
+    assert_eq!(
+        h.client_get::<Position>(0, e),
+        Some(Position { x: 7.0, y: 0.0 })
+    );
     assert_eq!(h.client_entities(0), 1);
 }
 

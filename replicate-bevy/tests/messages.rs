@@ -119,7 +119,10 @@ fn validator_drops_rejected_client_messages() {
 #[test]
 fn game_systems_read_and_answer_messages() {
     // An echo server as a plain Bevy system.
-    fn echo(mut inbox: MessageReader<FromClient<Ping>>, mut outbox: MessageWriter<ToClients<Ping>>) {
+    fn echo(
+        mut inbox: MessageReader<FromClient<Ping>>,
+        mut outbox: MessageWriter<ToClients<Ping>>,
+    ) {
         for m in inbox.read() {
             outbox.write(ToClients {
                 to: Recipients::Client(m.client),

@@ -127,8 +127,7 @@ impl Harness {
                 .clients
                 .iter()
                 .all(|c| c.world().resource::<NetClient>().is_connected())
-                && self.server.world().resource::<NetServer>().clients().len()
-                    == self.clients.len()
+                && self.server.world().resource::<NetServer>().clients().len() == self.clients.len()
             {
                 // One more frame so the server side applied the connection too.
                 self.step();
@@ -202,7 +201,9 @@ impl Harness {
     pub fn diverges(&mut self, i: usize) -> Option<String> {
         let server_entities: Vec<Entity> = {
             let w = self.server.world_mut();
-            w.query_filtered::<Entity, With<Replicate>>().iter(w).collect()
+            w.query_filtered::<Entity, With<Replicate>>()
+                .iter(w)
+                .collect()
         };
         for &e in &server_entities {
             let Some(ce) = self.client_entity(i, e) else {
@@ -210,10 +211,18 @@ impl Harness {
             };
             let cw = self.clients[i].world();
             if self.server_get::<Position>(e) != cw.get::<Position>(ce).cloned() {
-                return Some(format!("client {i}: Position of {e} differs"));
+                return Some(format!(
+                    "client {i}: Position of {e} differs: {:?} on the server, {:?} here",
+                    self.server_get::<Position>(e),
+                    cw.get::<Position>(ce)
+                ));
             }
             if self.server_get::<Health>(e) != cw.get::<Health>(ce).cloned() {
-                return Some(format!("client {i}: Health of {e} differs"));
+                return Some(format!(
+                    "client {i}: Health of {e} differs: {:?} on the server, {:?} here",
+                    self.server_get::<Health>(e),
+                    cw.get::<Health>(ce)
+                ));
             }
         }
         let n = self.client_entities(i);
@@ -262,4 +271,26 @@ pub fn collect<M: bevy_ecs::message::Message + Clone>(app: &mut App) {
 
 pub fn collected<M: bevy_ecs::message::Message + Clone>(app: &App) -> Vec<M> {
     app.world().resource::<Collected<M>>().0.clone()
+}
+
+impl Harness {
+    /// Client `i`'s replicated entities the server does not have (debugging aid).
+    pub fn extra_entities(&mut self, i: usize) -> Vec<String> {
+        let server_handles: Vec<NetRefHandle> = {
+            let w = self.server.world_mut();
+            let es: Vec<Entity> = w
+                .query_filtered::<Entity, With<Replicate>>()
+                .iter(w)
+                .collect();
+            es.iter()
+                .filter_map(|e| w.resource::<ServerEntityMap>().handle(*e))
+                .collect()
+        };
+        let w = self.clients[i].world_mut();
+        let mut q = w.query::<(Entity, &ServerObject, Option<&Health>, Option<&Position>)>();
+        q.iter(w)
+            .filter(|(_, so, _, _)| !server_handles.contains(&so.0))
+            .map(|(e, so, h, p)| format!("{e} {:?} {h:?} {p:?}", so.0))
+            .collect()
+    }
 }

@@ -1,0 +1,189 @@
+//! What goes on the wire: unchanged components cost nothing, changed ones only
+//! themselves, and a lossy link only delays convergence.
+
+mod common;
+
+use bevy_ecs::prelude::*;
+use common::*;
+use replicate::transport::LinkConditioner;
+use replicate_bevy::*;
+use std::time::Duration;
+
+/// Bits of `Health` batches client `i` has read.
+fn health_bits(h: &Harness, i: usize) -> u64 {
+    h.clients[i]
+        .world()
+        .resource::<NetClient>()
+        .with_client(|c| {
+            c.bits_per_type()
+                .into_iter()
+                .find(|(name, _)| name.ends_with("Health"))
+                .map_or(0, |(_, bits)| bits)
+        })
+}
+
+#[test]
+fn unchanged_components_send_nothing() {
+    let mut h = Harness::new(1, LinkConditioner::perfect());
+    h.connect();
+    let entities: Vec<Entity> = (0..20)
+        .map(|i| {
+            h.spawn((
+                Replicate,
+                Health { hp: i },
+                Position {
+                    x: f32::from(i),
+                    y: 0.0,
+                },
+            ))
+        })
+        .collect();
+    h.steps(3);
+    assert!(h.diverges(0).is_none());
+    let quiet = h.batches(0);
+    h.steps(30);
+    assert_eq!(h.batches(0), quiet, "nothing changed: no object batch");
+
+    // Written with equal values (Bevy's change detection fires): the core's quantized
+    // compare finds nothing to send.
+    h.server.add_systems(
+        bevy_app::Update,
+        |mut q: Query<(&mut Health, &mut Position)>| {
+            for (mut health, mut position) in &mut q {
+                health.set_changed();
+                position.set_changed();
+            }
+        },
+    );
+    h.steps(30);
+    assert_eq!(h.batches(0), quiet, "equal values: no object batch");
+
+    // One component of one entity changes: that subobject only.
+    let health_before = health_bits(&h, 0);
+    h.server
+        .world_mut()
+        .get_mut::<Position>(entities[3])
+        .unwrap()
+        .x = 42.0;
+    h.steps(2);
+    assert_eq!(h.batches(0), quiet + 1, "one batch for the one change");
+    assert_eq!(health_bits(&h, 0), health_before, "Health untouched");
+    assert_eq!(h.client_get::<Position>(0, entities[3]).unwrap().x, 42.0);
+}
+
+#[test]
+fn quiet_server_sends_only_keep_alives() {
+    let mut h = Harness::new(1, LinkConditioner::perfect());
+    h.connect();
+    for i in 0..200u8 {
+        h.spawn((Replicate, Health { hp: i % 100 }));
+    }
+    h.steps(20);
+    let client = h.client_id(0);
+    let sent = |h: &Harness| h.server.world().resource::<ServerStats>().clients[&client].bytes_out;
+    let before = sent(&h);
+    h.steps(60); // two seconds
+    let quiet_bytes = sent(&h) - before;
+    // Keep-alives and acks: a few bytes per frame, nothing per entity.
+    assert!(
+        quiet_bytes < 60 * 40,
+        "{quiet_bytes} bytes in 60 quiet frames with 200 entities"
+    );
+}
+
+/// A deterministic generator for the mutations.
+struct Lcg(u64);
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[test]
+fn clients_converge_over_a_lossy_link() {
+    for seed in 1..=8 {
+        converge_over_a_lossy_link(seed);
+    }
+}
+
+fn converge_over_a_lossy_link(seed: u64) {
+    let link = LinkConditioner {
+        loss: 0.2,
+        latency: Duration::from_millis(50),
+        jitter: Duration::from_millis(40),
+        duplicate: 0.05,
+        reorder: 0.05,
+        ..LinkConditioner::perfect()
+    };
+    let mut h = Harness::new(3, link);
+    h.connect();
+    let mut rng = Lcg(seed);
+    let mut alive: Vec<Entity> = Vec::new();
+    for frame in 0..200 {
+        // Spawn, change, insert, remove and despawn at random.
+        match rng.below(10) {
+            0 | 1 => {
+                let e = h.spawn((
+                    Replicate,
+                    Health {
+                        hp: rng.below(100) as u8,
+                    },
+                ));
+                alive.push(e);
+            }
+            2 if alive.len() > 3 => {
+                let e = alive.swap_remove(rng.below(alive.len() as u64) as usize);
+                h.server.world_mut().despawn(e);
+            }
+            3 if !alive.is_empty() => {
+                let e = alive[rng.below(alive.len() as u64) as usize];
+                let mut entity = h.server.world_mut().entity_mut(e);
+                if entity.contains::<Position>() {
+                    entity.remove::<Position>();
+                } else {
+                    entity.insert(Position {
+                        x: frame as f32,
+                        y: 1.0,
+                    });
+                }
+            }
+            _ => {
+                for _ in 0..3 {
+                    if alive.is_empty() {
+                        break;
+                    }
+                    let e = alive[rng.below(alive.len() as u64) as usize];
+                    h.server.world_mut().get_mut::<Health>(e).unwrap().hp = rng.below(100) as u8;
+                }
+            }
+        }
+        h.step();
+    }
+    assert!(alive.len() > 5, "the run must leave entities to compare");
+    // Let the network quiet down: no more loss, everything in flight lands.
+    h.network.set_conditioner(LinkConditioner::perfect());
+    h.steps(150);
+    for i in 0..3 {
+        if let Some(d) = h.diverges(i) {
+            panic!("seed {seed}: {d}; extra: {:?}", h.extra_entities(i));
+        }
+        let lost = h.clients[i]
+            .world()
+            .resource::<ClientStats>()
+            .0
+            .packets_lost;
+        let server_lost: u64 = h
+            .server
+            .world()
+            .resource::<ServerStats>()
+            .clients
+            .values()
+            .map(|s| s.packets_lost)
+            .sum();
+        assert!(lost + server_lost > 0, "the link really lost packets");
+    }
+}
