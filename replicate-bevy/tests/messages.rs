@@ -98,7 +98,7 @@ fn rpc_targets_map_to_entities_on_both_sides() {
 fn validator_drops_rejected_client_messages() {
     let mut h = Harness::new(1, LinkConditioner::perfect());
     h.server
-        .validate_net_message::<Ping>(|_client, ping: &Ping, _target| ping.seq % 2 == 0);
+        .validate_net_message::<Ping>(|_client, ping: &Ping, _target| ping.seq.is_multiple_of(2));
     collect::<FromClient<Ping>>(&mut h.server);
     h.connect();
     for seq in 0..10 {
