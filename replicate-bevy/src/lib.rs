@@ -230,3 +230,8 @@ fn init_shared(app: &mut App) {
 /// Marks an app where [`init_shared`] ran.
 #[derive(Resource)]
 struct SharedAdded;
+
+/// The crate README's Rust snippets compile and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
