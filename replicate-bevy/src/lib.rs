@@ -203,7 +203,9 @@ impl NetClock {
         self.now
     }
 
-    fn advance(&mut self) {
+    /// Moves to the next frame's time (the plugins do it in [`First`]; call it
+    /// yourself only in an app without them).
+    pub fn advance(&mut self) {
         match self.mode {
             ClockMode::Real(start) => self.now = start.elapsed(),
             ClockMode::Fixed(step) => self.now += step,
