@@ -2,7 +2,7 @@
 //!
 //! - **bytes**: the arena world (S1's composition: 32 players, 50 projectiles,
 //!   8 vehicles, 30 Hz, 4 clients, perfect link) replicated through `ServerPlugin`
-//!   (one root object per entity, one subobject per component) and through the core
+//!   (the first component of an entity its root, the others subobjects) and through the core
 //!   directly (one root object per component, polled by a hand-written system);
 //! - **CPU**: 10 000 entities whose one component changes every frame, the server's
 //!   `PostUpdate` (sync and tick, no client) through the plugin and through the core

@@ -4,10 +4,11 @@
 
 use crate::registry::{Kind, NetRegistry};
 use crate::transport::AnyClientTransport;
-use crate::{NetClock, NetEntity};
+use crate::{NetClock, OWNER_TAG};
 use bevy_app::{App, Plugin, PostUpdate, PreUpdate};
 use bevy_ecs::message::Message;
 use bevy_ecs::prelude::*;
+use replicate::internals::replication::ReplicationEvent;
 use replicate::transport::ClientId;
 use replicate::transport::memory::MemoryClientTransport;
 use replicate::{
@@ -328,25 +329,19 @@ fn receive(world: &mut World) {
                         let Some(object) = client.world().object(handle) else {
                             continue;
                         };
-                        let root = object.owner();
-                        match net.kinds.get(&protocol) {
-                            Some(Kind::Root) => {
-                                let e = map.root_entity(world, handle);
-                                let owner = client.get::<NetEntity>(handle).and_then(|n| n.owner);
-                                set_owned(world, e, owner.is_some() && owner == net.local_id);
+                        if let Some(&Kind::Component(i)) = net.kinds.get(&protocol) {
+                            // A subobject can arrive before its root (the root's packet
+                            // was lost): the entity is made now, the root finds it when
+                            // it arrives.
+                            let root = object.owner().unwrap_or(handle);
+                            let e = map.root_entity(world, root);
+                            if root == handle {
+                                set_owned(world, e, is_mine(object.tags(), net.local_id));
                             }
-                            Some(&Kind::Component(i)) => {
-                                let root = root.unwrap_or(handle);
-                                // A subobject can arrive before its root (the
-                                // root's packet was lost): the entity is made now,
-                                // the root finds it when it arrives.
-                                let e = map.root_entity(world, root);
-                                let fns = registry.components[i];
-                                (fns.insert)(client, handle, &mut world.entity_mut(e));
-                                map.parts.insert(handle, (e, i));
-                                map.entity_parts.entry(e).or_default().push(handle);
-                            }
-                            _ => {}
+                            let fns = registry.components[i];
+                            (fns.insert)(client, handle, &mut world.entity_mut(e));
+                            map.parts.insert(handle, (e, i));
+                            map.entity_parts.entry(e).or_default().push(handle);
                         }
                     }
                     ClientEvent::Changed { handle, mask } => {
@@ -365,11 +360,13 @@ fn receive(world: &mut World) {
                                     mask,
                                 });
                             }
-                        } else if let Some(&e) = map.roots.get(&handle)
-                            && let Some(n) = client.get::<NetEntity>(handle)
+                        }
+                    }
+                    ClientEvent::Replication(ReplicationEvent::TagsChanged { handle }) => {
+                        if let (Some(&e), Some(object)) =
+                            (map.roots.get(&handle), client.world().object(handle))
                         {
-                            let owned = n.owner.is_some() && n.owner == net.local_id;
-                            set_owned(world, e, owned);
+                            set_owned(world, e, is_mine(object.tags(), net.local_id));
                         }
                     }
                     ClientEvent::Destroyed { handle }
@@ -390,6 +387,14 @@ fn receive(world: &mut World) {
             world.resource_mut::<ClientStats>().0 = client.stats().clone();
         });
     });
+}
+
+/// Whether a root's tags name `local` its owner ([`OWNER_TAG`]).
+fn is_mine(tags: &[String], local: Option<ClientId>) -> bool {
+    let owner: Option<ClientId> = tags
+        .iter()
+        .find_map(|t| t.strip_prefix(OWNER_TAG)?.parse().ok());
+    owner.is_some() && owner == local
 }
 
 fn set_owned(world: &mut World, entity: Entity, owned: bool) {

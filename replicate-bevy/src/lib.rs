@@ -36,27 +36,33 @@
 //!
 //! ## The entity ↔ object mapping
 //!
-//! Each server entity with [`Replicate`] is **one root object** of the hidden type
-//! [`NetEntity`] (it carries the entity's owner id, nothing else), and **each of its
-//! replicated components is a subobject** of that root: the core writes subobjects
-//! with their root, destroys them with it, and a client creates a subobject only
-//! after its root. So:
+//! A server entity with [`Replicate`] is **one root object**, the first of its
+//! replicated components to reach the core; **each further replicated component is a
+//! subobject** of that root. The core writes subobjects with their root, destroys
+//! them with it, and gives them the root's scope and owner. The root costs what the
+//! same object replicated through the core directly costs: an entity with one
+//! replicated component is exactly one object. So:
 //!
 //! - a component's changes cost only that component's changed members: components
 //!   are polled with Bevy change detection (`Changed<C>`), so an untouched component
 //!   is never visited, and one written with an equal value is compared by the core
 //!   (quantized) and sends nothing;
-//! - inserting a component spawns its subobject, removing it destroys it (the client
-//!   removes the component), despawning the entity or removing [`Replicate`]
-//!   destroys the root and everything under it (the client despawns the entity);
+//! - inserting a component spawns its object, removing it destroys it (the client
+//!   removes the component); despawning the entity, removing [`Replicate`] or
+//!   removing its last replicated component destroys the root and everything under
+//!   it (the client despawns the entity);
+//! - removing the *root's* component while others remain makes the entity again on
+//!   a new root (the clients despawn their entity and spawn a new one with the
+//!   remaining components); an entity whose replicated components come and go can
+//!   keep a stable root by carrying a replicated component that stays;
+//! - an entity with [`Replicate`] but no replicated component has no object and is
+//!   not seen by clients;
 //! - interest (scope, owner, groups, grid) is set on the root and the subobjects
-//!   follow it;
+//!   follow it; the owner's id travels as a tag of the root ([`OWNER_TAG`]), sent
+//!   once per connection, so each client marks its own entities [`Owned`];
 //! - references: put [`ServerEntityMap::handle`] (the root's [`NetRefHandle`]) in a
 //!   `NetRefHandle` member; the client resolves it with
 //!   [`ClientEntityMap::entity`].
-//!
-//! The root costs one small creation batch per entity and nothing afterwards (it only
-//! changes when the owner does).
 //!
 //! ## Example
 //!
@@ -146,19 +152,11 @@ use replicate::{Client, NetRefHandle, Replicated, Server};
 
 use bevy_app::{App, First};
 use bevy_ecs::prelude::*;
-use replicate::transport::ClientId;
 use std::time::{Duration, Instant};
 
-/// The root object of a replicated entity (see the
-/// [mapping](crate#the-entity--object-mapping)): its components are subobjects of it.
-/// Registered by this crate; games never spawn it themselves.
-#[derive(replicate::Replicated, Debug, Clone, Default, PartialEq)]
-#[net(name = "replicate_bevy::NetEntity")]
-pub struct NetEntity {
-    /// The owning client ([`NetOwner`]), replicated to every client so each can tell
-    /// which entities it owns ([`Owned`]).
-    pub owner: Option<ClientId>,
-}
+/// The tag on an entity's root object naming its owner (`replicate_bevy:owner=7`):
+/// every client learns who owns each entity from it, and marks its own [`Owned`].
+pub const OWNER_TAG: &str = "replicate_bevy:owner=";
 
 /// The time the plugins give the core (`now` of [`Server::tick`] / [`Client::tick`]),
 /// advanced once per frame in [`First`].

@@ -8,7 +8,9 @@ use bevy_app::{App, PostUpdate};
 use bevy_ecs::prelude::*;
 use bevy_ecs::world::EntityWorldMut;
 use replicate::transport::ClientId;
-use replicate::{Client, NetRefHandle, ProtocolRegistry, ReceivedMessage, Replicated};
+use replicate::{
+    Client, NetRefHandle, ObjectError, ObjectTable, ProtocolRegistry, ReceivedMessage, Replicated,
+};
 use std::any::TypeId;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,6 +27,15 @@ impl<T: Component + Replicated + Clone> NetComponent for T {}
 pub trait NetMessage: Replicated + Sync {}
 impl<T: Replicated + Sync> NetMessage for T {}
 
+/// Spawns an entity's component into the object table, as a root (`None`) or a
+/// subobject of the given root; `None` when the entity lacks the component.
+pub(crate) type SpawnFn = fn(
+    &World,
+    Entity,
+    &mut ObjectTable,
+    Option<NetRefHandle>,
+) -> Option<Result<NetRefHandle, ObjectError>>;
+
 /// Function table of one replicated component type.
 #[derive(Clone, Copy)]
 pub(crate) struct ComponentFns {
@@ -34,6 +45,9 @@ pub(crate) struct ComponentFns {
     /// Copies the client's object `handle` into the entity; false if it is not there.
     pub(crate) insert: fn(&Client<AnyClientTransport>, NetRefHandle, &mut EntityWorldMut) -> bool,
     pub(crate) remove: fn(&mut EntityWorldMut),
+    /// Server side: spawns the entity's component as a polled root (`None`) or
+    /// subobject of the root; `None` if the entity lacks it.
+    pub(crate) spawn: SpawnFn,
 }
 
 /// Function table of one message type.
@@ -57,8 +71,6 @@ pub(crate) struct NetRegistry {
 /// Which registered type a protocol index stands for, on one side's registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// The plugin's entity root ([`NetEntity`](crate::NetEntity)).
-    Root,
     /// `components[i]`.
     Component(usize),
     /// `messages[i]`.
@@ -69,9 +81,6 @@ impl NetRegistry {
     /// Protocol index to kind, for `registry`.
     pub(crate) fn kinds(&self, registry: &ProtocolRegistry) -> HashMap<u16, Kind> {
         let mut out = HashMap::new();
-        if let Some(p) = registry.index_of::<crate::NetEntity>() {
-            out.insert(p, Kind::Root);
-        }
         for (i, c) in self.components.iter().enumerate() {
             if let Some(p) = (c.protocol)(registry) {
                 out.insert(p, Kind::Component(i));
@@ -106,6 +115,19 @@ fn insert_component<C: NetComponent>(
 
 fn remove_component<C: NetComponent>(entity: &mut EntityWorldMut) {
     entity.remove::<C>();
+}
+
+fn spawn_component<C: NetComponent>(
+    world: &World,
+    entity: Entity,
+    table: &mut ObjectTable,
+    root: Option<NetRefHandle>,
+) -> Option<Result<NetRefHandle, ObjectError>> {
+    let c = world.get::<C>(entity)?;
+    Some(match root {
+        None => table.spawn_polled(c),
+        Some(root) => table.spawn_subobject_polled(root, c),
+    })
 }
 
 /// A server-side check of one message type, installed with
@@ -213,8 +235,9 @@ fn client_send_messages<M: NetMessage>(
 /// handshake).
 pub trait ReplicateAppExt {
     /// Replicates component `C`: on the server, every entity carrying
-    /// [`Replicate`](crate::Replicate) and `C` replicates `C` as a subobject of its
-    /// root object; on the client, the entity of that root receives `C`.
+    /// [`Replicate`](crate::Replicate) and `C` replicates `C` as its root object or
+    /// a subobject of it (see the [mapping](crate#the-entity--object-mapping)); on
+    /// the client, the entity of that root receives `C`.
     fn replicate<C: NetComponent>(&mut self) -> &mut Self;
 
     /// Carries messages of type `M` both ways: write [`ToClients<M>`] on the server
@@ -248,6 +271,7 @@ impl ReplicateAppExt for App {
             protocol: protocol_of::<C>,
             insert: insert_component::<C>,
             remove: remove_component::<C>,
+            spawn: spawn_component::<C>,
         });
         self.add_systems(
             PostUpdate,

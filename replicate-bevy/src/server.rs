@@ -4,7 +4,7 @@
 
 use crate::registry::{Kind, NetRegistry};
 use crate::transport::AnyServerTransport;
-use crate::{NetClock, NetEntity};
+use crate::{NetClock, OWNER_TAG};
 use bevy_app::{App, Plugin, PostUpdate, PreUpdate};
 use bevy_ecs::message::Message;
 use bevy_ecs::prelude::*;
@@ -15,7 +15,7 @@ use replicate::{
     ServerConfig, ServerEvent,
 };
 use std::any::TypeId;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// The server's system sets, in frame order. `Receive` runs in [`PreUpdate`], `Send`
@@ -38,8 +38,8 @@ pub enum ServerSet {
 #[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum ServerSteps {
     Despawn,
-    Roots,
     Components,
+    Rebuild,
     Interest,
     Messages,
     Tick,
@@ -192,7 +192,7 @@ impl NetServer {
     }
 
     /// A server on `transport` replicating the types of `registry` (the clients' must
-    /// be equal; it must contain [`NetEntity`]).
+    /// be equal).
     pub fn with_registry(
         transport: impl replicate::transport::ServerTransport + Send + 'static,
         registry: Arc<ProtocolRegistry>,
@@ -273,31 +273,37 @@ impl NetServer {
     }
 }
 
-/// The root object and component subobjects of one entity.
+/// The objects of one entity: the root (its first replicated component) and every
+/// component's object, the root's included.
 #[derive(Debug, Clone)]
 struct EntityObjects {
     root: NetRefHandle,
     parts: Vec<(TypeId, NetRefHandle)>,
 }
 
-/// Server side: which replicated objects stand for which entity. Every entity with
-/// [`Replicate`] has a root object ([`NetEntity`]); each of its replicated components
-/// is a subobject of that root.
+/// Server side: which replicated objects stand for which entity (see the
+/// [mapping](crate#the-entity--object-mapping)): the first replicated component of an
+/// entity with [`Replicate`] is its root object, the others are subobjects of it.
 #[derive(Resource, Debug, Default)]
 pub struct ServerEntityMap {
     entities: HashMap<Entity, EntityObjects>,
     handles: HashMap<NetRefHandle, Entity>,
+    /// Entities whose root component was removed while others remain: rebuilt on a
+    /// new root in this frame's `Rebuild` step.
+    rebuild: HashSet<Entity>,
 }
 
 impl ServerEntityMap {
     /// The root object of a replicated entity: put it in a `NetRefHandle` member to
     /// reference the entity; the client maps it back with
-    /// [`ClientEntityMap::entity`](crate::ClientEntityMap::entity).
+    /// [`ClientEntityMap::entity`](crate::ClientEntityMap::entity). `None` until the
+    /// entity's first replicated component was sent to the core (in
+    /// [`ServerSet::Send`]), or when it has none.
     pub fn handle(&self, entity: Entity) -> Option<NetRefHandle> {
         self.entities.get(&entity).map(|o| o.root)
     }
 
-    /// The subobject replicating component `C` of `entity`.
+    /// The object replicating component `C` of `entity`.
     pub fn component_handle<C: 'static>(&self, entity: Entity) -> Option<NetRefHandle> {
         let tid = TypeId::of::<C>();
         self.entities
@@ -308,12 +314,12 @@ impl ServerEntityMap {
             .map(|(_, h)| *h)
     }
 
-    /// The entity of a root object or of a component subobject.
+    /// The entity of a root object or of a component's object.
     pub fn entity(&self, handle: NetRefHandle) -> Option<Entity> {
         self.handles.get(&handle).copied()
     }
 
-    /// Number of replicated entities.
+    /// Number of replicated entities (with at least one replicated component).
     pub fn len(&self) -> usize {
         self.entities.len()
     }
@@ -322,16 +328,36 @@ impl ServerEntityMap {
     pub fn is_empty(&self) -> bool {
         self.entities.is_empty()
     }
+
+    /// Forgets every object of `entity`; returns its root.
+    fn forget(&mut self, entity: Entity) -> Option<NetRefHandle> {
+        let objects = self.entities.remove(&entity)?;
+        self.handles.remove(&objects.root);
+        for (_, h) in &objects.parts {
+            self.handles.remove(h);
+        }
+        Some(objects.root)
+    }
+}
+
+/// Which entities the interest systems apply their components to whatever changed:
+/// all of them when a client connected (scope and owners are per connection), and
+/// entities with a new root object.
+#[derive(Resource, Debug, Default)]
+pub(crate) struct InterestReapply {
+    all: bool,
+    entities: HashSet<Entity>,
+}
+
+impl InterestReapply {
+    fn wants(&self, entity: Entity) -> bool {
+        self.all || self.entities.contains(&entity)
+    }
 }
 
 /// Query filter: a replicated entity whose `T` changed, or that just got
 /// [`Replicate`].
 type ChangedOrNew<T> = (With<Replicate>, Or<(Changed<T>, Added<Replicate>)>);
-
-/// Set when a client connected: interest components are applied to every entity again
-/// (scope and owners are per connection).
-#[derive(Resource, Debug, Default)]
-pub(crate) struct InterestReapply(bool);
 
 /// The server plugin. Insert a [`NetServer`] resource to serve; register replicated
 /// components and messages with [`ReplicateAppExt`](crate::ReplicateAppExt).
@@ -351,8 +377,8 @@ impl Plugin for ServerPlugin {
                 PostUpdate,
                 (
                     ServerSteps::Despawn,
-                    ServerSteps::Roots,
                     ServerSteps::Components,
+                    ServerSteps::Rebuild,
                     ServerSteps::Interest,
                     ServerSteps::Messages,
                     ServerSteps::Tick,
@@ -370,7 +396,7 @@ impl Plugin for ServerPlugin {
                 PostUpdate,
                 (
                     despawn.in_set(ServerSteps::Despawn),
-                    spawn_roots.in_set(ServerSteps::Roots),
+                    rebuild.in_set(ServerSteps::Rebuild),
                     (owners, visibility, groups, filters, positions)
                         .chain()
                         .in_set(ServerSteps::Interest),
@@ -393,7 +419,7 @@ fn receive(world: &mut World) {
         for event in server.events() {
             match event {
                 ServerEvent::ClientConnected { client, user_data } => {
-                    world.resource_mut::<InterestReapply>().0 = true;
+                    world.resource_mut::<InterestReapply>().all = true;
                     world.write_message(ClientConnected { client, user_data });
                 }
                 ServerEvent::ClientDisconnected { client, reason }
@@ -441,55 +467,24 @@ fn despawn(
         if alive.contains(entity) {
             continue;
         }
-        if let Some(objects) = map.entities.remove(&entity) {
-            map.handles.remove(&objects.root);
-            for (_, h) in &objects.parts {
-                map.handles.remove(h);
-            }
-            // Subobjects go with their root.
-            if let Err(e) = server.destroy(objects.root) {
-                tracing::warn!("replicate-bevy: destroying the objects of {entity}: {e}");
-            }
-        }
-    }
-}
-
-/// Spawns the root object of every entity that got [`Replicate`].
-fn spawn_roots(
-    mut net: ResMut<NetServer>,
-    mut map: ResMut<ServerEntityMap>,
-    added: Query<(Entity, Option<&NetOwner>), Added<Replicate>>,
-) {
-    let server = net.server_mut();
-    for (entity, owner) in &added {
-        if map.entities.contains_key(&entity) {
-            continue;
-        }
-        match server.spawn(NetEntity {
-            owner: owner.map(|o| o.0),
-        }) {
-            Ok(root) => {
-                map.entities.insert(
-                    entity,
-                    EntityObjects {
-                        root,
-                        parts: Vec::new(),
-                    },
-                );
-                map.handles.insert(root, entity);
-            }
-            Err(e) => tracing::error!("replicate-bevy: cannot replicate {entity}: {e}"),
+        map.rebuild.remove(&entity);
+        // Subobjects go with their root.
+        if let Some(root) = map.forget(entity)
+            && let Err(e) = server.destroy(root)
+        {
+            tracing::warn!("replicate-bevy: destroying the objects of {entity}: {e}");
         }
     }
 }
 
 /// Per replicated component type: removed components are destroyed, new ones spawned
-/// as subobjects, changed ones polled (the core compares quantized members, so a
-/// component written with an equal value sends nothing; an untouched one is not even
-/// visited by the query).
+/// (as the entity's root if it has none yet, else as a subobject), changed ones
+/// polled (the core compares quantized members, so a component written with an equal
+/// value sends nothing; an untouched one is not even visited by the query).
 pub(crate) fn sync_component<C: crate::NetComponent>(
     mut net: ResMut<NetServer>,
     mut map: ResMut<ServerEntityMap>,
+    mut reapply: ResMut<InterestReapply>,
     changed: Query<(Entity, &C), ChangedOrNew<C>>,
     present: Query<(), (With<C>, With<Replicate>)>,
     mut removed: RemovedComponents<C>,
@@ -504,8 +499,11 @@ pub(crate) fn sync_component<C: crate::NetComponent>(
         let Some(objects) = map.entities.get_mut(&entity) else {
             continue;
         };
-        if let Some(at) = objects.parts.iter().position(|(t, _)| *t == tid) {
-            let (_, handle) = objects.parts.swap_remove(at);
+        let Some(at) = objects.parts.iter().position(|(t, _)| *t == tid) else {
+            continue;
+        };
+        let (_, handle) = objects.parts.swap_remove(at);
+        if handle != objects.root {
             map.handles.remove(&handle);
             if let Err(e) = server.destroy(handle) {
                 tracing::warn!(
@@ -513,33 +511,110 @@ pub(crate) fn sync_component<C: crate::NetComponent>(
                     std::any::type_name::<C>()
                 );
             }
+        } else if objects.parts.is_empty() {
+            // The last replicated component: the entity goes from the clients.
+            map.forget(entity);
+            let _ = server.destroy(handle);
+        } else {
+            // The root's component went but others stay: a new root is made in the
+            // `Rebuild` step.
+            map.rebuild.insert(entity);
         }
     }
-    let objects_table = server.objects_mut();
+    let table = server.objects_mut();
     for (entity, component) in &changed {
-        let Some(objects) = map.entities.get_mut(&entity) else {
-            continue;
-        };
-        match objects.parts.iter().find(|(t, _)| *t == tid) {
-            Some(&(_, handle)) => {
-                objects_table.poll(handle, component);
-            }
-            None => match objects_table.spawn_subobject_polled(objects.root, component) {
-                Ok(handle) => {
-                    objects.parts.push((tid, handle));
-                    map.handles.insert(handle, entity);
+        match map.entities.get_mut(&entity) {
+            None => match table.spawn_polled(component) {
+                Ok(root) => {
+                    map.entities.insert(
+                        entity,
+                        EntityObjects {
+                            root,
+                            parts: vec![(tid, root)],
+                        },
+                    );
+                    map.handles.insert(root, entity);
+                    reapply.entities.insert(entity);
                 }
                 Err(e) => tracing::error!(
                     "replicate-bevy: cannot replicate {} of {entity}: {e}",
                     std::any::type_name::<C>()
                 ),
             },
+            Some(objects) => match objects.parts.iter().find(|(t, _)| *t == tid) {
+                Some(&(_, handle)) => {
+                    table.poll(handle, component);
+                }
+                None => match table.spawn_subobject_polled(objects.root, component) {
+                    Ok(handle) => {
+                        objects.parts.push((tid, handle));
+                        map.handles.insert(handle, entity);
+                    }
+                    Err(e) => tracing::error!(
+                        "replicate-bevy: cannot replicate {} of {entity}: {e}",
+                        std::any::type_name::<C>()
+                    ),
+                },
+            },
         }
     }
 }
 
-/// Applies [`NetOwner`]: the core's owner (per connection) and the root's replicated
-/// owner id.
+/// Entities whose root component was removed while others remain: every object is
+/// destroyed and made again on a new root (the first remaining component). Clients
+/// see the old entity despawn and a new one spawn with the remaining components.
+fn rebuild(world: &mut World) {
+    if world.resource::<ServerEntityMap>().rebuild.is_empty() {
+        return;
+    }
+    let registry = world.resource::<NetRegistry>().clone();
+    world.resource_scope(|world, mut net: Mut<NetServer>| {
+        world.resource_scope(|world, mut map: Mut<ServerEntityMap>| {
+            let server = net.server_mut();
+            let entities: Vec<Entity> = map.rebuild.drain().collect();
+            for entity in entities {
+                let Some(objects) = map.entities.get(&entity).cloned() else {
+                    continue;
+                };
+                map.forget(entity);
+                let _ = server.destroy(objects.root);
+                let mut rebuilt: Option<EntityObjects> = None;
+                for (tid, _) in objects.parts {
+                    let Some(fns) = registry.components.iter().find(|c| c.type_id == tid) else {
+                        continue;
+                    };
+                    let root = rebuilt.as_ref().map(|r| r.root);
+                    match (fns.spawn)(world, entity, server.objects_mut(), root) {
+                        Some(Ok(handle)) => {
+                            map.handles.insert(handle, entity);
+                            rebuilt
+                                .get_or_insert(EntityObjects {
+                                    root: handle,
+                                    parts: Vec::new(),
+                                })
+                                .parts
+                                .push((tid, handle));
+                        }
+                        Some(Err(e)) => {
+                            tracing::error!("replicate-bevy: rebuilding {entity}: {e}");
+                        }
+                        None => {}
+                    }
+                }
+                if let Some(objects) = rebuilt {
+                    map.entities.insert(entity, objects);
+                    world
+                        .resource_mut::<InterestReapply>()
+                        .entities
+                        .insert(entity);
+                }
+            }
+        });
+    });
+}
+
+/// Applies [`NetOwner`]: the core's owner (per connection) and the root's owner tag,
+/// which tells every client who owns the entity.
 fn owners(
     mut net: ResMut<NetServer>,
     map: Res<ServerEntityMap>,
@@ -555,13 +630,11 @@ fn owners(
         };
         // Fails only for a client not connected yet: reapplied when it connects.
         let _ = server.set_owner(root, owner, true);
-        if server
-            .get::<NetEntity>(root)
-            .is_some_and(|n| n.owner != owner)
-            && let Some(n) = server.get_mut::<NetEntity>(root)
-        {
-            n.owner = owner;
-        }
+        let tags = owner
+            .map(|o| vec![format!("{OWNER_TAG}{o}")])
+            .unwrap_or_default();
+        // The core only sends tags that changed.
+        let _ = server.objects_mut().set_tags(root, tags);
     };
     for entity in removed.read() {
         if !present.contains(entity) {
@@ -569,7 +642,7 @@ fn owners(
         }
     }
     for (entity, owner) in &all {
-        if reapply.0 || owner.is_changed() {
+        if owner.is_changed() || reapply.wants(entity) {
             apply(entity, Some(owner.0));
         }
     }
@@ -597,7 +670,7 @@ fn visibility(
         }
     }
     for (entity, visible) in &all {
-        if !(reapply.0 || visible.is_changed()) {
+        if !(visible.is_changed() || reapply.wants(entity)) {
             continue;
         }
         if let Some(root) = map.handle(entity) {
@@ -612,7 +685,8 @@ fn visibility(
 fn groups(
     mut net: ResMut<NetServer>,
     map: Res<ServerEntityMap>,
-    changed: Query<(Entity, &NetGroups), ChangedOrNew<NetGroups>>,
+    reapply: Res<InterestReapply>,
+    all: Query<(Entity, Ref<NetGroups>), With<Replicate>>,
     mut removed: RemovedComponents<NetGroups>,
     present: Query<(), With<NetGroups>>,
 ) {
@@ -622,8 +696,10 @@ fn groups(
             let _ = replication.set_object_groups(root, Vec::new());
         }
     }
-    for (entity, g) in &changed {
-        if let Some(root) = map.handle(entity) {
+    for (entity, g) in &all {
+        if (g.is_changed() || reapply.entities.contains(&entity))
+            && let Some(root) = map.handle(entity)
+        {
             let _ = replication.set_object_groups(root, g.0.clone());
         }
     }
@@ -633,7 +709,8 @@ fn groups(
 fn filters(
     mut net: ResMut<NetServer>,
     map: Res<ServerEntityMap>,
-    changed: Query<(Entity, &NetFilter), ChangedOrNew<NetFilter>>,
+    reapply: Res<InterestReapply>,
+    all: Query<(Entity, Ref<NetFilter>), With<Replicate>>,
     mut removed: RemovedComponents<NetFilter>,
     present: Query<(), With<NetFilter>>,
 ) {
@@ -643,8 +720,10 @@ fn filters(
             let _ = replication.set_object_filter(root, None);
         }
     }
-    for (entity, f) in &changed {
-        if let Some(root) = map.handle(entity) {
+    for (entity, f) in &all {
+        if (f.is_changed() || reapply.entities.contains(&entity))
+            && let Some(root) = map.handle(entity)
+        {
             let _ = replication.set_object_filter(root, Some(f.0));
         }
     }
@@ -655,17 +734,19 @@ fn positions(
     mut net: ResMut<NetServer>,
     map: Res<ServerEntityMap>,
     reapply: Res<InterestReapply>,
-    objects: Query<(Entity, &NetPosition), ChangedOrNew<NetPosition>>,
+    objects: Query<(Entity, Ref<NetPosition>), With<Replicate>>,
     views: Query<(Ref<NetPosition>, &ClientView)>,
 ) {
     let server = net.server_mut();
     for (entity, p) in &objects {
-        if let Some(root) = map.handle(entity) {
+        if (p.is_changed() || reapply.entities.contains(&entity))
+            && let Some(root) = map.handle(entity)
+        {
             let _ = server.replication_mut().set_object_position(root, p.0);
         }
     }
     for (p, view) in &views {
-        if reapply.0 || p.is_changed() {
+        if p.is_changed() || reapply.all {
             server.set_view_position(view.0, p.0);
         }
     }
@@ -673,7 +754,8 @@ fn positions(
 
 /// One server tick: receive, replicate what changed, send.
 fn tick(mut net: ResMut<NetServer>, clock: Res<NetClock>, mut reapply: ResMut<InterestReapply>) {
-    reapply.0 = false;
+    reapply.all = false;
+    reapply.entities.clear();
     if let Err(e) = net.server_mut().tick(clock.now()) {
         tracing::error!("replicate-bevy: server tick: {e}");
     }

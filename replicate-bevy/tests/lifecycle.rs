@@ -179,3 +179,55 @@ fn changed_components_are_announced() {
     assert_eq!(Some(changes[0].entity), h.client_entity(0, e));
     assert!(changes[0].component.ends_with("Health"));
 }
+
+#[test]
+fn removing_the_root_component_keeps_the_others() {
+    let mut h = Harness::new(1, LinkConditioner::perfect());
+    h.connect();
+    let owner = h.client_id(0);
+    // Health reaches the core first: it is the root.
+    let e = h.spawn((Replicate, NetOwner(owner), Health { hp: 9 }));
+    h.step();
+    h.server
+        .world_mut()
+        .entity_mut(e)
+        .insert(Position { x: 1.0, y: 1.0 });
+    h.steps(2);
+    let first_root = h.handle(e);
+    assert_eq!(
+        h.server
+            .world()
+            .resource::<ServerEntityMap>()
+            .component_handle::<Health>(e),
+        Some(first_root)
+    );
+
+    h.server.world_mut().entity_mut(e).remove::<Health>();
+    h.steps(3);
+    assert_ne!(h.handle(e), first_root, "a new root");
+    assert_eq!(h.client_get::<Health>(0, e), None);
+    assert_eq!(
+        h.client_get::<Position>(0, e),
+        Some(Position { x: 1.0, y: 1.0 })
+    );
+    assert_eq!(h.client_entities(0), 1);
+    let ce = h.client_entity(0, e).unwrap();
+    assert!(
+        h.clients[0].world().get::<Owned>(ce).is_some(),
+        "the owner follows the new root"
+    );
+    // Later changes still arrive.
+    h.server.world_mut().get_mut::<Position>(e).unwrap().y = 5.0;
+    h.steps(2);
+    assert_eq!(h.client_get::<Position>(0, e).unwrap().y, 5.0);
+
+    // The last replicated component goes: so does the entity; it comes back with one.
+    h.server.world_mut().entity_mut(e).remove::<Position>();
+    h.steps(2);
+    assert_eq!(h.client_entities(0), 0);
+    assert!(h.server.world().resource::<ServerEntityMap>().is_empty());
+    h.server.world_mut().entity_mut(e).insert(Health { hp: 3 });
+    h.steps(2);
+    assert_eq!(h.client_get::<Health>(0, e), Some(Health { hp: 3 }));
+    assert_eq!(h.client_entities(0), 1);
+}

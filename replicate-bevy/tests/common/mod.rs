@@ -201,7 +201,8 @@ impl Harness {
     pub fn diverges(&mut self, i: usize) -> Option<String> {
         let server_entities: Vec<Entity> = {
             let w = self.server.world_mut();
-            w.query_filtered::<Entity, With<Replicate>>()
+            // An entity without a replicated component has no object.
+            w.query_filtered::<Entity, (With<Replicate>, Or<(With<Health>, With<Position>)>)>()
                 .iter(w)
                 .collect()
         };
