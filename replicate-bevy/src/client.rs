@@ -34,6 +34,7 @@ pub enum ClientSet {
 }
 
 /// Marks an entity that stands for a server entity: the handle of its root object.
+/// Removed (the entity and its components stay) when the server tears the root off.
 #[derive(Component, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ServerObject(pub NetRefHandle);
 
@@ -369,11 +370,11 @@ fn receive(world: &mut World) {
                             set_owned(world, e, is_mine(object.tags(), net.local_id));
                         }
                     }
-                    ClientEvent::Destroyed { handle }
-                    | ClientEvent::Replication(
-                        replicate::internals::replication::ReplicationEvent::TornOff { handle },
-                    ) => {
+                    ClientEvent::Destroyed { handle } => {
                         destroyed(world, map, &registry, client, handle);
+                    }
+                    ClientEvent::Replication(ReplicationEvent::TornOff { handle }) => {
+                        torn_off(world, map, handle);
                     }
                     ClientEvent::Replication(_) => {}
                 }
@@ -409,6 +410,22 @@ fn set_owned(world: &mut World, entity: Entity, owned: bool) {
             e.remove::<Owned>();
         }
         _ => {}
+    }
+}
+
+/// The server stopped replicating a root: the entity stays with its last state, no
+/// longer a [`ServerObject`] (Iris's tear-off).
+fn torn_off(world: &mut World, map: &mut ClientEntityMap, handle: NetRefHandle) {
+    let Some(e) = map.roots.remove(&handle) else {
+        return;
+    };
+    map.entities.remove(&e);
+    for part in map.entity_parts.remove(&e).unwrap_or_default() {
+        map.parts.remove(&part);
+    }
+    map.parts.remove(&handle);
+    if let Ok(mut entity) = world.get_entity_mut(e) {
+        entity.remove::<ServerObject>();
     }
 }
 

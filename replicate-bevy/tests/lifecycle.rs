@@ -231,3 +231,21 @@ fn removing_the_root_component_keeps_the_others() {
     assert_eq!(h.client_get::<Health>(0, e), Some(Health { hp: 3 }));
     assert_eq!(h.client_entities(0), 1);
 }
+
+#[test]
+fn notify_hooks_run_on_the_client_component() {
+    let mut h = Harness::new(1, LinkConditioner::perfect());
+    h.connect();
+    let e = h.spawn((Replicate, Door::default()));
+    h.steps(2);
+    for _ in 0..3 {
+        let mut door = h.server.world_mut().get_mut::<Door>(e).unwrap();
+        door.open = !door.open;
+        h.steps(2);
+    }
+    let door = h.client_get::<Door>(0, e).unwrap();
+    assert!(door.open);
+    // Three applied changes, three hook calls; the server never counts (skip).
+    assert_eq!(door.toggles, 3);
+    assert_eq!(h.server_get::<Door>(e).unwrap().toggles, 0);
+}

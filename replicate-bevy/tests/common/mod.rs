@@ -45,6 +45,22 @@ pub struct Follow {
     pub target: NetRefHandle,
 }
 
+/// A notify hook: the receiving side counts the changes of `open`.
+#[derive(Component, Replicated, Clone, Debug, Default, PartialEq)]
+#[net(name = "tests::Door")]
+pub struct Door {
+    #[net(notify = on_open)]
+    pub open: bool,
+    #[net(skip)]
+    pub toggles: u32,
+}
+
+impl Door {
+    fn on_open(&mut self, _old: &bool) {
+        self.toggles += 1;
+    }
+}
+
 /// A message both ways.
 #[derive(Replicated, Clone, Debug, Default, PartialEq)]
 #[net(name = "tests::Ping")]
@@ -58,6 +74,7 @@ fn register(app: &mut App) {
         .replicate::<Health>()
         .replicate::<Secret>()
         .replicate::<Follow>()
+        .replicate::<Door>()
         .add_net_message::<Ping>();
 }
 
