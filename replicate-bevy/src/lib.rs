@@ -45,8 +45,8 @@
 //!
 //! - a component's changes cost only that component's changed members: components
 //!   are polled with Bevy change detection (`Changed<C>`), so an untouched component
-//!   is never visited, and one written with an equal value is compared by the core
-//!   (quantized) and sends nothing;
+//!   never reaches the core, and one written with an equal value is compared by the
+//!   core (quantized) and sends nothing;
 //! - inserting a component spawns its object, removing it destroys it (the client
 //!   removes the component); despawning the entity, removing [`Replicate`] or
 //!   removing its last replicated component destroys the root and everything under
@@ -63,6 +63,17 @@
 //! - references: put [`ServerEntityMap::handle`] (the root's [`NetRefHandle`]) in a
 //!   `NetRefHandle` member; the client resolves it with
 //!   [`ClientEntityMap::entity`].
+//!
+//! ## Messages, state and latency
+//!
+//! On a client, the state and the messages of a tick become visible together in
+//! `Update`: the core applies a packet's state and the plugin writes its
+//! [`FromServer`] messages after it, in the order the messages executed. A message
+//! targeting an entity destroyed by the same packet arrives with `target: None` (the
+//! core's own `Client::on_message` handlers, which run before their packet's state,
+//! remain available through [`NetClient::client_mut`]). A [`ToServer`] message written
+//! in frame *n* leaves with the client tick of frame *n + 1*; the server reads it as a
+//! [`FromClient`] in the frame after its tick received it.
 //!
 //! ## Example
 //!
