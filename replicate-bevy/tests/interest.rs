@@ -174,3 +174,23 @@ fn grid_filter_follows_positions_and_views() {
     assert!(h.client_entity(0, e).is_none());
     let _ = camera1;
 }
+
+#[test]
+fn owner_only_filter_keeps_the_entity_to_its_owner() {
+    let mut h = Harness::new(2, LinkConditioner::perfect());
+    h.connect();
+    let e = h.spawn((
+        Replicate,
+        NetOwner(h.client_id(1)),
+        NetFilter(FilterKind::OwnerOnly),
+        Health { hp: 12 },
+    ));
+    h.steps(3);
+    assert!(h.client_entity(0, e).is_none());
+    assert_eq!(h.client_get::<Health>(1, e), Some(Health { hp: 12 }));
+
+    // The filter goes: everyone.
+    h.server.world_mut().entity_mut(e).remove::<NetFilter>();
+    h.steps(3);
+    assert_eq!(h.client_get::<Health>(0, e), Some(Health { hp: 12 }));
+}
