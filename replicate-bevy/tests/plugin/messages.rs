@@ -1,10 +1,8 @@
 //! Messages and RPCs both ways, in order, with the server-side validator.
 
-mod common;
-
+use crate::common::*;
 use bevy_app::App;
 use bevy_ecs::prelude::*;
-use common::*;
 use replicate::transport::LinkConditioner;
 use replicate_bevy::*;
 

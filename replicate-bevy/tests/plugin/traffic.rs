@@ -1,10 +1,8 @@
 //! What goes on the wire: unchanged components cost nothing, changed ones only
 //! themselves, and a lossy link only delays convergence.
 
-mod common;
-
+use crate::common::*;
 use bevy_ecs::prelude::*;
-use common::*;
 use replicate::transport::LinkConditioner;
 use replicate_bevy::*;
 use std::time::Duration;

@@ -1,9 +1,7 @@
 //! Entities and components through their whole life: spawn, change, insert, remove,
 //! despawn, references, reconnect.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use replicate::transport::LinkConditioner;
 use replicate_bevy::*;
 

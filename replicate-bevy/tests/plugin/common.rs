@@ -1,8 +1,6 @@
 //! Headless server and client apps over the in-memory transport, in lock-step with a
 //! simulated clock.
 
-#![allow(dead_code)]
-
 use bevy_app::App;
 use bevy_ecs::prelude::*;
 use replicate::transport::memory::{MemoryNetwork, MemoryServerTransport};

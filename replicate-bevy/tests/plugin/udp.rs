@@ -1,9 +1,7 @@
 //! The plugins over netcode.io UDP on 127.0.0.1, in real time.
 
-mod common;
-
+use crate::common::{Health, Position};
 use bevy_app::App;
-use common::{Health, Position};
 use replicate::transport::udp::{ConnectTokenIssuer, UdpClientTransport};
 use replicate_bevy::*;
 use std::time::{Duration, Instant};

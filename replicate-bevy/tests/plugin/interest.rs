@@ -1,9 +1,7 @@
 //! Interest through components: owner (owner-only members, the `Owned` marker),
 //! visibility lists, groups and the grid.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use replicate::interest::FilterKind;
 use replicate::transport::LinkConditioner;
 use replicate_bevy::*;
