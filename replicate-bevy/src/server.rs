@@ -59,9 +59,9 @@ pub struct Replicate;
 #[derive(Component, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct NetOwner(pub ClientId);
 
-/// Only these clients see the entity (a visibility list); without the component every
-/// client does (subject to [`NetFilter`] and [`NetGroups`]). Leaving a client's list
-/// destroys the entity on that client; entering it creates it again.
+/// Only these clients may see the entity (a visibility list, on top of its
+/// [`NetFilter`] and [`NetGroups`]); without the component every client may. Leaving a
+/// client's list destroys the entity on that client; entering it creates it again.
 #[derive(Component, Debug, Clone, Default, PartialEq, Eq)]
 pub struct VisibleTo(pub Vec<ClientId>);
 
@@ -648,7 +648,9 @@ fn owners(
     }
 }
 
-/// Applies [`VisibleTo`] to every connected client.
+/// Applies [`VisibleTo`] to every connected client, through the core's deny lists:
+/// a client not on the list never has the entity in scope, one on it has it when the
+/// entity's filter and groups say so.
 fn visibility(
     mut net: ResMut<NetServer>,
     map: Res<ServerEntityMap>,
@@ -658,14 +660,18 @@ fn visibility(
     present: Query<(), With<VisibleTo>>,
 ) {
     let server = net.server_mut();
-    let clients: Vec<ClientId> = server.clients().collect();
+    let clients: Vec<(ClientId, _)> = server
+        .clients()
+        .filter_map(|c| Some((c, server.connection_id(c)?)))
+        .collect();
+    let replication = server.replication_mut();
     for entity in removed.read() {
         if present.contains(entity) {
             continue;
         }
         if let Some(root) = map.handle(entity) {
-            for &c in &clients {
-                server.set_in_scope(c, root, true);
+            for &(_, conn) in &clients {
+                let _ = replication.set_object_denied(conn, root, false);
             }
         }
     }
@@ -674,8 +680,9 @@ fn visibility(
             continue;
         }
         if let Some(root) = map.handle(entity) {
-            for &c in &clients {
-                server.set_in_scope(c, root, visible.0.contains(&c));
+            for &(client, conn) in &clients {
+                let denied = !visible.0.contains(&client);
+                let _ = replication.set_object_denied(conn, root, denied);
             }
         }
     }

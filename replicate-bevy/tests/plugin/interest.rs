@@ -192,3 +192,63 @@ fn owner_only_filter_keeps_the_entity_to_its_owner() {
     h.steps(3);
     assert_eq!(h.client_get::<Health>(0, e), Some(Health { hp: 12 }));
 }
+
+#[test]
+fn visibility_list_composes_with_groups() {
+    let mut h = Harness::new(2, LinkConditioner::perfect());
+    h.connect();
+    let (c0, c1) = (h.client_id(0), h.client_id(1));
+    let e = h.spawn((
+        Replicate,
+        VisibleTo(vec![c0, c1]),
+        NetGroups(vec![5]),
+        Health { hp: 6 },
+    ));
+    let mut net = h.server.world_mut().resource_mut::<NetServer>();
+    net.set_group_subscription(c1, 5, true);
+    h.steps(3);
+    // Listed but not subscribed: not visible. Listed and subscribed: visible.
+    assert!(h.client_entity(0, e).is_none());
+    assert!(h.client_entity(1, e).is_some());
+
+    // Subscribed but no longer listed: not visible either.
+    let mut net = h.server.world_mut().resource_mut::<NetServer>();
+    net.set_group_subscription(c0, 5, true);
+    h.server.world_mut().get_mut::<VisibleTo>(e).unwrap().0 = vec![c0];
+    h.steps(3);
+    assert!(h.client_entity(0, e).is_some());
+    assert!(h.client_entity(1, e).is_none());
+
+    // The groups go: the list alone decides.
+    h.server.world_mut().entity_mut(e).remove::<NetGroups>();
+    h.steps(3);
+    assert!(h.client_entity(0, e).is_some());
+    assert!(h.client_entity(1, e).is_none());
+}
+
+#[test]
+fn visibility_list_composes_with_the_grid() {
+    let mut h = Harness::new(2, LinkConditioner::perfect());
+    h.connect();
+    let far = glam::Vec3::new(200_000.0, 0.0, 0.0);
+    let e = h.spawn((
+        Replicate,
+        VisibleTo(vec![h.client_id(0)]),
+        NetFilter(FilterKind::Spatial),
+        NetPosition(far),
+        Health { hp: 2 },
+    ));
+    let views = [
+        h.spawn((ClientView(h.client_id(0)), NetPosition(glam::Vec3::ZERO))),
+        h.spawn((ClientView(h.client_id(1)), NetPosition(glam::Vec3::ZERO))),
+    ];
+    h.steps(3);
+    assert!(h.client_entity(0, e).is_none() && h.client_entity(1, e).is_none());
+    // Both views come near: only the listed client gets it.
+    for v in views {
+        h.server.world_mut().get_mut::<NetPosition>(v).unwrap().0 = far;
+    }
+    h.steps(3);
+    assert!(h.client_entity(0, e).is_some());
+    assert!(h.client_entity(1, e).is_none(), "not on the list");
+}
