@@ -19,7 +19,7 @@
 //!   [`ServerStats`], [`ClientStats`].
 //! - Interest: [`NetOwner`], [`VisibleTo`], [`NetGroups`] (with
 //!   [`NetServer::set_group_subscription`]), [`NetFilter`], [`NetPosition`],
-//!   [`ClientView`]. Clients see [`Owned`] on the entities they own.
+//!   [`ClientView`], [`NetPriority`]. Clients see [`Owned`] on the entities they own.
 //!
 //! ## Frame order
 //!
@@ -153,8 +153,8 @@ pub use client::{
 pub use registry::{NetComponent, NetMessage, ReplicateAppExt};
 pub use server::{
     ClientConnected, ClientDisconnected, ClientView, FromClient, NetFilter, NetGroups, NetOwner,
-    NetPosition, NetServer, Recipients, Replicate, ServerEntityMap, ServerPlugin, ServerSet,
-    ServerStats, ToClients, VisibleTo,
+    NetPosition, NetPriority, NetServer, Recipients, Replicate, ServerEntityMap, ServerPlugin,
+    ServerSet, ServerStats, ToClients, VisibleTo,
 };
 pub use transport::{AnyClientTransport, AnyServerTransport};
 

@@ -5,7 +5,7 @@ use bevy_app::App;
 use bevy_ecs::prelude::*;
 use replicate::transport::memory::{MemoryNetwork, MemoryServerTransport};
 use replicate::transport::{ClientId, LinkConditioner};
-use replicate::{DeliveryMode, NetRefHandle, Replicated};
+use replicate::{DeliveryMode, NetRefHandle, Replicated, ServerConfig};
 use replicate_bevy::*;
 use std::time::Duration;
 
@@ -86,12 +86,17 @@ pub struct Harness {
 impl Harness {
     /// `clients` client apps, not connected yet, on links conditioned by `link`.
     pub fn new(clients: usize, link: LinkConditioner) -> Self {
+        Self::with_config(clients, link, Default::default())
+    }
+
+    /// Like [`new`](Self::new) with a server configuration.
+    pub fn with_config(clients: usize, link: LinkConditioner, config: ServerConfig) -> Self {
         let transport = MemoryServerTransport::new(link, 0x5EED);
         let network = transport.network();
         let mut server = App::new();
         server.add_plugins(ServerPlugin);
         register(&mut server);
-        server.insert_resource(NetServer::new(transport, Default::default()).unwrap());
+        server.insert_resource(NetServer::new(transport, config).unwrap());
         let mut h = Self {
             server,
             clients: Vec::new(),

@@ -243,3 +243,51 @@ fn components_toggled_every_frame_converge_over_a_lossy_link() {
         }
     }
 }
+
+#[test]
+fn priority_decides_who_goes_first_when_packets_are_full() {
+    // Small packets, one per tick: about a dozen object updates fit in each.
+    let config = replicate::ServerConfig {
+        max_packet_bytes: 160,
+        max_packets_per_tick: 1,
+        ..Default::default()
+    };
+    let mut h = Harness::with_config(1, LinkConditioner::perfect(), config);
+    h.connect();
+    let movers: Vec<Entity> = (0..100)
+        .map(|i| {
+            h.spawn((
+                Replicate,
+                Position {
+                    x: f32::from(i as u8),
+                    y: 0.0,
+                },
+            ))
+        })
+        .collect();
+    let (urgent, plain) = (movers[0], movers[1]);
+    h.server
+        .world_mut()
+        .entity_mut(urgent)
+        .insert(NetPriority(1000.0));
+    h.steps(40); // every creation lands
+    assert!(h.diverges(0).is_none(), "{:?}", h.diverges(0));
+    // Every entity moves every frame: the packets cannot carry it all.
+    let (mut urgent_fresh, mut plain_fresh) = (0, 0);
+    for frame in 1..=30 {
+        for &e in &movers {
+            h.server.world_mut().get_mut::<Position>(e).unwrap().y = frame as f32;
+        }
+        h.step();
+        urgent_fresh += usize::from(h.client_get::<Position>(0, urgent).unwrap().y == frame as f32);
+        plain_fresh += usize::from(h.client_get::<Position>(0, plain).unwrap().y == frame as f32);
+    }
+    assert!(
+        urgent_fresh >= 28,
+        "urgent entity fresh in {urgent_fresh} of 30 frames"
+    );
+    assert!(
+        plain_fresh <= 10,
+        "plain entity fresh in {plain_fresh} of 30 frames"
+    );
+}
