@@ -7,8 +7,9 @@
 //! slots, named on the wire by a 2-bit index ([`INVALID_BASELINE_INDEX`] = 2 = none).
 //! The writer delta-encodes an object against the slot its client acknowledged; a batch
 //! may *nominate* a new baseline in the other slot; the nominating packet's ack promotes
-//! it (and destroys the previously acked one), its loss merges the baseline's change
-//! mask back into the connection's owed mask and keeps the acked one.
+//! it (and destroys the previously acked one), its loss releases it and keeps the acked
+//! one (the members the lost batch carried are owed again through its packet record,
+//! like any lost batch's).
 //!
 //! This module owns:
 //! - [`BaselineStorage`]: the server's snapshots, shared by every connection through a
@@ -18,8 +19,10 @@
 //!   kept it, or *cancelled* (never copied) if nobody did. It also owns the per-object
 //!   creation throttle (`min_frames_between_baselines`, a connection's first baseline is
 //!   always allowed), the per-type switches and the types' default states.
-//! - [`ConnectionBaselines`]: one connection's slots per object (snapshot reference,
-//!   the change mask the nominating batch carried, the members the client holds in sync).
+//! - [`ConnectionBaselines`]: one connection's slots per object, 32 bytes each, stored
+//!   densely by object index: per slot the snapshot, the prior snapshot it was built
+//!   from and the members the client holds in sync (an index into the connection's
+//!   few distinct masks), plus the nomination in flight.
 //! - [`ReceiverBaselines`] and the client-side decoding of a delta batch.
 //!
 //! # Baselines the client can rebuild exactly

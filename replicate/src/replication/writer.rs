@@ -14,6 +14,14 @@
 //! masks back and bumps the priority (lost: the *current* values are sent again), or
 //! just drops the record (discarded).
 //!
+//! Batches are written object-major in what they share: a batch is a per-connection
+//! head (handle, size, flags, reference index, nomination) around a *segment* (change
+//! mask and members) that depends only on the object's state, the mask and what it is
+//! coded against. Each segment is encoded once per tick and copied a word at a time
+//! into every other connection's packet that needs the same one (see `encode`); the
+//! delta plan names its reference and prior by snapshot id and touches no state on
+//! that path.
+//!
 //! Wire format of the stream section:
 //!
 //! ```text
