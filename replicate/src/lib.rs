@@ -193,8 +193,9 @@
 //!
 //! | where | what |
 //! |---|---|
-//! | root: [`Server`], [`Client`], [`ServerConfig`], [`ClientConfig`], [`ServerEvent`], [`ClientEvent`], [`ClientState`], [`DisconnectReason`], [`FacadeError`], [`NetStats`], [`ConnectionStats`] | the game-loop API: bind or connect, tick, events, statistics |
-//! | root: [`Replicated`] (derive and trait), [`NetEnum`], [`ReplicatedState`], [`StateDescriptor`], [`MemberDescriptor`], [`ChangeMask`], [`Condition`], [`ReplicationFragment`] | replicated types: what the derive generates and the traits behind it |
+//! | root: [`Server`], [`Client`], [`ServerConfig`], [`ClientConfig`], [`ServerEvent`], [`ClientEvent`], [`ClientState`], [`DisconnectReason`], [`FacadeError`], [`NetStats`], [`ConnectionStats`] | the game-loop API: bind or connect, tick, events (typed: [`Changes`]), ownership ([`Client::is_owned`]), statistics |
+//! | root: [`Handle`], [`HandleOf`] | typed handles: [`Server::spawn`] returns a [`Handle<T>`] that reads and writes the `T` without naming it again |
+//! | root: [`Replicated`] (derive and trait), [`NetEnum`], [`ReplicatedState`], [`StateDescriptor`], [`MemberDescriptor`], [`MemberKey`], [`ChangeMask`], [`Condition`], [`ReplicationFragment`] | replicated types: what the derive generates and the traits behind it |
 //! | root: [`ProtocolRegistry`], [`Registration`], [`ProtocolError`] | type registration, wire ids, the registry hash |
 //! | root: [`NetRefHandle`], [`ObjectTable`], [`ObjectError`], [`ClientObject`], [`ClientWorld`] | objects on the server (subobjects, dependents, tags, priorities) and on the client |
 //! | root: [`ReplicationConfig`], [`DeltaSettings`], [`AttachmentConfig`], [`SplitConfig`] | settings of the replication core, delta compression, messages and huge objects |
@@ -249,11 +250,11 @@ mod stream;
 pub use blob::{DeliveryMode, SplitConfig};
 pub use connection::ConnectionStats;
 pub use facade::{
-    Client, ClientConfig, ClientEvent, ClientState, DisconnectReason, FacadeError, NetStats,
-    Server, ServerConfig, ServerEvent,
+    Changes, Client, ClientConfig, ClientEvent, ClientState, DisconnectReason, FacadeError,
+    NetStats, Server, ServerConfig, ServerEvent,
 };
 pub use fragment::ReplicationFragment;
-pub use handle::NetRefHandle;
+pub use handle::{Handle, HandleOf, NetRefHandle};
 pub use object::{ObjectError, ObjectTable};
 pub use protocol::{ProtocolError, ProtocolRegistry, Registration};
 pub use replicate_derive::{NetEnum, Replicated};
@@ -262,7 +263,8 @@ pub use replication::attachment::{
 };
 pub use replication::{ClientObject, ClientWorld, DeltaSettings, ReplicationConfig};
 pub use state::{
-    ChangeMask, Condition, MemberDescriptor, Replicated, ReplicatedState, StateDescriptor,
+    ChangeMask, Condition, MemberDescriptor, MemberKey, Replicated, ReplicatedState,
+    StateDescriptor,
 };
 
 /// What generated code needs. Not public API: may change in any release.

@@ -70,7 +70,7 @@ impl World {
                         label: i as u32,
                         ..Mover::default()
                     })
-                    .unwrap()
+                    .unwrap().raw()
             })
             .collect();
         Self {
@@ -90,7 +90,7 @@ impl World {
                     label: i as u32,
                     ..Mover::default()
                 })
-                .unwrap();
+                .unwrap().raw();
         }
         if self.churn {
             animate(server, &self.movers, self.tick);

@@ -109,11 +109,12 @@ mod client;
 mod insights;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod ownership;
 mod server;
 mod stats;
 mod time;
 
-pub use client::{Client, ClientConfig, ClientEvent, ClientState};
+pub use client::{Changes, Client, ClientConfig, ClientEvent, ClientState};
 pub use server::{HeldBytes, Server, ServerConfig, ServerEvent};
 pub use stats::NetStats;
 
