@@ -19,8 +19,8 @@ use replicate::transport::udp::{
     ConnectTokenIssuer, UdpClientTransport, UdpServerConfig, UdpServerTransport,
 };
 use replicate::{
-    Client, ClientConfig, ClientEvent, DisconnectReason, FacadeError, Handle,
-    ProtocolRegistry, Replicated, Server, ServerConfig, ServerEvent,
+    Client, ClientConfig, ClientEvent, DisconnectReason, FacadeError, Handle, ProtocolRegistry,
+    Replicated, Server, ServerConfig, ServerEvent,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -70,7 +70,8 @@ impl World {
                         label: i as u32,
                         ..Mover::default()
                     })
-                    .unwrap().raw()
+                    .unwrap()
+                    .raw()
             })
             .collect();
         Self {
@@ -90,7 +91,8 @@ impl World {
                     label: i as u32,
                     ..Mover::default()
                 })
-                .unwrap().raw();
+                .unwrap()
+                .raw();
         }
         if self.churn {
             animate(server, &self.movers, self.tick);

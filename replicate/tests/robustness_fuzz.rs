@@ -90,7 +90,8 @@ fn script(
                         label: i,
                         ..Mover::default()
                     })
-                    .unwrap().raw()
+                    .unwrap()
+                    .raw()
             })
             .collect();
     }

@@ -2,6 +2,7 @@
 //! was built with the server's replicated types, then applies what the server
 //! replicates and exposes the objects with their types.
 
+use super::ownership::{OwnershipChange, OwnershipNotice, OwnershipTracker};
 use super::stats::StatsTracker;
 use super::time::ClientTime;
 use super::{
@@ -12,7 +13,6 @@ use super::{
 use crate::bits::{BitReader, BitWriter};
 use crate::blob::DeliveryMode;
 use crate::connection::{Connection, ConnectionConfig, MAX_HEADER_BITS};
-use super::ownership::{OwnershipChange, OwnershipNotice, OwnershipTracker};
 use crate::handle::{Handle, HandleOf, NetRefHandle};
 use crate::protocol::{ProtocolIndex, ProtocolRegistry};
 use crate::replication::attachment::{MessageError, MessageInfo, ReceivedMessage};
@@ -214,7 +214,10 @@ impl<T: Replicated> std::fmt::Debug for Changes<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Changes")
             .field("handle", &self.handle)
-            .field("members", &self.members().map(|m| m.name()).collect::<Vec<_>>())
+            .field(
+                "members",
+                &self.members().map(|m| m.name()).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -598,8 +601,7 @@ impl<T: ClientTransport> Client<T> {
     /// Queues replication events for game code, with the ownership changes they and
     /// the ownership notices received meanwhile make.
     fn push_events(&mut self, events: Vec<ReplicationEvent>) {
-        let notices =
-            std::mem::take(&mut *self.notices.lock().unwrap_or_else(|p| p.into_inner()));
+        let notices = std::mem::take(&mut *self.notices.lock().unwrap_or_else(|p| p.into_inner()));
         for n in notices {
             self.ownership.on_notice(n);
         }
@@ -615,10 +617,9 @@ impl<T: ClientTransport> Client<T> {
         }
         for change in self.ownership.settle(self.replication.world()) {
             self.events.push_back(match change {
-                OwnershipChange::Gained(handle, autonomous) => ClientEvent::OwnershipGained {
-                    handle,
-                    autonomous,
-                },
+                OwnershipChange::Gained(handle, autonomous) => {
+                    ClientEvent::OwnershipGained { handle, autonomous }
+                }
                 OwnershipChange::Lost(handle) => ClientEvent::OwnershipLost { handle },
             });
         }
@@ -985,7 +986,8 @@ impl<T: ClientTransport> Client<T> {
         &mut self,
         handle: impl HandleOf<O>,
     ) -> Option<Sampled<O>> {
-        self.time.sample::<O>(handle.to_raw(), self.now.as_secs_f64())
+        self.time
+            .sample::<O>(handle.to_raw(), self.now.as_secs_f64())
     }
 
     /// How the values [`interpolated`](Self::interpolated) returned were obtained.

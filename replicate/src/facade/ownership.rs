@@ -79,7 +79,11 @@ impl OwnershipAnnouncer {
     /// object the object table created, destroyed, tore off or re-owned this tick,
     /// differs from what it was told. Call before the replication tick (which clears
     /// the table's per-tick lists). `active` are the connections that may be told.
-    pub(crate) fn announce(&mut self, replication: &mut ReplicationServer, active: &[ConnectionId]) {
+    pub(crate) fn announce(
+        &mut self,
+        replication: &mut ReplicationServer,
+        active: &[ConnectionId],
+    ) {
         let objects = replication.objects();
         let mut candidates = std::mem::take(&mut self.touched);
         for &i in objects
