@@ -139,11 +139,15 @@
 //! by the derive (`bits = 0` or negative, `bits` wider than the type, `min >= max`,
 //! `precision <= 0`, `max_len = 0`, a quantized float without range or resolution);
 //! constant expressions (`bits = MY_BITS`) and every quantized member's whole config
-//! are checked at compile time by `const` assertions (the config's `const_check`).
-//! What remains (the float resolution of a very fine ranged `f32`/`f64` step,
-//! explicit serializers' configs) is checked by
+//! are checked at compile time by `const` assertions (the config's `const_check`),
+//! and so are the configs of the built-in serializers named with `serializer = ...`
+//! (integers, ranged floats, vectors, `QuatSerializer`, recognised by name) and the
+//! float resolution of a ranged `f32`/`f64` (a step finer than the float type holds
+//! over the range). What remains (the configs of your own serializers, a ranged float
+//! behind a type alias) is checked by
 //! [`NetSerializer::validate_config`](serialize::NetSerializer::validate_config) when
-//! the type is registered.
+//! the type is registered. A field type without a serializer is one error, at the
+//! field.
 //!
 //! Container attributes, `#[net(...)]` on the type:
 //!
@@ -235,6 +239,7 @@ pub mod transport;
 
 mod blob;
 mod connection;
+mod derive_checks;
 mod facade;
 mod fragment;
 mod handle;
@@ -272,6 +277,7 @@ pub use state::{
 pub mod __private {
     pub use crate::NetRefHandle;
     pub use crate::bits::{BitReader, BitWriter};
+    pub use crate::derive_checks::ranged_float_resolution;
     pub use crate::fragment::{
         FragmentError, FragmentOwner, FragmentTraits, Notifications, ReplicationFragment,
         downcast_state, downcast_state_mut, poll_replicated,
@@ -294,6 +300,50 @@ pub mod __private {
     pub use crate::{nested::support::NotifyCompare, serialize::NetQuantize, state::MemberKey};
     pub use inventory;
     pub use std::sync::OnceLock;
+
+    /// A compile error at the field's type when it has no default serializer (the
+    /// derive's one check of it; its other uses are bounded so they add no error).
+    pub const fn assert_net_default<T: ?Sized + NetDefault>() {}
+
+    /// Like [`assert_net_default`], for a field with quantization keys.
+    pub const fn assert_net_quantize<T: ?Sized + NetQuantize>() {}
+
+    /// The registration of `T` when it is a complete replicated type. When it is not
+    /// (a member type has no serializer, which the derive reports at the member),
+    /// [`RegistrationFallback`] answers instead, so the registration adds no second
+    /// error: the program does not compile either way.
+    pub struct RegistrationProbe<T>(::core::marker::PhantomData<T>);
+
+    impl<T: Replicated + ValidateConfigs> RegistrationProbe<T> {
+        /// `T`'s registration.
+        pub const REGISTRATION: Registration = Registration::of::<T>();
+    }
+
+    /// See [`RegistrationProbe`].
+    pub trait RegistrationFallback {
+        /// A placeholder, never registered (the crate does not compile).
+        const REGISTRATION: Registration = Registration::of::<NeverRegistered>();
+    }
+
+    impl<T> RegistrationFallback for RegistrationProbe<T> {}
+
+    /// The placeholder type of [`RegistrationFallback`].
+    pub struct NeverRegistered;
+
+    impl Replicated for NeverRegistered {
+        type State = StubState;
+        fn quantize(&self, _: &mut StubState) {}
+        fn apply(&mut self, _: &StubState, _: &ChangeMask) {}
+        fn from_state(_: &StubState) -> Self {
+            NeverRegistered
+        }
+    }
+
+    impl ValidateConfigs for NeverRegistered {
+        fn validate_configs() -> ::core::result::Result<(), String> {
+            Err("a placeholder: #[derive(Replicated)] failed to compile".into())
+        }
+    }
 
     /// A per-type descriptor cache that also works for generic types (a `static` in a
     /// generic function is shared by all its instantiations, so it cannot be used).
