@@ -779,6 +779,23 @@ impl<T: ClientTransport> Client<T> {
     /// [`Spawned`](ClientEvent::Spawned) event on when the object was owned at its
     /// creation. An object that is destroyed here stops being owned; if it comes back
     /// into scope it is owned again.
+    ///
+    /// ```no_run
+    /// # use replicate::{Client, ClientEvent};
+    /// # fn frame(client: &mut Client) {
+    /// for event in client.events() {
+    ///     match event {
+    ///         ClientEvent::OwnershipGained { handle, autonomous } => {
+    ///             assert!(client.is_owned(handle));
+    ///             println!("{handle} is mine (I control it: {autonomous})");
+    ///         }
+    ///         ClientEvent::OwnershipLost { handle } => assert!(!client.is_owned(handle)),
+    ///         _ => {}
+    ///     }
+    /// }
+    /// let mine = client.owned_objects();
+    /// # }
+    /// ```
     pub fn is_owned(&self, handle: impl Into<NetRefHandle>) -> bool {
         self.owner_role(handle.into()).is_some()
     }
