@@ -3,7 +3,7 @@
 //! [`Connection`] and one replication connection each.
 
 use super::insights::ServerInsights;
-use super::ownership::OwnershipAnnouncer;
+use super::ownership::{OwnershipAnnouncer, OwnershipNotice};
 use super::stats::StatsTracker;
 use super::{
     CLOSE_LINGER, CONTROL_TAG, Control, DEFAULT_ACK_TIMEOUT, DEFAULT_KEEP_ALIVE_INTERVAL,
@@ -990,6 +990,8 @@ impl<T: ServerTransport> Server<T> {
                 self.replication
                     .drain_messages(conn)
                     .into_iter()
+                    // Ownership notices only go to clients; one from a client is noise.
+                    .filter(|m| !m.is::<OwnershipNotice>())
                     .map(|m| (client, m)),
             );
         }
