@@ -128,9 +128,10 @@ pub enum ClientEvent {
         /// Whether this client controls it (its `AutonomousOnly` members come here).
         autonomous: bool,
     },
-    /// This client no longer owns an object that still exists here (an object that is
-    /// destroyed or torn off raises only its [`Destroyed`](Self::Destroyed) or
-    /// [`Replication`](Self::Replication) event).
+    /// This client no longer owns an object that still exists here. An object that is
+    /// destroyed or torn off raises its [`Destroyed`](Self::Destroyed) or
+    /// [`Replication`](Self::Replication) event instead (preceded by this one only when
+    /// the server's notice arrives in an earlier packet than the destroy).
     OwnershipLost {
         /// The root object.
         handle: NetRefHandle,
