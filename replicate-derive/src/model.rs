@@ -5,7 +5,7 @@
 
 use crate::ast::{Container, Field, Style, unraw};
 use crate::check;
-use crate::symbol::{BITS, QUANTIZE_KEYS};
+use crate::symbol::{BITS, MAX_LEN, QUANTIZE_KEYS, max_len_cap};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
@@ -208,6 +208,7 @@ fn const_checks(m: &Member, konst: &syn::Ident) -> TokenStream {
             let msg = format!(
                 "`bits` does not fit in `{int}` (at most {width}); use fewer bits, or remove `bits` for the full width"
             );
+            let width = proc_macro2::Literal::u32_unsuffixed(width);
             Some(quote_spanned! {v.span()=>
                 if (#v) > #width {
                     ::core::panic!(#msg);
@@ -216,6 +217,35 @@ fn const_checks(m: &Member, konst: &syn::Ident) -> TokenStream {
         }
         _ => None,
     };
+    // #[net(max_len = MAX_NAME)]: what the derive checks for literals.
+    let max_len = m
+        .field
+        .attrs
+        .config
+        .iter()
+        .find(|c| c.key == MAX_LEN)
+        .map(|c| {
+            let v = &c.value;
+            let attrs = &m.field.attrs;
+            let cap = (attrs.serializer.is_none() && attrs.config_base.is_none())
+                .then(|| max_len_cap(ty))
+                .flatten()
+                .map(|(cap, what)| {
+                    let msg = format!("`max_len` is above the limit of {what}: at most {cap}");
+                    let cap = proc_macro2::Literal::u64_unsuffixed(cap);
+                    quote_spanned! {v.span()=>
+                        if (#v) > #cap {
+                            ::core::panic!(#msg);
+                        }
+                    }
+                });
+            quote_spanned! {v.span()=>
+                if (#v) == 0 {
+                    ::core::panic!("`max_len = 0` could only ever send empty values; use at least 1");
+                }
+                #cap
+            }
+        });
     let config = (quantized || known.is_some()).then(|| {
         quote_spanned! {key_span=>
             if let ::core::result::Result::Err(e) = #konst.const_check() {
@@ -231,7 +261,7 @@ fn const_checks(m: &Member, konst: &syn::Ident) -> TokenStream {
         }),
         _ => None,
     };
-    if zero.is_none() && config.is_none() {
+    if zero.is_none() && config.is_none() && max_len.is_none() {
         return TokenStream::new();
     }
     // One item, checks in order, so a mistake is reported once.
@@ -240,6 +270,7 @@ fn const_checks(m: &Member, konst: &syn::Ident) -> TokenStream {
             #zero
             #range
             #width
+            #max_len
             #config
             #resolution
         };
@@ -426,6 +457,8 @@ impl<'a> Model<'a> {
                 held.push(quote_spanned! {ty.span()=>
                     const #konst: #ty_alias = #value;
                 });
+                // Only checks of key values (`max_len`), never of the held constant.
+                out.extend(const_checks(m, &konst));
             }
         }
         if !held.is_empty() {
