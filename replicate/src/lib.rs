@@ -138,9 +138,10 @@
 //! serializer does not have is a compile error at the key. Literal values are checked
 //! by the derive (`bits = 0` or negative, `bits` wider than the type, `min >= max`,
 //! `precision <= 0`, `max_len = 0`, a quantized float without range or resolution);
-//! constant expressions (`bits = MY_BITS`) and every quantized member's whole config
-//! are checked at compile time by `const` assertions (the config's `const_check`),
-//! and so are the configs of the built-in serializers named with `serializer = ...`
+//! constant expressions (`bits = MY_BITS`, `max_len = MY_LEN`) and every quantized
+//! member's whole config are checked at compile time by `const` assertions (the
+//! config's `const_check`), and so are the configs of the built-in serializers named
+//! with `serializer = ...`
 //! (integers, ranged floats, vectors, `QuatSerializer`, recognised by name) and the
 //! float resolution of a ranged `f32`/`f64` (a step finer than the float type holds
 //! over the range). What remains (the configs of your own serializers, a ranged float
