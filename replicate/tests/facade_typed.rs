@@ -338,3 +338,42 @@ fn ownership_converges_over_a_lossy_link() {
         assert!(!want.is_empty());
     }
 }
+
+#[test]
+fn a_client_that_leaves_gives_its_objects_up() {
+    let mut sim = Sim::new(1, LinkConditioner::perfect());
+    let a = sim.id(0);
+    let pawn = sim.server.spawn(Player::default()).unwrap();
+    sim.server.set_owner(pawn, Some(a), true).unwrap();
+    sim.run(10);
+    assert!(sim.clients[0].is_owned(pawn));
+    let conn = sim.server.connection_id(a).unwrap();
+
+    sim.clients[0].disconnect();
+    sim.run(20);
+    assert_eq!(sim.server.client_count(), 0);
+    assert_eq!(sim.server.owner(pawn), None);
+    let objects = sim.server.objects();
+    let entry = objects
+        .entry_at(objects.index_of(pawn.raw()).unwrap())
+        .unwrap();
+    assert_eq!(entry.owner_connection(), None, "nobody owns it now");
+
+    // A new client gets the freed connection id, but not the pawn.
+    let registry = Arc::new(ProtocolRegistry::from_inventory().unwrap());
+    let transport = sim.server.transport().network().connect(&[]);
+    sim.clients
+        .push(Client::new(transport, registry, ClientConfig::default()).unwrap());
+    let events = sim.run(20);
+    let newcomer = sim.clients.len() - 1;
+    assert!(sim.clients[newcomer].is_connected());
+    let id = sim.server.clients().next().unwrap();
+    assert_eq!(sim.server.connection_id(id), Some(conn), "the id is reused");
+    assert!(sim.clients[newcomer].get(pawn).is_some());
+    assert!(!sim.clients[newcomer].is_owned(pawn));
+    assert!(
+        !events[newcomer]
+            .iter()
+            .any(|e| matches!(e, ClientEvent::OwnershipGained { .. }))
+    );
+}

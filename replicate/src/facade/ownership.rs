@@ -70,9 +70,26 @@ impl OwnershipAnnouncer {
         }
     }
 
-    /// A connection was removed: forget what it was told.
-    pub(crate) fn disconnected(&mut self, conn: ConnectionId) {
+    /// A connection was removed: forget what it was told, and make the objects it
+    /// owned nobody's (a later client may get the same connection id; it must not
+    /// inherit them, nor their owner-only members).
+    pub(crate) fn disconnected(&mut self, replication: &mut ReplicationServer, conn: ConnectionId) {
         self.announced.retain(|_, (c, _)| *c != conn);
+        let objects = replication.objects();
+        let owned: Vec<NetRefHandle> = objects
+            .handles_iter()
+            .filter(|&h| {
+                objects
+                    .index_of(h)
+                    .and_then(|i| objects.entry_at(i))
+                    .is_some_and(|e| e.root().is_none() && e.owner_connection() == Some(conn))
+            })
+            .collect();
+        for handle in owned {
+            if let Err(e) = replication.set_owner(handle, None, false) {
+                tracing::debug!("connection {conn}: owner of {handle} not cleared: {e}");
+            }
+        }
     }
 
     /// Sends a notice to each connection whose ownership of a touched object, or an

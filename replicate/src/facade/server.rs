@@ -480,7 +480,7 @@ impl<T: ServerTransport> Server<T> {
                             i.on_disconnected(self.now, client);
                         }
                         self.replication.remove_connection(conn);
-                        self.ownership.disconnected(conn);
+                        self.ownership.disconnected(&mut self.replication, conn);
                         self.events.push_back(ServerEvent::ClientDisconnected {
                             client,
                             reason: DisconnectReason::from_transport(reason, true),
@@ -727,7 +727,7 @@ impl<T: ServerTransport> Server<T> {
             frame: Vec::new(),
         };
         self.replication.remove_connection(conn);
-        self.ownership.disconnected(conn);
+        self.ownership.disconnected(&mut self.replication, conn);
         if let Some(reason) = reason {
             self.events
                 .push_back(ServerEvent::ClientDisconnected { client, reason });
@@ -883,7 +883,8 @@ impl<T: ServerTransport> Server<T> {
     /// [`ClientEvent::OwnershipGained`](crate::ClientEvent::OwnershipGained) (the
     /// previous owner [`OwnershipLost`](crate::ClientEvent::OwnershipLost)); see
     /// [`Client::is_owned`](crate::Client::is_owned) for how it travels. Subobjects
-    /// follow their owner.
+    /// follow their owner. When the owning client disconnects, its objects are owned
+    /// by nobody (a client connecting later does not inherit them).
     pub fn set_owner(
         &mut self,
         handle: impl Into<NetRefHandle>,
