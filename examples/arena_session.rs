@@ -19,8 +19,8 @@ use replicate::transport::udp::{
     ConnectTokenIssuer, UdpClientTransport, UdpServerConfig, UdpServerTransport,
 };
 use replicate::{
-    Client, ClientConfig, ClientEvent, DisconnectReason, FacadeError, NetRefHandle,
-    ProtocolRegistry, Replicated, Server, ServerConfig, ServerEvent,
+    Client, ClientConfig, ClientEvent, DisconnectReason, FacadeError, Handle, ProtocolRegistry,
+    Replicated, Server, ServerConfig, ServerEvent,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -135,9 +135,9 @@ pub struct Session {
     /// The bots.
     pub bots: Vec<Bot>,
     world: ArenaWorld,
-    players: Vec<NetRefHandle>,
-    projectiles: Vec<NetRefHandle>,
-    vehicles: Vec<NetRefHandle>,
+    players: Vec<Handle<Player>>,
+    projectiles: Vec<Handle<Projectile>>,
+    vehicles: Vec<Handle<Vehicle>>,
     config: SessionConfig,
     start: Instant,
     ticks: u64,
@@ -149,7 +149,7 @@ pub struct Session {
     /// What the time model measured on client 1.
     pub time: TimeFigures,
     history: StateHistory<glam::Vec3>,
-    avatar: Option<NetRefHandle>,
+    avatar: Option<Handle<Avatar>>,
     predictor: Option<Predictor<Avatar, AvatarInput>>,
     next_input: Option<u32>,
 }
@@ -325,7 +325,7 @@ impl Session {
         if self.config.interpolate {
             for &h in &self.players {
                 if let Some(p) = self.server.get::<Player>(h) {
-                    self.history.record(tick, h, p.position);
+                    self.history.record(tick, h.raw(), p.position);
                 }
             }
         }
@@ -348,7 +348,7 @@ impl Session {
                 match event {
                     ClientEvent::Spawned { handle, .. } => {
                         bot.spawned += 1;
-                        if i == 0 && Some(handle) == self.avatar {
+                        if i == 0 && self.avatar.is_some_and(|a| a == handle) {
                             let start = bot
                                 .client
                                 .get::<Avatar>(handle)
@@ -361,7 +361,7 @@ impl Session {
                     ClientEvent::Changed { handle, .. } => {
                         bot.changes += 1;
                         if i == 0
-                            && Some(handle) == self.avatar
+                            && self.avatar.is_some_and(|a| a == handle)
                             && let (Some(p), Some(tick), Some(state)) = (
                                 self.predictor.as_mut(),
                                 bot.client.object_tick(handle),
@@ -442,7 +442,7 @@ impl Session {
                         if s.kind == SampleKind::Extrapolated {
                             self.time.extrapolated += 1;
                         }
-                        if let Some(truth) = at.and_then(|at| self.history.at_time(h, at))
+                        if let Some(truth) = at.and_then(|at| self.history.at_time(h.raw(), at))
                             && s.kind != SampleKind::Snapped
                         {
                             self.time.error_sum += f64::from(s.value.position.distance(truth));

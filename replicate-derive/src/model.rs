@@ -5,7 +5,7 @@
 
 use crate::ast::{Container, Field, Style, unraw};
 use crate::check;
-use crate::symbol::{BITS, QUANTIZE_KEYS};
+use crate::symbol::{BITS, MAX_LEN, QUANTIZE_KEYS, max_len_cap};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
@@ -107,14 +107,73 @@ impl Member<'_> {
     }
 }
 
+/// A built-in serializer the derive recognises by name (the last segment of
+/// `serializer = ...`) and whose config it can check at compile time.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Known {
+    /// An integer serializer of this width (`IntConfig`).
+    Int(u32, &'static str),
+    /// `RangedF32Serializer` (`true`) or `RangedF64Serializer` (`FloatRangeConfig`).
+    RangedFloat(bool),
+    /// `Vec2Serializer`.. (`VectorConfig`) or `QuatSerializer` (`QuatConfig`).
+    Checked,
+}
+
+fn last_ident(ty: &syn::Type) -> Option<String> {
+    match ty {
+        syn::Type::Path(p) if p.qself.is_none() => {
+            let seg = p.path.segments.last()?;
+            seg.arguments.is_none().then(|| unraw(&seg.ident))
+        }
+        syn::Type::Group(g) => last_ident(&g.elem),
+        syn::Type::Paren(p) => last_ident(&p.elem),
+        _ => None,
+    }
+}
+
+/// What the derive knows of a member's serializer config: an explicit built-in
+/// serializer by name, or the quantizing serializer of `f32` / `f64`.
+fn known_serializer(field: &Field) -> Option<Known> {
+    match SerializerKind::of(field) {
+        SerializerKind::Explicit => {
+            let name = last_ident(field.attrs.serializer.as_ref()?)?;
+            Some(match name.as_str() {
+                "U8Serializer" => Known::Int(8, "u8"),
+                "I8Serializer" => Known::Int(8, "i8"),
+                "U16Serializer" => Known::Int(16, "u16"),
+                "I16Serializer" => Known::Int(16, "i16"),
+                "U32Serializer" => Known::Int(32, "u32"),
+                "I32Serializer" => Known::Int(32, "i32"),
+                "U64Serializer" => Known::Int(64, "u64"),
+                "I64Serializer" => Known::Int(64, "i64"),
+                "RangedF32Serializer" => Known::RangedFloat(true),
+                "RangedF64Serializer" => Known::RangedFloat(false),
+                "Vec2Serializer" | "Vec3Serializer" | "Vec4Serializer" | "QuatSerializer" => {
+                    Known::Checked
+                }
+                _ => return None,
+            })
+        }
+        SerializerKind::Quantized => match last_ident(field.ty)?.as_str() {
+            "f32" => Some(Known::RangedFloat(true)),
+            "f64" => Some(Known::RangedFloat(false)),
+            _ => None,
+        },
+        SerializerKind::Default => None,
+    }
+}
+
 /// Compile-time checks of a member's config constant, for what the derive cannot read
 /// from literals (`bits = SOME_CONST`): `bits` is not 0; for a quantized member, `bits`
 /// is in the type's [`NetQuantize::BITS`] range and the config passes its
-/// `const_check`. A failure is a compile error at the key.
+/// `const_check`; a built-in serializer named with `serializer = ...` gets its
+/// config's `const_check` (and integers their width); a ranged `f32`/`f64` step must
+/// be representable in the float type. A failure is a compile error at the key.
 fn const_checks(m: &Member, konst: &syn::Ident) -> TokenStream {
     let ty = m.field.ty;
     let bits = m.field.attrs.config.iter().find(|c| c.key == BITS);
     let quantized = m.kind == SerializerKind::Quantized;
+    let known = known_serializer(m.field);
     let zero = bits.map(|b| {
         let v = &b.value;
         quote_spanned! {v.span()=>
@@ -143,14 +202,66 @@ fn const_checks(m: &Member, konst: &syn::Ident) -> TokenStream {
         .config
         .first()
         .map_or_else(|| ty.span(), |c| c.key.span());
-    let config = quantized.then(|| {
+    let width = match (known, bits) {
+        (Some(Known::Int(width, int)), Some(b)) => {
+            let v = &b.value;
+            let msg = format!(
+                "`bits` does not fit in `{int}` (at most {width}); use fewer bits, or remove `bits` for the full width"
+            );
+            let width = proc_macro2::Literal::u32_unsuffixed(width);
+            Some(quote_spanned! {v.span()=>
+                if (#v) > #width {
+                    ::core::panic!(#msg);
+                }
+            })
+        }
+        _ => None,
+    };
+    // #[net(max_len = MAX_NAME)]: what the derive checks for literals.
+    let max_len = m
+        .field
+        .attrs
+        .config
+        .iter()
+        .find(|c| c.key == MAX_LEN)
+        .map(|c| {
+            let v = &c.value;
+            let attrs = &m.field.attrs;
+            let cap = (attrs.serializer.is_none() && attrs.config_base.is_none())
+                .then(|| max_len_cap(ty))
+                .flatten()
+                .map(|(cap, what)| {
+                    let msg = format!("`max_len` is above the limit of {what}: at most {cap}");
+                    let cap = proc_macro2::Literal::u64_unsuffixed(cap);
+                    quote_spanned! {v.span()=>
+                        if (#v) > #cap {
+                            ::core::panic!(#msg);
+                        }
+                    }
+                });
+            quote_spanned! {v.span()=>
+                if (#v) == 0 {
+                    ::core::panic!("`max_len = 0` could only ever send empty values; use at least 1");
+                }
+                #cap
+            }
+        });
+    let config = (quantized || known.is_some()).then(|| {
         quote_spanned! {key_span=>
             if let ::core::result::Result::Err(e) = #konst.const_check() {
                 ::core::panic!("{}", e);
             }
         }
     });
-    if zero.is_none() && config.is_none() {
+    let resolution = match known {
+        Some(Known::RangedFloat(is_f32)) => Some(quote_spanned! {key_span=>
+            if let ::core::result::Result::Err(e) = __rp::ranged_float_resolution(&#konst, #is_f32) {
+                ::core::panic!("{}", e);
+            }
+        }),
+        _ => None,
+    };
+    if zero.is_none() && config.is_none() && max_len.is_none() {
         return TokenStream::new();
     }
     // One item, checks in order, so a mistake is reported once.
@@ -158,8 +269,33 @@ fn const_checks(m: &Member, konst: &syn::Ident) -> TokenStream {
         const _: () = {
             #zero
             #range
+            #width
+            #max_len
             #config
+            #resolution
         };
+    }
+}
+
+/// Whether the derive emits `const` assertions on the member's config (`bits = ...`,
+/// or a quantized member): its config is then a free `const`.
+fn has_const_checks(field: &Field) -> bool {
+    SerializerKind::of(field) == SerializerKind::Quantized
+        || field.attrs.config.iter().any(|c| c.key == BITS)
+        || known_serializer(field).is_some()
+}
+
+/// `for<'__net> Ty: NetDefault` (or `NetQuantize`) for a concrete member type: a
+/// higher-ranked bound is not checked where it is written, so a type without the
+/// serializer makes the impls inapplicable instead of one error per impl; the
+/// assertion in [`Model::config_items`] reports it once, at the field.
+fn member_bound(m: &Member) -> TokenStream {
+    let ty = m.field.ty;
+    match m.kind {
+        SerializerKind::Quantized => {
+            quote_spanned!(ty.span()=> for<'__net> #ty: __rp::NetQuantize)
+        }
+        _ => quote_spanned!(ty.span()=> for<'__net> #ty: __rp::NetDefault),
     }
 }
 
@@ -197,7 +333,11 @@ impl<'a> Model<'a> {
             let ser = default_serializer(field);
             let cfg = if !generic {
                 let c = format_ident!("__NET_CFG_{}", index, span = field.ty.span());
-                quote!(#c)
+                if has_const_checks(field) {
+                    quote!(#c)
+                } else {
+                    quote!(__NetCfgs::#c)
+                }
             } else if let Some(base) = &field.attrs.config_base {
                 quote!((#base))
             } else {
@@ -261,8 +401,28 @@ impl<'a> Model<'a> {
     /// `type __NetCfg_i = ...; const __NET_CFG_i: __NetCfg_i = __NetCfg_i { key: value, ..base };`
     /// for every member whose config type is concrete. A key the config does not have is
     /// reported by rustc at the key.
+    ///
+    /// A concrete member type without a default (or quantizing) serializer is reported
+    /// once, by an assertion at the field's type: the impls' bounds on it are
+    /// higher-ranked (`for<'__net> Ty: NetDefault`, not checked where they are
+    /// written), the configs of members without const checks are associated consts
+    /// of `__NetCfgs` under the same bounds, and the registration falls back to a
+    /// placeholder when the type is incomplete (`__private::RegistrationProbe`).
     pub fn config_items(&self) -> TokenStream {
         let mut out = TokenStream::new();
+        let mut held = Vec::new();
+        for m in self.members.iter().filter(|m| !m.generic) {
+            let ty = m.field.ty;
+            match m.kind {
+                SerializerKind::Default => out.extend(quote_spanned! {ty.span()=>
+                    const _: () = __rp::assert_net_default::<#ty>();
+                }),
+                SerializerKind::Quantized => out.extend(quote_spanned! {ty.span()=>
+                    const _: () = __rp::assert_net_quantize::<#ty>();
+                }),
+                SerializerKind::Explicit => {}
+            }
+        }
         for m in self.members.iter().filter(|m| !m.generic) {
             let ty_alias = format_ident!("__NetCfg_{}", m.index, span = m.field.ty.span());
             let konst = format_ident!("__NET_CFG_{}", m.index, span = m.field.ty.span());
@@ -284,11 +444,35 @@ impl<'a> Model<'a> {
                 quote!(#ty_alias { #(#keys)* ..#base })
             };
             let ty = m.field.ty;
-            out.extend(quote_spanned! {ty.span()=>
-                type #ty_alias = #ser::Config;
-                const #konst: #ty_alias = #value;
+            if has_const_checks(m.field) {
+                out.extend(quote_spanned! {ty.span()=>
+                    type #ty_alias = #ser::Config;
+                    const #konst: #ty_alias = #value;
+                });
+                out.extend(const_checks(m, &konst));
+            } else {
+                out.extend(quote_spanned! {ty.span()=>
+                    type #ty_alias = #ser::Config;
+                });
+                held.push(quote_spanned! {ty.span()=>
+                    const #konst: #ty_alias = #value;
+                });
+                // Only checks of key values (`max_len`), never of the held constant.
+                out.extend(const_checks(m, &konst));
+            }
+        }
+        if !held.is_empty() {
+            let bounds = self
+                .members
+                .iter()
+                .filter(|m| !m.generic && m.kind != SerializerKind::Explicit)
+                .map(member_bound);
+            out.extend(quote! {
+                struct __NetCfgs;
+                impl __NetCfgs where #(#bounds,)* {
+                    #(#held)*
+                }
             });
-            out.extend(const_checks(m, &konst));
         }
         out
     }
@@ -321,6 +505,9 @@ impl<'a> Model<'a> {
             let ty = m.field.ty;
             let ser = &m.ser;
             preds.push(match m.kind {
+                SerializerKind::Default | SerializerKind::Quantized if !m.generic => {
+                    member_bound(m)
+                }
                 SerializerKind::Default => quote_spanned!(ty.span()=> #ty: __rp::NetDefault),
                 SerializerKind::Quantized => quote_spanned!(ty.span()=> #ty: __rp::NetQuantize),
                 SerializerKind::Explicit => {

@@ -32,7 +32,13 @@ pub fn expand(model: &Model) -> TokenStream {
 
     let submit = if !model.is_generic && model.cont.attrs.register {
         quote! {
-            __rp::inventory::submit! { __rp::Registration::of::<#self_ty>() }
+            // The probe, not `Registration::of`: an incomplete type (reported at its
+            // member) registers a placeholder instead of adding a second error.
+            #[allow(unused_imports)]
+            use __rp::RegistrationFallback as _;
+            __rp::inventory::submit! {
+                __rp::RegistrationProbe::<#self_ty>::REGISTRATION
+            }
         }
     } else {
         quote!()

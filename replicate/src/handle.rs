@@ -1,4 +1,5 @@
-//! [`NetRefHandle`]: the network identity of a replicated object, and its serializer.
+//! [`NetRefHandle`]: the network identity of a replicated object, and its serializer;
+//! [`Handle<T>`]: the same identity with the object's type.
 //!
 //! The layout follows Iris's `FNetRefHandle`: a 64-bit value whose low 60 bits are the
 //! id and whose high 4 bits hold the replication system id plus one (0 = unset). Bit 0
@@ -149,6 +150,164 @@ impl std::fmt::Debug for NetRefHandle {
 impl std::fmt::Display for NetRefHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Debug::fmt(self, f)
+    }
+}
+
+/// A typed handle: the [`NetRefHandle`] of an object whose type `T` is known, so
+/// reading or writing it needs neither a downcast nor the type named again.
+///
+/// [`Server::spawn`](crate::Server::spawn) returns one; [`Server::handle`](crate::Server::handle)
+/// and [`Client::handle`](crate::Client::handle) check an untyped handle's type and
+/// make one. It converts back with [`raw`](Self::raw) or `NetRefHandle::from`, and
+/// compares equal to its untyped handle. The type is checked where the handle is
+/// made, so `get` with a typed handle finds the object as long as it exists.
+///
+/// ```
+/// use replicate::{Handle, NetRefHandle, Replicated, Server};
+/// use replicate::transport::LinkConditioner;
+/// use replicate::transport::memory::MemoryServerTransport;
+///
+/// #[derive(Replicated, Debug, Default)]
+/// #[net(name = "docs::handle::Door")] // unique among the crate's doc tests
+/// struct Door { open: bool }
+///
+/// let registry = std::sync::Arc::new(replicate::ProtocolRegistry::from_inventory().unwrap());
+/// let transport = MemoryServerTransport::new(LinkConditioner::perfect(), 1);
+/// let mut server = Server::new(transport, registry, Default::default()).unwrap();
+///
+/// let door: Handle<Door> = server.spawn(Door::default()).unwrap();
+/// server.get_mut(door).unwrap().open = true; // no turbofish, no downcast
+/// assert!(server.get(door).unwrap().open);
+///
+/// let raw: NetRefHandle = door.raw();
+/// assert_eq!(raw, door);
+/// assert_eq!(server.handle::<Door>(raw), Some(door)); // checked: it is a Door
+/// ```
+pub struct Handle<T> {
+    raw: NetRefHandle,
+    _type: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T> Handle<T> {
+    /// Wraps `raw` as a handle of a `T` **without checking** that it names one (a
+    /// wrong type makes every typed lookup return `None`). Prefer the checked
+    /// [`Server::handle`](crate::Server::handle) / [`Client::handle`](crate::Client::handle).
+    pub const fn from_raw_unchecked(raw: NetRefHandle) -> Self {
+        Self {
+            raw,
+            _type: std::marker::PhantomData,
+        }
+    }
+
+    /// The untyped handle.
+    pub const fn raw(self) -> NetRefHandle {
+        self.raw
+    }
+
+    /// Whether the handle names anything.
+    pub const fn is_valid(self) -> bool {
+        self.raw.is_valid()
+    }
+}
+
+impl<T> Clone for Handle<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Handle<T> {}
+impl<T> PartialEq for Handle<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw == other.raw
+    }
+}
+impl<T> Eq for Handle<T> {}
+impl<T> PartialEq<NetRefHandle> for Handle<T> {
+    fn eq(&self, other: &NetRefHandle) -> bool {
+        self.raw == *other
+    }
+}
+impl<T> PartialEq<Handle<T>> for NetRefHandle {
+    fn eq(&self, other: &Handle<T>) -> bool {
+        *self == other.raw
+    }
+}
+impl<T> std::hash::Hash for Handle<T> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.raw.hash(state)
+    }
+}
+impl<T> PartialOrd for Handle<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<T> Ord for Handle<T> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.raw.cmp(&other.raw)
+    }
+}
+impl<T> std::fmt::Debug for Handle<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ty = std::any::type_name::<T>();
+        let short = ty.rsplit("::").next().unwrap_or(ty);
+        write!(f, "Handle<{short}>({:?})", self.raw)
+    }
+}
+impl<T> std::fmt::Display for Handle<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+impl<T> From<Handle<T>> for NetRefHandle {
+    fn from(h: Handle<T>) -> Self {
+        h.raw
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::NetRefHandle {}
+    impl<T> Sealed for super::Handle<T> {}
+}
+
+/// A handle that may name an object of type `T`: a [`Handle<T>`] (the type is known,
+/// and inferred by the call) or an untyped [`NetRefHandle`] (the type is checked by
+/// the lookup, which returns `None` on a mismatch). Methods such as
+/// [`Server::get`](crate::Server::get) and [`Client::get`](crate::Client::get) take
+/// either:
+///
+/// ```
+/// # use replicate::{Handle, NetRefHandle, Replicated, Server};
+/// # use replicate::transport::LinkConditioner;
+/// # use replicate::transport::memory::MemoryServerTransport;
+/// # #[derive(Replicated, Debug, Default)]
+/// # #[net(name = "docs::handle_of::Score")]
+/// # struct Score { points: u32 }
+/// # let registry = std::sync::Arc::new(replicate::ProtocolRegistry::from_inventory().unwrap());
+/// # let transport = MemoryServerTransport::new(LinkConditioner::perfect(), 1);
+/// # let mut server = Server::new(transport, registry, Default::default()).unwrap();
+/// let score = server.spawn(Score { points: 3 }).unwrap();
+/// let raw: NetRefHandle = score.into();
+/// assert_eq!(server.get(score).unwrap().points, 3);       // typed: inferred
+/// assert_eq!(server.get::<Score>(raw).unwrap().points, 3); // untyped: named
+/// ```
+///
+/// Sealed: implemented for these two types only.
+pub trait HandleOf<T>: sealed::Sealed + Copy {
+    /// The untyped handle.
+    fn to_raw(self) -> NetRefHandle;
+}
+
+impl<T> HandleOf<T> for Handle<T> {
+    fn to_raw(self) -> NetRefHandle {
+        self.raw
+    }
+}
+
+impl<T> HandleOf<T> for NetRefHandle {
+    fn to_raw(self) -> NetRefHandle {
+        self
     }
 }
 

@@ -138,12 +138,17 @@
 //! serializer does not have is a compile error at the key. Literal values are checked
 //! by the derive (`bits = 0` or negative, `bits` wider than the type, `min >= max`,
 //! `precision <= 0`, `max_len = 0`, a quantized float without range or resolution);
-//! constant expressions (`bits = MY_BITS`) and every quantized member's whole config
-//! are checked at compile time by `const` assertions (the config's `const_check`).
-//! What remains (the float resolution of a very fine ranged `f32`/`f64` step,
-//! explicit serializers' configs) is checked by
+//! constant expressions (`bits = MY_BITS`, `max_len = MY_LEN`) and every quantized
+//! member's whole config are checked at compile time by `const` assertions (the
+//! config's `const_check`), and so are the configs of the built-in serializers named
+//! with `serializer = ...`
+//! (integers, ranged floats, vectors, `QuatSerializer`, recognised by name) and the
+//! float resolution of a ranged `f32`/`f64` (a step finer than the float type holds
+//! over the range). What remains (the configs of your own serializers, a ranged float
+//! behind a type alias) is checked by
 //! [`NetSerializer::validate_config`](serialize::NetSerializer::validate_config) when
-//! the type is registered.
+//! the type is registered. A field type without a serializer is one error, at the
+//! field.
 //!
 //! Container attributes, `#[net(...)]` on the type:
 //!
@@ -193,8 +198,9 @@
 //!
 //! | where | what |
 //! |---|---|
-//! | root: [`Server`], [`Client`], [`ServerConfig`], [`ClientConfig`], [`ServerEvent`], [`ClientEvent`], [`ClientState`], [`DisconnectReason`], [`FacadeError`], [`NetStats`], [`ConnectionStats`] | the game-loop API: bind or connect, tick, events, statistics |
-//! | root: [`Replicated`] (derive and trait), [`NetEnum`], [`ReplicatedState`], [`StateDescriptor`], [`MemberDescriptor`], [`ChangeMask`], [`Condition`], [`ReplicationFragment`] | replicated types: what the derive generates and the traits behind it |
+//! | root: [`Server`], [`Client`], [`ServerConfig`], [`ClientConfig`], [`ServerEvent`], [`ClientEvent`], [`ClientState`], [`DisconnectReason`], [`FacadeError`], [`NetStats`], [`ConnectionStats`] | the game-loop API: bind or connect, tick, events (typed: [`Changes`]), ownership ([`Client::is_owned`]), statistics |
+//! | root: [`Handle`], [`HandleOf`] | typed handles: [`Server::spawn`] returns a [`Handle<T>`] that reads and writes the `T` without naming it again |
+//! | root: [`Replicated`] (derive and trait), [`NetEnum`], [`ReplicatedState`], [`StateDescriptor`], [`MemberDescriptor`], [`MemberKey`], [`ChangeMask`], [`Condition`], [`ReplicationFragment`] | replicated types: what the derive generates and the traits behind it |
 //! | root: [`ProtocolRegistry`], [`Registration`], [`ProtocolError`] | type registration, wire ids, the registry hash |
 //! | root: [`NetRefHandle`], [`ObjectTable`], [`ObjectError`], [`ClientObject`], [`ClientWorld`] | objects on the server (subobjects, dependents, tags, priorities) and on the client |
 //! | root: [`ReplicationConfig`], [`DeltaSettings`], [`AttachmentConfig`], [`SplitConfig`] | settings of the replication core, delta compression, messages and huge objects |
@@ -234,6 +240,7 @@ pub mod transport;
 
 mod blob;
 mod connection;
+mod derive_checks;
 mod facade;
 mod fragment;
 mod handle;
@@ -249,11 +256,11 @@ mod stream;
 pub use blob::{DeliveryMode, SplitConfig};
 pub use connection::ConnectionStats;
 pub use facade::{
-    Client, ClientConfig, ClientEvent, ClientState, DisconnectReason, FacadeError, NetStats,
-    Server, ServerConfig, ServerEvent,
+    Changes, Client, ClientConfig, ClientEvent, ClientState, DisconnectReason, FacadeError,
+    NetStats, Server, ServerConfig, ServerEvent,
 };
 pub use fragment::ReplicationFragment;
-pub use handle::NetRefHandle;
+pub use handle::{Handle, HandleOf, NetRefHandle};
 pub use object::{ObjectError, ObjectTable};
 pub use protocol::{ProtocolError, ProtocolRegistry, Registration};
 pub use replicate_derive::{NetEnum, Replicated};
@@ -262,7 +269,8 @@ pub use replication::attachment::{
 };
 pub use replication::{ClientObject, ClientWorld, DeltaSettings, ReplicationConfig};
 pub use state::{
-    ChangeMask, Condition, MemberDescriptor, Replicated, ReplicatedState, StateDescriptor,
+    ChangeMask, Condition, MemberDescriptor, MemberKey, Replicated, ReplicatedState,
+    StateDescriptor,
 };
 
 /// What generated code needs. Not public API: may change in any release.
@@ -270,6 +278,7 @@ pub use state::{
 pub mod __private {
     pub use crate::NetRefHandle;
     pub use crate::bits::{BitReader, BitWriter};
+    pub use crate::derive_checks::ranged_float_resolution;
     pub use crate::fragment::{
         FragmentError, FragmentOwner, FragmentTraits, Notifications, ReplicationFragment,
         downcast_state, downcast_state_mut, poll_replicated,
@@ -292,6 +301,50 @@ pub mod __private {
     pub use crate::{nested::support::NotifyCompare, serialize::NetQuantize, state::MemberKey};
     pub use inventory;
     pub use std::sync::OnceLock;
+
+    /// A compile error at the field's type when it has no default serializer (the
+    /// derive's one check of it; its other uses are bounded so they add no error).
+    pub const fn assert_net_default<T: ?Sized + NetDefault>() {}
+
+    /// Like [`assert_net_default`], for a field with quantization keys.
+    pub const fn assert_net_quantize<T: ?Sized + NetQuantize>() {}
+
+    /// The registration of `T` when it is a complete replicated type. When it is not
+    /// (a member type has no serializer, which the derive reports at the member),
+    /// [`RegistrationFallback`] answers instead, so the registration adds no second
+    /// error: the program does not compile either way.
+    pub struct RegistrationProbe<T>(::core::marker::PhantomData<T>);
+
+    impl<T: Replicated + ValidateConfigs> RegistrationProbe<T> {
+        /// `T`'s registration.
+        pub const REGISTRATION: Registration = Registration::of::<T>();
+    }
+
+    /// See [`RegistrationProbe`].
+    pub trait RegistrationFallback {
+        /// A placeholder, never registered (the crate does not compile).
+        const REGISTRATION: Registration = Registration::of::<NeverRegistered>();
+    }
+
+    impl<T> RegistrationFallback for RegistrationProbe<T> {}
+
+    /// The placeholder type of [`RegistrationFallback`].
+    pub struct NeverRegistered;
+
+    impl Replicated for NeverRegistered {
+        type State = StubState;
+        fn quantize(&self, _: &mut StubState) {}
+        fn apply(&mut self, _: &StubState, _: &ChangeMask) {}
+        fn from_state(_: &StubState) -> Self {
+            NeverRegistered
+        }
+    }
+
+    impl ValidateConfigs for NeverRegistered {
+        fn validate_configs() -> ::core::result::Result<(), String> {
+            Err("a placeholder: #[derive(Replicated)] failed to compile".into())
+        }
+    }
 
     /// A per-type descriptor cache that also works for generic types (a `static` in a
     /// generic function is shared by all its instantiations, so it cannot be used).

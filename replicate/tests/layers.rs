@@ -16,6 +16,7 @@ const LAYERS: &[&str] = &[
     "insights",
     "handle",
     "serialize",
+    "derive_checks",
     "state",
     "protocol",
     "fragment",

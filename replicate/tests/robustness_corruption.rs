@@ -39,6 +39,7 @@ fn run(seed: u64, rate: f32, corrupt_ticks: u64) -> Outcome {
                     ..Mover::default()
                 })
                 .unwrap()
+                .raw()
         })
         .collect();
     let mut clients: Vec<_> = (0..CLIENTS)
@@ -67,7 +68,8 @@ fn run(seed: u64, rate: f32, corrupt_ticks: u64) -> Outcome {
                         label: tick as u32,
                         ..Mover::default()
                     })
-                    .unwrap();
+                    .unwrap()
+                    .raw();
             }
         }
         server.tick(now).unwrap();

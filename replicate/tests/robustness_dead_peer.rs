@@ -71,6 +71,7 @@ impl World {
                         ..Mover::default()
                     })
                     .unwrap()
+                    .raw()
             })
             .collect();
         Self {
@@ -90,7 +91,8 @@ impl World {
                     label: i as u32,
                     ..Mover::default()
                 })
-                .unwrap();
+                .unwrap()
+                .raw();
         }
         if self.churn {
             animate(server, &self.movers, self.tick);

@@ -91,6 +91,7 @@ fn script(
                         ..Mover::default()
                     })
                     .unwrap()
+                    .raw()
             })
             .collect();
     }
@@ -103,7 +104,7 @@ fn script(
     }
     if tick % 30 == 29 {
         server.destroy(movers[0]).unwrap();
-        movers[0] = server.spawn(Mover::default()).unwrap();
+        movers[0] = server.spawn(Mover::default()).unwrap().raw();
     }
     if tick % 20 == 10 {
         let first = server.clients().next();

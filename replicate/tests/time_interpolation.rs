@@ -61,7 +61,7 @@ fn run(loss: f32, seed: u64, seconds: f64, path: impl Fn(f64) -> (Vec3, u8)) -> 
     let mut sim = TimeSim::new(rtt_100_jitter_30(loss), seed);
     sim.client.interpolate::<Mover>();
     let dt = sim.server_dt.as_secs_f64();
-    let handle: NetRefHandle = sim.server.spawn(Mover::default()).unwrap();
+    let handle: NetRefHandle = sim.server.spawn(Mover::default()).unwrap().raw();
     let mut r = Run {
         frames: 0,
         without_value: 0,

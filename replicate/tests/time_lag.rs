@@ -57,7 +57,7 @@ fn the_server_rewinds_to_what_the_shooter_saw() {
     let mut sim = TimeSim::new(rtt_100_jitter_30(0.05), 41);
     sim.client.interpolate::<Target>();
     let dt = sim.server_dt.as_secs_f64();
-    let target: NetRefHandle = sim.server.spawn(Target::default()).unwrap();
+    let target: NetRefHandle = sim.server.spawn(Target::default()).unwrap().raw();
     let mut history: StateHistory<Target> = StateHistory::new(64);
     let mut seen: HashMap<u32, Vec3> = HashMap::new();
     let mut next: Option<u32> = None;

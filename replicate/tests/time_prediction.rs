@@ -77,7 +77,7 @@ struct Outcome {
 /// 100 units at `override_at` (server seconds).
 fn run(seed: u64, seconds: f64, override_at: Option<f64>) -> Outcome {
     let mut sim = TimeSim::new(link(45, 60, 0.10), seed);
-    let pawn: NetRefHandle = sim.server.spawn(Pawn::default()).unwrap();
+    let pawn: NetRefHandle = sim.server.spawn(Pawn::default()).unwrap().raw();
     let dt = sim.server_dt.as_secs_f64();
     let mut predictor: Option<Predictor<Pawn, Move>> = None;
     let mut next: Option<u32> = None;

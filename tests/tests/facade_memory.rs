@@ -420,7 +420,7 @@ fn object_rpcs_run_in_a_client_handler_exactly_once_in_order() {
     let got = got.lock().unwrap().clone();
     assert_eq!(
         got,
-        (0..30).map(|s| (s, Some(target))).collect::<Vec<_>>(),
+        (0..30).map(|s| (s, Some(target.raw()))).collect::<Vec<_>>(),
         "exactly once, in order, to the crate"
     );
 }

@@ -2,6 +2,7 @@
 //! was built with the server's replicated types, then applies what the server
 //! replicates and exposes the objects with their types.
 
+use super::ownership::{OwnershipChange, OwnershipNotice, OwnershipTracker};
 use super::stats::StatsTracker;
 use super::time::ClientTime;
 use super::{
@@ -12,13 +13,13 @@ use super::{
 use crate::bits::{BitReader, BitWriter};
 use crate::blob::DeliveryMode;
 use crate::connection::{Connection, ConnectionConfig, MAX_HEADER_BITS};
-use crate::handle::NetRefHandle;
+use crate::handle::{Handle, HandleOf, NetRefHandle};
 use crate::protocol::{ProtocolIndex, ProtocolRegistry};
 use crate::replication::attachment::{MessageError, MessageInfo, ReceivedMessage};
 use crate::replication::{
     ClientObject, ClientWorld, ReplicationClient, ReplicationConfig, ReplicationEvent,
 };
-use crate::state::{ChangeMask, Replicated};
+use crate::state::{ChangeMask, MemberKey, Replicated};
 use crate::stream::WriteResult;
 use crate::time::wire::{self, ClientTimeStream};
 use crate::time::{Interpolate, InterpolationStats, NetInput, Sampled, Tick, TimeConfig};
@@ -27,7 +28,7 @@ use crate::transport::udp::{ConnectToken, UdpClientTransport};
 use crate::transport::{ClientTransport, ClientTransportEvent};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Settings of a [`Client`].
@@ -117,6 +118,109 @@ pub enum ClientEvent {
     },
     /// Another replication event (torn-off objects, tags, resolved references, errors).
     Replication(ReplicationEvent),
+    /// This client owns an object now (the server called
+    /// [`Server::set_owner`](crate::Server::set_owner) with it), or its role changed
+    /// while it owns it. Raised once the object exists here (after its
+    /// [`Spawned`](Self::Spawned)), see [`Client::is_owned`].
+    OwnershipGained {
+        /// The root object.
+        handle: NetRefHandle,
+        /// Whether this client controls it (its `AutonomousOnly` members come here).
+        autonomous: bool,
+    },
+    /// This client no longer owns an object that still exists here. An object that is
+    /// destroyed or torn off raises its [`Destroyed`](Self::Destroyed) or
+    /// [`Replication`](Self::Replication) event instead (preceded by this one only when
+    /// the server's notice arrives in an earlier packet than the destroy).
+    OwnershipLost {
+        /// The root object.
+        handle: NetRefHandle,
+    },
+}
+
+impl ClientEvent {
+    /// The object the event is about, if any.
+    pub fn handle(&self) -> Option<NetRefHandle> {
+        match self {
+            Self::Spawned { handle, .. }
+            | Self::Changed { handle, .. }
+            | Self::Destroyed { handle }
+            | Self::OwnershipGained { handle, .. }
+            | Self::OwnershipLost { handle } => Some(*handle),
+            Self::Replication(
+                ReplicationEvent::Spawned { handle, .. }
+                | ReplicationEvent::MembersChanged { handle, .. }
+                | ReplicationEvent::ReferencesResolved { handle, .. }
+                | ReplicationEvent::Destroyed { handle }
+                | ReplicationEvent::TornOff { handle }
+                | ReplicationEvent::TagsChanged { handle }
+                | ReplicationEvent::ObjectError { handle, .. },
+            ) => Some(*handle),
+            Self::Connected | Self::Disconnected { .. } => None,
+        }
+    }
+}
+
+/// Which members of an object of type `T` changed: the typed form of
+/// [`ClientEvent::Changed`], from [`Client::changed`] or [`Client::changes`]. Test
+/// members with the member key constants the derive generates (`Player::HEALTH`).
+pub struct Changes<T> {
+    handle: Handle<T>,
+    mask: ChangeMask,
+}
+
+impl<T: Replicated> Changes<T> {
+    /// The object.
+    pub fn handle(&self) -> Handle<T> {
+        self.handle
+    }
+
+    /// Whether `member` was applied.
+    pub fn contains(&self, member: MemberKey<T>) -> bool {
+        self.mask.contains(member)
+    }
+
+    /// The members applied, in declaration order.
+    pub fn members(&self) -> impl Iterator<Item = MemberKey<T>> + '_ {
+        T::descriptor()
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| self.mask.any_in(m.change_mask_offset, m.change_mask_bits))
+            .map(|(i, _)| MemberKey::new(i))
+    }
+
+    /// The change mask itself (offset 0 is the first member of `T`).
+    pub fn mask(&self) -> &ChangeMask {
+        &self.mask
+    }
+}
+
+impl<T> Clone for Changes<T> {
+    fn clone(&self) -> Self {
+        Self {
+            handle: self.handle,
+            mask: self.mask.clone(),
+        }
+    }
+}
+
+impl<T> PartialEq for Changes<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.handle == other.handle && self.mask == other.mask
+    }
+}
+
+impl<T: Replicated> std::fmt::Debug for Changes<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Changes")
+            .field("handle", &self.handle)
+            .field(
+                "members",
+                &self.members().map(|m| m.name()).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
 }
 
 impl From<ReplicationEvent> for ClientEvent {
@@ -187,6 +291,10 @@ pub struct Client<T: ClientTransport = crate::transport::DefaultClientTransport>
     /// until the transport is closed at the given time.
     closing: Option<(Duration, Vec<u8>)>,
     time: ClientTime,
+    /// What the server says this client owns.
+    ownership: OwnershipTracker,
+    /// Ownership notices taken by the message handler, not yet given to `ownership`.
+    notices: Arc<Mutex<Vec<OwnershipNotice>>>,
 }
 
 impl<T: ClientTransport> std::fmt::Debug for Client<T> {
@@ -251,6 +359,13 @@ impl<T: ClientTransport> Client<T> {
         replication
             .add_stream(Box::new(ClientTimeStream::new(&config.time)))
             .map_err(|e| FacadeError::Config(e.to_string()))?;
+        let notices = Arc::new(Mutex::new(Vec::new()));
+        let queue = notices.clone();
+        // A registry built without the notice type (not from `inventory`) cannot
+        // receive ownership; the server's cannot send it either.
+        let _ = replication.on_message(move |n: OwnershipNotice, _info, _world| {
+            queue.lock().unwrap_or_else(|p| p.into_inner()).push(n);
+        });
         Ok(Self {
             transport,
             registry_hash: registry.hash(),
@@ -267,6 +382,8 @@ impl<T: ClientTransport> Client<T> {
             liveness: Liveness::new(Duration::ZERO),
             refusals: RefusalLog::default(),
             closing: None,
+            ownership: OwnershipTracker::default(),
+            notices,
         })
     }
 
@@ -329,9 +446,8 @@ impl<T: ClientTransport> Client<T> {
             self.time
                 .update(&mut stream.clock, tick_seconds, now.as_secs_f64());
         }
-        for e in self.replication.drain_events() {
-            self.events.push_back(e.into());
-        }
+        let events = self.replication.drain_events();
+        self.push_events(events);
         let connection = (self.state == ClientState::Connected).then_some(&self.connection);
         self.stats.update(now, connection);
         Ok(())
@@ -416,9 +532,8 @@ impl<T: ClientTransport> Client<T> {
             self.replication.process_delivery(seq, status);
         }
         self.state = ClientState::Disconnected(reason);
-        for e in self.replication.drain_events() {
-            self.events.push_back(e.into());
-        }
+        let events = self.replication.drain_events();
+        self.push_events(events);
         self.events.push_back(ClientEvent::Disconnected { reason });
     }
 
@@ -473,8 +588,7 @@ impl<T: ClientTransport> Client<T> {
                 let events = self.replication.drain_events();
                 self.time
                     .on_packet(self.replication.world(), tick, seen, &events);
-                self.events
-                    .extend(events.into_iter().map(ClientEvent::from));
+                self.push_events(events);
             }
             Err(e) => {
                 if !e.is_benign() {
@@ -482,6 +596,33 @@ impl<T: ClientTransport> Client<T> {
                 }
                 self.stats.on_reject();
             }
+        }
+    }
+
+    /// Queues replication events for game code, with the ownership changes they and
+    /// the ownership notices received meanwhile make.
+    fn push_events(&mut self, events: Vec<ReplicationEvent>) {
+        let notices = std::mem::take(&mut *self.notices.lock().unwrap_or_else(|p| p.into_inner()));
+        for n in notices {
+            self.ownership.on_notice(n);
+        }
+        for e in events {
+            match &e {
+                ReplicationEvent::Spawned { handle, .. } => self.ownership.on_spawned(*handle),
+                ReplicationEvent::Destroyed { handle } | ReplicationEvent::TornOff { handle } => {
+                    self.ownership.on_gone(*handle)
+                }
+                _ => {}
+            }
+            self.events.push_back(e.into());
+        }
+        for change in self.ownership.settle(self.replication.world()) {
+            self.events.push_back(match change {
+                OwnershipChange::Gained(handle, autonomous) => {
+                    ClientEvent::OwnershipGained { handle, autonomous }
+                }
+                OwnershipChange::Lost(handle) => ClientEvent::OwnershipLost { handle },
+            });
         }
     }
 
@@ -548,9 +689,132 @@ impl<T: ClientTransport> Client<T> {
         std::mem::take(&mut self.events).into_iter()
     }
 
-    /// A replicated object as its concrete type.
-    pub fn get<O: Replicated>(&self, handle: NetRefHandle) -> Option<&O> {
-        self.replication.get(handle)
+    /// A replicated object as its concrete type: by a typed [`Handle`] (the type is
+    /// inferred) or by a [`NetRefHandle`] with the type named (`get::<Door>(raw)`;
+    /// `None` when the object is of another type or not here).
+    pub fn get<O: Replicated>(&self, handle: impl HandleOf<O>) -> Option<&O> {
+        self.replication.get(handle.to_raw())
+    }
+
+    /// The typed handle of a replicated object of type `O`; `None` when `handle`
+    /// names no object here or one of another type.
+    ///
+    /// ```
+    /// # use replicate::{Client, ClientEvent, Handle, Replicated};
+    /// # #[derive(Replicated, Debug, Default)]
+    /// # #[net(name = "docs::client_handle::Door")]
+    /// # struct Door { open: bool }
+    /// fn on_event<T: replicate::transport::ClientTransport>(client: &Client<T>, event: &ClientEvent) {
+    ///     if let ClientEvent::Spawned { handle, .. } = *event
+    ///         && let Some(door) = client.handle::<Door>(handle)
+    ///     {
+    ///         let door: Handle<Door> = door;
+    ///         println!("a door, open: {}", client.get(door).unwrap().open);
+    ///     }
+    /// }
+    /// ```
+    pub fn handle<O: Replicated>(&self, handle: NetRefHandle) -> Option<Handle<O>> {
+        let world = self.replication.world();
+        let protocol = world.registry().index_of::<O>()?;
+        (world.object(handle)?.protocol() == protocol).then(|| Handle::from_raw_unchecked(handle))
+    }
+
+    /// The typed changes of objects of type `O` among `events`: one [`Changes`] per
+    /// [`ClientEvent::Changed`] of an object of type `O` that is still here (an object
+    /// destroyed in the same tick is skipped: its type is no longer known).
+    ///
+    /// ```no_run
+    /// # use replicate::{Client, ClientEvent, Replicated};
+    /// #[derive(Replicated, Debug, Default)]
+    /// #[net(name = "docs::client_changed::Player")]
+    /// struct Player { health: u8, ammo: u16 }
+    ///
+    /// # fn frame(client: &mut Client) {
+    /// let events: Vec<ClientEvent> = client.events().collect();
+    /// for changes in client.changed::<Player>(&events) {
+    ///     if changes.contains(Player::HEALTH) {
+    ///         let player = client.get(changes.handle()).unwrap();
+    ///         println!("health {}", player.health);
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn changed<'a, O: Replicated>(
+        &'a self,
+        events: &'a [ClientEvent],
+    ) -> impl Iterator<Item = Changes<O>> + 'a {
+        events.iter().filter_map(|e| self.changes(e))
+    }
+
+    /// The typed form of one event: `Some` for a [`ClientEvent::Changed`] of an object
+    /// of type `O` that is here.
+    pub fn changes<O: Replicated>(&self, event: &ClientEvent) -> Option<Changes<O>> {
+        let ClientEvent::Changed { handle, mask } = event else {
+            return None;
+        };
+        Some(Changes {
+            handle: self.handle::<O>(*handle)?,
+            mask: mask.clone(),
+        })
+    }
+
+    /// The objects of type `O` spawned among `events` that are still here.
+    pub fn spawned<'a, O: Replicated>(
+        &'a self,
+        events: &'a [ClientEvent],
+    ) -> impl Iterator<Item = Handle<O>> + 'a {
+        events.iter().filter_map(|e| match e {
+            ClientEvent::Spawned { handle, .. } => self.handle::<O>(*handle),
+            _ => None,
+        })
+    }
+
+    /// Whether this client owns an object that is here (the server made it its owner
+    /// with [`Server::set_owner`](crate::Server::set_owner)); a subobject is owned
+    /// with its root object.
+    ///
+    /// The server tells each client what it owns with a reliable message when the
+    /// owner changes (see [`ClientEvent::OwnershipGained`] and
+    /// [`ClientEvent::OwnershipLost`]). A notice that arrives before its object is
+    /// kept until the object is spawned here, so `is_owned` is true from the
+    /// [`Spawned`](ClientEvent::Spawned) event on when the object was owned at its
+    /// creation. An object that is destroyed here stops being owned; if it comes back
+    /// into scope it is owned again.
+    ///
+    /// ```no_run
+    /// # use replicate::{Client, ClientEvent};
+    /// # fn frame(client: &mut Client) {
+    /// for event in client.events() {
+    ///     match event {
+    ///         ClientEvent::OwnershipGained { handle, autonomous } => {
+    ///             assert!(client.is_owned(handle));
+    ///             println!("{handle} is mine (I control it: {autonomous})");
+    ///         }
+    ///         ClientEvent::OwnershipLost { handle } => assert!(!client.is_owned(handle)),
+    ///         _ => {}
+    ///     }
+    /// }
+    /// let mine = client.owned_objects();
+    /// # }
+    /// ```
+    pub fn is_owned(&self, handle: impl Into<NetRefHandle>) -> bool {
+        self.owner_role(handle.into()).is_some()
+    }
+
+    /// Whether this client owns an object that is here and controls it (the server
+    /// set it autonomous).
+    pub fn is_autonomous(&self, handle: impl Into<NetRefHandle>) -> bool {
+        self.owner_role(handle.into()) == Some(true)
+    }
+
+    /// The root objects here that this client owns, in handle order.
+    pub fn owned_objects(&self) -> Vec<NetRefHandle> {
+        self.ownership.owned()
+    }
+
+    fn owner_role(&self, handle: NetRefHandle) -> Option<bool> {
+        let object = self.replication.world().object(handle)?;
+        self.ownership.owns(object.owner().unwrap_or(handle))
     }
 
     /// Sends a message (any registered replicated type) to the server. Messages sent
@@ -566,11 +830,12 @@ impl<T: ClientTransport> Client<T> {
     /// Sends a message targeting a replicated object (an RPC) to the server.
     pub fn send_object_message<M: Replicated>(
         &mut self,
-        object: NetRefHandle,
+        object: impl Into<NetRefHandle>,
         message: &M,
         mode: DeliveryMode,
     ) -> Result<(), MessageError> {
-        self.replication.send_object_message(object, message, mode)
+        self.replication
+            .send_object_message(object.into(), message, mode)
     }
 
     /// Takes the messages received from the server that no handler took, in the order
@@ -691,8 +956,8 @@ impl<T: ClientTransport> Client<T> {
 
     /// The server tick of the last update applied to an object (its creation or a
     /// change).
-    pub fn object_tick(&self, handle: NetRefHandle) -> Option<Tick> {
-        self.time.object_tick(handle)
+    pub fn object_tick(&self, handle: impl Into<NetRefHandle>) -> Option<Tick> {
+        self.time.object_tick(handle.into())
     }
 
     /// The estimated server time now (server tick `n` is `n / tick_rate`), once a
@@ -737,9 +1002,10 @@ impl<T: ClientTransport> Client<T> {
     /// not synchronised. Counted in [`interpolation_stats`](Self::interpolation_stats).
     pub fn interpolated<O: Replicated + Interpolate + Send>(
         &mut self,
-        handle: NetRefHandle,
+        handle: impl HandleOf<O>,
     ) -> Option<Sampled<O>> {
-        self.time.sample::<O>(handle, self.now.as_secs_f64())
+        self.time
+            .sample::<O>(handle.to_raw(), self.now.as_secs_f64())
     }
 
     /// How the values [`interpolated`](Self::interpolated) returned were obtained.

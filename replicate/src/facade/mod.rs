@@ -26,6 +26,12 @@
 //! replicating to a client whose hello matched its own version and registry hash, and a
 //! replication packet arriving at the client counts as a welcome.
 //!
+//! Ownership is not a control frame: the server tells each client which root objects
+//! it owns with a reliable ordered message of the registered type
+//! `replicate::OwnershipNotice` (an object handle, owned, autonomous), sent on the
+//! connection's message channel when the owner changes, when the object ends, and for
+//! what a client already owns when it connects (see [`Client::is_owned`]).
+//!
 //! # Dead peers, read errors and caps
 //!
 //! Once connected, each side watches the other (Iris closes a connection on the same
@@ -109,11 +115,12 @@ mod client;
 mod insights;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod ownership;
 mod server;
 mod stats;
 mod time;
 
-pub use client::{Client, ClientConfig, ClientEvent, ClientState};
+pub use client::{Changes, Client, ClientConfig, ClientEvent, ClientState};
 pub use server::{HeldBytes, Server, ServerConfig, ServerEvent};
 pub use stats::NetStats;
 

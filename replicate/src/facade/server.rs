@@ -3,6 +3,7 @@
 //! [`Connection`] and one replication connection each.
 
 use super::insights::ServerInsights;
+use super::ownership::{OwnershipAnnouncer, OwnershipNotice};
 use super::stats::StatsTracker;
 use super::{
     CLOSE_LINGER, CONTROL_TAG, Control, DEFAULT_ACK_TIMEOUT, DEFAULT_KEEP_ALIVE_INTERVAL,
@@ -12,7 +13,7 @@ use super::{
 use crate::bits::{BitReader, BitWriter};
 use crate::blob::DeliveryMode;
 use crate::connection::{Connection, ConnectionConfig, MAX_HEADER_BITS};
-use crate::handle::NetRefHandle;
+use crate::handle::{Handle, HandleOf, NetRefHandle};
 use crate::interest::BandwidthBudget;
 use crate::object::{ConnectionId, ObjectError, ObjectTable};
 use crate::protocol::ProtocolRegistry;
@@ -217,6 +218,8 @@ pub struct Server<T: ServerTransport = crate::transport::DefaultServerTransport>
     tick: Tick,
     /// Network insights (attribution totals, recorder); `None` when off.
     insights: Option<Box<ServerInsights>>,
+    /// What each client was told it owns.
+    ownership: OwnershipAnnouncer,
 }
 
 impl<T: ServerTransport> std::fmt::Debug for Server<T> {
@@ -304,6 +307,7 @@ impl<T: ServerTransport> Server<T> {
             now: Duration::ZERO,
             tick: 0,
             insights: None,
+            ownership: OwnershipAnnouncer::default(),
         };
         let level = server.config.attribution;
         server.start_insights(level, recording);
@@ -399,6 +403,8 @@ impl<T: ServerTransport> Server<T> {
         if let Some(i) = self.insights.as_mut() {
             i.on_tick(now);
         }
+        let active = self.active_connections();
+        self.ownership.announce(&mut self.replication, &active);
         self.replication.tick(now);
         let ids: Vec<ClientId> = self.peers.keys().copied().collect();
         for id in ids {
@@ -474,6 +480,7 @@ impl<T: ServerTransport> Server<T> {
                             i.on_disconnected(self.now, client);
                         }
                         self.replication.remove_connection(conn);
+                        self.ownership.disconnected(&mut self.replication, conn);
                         self.events.push_back(ServerEvent::ClientDisconnected {
                             client,
                             reason: DisconnectReason::from_transport(reason, true),
@@ -607,6 +614,7 @@ impl<T: ServerTransport> Server<T> {
             return;
         }
         let conn = self.replication.add_connection();
+        self.ownership.connected(&self.replication, conn);
         // The time stream follows the built-in ones, like the client's.
         let _ = self.replication.add_stream(
             conn,
@@ -719,6 +727,7 @@ impl<T: ServerTransport> Server<T> {
             frame: Vec::new(),
         };
         self.replication.remove_connection(conn);
+        self.ownership.disconnected(&mut self.replication, conn);
         if let Some(reason) = reason {
             self.events
                 .push_back(ServerEvent::ClientDisconnected { client, reason });
@@ -824,37 +833,81 @@ impl<T: ServerTransport> Server<T> {
     }
 
     /// Spawns an object (push mode: change it through [`get_mut`](Self::get_mut)); it
-    /// replicates to every client from the next tick.
-    pub fn spawn<O: Replicated>(&mut self, object: O) -> Result<NetRefHandle, ObjectError> {
-        self.replication.objects_mut().spawn(object)
+    /// replicates to every client from the next tick. The typed [`Handle`] reads and
+    /// writes it without naming its type again (`server.get_mut(handle)`); its
+    /// [`raw`](Handle::raw) handle is the same on every client.
+    pub fn spawn<O: Replicated>(&mut self, object: O) -> Result<Handle<O>, ObjectError> {
+        self.replication
+            .objects_mut()
+            .spawn(object)
+            .map(Handle::from_raw_unchecked)
     }
 
     /// Destroys an object on the server and, from the next tick, on every client.
-    pub fn destroy(&mut self, handle: NetRefHandle) -> Result<(), ObjectError> {
-        self.replication.objects_mut().destroy(handle)
+    pub fn destroy(&mut self, handle: impl Into<NetRefHandle>) -> Result<(), ObjectError> {
+        let handle = handle.into();
+        self.replication.objects_mut().destroy(handle)?;
+        self.ownership.touch(handle);
+        Ok(())
     }
 
-    /// A spawned object.
-    pub fn get<O: Replicated>(&self, handle: NetRefHandle) -> Option<&O> {
-        self.replication.objects().get(handle)
+    /// A spawned object: by its typed [`Handle`] (the type is inferred), or by a
+    /// [`NetRefHandle`] with the type named (`get::<Door>(raw)`; `None` when the object
+    /// is of another type).
+    pub fn get<O: Replicated>(&self, handle: impl HandleOf<O>) -> Option<&O> {
+        self.replication.objects().get(handle.to_raw())
     }
 
-    /// A spawned object, marked dirty: its changes are sent at the next tick.
-    pub fn get_mut<O: Replicated>(&mut self, handle: NetRefHandle) -> Option<&mut O> {
-        self.replication.objects_mut().get_mut(handle)
+    /// A spawned object, marked dirty: its changes are sent at the next tick. Takes a
+    /// typed or an untyped handle, like [`get`](Self::get).
+    pub fn get_mut<O: Replicated>(&mut self, handle: impl HandleOf<O>) -> Option<&mut O> {
+        self.replication.objects_mut().get_mut(handle.to_raw())
+    }
+
+    /// The typed handle of an object of type `O`; `None` when `handle` names no live
+    /// object or one of another type.
+    pub fn handle<O: Replicated>(&self, handle: NetRefHandle) -> Option<Handle<O>> {
+        let objects = self.replication.objects();
+        let protocol = objects.registry().index_of::<O>()?;
+        let entry = objects.entry_at(objects.index_of(handle)?)?;
+        (entry.is_alive() && entry.protocol() == protocol)
+            .then(|| Handle::from_raw_unchecked(handle))
     }
 
     /// Makes `client` the owner of an object (owner conditions such as `OwnerOnly`
     /// follow it), or nobody; `autonomous` says whether the owner controls it
     /// (`AutonomousOnly` members go to it, `SimulatedOnly` ones to everyone else).
+    ///
+    /// The clients learn it: from the next tick the owner sees
+    /// [`Client::is_owned`](crate::Client::is_owned) true and gets
+    /// [`ClientEvent::OwnershipGained`](crate::ClientEvent::OwnershipGained) (the
+    /// previous owner [`OwnershipLost`](crate::ClientEvent::OwnershipLost)); see
+    /// [`Client::is_owned`](crate::Client::is_owned) for how it travels. Subobjects
+    /// follow their owner. When the owning client disconnects, its objects are owned
+    /// by nobody (a client connecting later does not inherit them).
     pub fn set_owner(
         &mut self,
-        handle: NetRefHandle,
+        handle: impl Into<NetRefHandle>,
         client: Option<ClientId>,
         autonomous: bool,
     ) -> Result<(), ObjectError> {
+        let handle = handle.into();
         let conn = client.and_then(|c| self.connection_id(c));
-        self.replication.set_owner(handle, conn, autonomous)
+        self.replication.set_owner(handle, conn, autonomous)?;
+        self.ownership.touch(handle);
+        Ok(())
+    }
+
+    /// The client that owns an object (set with [`set_owner`](Self::set_owner)), if
+    /// it is connected.
+    pub fn owner(&self, handle: impl Into<NetRefHandle>) -> Option<ClientId> {
+        let objects = self.replication.objects();
+        let entry = objects.entry_at(objects.index_of(handle.into())?)?;
+        let conn = entry.owner_connection()?;
+        self.peers.iter().find_map(|(&id, p)| match p.phase {
+            Phase::Active { conn: c, .. } if c == conn => Some(id),
+            _ => None,
+        })
     }
 
     /// Sets a connected client's view position (for the grid filter and the sphere
@@ -908,10 +961,11 @@ impl<T: ServerTransport> Server<T> {
     pub fn send_object_message<M: Replicated>(
         &mut self,
         client: ClientId,
-        object: NetRefHandle,
+        object: impl Into<NetRefHandle>,
         message: &M,
         mode: DeliveryMode,
     ) -> Result<(), MessageError> {
+        let object = object.into();
         let conn = self
             .connection_id(client)
             .ok_or(MessageError::NoConnection(u32::MAX))?;
@@ -937,6 +991,8 @@ impl<T: ServerTransport> Server<T> {
                 self.replication
                     .drain_messages(conn)
                     .into_iter()
+                    // Ownership notices only go to clients; one from a client is noise.
+                    .filter(|m| !m.is::<OwnershipNotice>())
                     .map(|m| (client, m)),
             );
         }
@@ -946,10 +1002,15 @@ impl<T: ServerTransport> Server<T> {
     /// Puts a root object in or out of a connected client's scope (every object is in
     /// scope by default); leaving the scope destroys it on that client. Returns false
     /// when the client is not connected.
-    pub fn set_in_scope(&mut self, client: ClientId, handle: NetRefHandle, in_scope: bool) -> bool {
+    pub fn set_in_scope(
+        &mut self,
+        client: ClientId,
+        handle: impl Into<NetRefHandle>,
+        in_scope: bool,
+    ) -> bool {
         match self.connection_id(client) {
             Some(conn) => {
-                self.replication.set_in_scope(conn, handle, in_scope);
+                self.replication.set_in_scope(conn, handle.into(), in_scope);
                 true
             }
             None => false,
