@@ -2,9 +2,9 @@
 //! [`replicate::Client`], the server-handle ↔ entity map, and the messages the plugin
 //! reads and writes.
 
+use crate::NetClock;
 use crate::registry::{Kind, NetRegistry};
 use crate::transport::AnyClientTransport;
-use crate::{NetClock, OWNER_TAG};
 use bevy_app::{App, Plugin, PostUpdate, PreUpdate};
 use bevy_ecs::message::Message;
 use bevy_ecs::prelude::*;
@@ -125,8 +125,8 @@ impl std::fmt::Debug for NetClient {
 impl NetClient {
     /// A client on any transport, with every `#[derive(Replicated)]` type linked into
     /// the program. `local_id` is the id the server knows this client by, if the
-    /// transport tells (the core does not tell a client which objects it owns, so
-    /// [`Owned`] compares the replicated owner id with it; `None`: no [`Owned`]).
+    /// transport tells ([`NetClient::local_id`]; [`Owned`] comes from the server
+    /// either way).
     pub fn new(
         transport: impl replicate::transport::ClientTransport + Send + 'static,
         local_id: Option<ClientId>,
@@ -337,7 +337,7 @@ fn receive(world: &mut World) {
                             let root = object.owner().unwrap_or(handle);
                             let e = map.root_entity(world, root);
                             if root == handle {
-                                set_owned(world, e, is_mine(object.tags(), net.local_id));
+                                set_owned(world, e, client.is_owned(handle));
                             }
                             let fns = registry.components[i];
                             (fns.insert)(client, handle, &mut world.entity_mut(e));
@@ -363,11 +363,14 @@ fn receive(world: &mut World) {
                             }
                         }
                     }
-                    ClientEvent::Replication(ReplicationEvent::TagsChanged { handle }) => {
-                        if let (Some(&e), Some(object)) =
-                            (map.roots.get(&handle), client.world().object(handle))
-                        {
-                            set_owned(world, e, is_mine(object.tags(), net.local_id));
+                    ClientEvent::OwnershipGained { handle, .. } => {
+                        if let Some(&e) = map.roots.get(&handle) {
+                            set_owned(world, e, true);
+                        }
+                    }
+                    ClientEvent::OwnershipLost { handle } => {
+                        if let Some(&e) = map.roots.get(&handle) {
+                            set_owned(world, e, false);
                         }
                     }
                     ClientEvent::Destroyed { handle } => {
@@ -388,14 +391,6 @@ fn receive(world: &mut World) {
             world.resource_mut::<ClientStats>().0 = client.stats().clone();
         });
     });
-}
-
-/// Whether a root's tags name `local` its owner ([`OWNER_TAG`]).
-fn is_mine(tags: &[String], local: Option<ClientId>) -> bool {
-    let owner: Option<ClientId> = tags
-        .iter()
-        .find_map(|t| t.strip_prefix(OWNER_TAG)?.parse().ok());
-    owner.is_some() && owner == local
 }
 
 fn set_owned(world: &mut World, entity: Entity, owned: bool) {

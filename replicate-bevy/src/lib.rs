@@ -58,8 +58,7 @@
 //! - an entity with [`Replicate`] but no replicated component has no object and is
 //!   not seen by clients;
 //! - interest (scope, owner, groups, grid) is set on the root and the subobjects
-//!   follow it; the owner's id travels as a tag of the root ([`OWNER_TAG`]), sent
-//!   once per connection, so each client marks its own entities [`Owned`];
+//!   follow it; the core tells the owning client, which marks the entity [`Owned`];
 //! - references: put [`ServerEntityMap::handle`] (the root's [`NetRefHandle`]) in a
 //!   `NetRefHandle` member; the client resolves it with
 //!   [`ClientEntityMap::entity`].
@@ -164,10 +163,6 @@ use replicate::{Client, NetRefHandle, Replicated, Server};
 use bevy_app::{App, First};
 use bevy_ecs::prelude::*;
 use std::time::{Duration, Instant};
-
-/// The tag on an entity's root object naming its owner (`replicate_bevy:owner=7`):
-/// every client learns who owns each entity from it, and marks its own [`Owned`].
-pub const OWNER_TAG: &str = "replicate_bevy:owner=";
 
 /// The time the plugins give the core (`now` of [`Server::tick`] / [`Client::tick`]),
 /// advanced once per frame in [`First`].

@@ -2,9 +2,9 @@
 //! [`replicate::Server`], the entity ↔ object map, the interest components and the
 //! messages the plugin reads and writes.
 
+use crate::NetClock;
 use crate::registry::{Kind, NetRegistry};
 use crate::transport::AnyServerTransport;
-use crate::{NetClock, OWNER_TAG};
 use bevy_app::{App, Plugin, PostUpdate, PreUpdate};
 use bevy_ecs::message::Message;
 use bevy_ecs::prelude::*;
@@ -54,8 +54,8 @@ pub struct Replicate;
 
 /// The client that owns this entity: its `OwnerOnly` / `AutonomousOnly` members go to
 /// that client only, `SkipOwner` / `SimulatedOnly` ones to everyone else, and that
-/// client's app marks the entity [`Owned`](crate::Owned). The owner id is replicated
-/// to every client (in the entity's root object).
+/// client's app marks the entity [`Owned`](crate::Owned) (the core tells only the
+/// owner).
 #[derive(Component, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct NetOwner(pub ClientId);
 
@@ -620,8 +620,8 @@ fn rebuild(world: &mut World) {
     });
 }
 
-/// Applies [`NetOwner`]: the core's owner (per connection) and the root's owner tag,
-/// which tells every client who owns the entity.
+/// Applies [`NetOwner`]: the core's owner of the root (the core tells the owning
+/// client, which marks the entity [`Owned`](crate::Owned)).
 fn owners(
     mut net: ResMut<NetServer>,
     map: Res<ServerEntityMap>,
@@ -637,11 +637,6 @@ fn owners(
         };
         // Fails only for a client not connected yet: reapplied when it connects.
         let _ = server.set_owner(root, owner, true);
-        let tags = owner
-            .map(|o| vec![format!("{OWNER_TAG}{o}")])
-            .unwrap_or_default();
-        // The core only sends tags that changed.
-        let _ = server.objects_mut().set_tags(root, tags);
     };
     for entity in removed.read() {
         if !present.contains(entity) {
