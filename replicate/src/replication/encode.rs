@@ -16,6 +16,7 @@
 //! object table).
 
 use super::baseline::SegmentKind;
+use super::insights::MemberMeasure;
 use crate::handle::NetRefHandle;
 use crate::object::InternalIndex;
 use crate::protocol::ErasedState;
@@ -37,6 +38,8 @@ struct Entry {
     member_bits: u32,
     /// The object's next entry.
     next: u32,
+    /// Network insights at the `Members` level: each member measured alone.
+    measures: Option<Box<[MemberMeasure]>>,
 }
 
 /// The members of an object that differ from a state (what a nominating batch must
@@ -52,6 +55,8 @@ struct Difference {
 /// One encoded segment: its bits and how many of them are member values.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Segment<'a> {
+    /// Names the segment in [`EncodedSegments::measures`].
+    pub id: u32,
     pub words: &'a [u64],
     pub bits: usize,
     pub member_bits: usize,
@@ -166,6 +171,7 @@ impl EncodedSegments {
                 self.hits += 1;
                 let start = e.start as usize;
                 return Some(Segment {
+                    id: at,
                     words: &self.words[start..start + (e.bits as usize).div_ceil(64)],
                     bits: e.bits as usize,
                     member_bits: e.member_bits as usize,
@@ -189,27 +195,28 @@ impl EncodedSegments {
         bits: usize,
         member_bits: usize,
         copy: impl FnOnce(&mut Vec<u64>),
-    ) {
+    ) -> Option<u32> {
         self.misses += 1;
         let (Ok(bits32), Ok(member32), Ok(start)) = (
             u32::try_from(bits),
             u32::try_from(member_bits),
             u32::try_from(self.words.len()),
         ) else {
-            return;
+            return None;
         };
         copy(&mut self.words);
         if self.words.len() != start as usize + bits.div_ceil(64) {
             // Not what was announced: keep nothing rather than a wrong segment.
             self.words.truncate(start as usize);
-            return;
+            return None;
         }
         let slot = index as usize;
         if self.heads.len() <= slot {
             self.heads.resize(slot + 1, (0, NONE));
         }
         let next = self.head(index);
-        self.heads[slot] = (self.generation, self.entries.len() as u32);
+        let id = self.entries.len() as u32;
+        self.heads[slot] = (self.generation, id);
         self.entries.push(Entry {
             handle,
             mask: mask.clone(),
@@ -219,7 +226,21 @@ impl EncodedSegments {
             bits: bits32,
             member_bits: member32,
             next,
+            measures: None,
         });
+        Some(id)
+    }
+
+    /// The member measures stored with segment `id` (network insights).
+    pub(crate) fn measures(&self, id: u32) -> Option<&[MemberMeasure]> {
+        self.entries.get(id as usize)?.measures.as_deref()
+    }
+
+    /// Stores the member measures of segment `id`.
+    pub(crate) fn set_measures(&mut self, id: u32, measures: Vec<MemberMeasure>) {
+        if let Some(e) = self.entries.get_mut(id as usize) {
+            e.measures = Some(measures.into_boxed_slice());
+        }
     }
 }
 

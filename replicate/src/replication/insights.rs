@@ -59,6 +59,16 @@ pub(crate) struct WriterAttribution {
     ranges: Vec<MemberRange>,
 }
 
+/// One member of a batch measured alone: its bits, and its raw value where it has a
+/// range meaning (the quantization hint). The same for every connection that writes
+/// the same segment in a tick, so measured once (see `encode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MemberMeasure {
+    pub index: u16,
+    pub bits: u32,
+    pub raw: Option<u64>,
+}
+
 /// How many equal axes a serializer's fixed-width encoding has, if its raw value is a
 /// quantized position in a range (`None`: no such meaning, e.g. smallest-three).
 fn axes_of(serializer: &str) -> Option<usize> {
@@ -88,22 +98,27 @@ impl WriterAttribution {
         std::mem::take(&mut self.ranges)
     }
 
-    /// Records the raw value of member `member` (its plain encoding is in the scratch
-    /// writer, `bits` long) when it has a fixed width with a range meaning.
+    /// The raw value of a member whose plain encoding is in the scratch writer, `bits`
+    /// long, when it has a fixed width with a range meaning.
+    fn raw_value(&self, m: &crate::state::MemberDescriptor, bits: usize) -> Option<u64> {
+        let (Some(width), Some(_)) = (m.max_bits, axes_of(m.serializer)) else {
+            return None;
+        };
+        if width as usize != bits || !(2..=64).contains(&width) {
+            return None;
+        }
+        self.scratch.peek_bits(0, width)
+    }
+
+    /// Records a member's raw value in its observed range.
     fn observe(
         &mut self,
         protocol: u16,
         member: u16,
         m: &crate::state::MemberDescriptor,
-        bits: usize,
+        raw: u64,
     ) {
         let (Some(width), Some(axes)) = (m.max_bits, axes_of(m.serializer)) else {
-            return;
-        };
-        if width as usize != bits || !(2..=64).contains(&width) {
-            return;
-        }
-        let Some(raw) = self.scratch.peek_bits(0, width) else {
             return;
         };
         match self
@@ -134,7 +149,10 @@ impl WriterAttribution {
         self.scratch.position()
     }
 
-    /// One batch, written and kept in the packet.
+    /// One batch, written and kept in the packet. At the `Members` level each member
+    /// is measured alone, unless `measured` holds the measures of the same segment
+    /// (the same members coded against the same state this tick); the measures taken
+    /// are returned for the next connection that writes it.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) fn on_batch(
@@ -146,7 +164,8 @@ impl WriterAttribution {
         encoding: Encoding<'_>,
         creating: bool,
         l: BatchLayout,
-    ) {
+        measured: Option<&[MemberMeasure]>,
+    ) -> Option<Vec<MemberMeasure>> {
         let total = l.handle + l.prefix + l.flags + l.tags + l.payload + l.exports;
         self.packet.add_type(protocol, total as u64, creating);
         self.add(P::BatchHandle, l.handle);
@@ -162,29 +181,65 @@ impl WriterAttribution {
         self.add(P::Baseline, framing);
         self.add(P::ChangeMask, mask_bits);
         self.add(P::Members, members);
-        if self.level == AttributionLevel::Members && members > 0 {
-            self.on_members(desc, protocol, state, mask, encoding, members);
+        if self.level != AttributionLevel::Members || members == 0 {
+            return None;
+        }
+        match measured {
+            Some(measures) => {
+                self.apply_members(desc, protocol, measures, members);
+                None
+            }
+            None => {
+                let measures = self.measure_members(desc, state, mask, encoding);
+                self.apply_members(desc, protocol, &measures, members);
+                Some(measures)
+            }
+        }
+    }
+
+    /// Adds measured members to the packet and their raw values to the ranges.
+    fn apply_members(
+        &mut self,
+        desc: &StateDescriptor,
+        protocol: u16,
+        measures: &[MemberMeasure],
+        members: usize,
+    ) {
+        let mut attributed = 0usize;
+        for m in measures {
+            attributed += m.bits as usize;
+            self.packet
+                .add_member(protocol, m.index, u64::from(m.bits), 1);
+            if let (Some(raw), Some(d)) = (m.raw, desc.members.get(m.index as usize)) {
+                self.observe(protocol, m.index, d, raw);
+            }
+        }
+        if attributed < members {
+            self.packet.add_member(
+                protocol,
+                UNATTRIBUTED_MEMBER,
+                (members - attributed) as u64,
+                1,
+            );
         }
     }
 
     /// The `Members` level: each member of a batch measured alone.
     #[inline(never)]
-    fn on_members(
+    fn measure_members(
         &mut self,
         desc: &StateDescriptor,
-        protocol: u16,
         state: &dyn ErasedState,
         mask: &ChangeMask,
         encoding: Encoding<'_>,
-        members: usize,
-    ) {
+    ) -> Vec<MemberMeasure> {
         let serialize = |w: &mut BitWriter, m: &ChangeMask| match encoding.reference {
             Some(r) => state.serialize_delta(r, m, w),
             None => state.serialize(m, w),
         };
         // Per member: each change-mask range alone (grouped members share one range,
         // named by the group's first member).
-        let mut attributed = 0usize;
+        let mut measures = Vec::new();
         let mut last_offset = None;
         let mut sub = ChangeMask::new(mask.len());
         for (i, m) in desc.members.iter().enumerate() {
@@ -199,26 +254,23 @@ impl WriterAttribution {
             sub.set_range(m.change_mask_offset, m.change_mask_bits);
             sub.and_with(mask);
             let bits = self.measure(|w| serialize(w, &sub));
-            attributed += bits;
             let index = i.min(UNATTRIBUTED_MEMBER as usize - 1) as u16;
-            self.packet.add_member(protocol, index, bits as u64, 1);
             // The quantization hint: the member's plain value, when it has a range.
+            let mut raw = None;
             if m.max_bits.is_some_and(|w| w <= 64) && axes_of(m.serializer).is_some() {
                 let plain = if encoding.reference.is_none() {
                     bits
                 } else {
                     self.measure(|w| state.serialize(&sub, w))
                 };
-                self.observe(protocol, index, m, plain);
+                raw = self.raw_value(m, plain);
             }
+            measures.push(MemberMeasure {
+                index,
+                bits: u32::try_from(bits).unwrap_or(u32::MAX),
+                raw,
+            });
         }
-        if attributed < members {
-            self.packet.add_member(
-                protocol,
-                UNATTRIBUTED_MEMBER,
-                (members - attributed) as u64,
-                1,
-            );
-        }
+        measures
     }
 }

@@ -1348,6 +1348,7 @@ impl ReplicationWriter {
         handle.write(w);
         let exports = &self.exports;
         let mut member_bits = 0;
+        let mut segment = None;
         let handle_bits = w.position() - m.position();
         let segments = &mut self.segments;
         let mut body_of = |out: &mut BitWriter| {
@@ -1365,6 +1366,7 @@ impl ReplicationWriter {
                 segments,
                 st.as_deref(),
                 &mut member_bits,
+                &mut segment,
             )
         };
         let (tokens, layout);
@@ -1445,7 +1447,10 @@ impl ReplicationWriter {
         // A huge object's batch goes into its blob, not this packet: the huge-object
         // stream's section counts it.
         if let Some(a) = self.attribution.as_mut().filter(|_| !self.huge.wide) {
-            a.on_batch(
+            // Member measures are the segment's: taken by the first connection that
+            // writes it this tick.
+            let measured = segment.and_then(|id| self.segments.measures(id));
+            let measures = a.on_batch(
                 desc,
                 entry.protocol(),
                 entry.state(),
@@ -1466,7 +1471,11 @@ impl ReplicationWriter {
                     payload: body_bits - layout.1,
                     exports: w.position() - m.position() - handle_bits - prefix_bits - body_bits,
                 },
+                measured,
             );
+            if let (Some(id), Some(measures)) = (segment, measures) {
+                self.segments.set_measures(id, measures);
+            }
         }
 
         let mut reference_index = INVALID_BASELINE_INDEX;
@@ -1715,6 +1724,7 @@ fn write_body(
     segments: &mut EncodedSegments,
     st: Option<&BaselineStorage>,
     member_bits: &mut usize,
+    segment_id: &mut Option<u32>,
 ) -> (Vec<NetToken>, (usize, usize)) {
     let body = w.position();
     let plain = !creating && !tear_off && !send_tags;
@@ -1755,6 +1765,7 @@ fn write_body(
     if let Some(segment) = segments.find(index, handle, mask, &kind) {
         w.write_words(segment.words, segment.bits);
         *member_bits = segment.member_bits;
+        *segment_id = Some(segment.id);
     } else {
         let start = w.position();
         *member_bits = match plan {
@@ -1764,7 +1775,7 @@ fn write_body(
         if !w.is_overflown() {
             let bits = w.position() - start;
             let against = plan.and_then(|(plan, st)| plan.against(st)).cloned();
-            segments.insert(
+            *segment_id = segments.insert(
                 index,
                 handle,
                 mask,
