@@ -74,6 +74,9 @@ pub struct EncodedSegments {
     difference_heads: Vec<(u32, u32)>,
     differences: Vec<Difference>,
     generation: u32,
+    /// Whether segments are kept at all: only worth it where another connection may
+    /// copy them (off for a writer alone, see [`set_shared`](Self::set_shared)).
+    shared: bool,
     hits: u64,
     misses: u64,
 }
@@ -89,6 +92,15 @@ impl std::fmt::Debug for EncodedSegments {
 }
 
 impl EncodedSegments {
+    /// Keeps segments (and differences) for other connections to copy, or not: a
+    /// store with a single connection only pays for the copies.
+    pub fn set_shared(&mut self, shared: bool) {
+        if !shared {
+            self.clear();
+        }
+        self.shared = shared;
+    }
+
     /// Forgets every segment (the objects' states may change).
     pub fn clear(&mut self) {
         if self.entries.is_empty() && self.differences.is_empty() {
@@ -113,7 +125,10 @@ impl EncodedSegments {
         handle: NetRefHandle,
         against: &Arc<dyn ErasedState>,
         diff: impl FnOnce(&dyn ErasedState) -> ChangeMask,
-    ) -> &ChangeMask {
+    ) -> ChangeMask {
+        if !self.shared {
+            return diff(against.as_ref());
+        }
         let address = super::baseline::address(against);
         let slot = index as usize;
         let mut at = match self.difference_heads.get(slot) {
@@ -124,7 +139,7 @@ impl EncodedSegments {
         while at != NONE {
             let d = &self.differences[at as usize];
             if d.handle == handle && d.against == address {
-                return &self.differences[at as usize].mask;
+                return d.mask.clone();
             }
             at = d.next;
         }
@@ -140,7 +155,7 @@ impl EncodedSegments {
             mask: diff(against.as_ref()),
             next: first,
         });
-        &self.differences[at].mask
+        self.differences[at].mask.clone()
     }
 
     /// Segments found (copied instead of encoded) and encoded, since the start.
@@ -164,6 +179,9 @@ impl EncodedSegments {
         mask: &ChangeMask,
         kind: &SegmentKind,
     ) -> Option<Segment<'_>> {
+        if !self.shared {
+            return None;
+        }
         let mut at = self.head(index);
         while at != NONE {
             let e = &self.entries[at as usize];
@@ -197,6 +215,9 @@ impl EncodedSegments {
         copy: impl FnOnce(&mut Vec<u64>),
     ) -> Option<u32> {
         self.misses += 1;
+        if !self.shared {
+            return None;
+        }
         let (Ok(bits32), Ok(member32), Ok(start)) = (
             u32::try_from(bits),
             u32::try_from(member_bits),
@@ -282,6 +303,7 @@ mod tests {
     #[test]
     fn finds_by_object_mask_and_kind_until_cleared() {
         let mut s = EncodedSegments::default();
+        s.set_shared(true);
         let delta = SegmentKind::Delta {
             against: 64,
             code: 1,
@@ -319,8 +341,20 @@ mod tests {
     }
 
     #[test]
+    fn a_store_not_shared_keeps_nothing() {
+        let mut s = EncodedSegments::default();
+        store(&mut s, 3, 0b101, SegmentKind::Full);
+        assert!(
+            s.find(3, handle(3), &mask(0b101), &SegmentKind::Full)
+                .is_none()
+        );
+        assert_eq!(s.counts(), (0, 1));
+    }
+
+    #[test]
     fn a_copy_of_the_wrong_length_is_not_kept() {
         let mut s = EncodedSegments::default();
+        s.set_shared(true);
         s.insert(
             1,
             handle(1),

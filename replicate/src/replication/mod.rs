@@ -523,6 +523,9 @@ impl ReplicationServer {
     pub fn tick(&mut self, now: Duration) {
         self.now = now;
         self.segments.clear();
+        // Segments are kept for other connections to copy: worth it with two or more.
+        self.segments
+            .set_shared(self.connections.iter().flatten().nth(1).is_some());
         baseline::lock_storage(&self.baselines).begin_frame();
         self.objects.begin_tick();
         self.interest_begin_tick();

@@ -442,14 +442,13 @@ impl ReplicationWriter {
                 (None, None) => None,
             };
             if let Some(against) = against {
-                let d = self
+                let mut d = self
                     .segments
                     .difference(index, entry.handle(), against, |against| {
                         let mut d = ChangeMask::new(desc.change_mask_bits);
                         entry.state().diff(against, &mut d);
                         d
                     });
-                let mut d = d.clone();
                 d.and_with(&allowed);
                 mask.or_with(&d);
             }
