@@ -21,7 +21,7 @@ use crate::report::{Json, Table, f, peak_rss_bytes, reset_peak_rss, write_file};
 use glam::Vec3;
 use replicate::NetRefHandle;
 use replicate::Replicated;
-use replicate::interest::{GridFilter, GridFilterConfig};
+use replicate::interest::{FilterKind, GridFilter, GridFilterConfig, InterestConfig};
 use replicate::internals::link::SplitMix64;
 use replicate::internals::protocol::ProtocolRegistry;
 use replicate::internals::replication::{ReplicationClient, ReplicationServer};
@@ -216,6 +216,12 @@ impl Measured {
 
 const TICK: Duration = Duration::from_millis(33);
 
+/// The grid variant's cells and cull distance.
+const GRID: GridFilterConfig = GridFilterConfig {
+    cell_size: 5000.0,
+    max_cull_distance: 50_000.0,
+};
+
 /// Quiet ticks before the convergence check.
 const SETTLE_TICKS: usize = 60;
 
@@ -251,11 +257,32 @@ struct ScopeCtx<'a> {
 }
 
 impl ScopeCtx<'_> {
-    /// Moves the `moved` objects in the grid, then recomputes every connection's
-    /// visible set around its player and applies the differences with `set_in_scope`.
-    fn update(
+    /// The library's grid filter, fed as a game would: the moved objects' positions and
+    /// every connection's view (its player's position).
+    fn feed(
         &self,
         server: &mut ReplicationServer,
+        links: &[Link],
+        mirrors: &[Mirror],
+        moved: &[usize],
+    ) -> Result<(), SanityError> {
+        for &i in moved {
+            server
+                .set_object_position(self.handles[i], Vec3::from_array(mirrors[i].position))
+                .map_err(|e| SanityError(format!("position: {e}")))?;
+        }
+        for (c, l) in links.iter().enumerate() {
+            let view = Vec3::from_array(mirrors[c % self.players.max(1)].position);
+            server.set_view_position(l.conn, view);
+        }
+        Ok(())
+    }
+
+    /// The oracle (untimed): moves the `moved` objects in the harness's own grid and
+    /// recomputes every connection's visible set around its player, for the postcard
+    /// baseline and the convergence check.
+    fn expect(
+        &self,
         mirrors: &[Mirror],
         scope: &mut [Vec<bool>],
         moved: &[usize],
@@ -274,12 +301,7 @@ impl ScopeCtx<'_> {
             for &o in visible.iter() {
                 fresh[o as usize] = true;
             }
-            for (i, (old, new)) in current.iter_mut().zip(&fresh).enumerate() {
-                if *old != *new {
-                    server.set_in_scope(c as u32, self.handles[i], *new);
-                    *old = *new;
-                }
-            }
+            current.copy_from_slice(&fresh);
         }
     }
 }
@@ -294,6 +316,14 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     );
     let config = replication_config(s.delta);
     let mut server = ReplicationServer::new(registry.clone(), config.clone());
+    if s.scope == ScopeMode::Grid {
+        // Every object under the library's grid filter (cell 5000, cull 50 000).
+        server.set_interest_config(InterestConfig {
+            default_filter: FilterKind::Spatial,
+            grid: GRID,
+            ..InterestConfig::default()
+        });
+    }
     // No per-tick packet cap: every scenario writes until nothing is left.
     server.set_max_extra_packets(super::UNCAPPED_EXTRA_PACKETS);
     let mut rng = SplitMix64::new(s.seed);
@@ -363,10 +393,7 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
         })
         .collect();
     // Scope: all in scope by default; the grid variant keeps a per-connection set.
-    let mut grid = GridFilter::new(GridFilterConfig {
-        cell_size: 5000.0,
-        max_cull_distance: 50_000.0,
-    });
+    let mut grid = GridFilter::new(GRID);
     let grid_mode = s.scope == ScopeMode::Grid;
     let mut scope: Vec<Vec<bool>> = vec![vec![true; n]; s.connections];
     let mut visible = Vec::new();
@@ -376,14 +403,8 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
             handles: &handles,
             players,
         };
-        ctx.update(
-            &mut server,
-            &mirrors,
-            &mut scope,
-            &all,
-            &mut grid,
-            &mut visible,
-        );
+        ctx.feed(&mut server, &links, &mirrors, &all)?;
+        ctx.expect(&mirrors, &mut scope, &all, &mut grid, &mut visible);
     }
     // Warm-up: send every creation, then a few ordinary ticks.
     let mut now = Duration::ZERO;
@@ -438,19 +459,12 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
         for &i in &dirty {
             update_object(&mut server, handles[i], kinds[i], &mirrors[i]);
         }
+        let ctx = ScopeCtx {
+            handles: &handles,
+            players,
+        };
         if grid_mode {
-            let ctx = ScopeCtx {
-                handles: &handles,
-                players,
-            };
-            ctx.update(
-                &mut server,
-                &mirrors,
-                &mut scope,
-                &dirty,
-                &mut grid,
-                &mut visible,
-            );
+            ctx.feed(&mut server, &links, &mirrors, &dirty)?;
         }
         server.tick(now);
         let mut payload_bits = 0;
@@ -458,6 +472,9 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
             payload_bits += l.send(&mut server, now, MAX_PACKETS_PER_TICK).payload_bits;
         }
         let (wall, elapsed) = watch.stop();
+        if grid_mode {
+            ctx.expect(&mirrors, &mut scope, &dirty, &mut grid, &mut visible);
+        }
         links[0].flush(now);
         // The hand-rolled baseline on the same dirty set.
         let watch = Stopwatch::start();
