@@ -127,16 +127,25 @@ pub fn sort_scheduled_objects(
     }
     let rest = &mut scheduled[start..];
     let n = rest.len().min(chunk);
-    let cmp = |a: &ScheduledObject, b: &ScheduledObject| {
-        b.sort_key
-            .total_cmp(&a.sort_key)
-            .then(a.index.cmp(&b.index))
-    };
     if n < rest.len() {
-        rest.select_nth_unstable_by(n - 1, cmp);
+        rest.select_nth_unstable_by_key(n - 1, order_key);
     }
-    rest[..n].sort_unstable_by(cmp);
+    rest[..n].sort_unstable_by_key(order_key);
     n
+}
+
+/// The schedule's order as one integer, ascending: descending priority
+/// (`f32::total_cmp`), then ascending index.
+fn order_key(e: &ScheduledObject) -> u64 {
+    // `total_cmp`'s key: flip the magnitude bits of negatives, then the sign bit, so
+    // the unsigned order of the bits is the total order of the floats.
+    let bits = e.sort_key.to_bits();
+    let total = if bits >> 31 == 1 {
+        !bits
+    } else {
+        bits | 1 << 31
+    };
+    u64::from(!total) << 32 | u64::from(e.index)
 }
 
 /// What became of a scheduled entry, judged after a packet (see [`Schedule::retire`]).
@@ -265,6 +274,39 @@ impl Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_order_key_orders_as_total_cmp_then_index() {
+        let keys = [
+            f32::NEG_INFINITY,
+            -1.5,
+            -0.0,
+            0.0,
+            f32::MIN_POSITIVE,
+            1.0,
+            1.0,
+            2.5e30,
+            f32::INFINITY,
+            f32::NAN,
+        ];
+        let entries: Vec<ScheduledObject> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| ScheduledObject {
+                index: (i * 7 % 10) as InternalIndex,
+                sort_key: k,
+            })
+            .collect();
+        for a in &entries {
+            for b in &entries {
+                let want = b
+                    .sort_key
+                    .total_cmp(&a.sort_key)
+                    .then(a.index.cmp(&b.index));
+                assert_eq!(order_key(a).cmp(&order_key(b)), want, "{a:?} {b:?}");
+            }
+        }
+    }
 
     #[test]
     fn partial_sort_orders_top_chunk_then_next() {
