@@ -8,7 +8,7 @@
 //! tables are `table-types`, `table-members` and `table-clients`.
 
 use crate::svg::{self, esc};
-use crate::{Analysis, fmt_bytes, pct};
+use crate::{Analysis, Share, fmt_bytes, pct};
 use std::fmt::Write;
 
 /// Members (or types) shown in the "top members" chart.
@@ -189,15 +189,16 @@ pub fn render(a: &Analysis) -> String {
         })
         .collect();
     o.push_str(&svg::hbars("chart-bytes", &bytes));
-    o.push_str(r#"<table id="table-clients"><thead><tr><th>client</th><th>packets</th><th>bytes sent (attributed)</th><th>bytes out (all)</th><th>bytes in</th><th>mean RTT</th><th>lost / delivered</th><th>loss</th><th>connected</th></tr></thead><tbody>"#);
+    o.push_str(r#"<table id="table-clients"><thead><tr><th>client</th><th>packets</th><th>bytes sent (attributed)</th><th>bytes out (all)</th><th>bytes received (attributed)</th><th>bytes in</th><th>mean RTT</th><th>lost / delivered</th><th>loss</th><th>connected</th></tr></thead><tbody>"#);
     for c in &a.clients {
         let _ = write!(
             o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1} ms</td><td>{} / {}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1} ms</td><td>{} / {}</td><td>{}</td><td>{}</td></tr>",
             c.id,
             c.packets,
             c.wire_bits / 8,
             c.bytes_out,
+            c.received_bits / 8,
             c.bytes_in,
             c.mean_rtt_ms(),
             c.packets_lost,
@@ -211,6 +212,48 @@ pub fn render(a: &Analysis) -> String {
         );
     }
     o.push_str("</tbody></table>");
+
+    // What the clients sent.
+    let u = &a.upstream;
+    if u.packets > 0 {
+        let mut parts = vec![
+            Share {
+                name: "connection headers".into(),
+                bits: u.header_bits,
+            },
+            Share {
+                name: "stream framing".into(),
+                bits: u.stream_framing_bits,
+            },
+        ];
+        for (i, &b) in u.stream_bits.iter().enumerate() {
+            let name = a.streams.get(i).cloned().unwrap_or(format!("stream {i}"));
+            parts.push(Share {
+                name: format!("{name} stream"),
+                bits: b,
+            });
+        }
+        parts.push(Share {
+            name: "padding".into(),
+            bits: u.padding_bits,
+        });
+        let _ = write!(
+            o,
+            r#"<h2 id="upstream">Client → server</h2><p class="note">{} packets, {} on the wire, every client together.</p><table id="table-upstream"><thead><tr><th>part</th><th>bits</th><th>share</th></tr></thead><tbody>"#,
+            u.packets,
+            fmt_bytes(u.wire_bits)
+        );
+        for p in &parts {
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{:.1}%</td></tr>",
+                esc(&p.name),
+                p.bits,
+                p.bits as f64 * 100.0 / u.wire_bits.max(1) as f64
+            );
+        }
+        o.push_str("</tbody></table>");
+    }
 
     // Types.
     o.push_str(r#"<h2 id="types">Types</h2><table id="table-types"><thead><tr><th>type</th><th>batches</th><th>creations</th><th>bits</th><th>mean bits / batch</th><th>share of wire</th></tr></thead><tbody>"#);

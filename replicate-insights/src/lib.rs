@@ -125,6 +125,10 @@ pub struct ClientRow {
     pub connected_at: Option<f64>,
     /// Seconds since the start when it left.
     pub disconnected_at: Option<f64>,
+    /// Packets received from it (attributed).
+    pub received_packets: u64,
+    /// Their bits on the wire.
+    pub received_bits: u64,
 }
 
 impl ClientRow {
@@ -162,6 +166,26 @@ pub struct Share {
     pub name: String,
     /// Its bits.
     pub bits: u64,
+}
+
+/// What the clients sent the server, split like the server's packets (the sessions of
+/// servers that did not record it leave it empty).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Upstream {
+    /// Packets received.
+    pub packets: u64,
+    /// Their bits on the wire.
+    pub wire_bits: u64,
+    /// Connection headers.
+    pub header_bits: u64,
+    /// Stream manager framing.
+    pub stream_framing_bits: u64,
+    /// Padding.
+    pub padding_bits: u64,
+    /// Per stream.
+    pub stream_bits: Vec<u64>,
+    /// Packets whose parts did not sum to the wire (0 in a sound recording).
+    pub inexact_packets: u64,
 }
 
 /// Everything the report shows, computed from a session.
@@ -203,6 +227,8 @@ pub struct Analysis {
     pub bandwidth: Bandwidth,
     /// Packets whose parts did not sum to the wire (0 in a sound recording).
     pub inexact_packets: u64,
+    /// What the clients sent.
+    pub upstream: Upstream,
 }
 
 fn member_label(t: &TypeSchema, index: u16) -> (String, String, Option<u32>) {
@@ -255,6 +281,7 @@ impl Analysis {
         let times = session.records.iter().filter_map(|r| match r {
             Record::Tick { time_us }
             | Record::Packet { time_us, .. }
+            | Record::Received { time_us, .. }
             | Record::Stats { time_us, .. }
             | Record::Connected { time_us, .. }
             | Record::Disconnected { time_us, .. } => Some(*time_us),
@@ -275,6 +302,29 @@ impl Analysis {
         for r in &session.records {
             match r {
                 Record::Tick { .. } => a.ticks += 1,
+                Record::Received { client, bits, .. } => {
+                    let u = &mut a.upstream;
+                    u.packets += 1;
+                    if !bits.is_exact() {
+                        u.inexact_packets += 1;
+                    }
+                    u.wire_bits += bits.wire_bits;
+                    u.header_bits += bits.header;
+                    u.stream_framing_bits += bits.stream_framing;
+                    u.padding_bits += bits.padding;
+                    if u.stream_bits.len() < bits.streams.len() {
+                        u.stream_bits.resize(bits.streams.len(), 0);
+                    }
+                    for (s, b) in u.stream_bits.iter_mut().zip(&bits.streams) {
+                        *s += b;
+                    }
+                    let c = clients.entry(*client).or_insert_with(|| ClientRow {
+                        id: *client,
+                        ..Default::default()
+                    });
+                    c.received_packets += 1;
+                    c.received_bits += bits.wire_bits;
+                }
                 Record::Packet {
                     time_us,
                     client,

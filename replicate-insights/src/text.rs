@@ -67,6 +67,19 @@ pub fn summary(a: &Analysis) -> String {
             );
         }
     }
+    let u = &a.upstream;
+    if u.packets > 0 {
+        let _ = writeln!(
+            o,
+            "\nclient → server: {} packets, {} ({} headers, {} stream framing, {} streams, {} padding)",
+            u.packets,
+            fmt_bytes(u.wire_bits),
+            fmt_bytes(u.header_bits),
+            fmt_bytes(u.stream_framing_bits),
+            fmt_bytes(u.stream_bits.iter().sum()),
+            fmt_bytes(u.padding_bits),
+        );
+    }
     let _ = writeln!(o, "\nconnections:");
     for c in &a.clients {
         let _ = writeln!(

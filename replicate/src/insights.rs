@@ -11,7 +11,10 @@
 //! handles, size prefixes, body flags, tags, baseline framing, change masks, members,
 //! exports, end markers), per replicated type and, at the `Members` level, per member
 //! (change-mask range). The parts always sum exactly to the bits on the wire
-//! ([`PacketBits::is_exact`]). Off (the default) costs one branch per packet.
+//! ([`PacketBits::is_exact`]). Every packet received from a client is split the same
+//! way down to its streams (a client's replication section holds only its reports of
+//! broken objects, so it is not split further). Off (the default) costs one branch per
+//! packet.
 //!
 //! **Session file.** A recorded session ([`ServerConfig::record`](crate::ServerConfig::record))
 //! is
@@ -580,6 +583,17 @@ pub enum Record {
     },
     /// The observed value ranges so far (cumulative: the last one counts).
     Ranges(Vec<MemberRange>),
+    /// A packet received from a client: its header, stream framing, each stream's
+    /// section and padding (`replication` is `None`: a client's replication section
+    /// holds only its reports of broken objects).
+    Received {
+        /// Time in microseconds.
+        time_us: u64,
+        /// The client.
+        client: u64,
+        /// The split.
+        bits: PacketBits,
+    },
 }
 
 const KIND_SCHEMA: u8 = 1;
@@ -589,6 +603,7 @@ const KIND_STATS: u8 = 4;
 const KIND_CONNECTED: u8 = 5;
 const KIND_DISCONNECTED: u8 = 6;
 const KIND_RANGES: u8 = 7;
+const KIND_RECEIVED: u8 = 8;
 
 /// The file header: magic and version.
 pub fn encode_header() -> Vec<u8> {
@@ -614,6 +629,44 @@ fn put_u32(out: &mut Vec<u8>, v: u32) {
 }
 fn put_u64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// A packet record's payload (sent or received).
+fn put_packet(p: &mut Vec<u8>, time_us: u64, client: u64, bits: &PacketBits) {
+    put_u64(p, time_us);
+    put_u64(p, client);
+    p.push(bits.kind as u8);
+    put_u32(p, bits.wire_bits as u32);
+    put_u32(p, bits.header as u32);
+    put_u32(p, bits.stream_framing as u32);
+    put_u32(p, bits.padding as u32);
+    p.push(bits.streams.len().min(32) as u8);
+    for &s in bits.streams.iter().take(32) {
+        put_u32(p, s as u32);
+    }
+    match &bits.replication {
+        None => p.push(0),
+        Some(r) => {
+            p.push(1);
+            for &part in &r.parts {
+                put_u32(p, part as u32);
+            }
+            put_u16(p, r.types.len().min(u16::MAX as usize) as u16);
+            for t in r.types.iter().take(u16::MAX as usize) {
+                put_u16(p, t.protocol);
+                put_u32(p, t.batches);
+                put_u32(p, t.creations);
+                put_u32(p, t.bits as u32);
+            }
+            put_u16(p, r.members.len().min(u16::MAX as usize) as u16);
+            for m in r.members.iter().take(u16::MAX as usize) {
+                put_u16(p, m.protocol);
+                put_u16(p, m.member);
+                put_u32(p, m.sent);
+                put_u32(p, m.bits as u32);
+            }
+        }
+    }
 }
 
 /// Appends one record (kind, length, payload) to `out`.
@@ -651,41 +704,16 @@ pub fn encode_record(record: &Record, out: &mut Vec<u8>) {
             client,
             bits,
         } => {
-            put_u64(&mut p, *time_us);
-            put_u64(&mut p, *client);
-            p.push(bits.kind as u8);
-            put_u32(&mut p, bits.wire_bits as u32);
-            put_u32(&mut p, bits.header as u32);
-            put_u32(&mut p, bits.stream_framing as u32);
-            put_u32(&mut p, bits.padding as u32);
-            p.push(bits.streams.len().min(32) as u8);
-            for &s in bits.streams.iter().take(32) {
-                put_u32(&mut p, s as u32);
-            }
-            match &bits.replication {
-                None => p.push(0),
-                Some(r) => {
-                    p.push(1);
-                    for &part in &r.parts {
-                        put_u32(&mut p, part as u32);
-                    }
-                    put_u16(&mut p, r.types.len().min(u16::MAX as usize) as u16);
-                    for t in r.types.iter().take(u16::MAX as usize) {
-                        put_u16(&mut p, t.protocol);
-                        put_u32(&mut p, t.batches);
-                        put_u32(&mut p, t.creations);
-                        put_u32(&mut p, t.bits as u32);
-                    }
-                    put_u16(&mut p, r.members.len().min(u16::MAX as usize) as u16);
-                    for m in r.members.iter().take(u16::MAX as usize) {
-                        put_u16(&mut p, m.protocol);
-                        put_u16(&mut p, m.member);
-                        put_u32(&mut p, m.sent);
-                        put_u32(&mut p, m.bits as u32);
-                    }
-                }
-            }
+            put_packet(&mut p, *time_us, *client, bits);
             KIND_PACKET
+        }
+        Record::Received {
+            time_us,
+            client,
+            bits,
+        } => {
+            put_packet(&mut p, *time_us, *client, bits);
+            KIND_RECEIVED
         }
         Record::Stats {
             time_us,
@@ -802,6 +830,63 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// A packet record's split (after its time and client), as [`put_packet`] wrote it.
+fn get_packet(c: &mut Cursor<'_>) -> Result<Result<PacketBits, String>, Short> {
+    let Some(kind) = PacketKind::from_u8(c.u8()?) else {
+        return Ok(Err("unknown packet kind".into()));
+    };
+    let wire_bits = u64::from(c.u32()?);
+    let header = u64::from(c.u32()?);
+    let stream_framing = u64::from(c.u32()?);
+    let padding = u64::from(c.u32()?);
+    let nstreams = c.u8()? as usize;
+    if nstreams > 32 {
+        return Ok(Err(format!("{nstreams} streams (at most 32)")));
+    }
+    let mut streams = Vec::with_capacity(nstreams);
+    for _ in 0..nstreams {
+        streams.push(u64::from(c.u32()?));
+    }
+    let replication = match c.u8()? {
+        0 => None,
+        1 => {
+            let mut r = ReplicationBits::default();
+            for part in r.parts.iter_mut() {
+                *part = u64::from(c.u32()?);
+            }
+            let ntypes = c.u16()? as usize;
+            for _ in 0..ntypes {
+                r.types.push(TypeBits {
+                    protocol: c.u16()?,
+                    batches: c.u32()?,
+                    creations: c.u32()?,
+                    bits: u64::from(c.u32()?),
+                });
+            }
+            let nmembers = c.u16()? as usize;
+            for _ in 0..nmembers {
+                r.members.push(MemberBits {
+                    protocol: c.u16()?,
+                    member: c.u16()?,
+                    sent: c.u32()?,
+                    bits: u64::from(c.u32()?),
+                });
+            }
+            Some(r)
+        }
+        _ => return Ok(Err("bad replication flag".into())),
+    };
+    Ok(Ok(PacketBits {
+        kind,
+        wire_bits,
+        header,
+        stream_framing,
+        streams,
+        padding,
+        replication,
+    }))
+}
+
 fn decode_payload(kind: u8, c: &mut Cursor<'_>) -> Result<Result<Option<Record>, String>, Short> {
     macro_rules! string {
         ($c:expr) => {
@@ -858,65 +943,25 @@ fn decode_payload(kind: u8, c: &mut Cursor<'_>) -> Result<Result<Option<Record>,
             })
         }
         KIND_TICK => Record::Tick { time_us: c.u64()? },
-        KIND_PACKET => {
+        KIND_PACKET | KIND_RECEIVED => {
             let time_us = c.u64()?;
             let client = c.u64()?;
-            let Some(kind) = PacketKind::from_u8(c.u8()?) else {
-                return Ok(Err("unknown packet kind".into()));
+            let bits = match get_packet(c)? {
+                Ok(bits) => bits,
+                Err(e) => return Ok(Err(e)),
             };
-            let wire_bits = u64::from(c.u32()?);
-            let header = u64::from(c.u32()?);
-            let stream_framing = u64::from(c.u32()?);
-            let padding = u64::from(c.u32()?);
-            let nstreams = c.u8()? as usize;
-            if nstreams > 32 {
-                return Ok(Err(format!("{nstreams} streams (at most 32)")));
-            }
-            let mut streams = Vec::with_capacity(nstreams);
-            for _ in 0..nstreams {
-                streams.push(u64::from(c.u32()?));
-            }
-            let replication = match c.u8()? {
-                0 => None,
-                1 => {
-                    let mut r = ReplicationBits::default();
-                    for part in r.parts.iter_mut() {
-                        *part = u64::from(c.u32()?);
-                    }
-                    let ntypes = c.u16()? as usize;
-                    for _ in 0..ntypes {
-                        r.types.push(TypeBits {
-                            protocol: c.u16()?,
-                            batches: c.u32()?,
-                            creations: c.u32()?,
-                            bits: u64::from(c.u32()?),
-                        });
-                    }
-                    let nmembers = c.u16()? as usize;
-                    for _ in 0..nmembers {
-                        r.members.push(MemberBits {
-                            protocol: c.u16()?,
-                            member: c.u16()?,
-                            sent: c.u32()?,
-                            bits: u64::from(c.u32()?),
-                        });
-                    }
-                    Some(r)
+            if kind == KIND_PACKET {
+                Record::Packet {
+                    time_us,
+                    client,
+                    bits,
                 }
-                _ => return Ok(Err("bad replication flag".into())),
-            };
-            Record::Packet {
-                time_us,
-                client,
-                bits: PacketBits {
-                    kind,
-                    wire_bits,
-                    header,
-                    stream_framing,
-                    streams,
-                    padding,
-                    replication,
-                },
+            } else {
+                Record::Received {
+                    time_us,
+                    client,
+                    bits,
+                }
             }
         }
         KIND_STATS => Record::Stats {

@@ -178,6 +178,8 @@ pub struct DataStreamManager<C: ?Sized + 'static> {
     records: VecDeque<ManagerRecord>,
     /// What the last written packet's sections took (network insights), when on.
     sections: Option<Box<SectionBits>>,
+    /// What the last read packet's sections took, when on.
+    read_sections: Option<Box<SectionBits>>,
 }
 
 /// The bits of the last packet a [`DataStreamManager`] wrote, per part (kept only
@@ -234,13 +236,23 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
             status: Vec::new(),
             records: VecDeque::new(),
             sections: None,
+            read_sections: None,
         }
     }
 
-    /// Turns on or off keeping the bits of each packet's sections
-    /// ([`section_bits`](Self::section_bits)).
+    /// Turns on or off keeping the bits of each packet's sections, written
+    /// ([`section_bits`](Self::section_bits)) and read
+    /// ([`read_section_bits`](Self::read_section_bits)).
     pub fn set_section_bits(&mut self, on: bool) {
         self.sections = on.then(Box::default);
+        self.read_sections = on.then(Box::default);
+    }
+
+    /// The bits of the last read packet's sections, when turned on (all zero for a
+    /// packet without stream data; a section cut short by a read error counts what
+    /// was read).
+    pub fn read_section_bits(&self) -> Option<&SectionBits> {
+        self.read_sections.as_deref()
     }
 
     /// The bits of the last written packet's sections, when turned on.
@@ -398,6 +410,11 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
     /// than a stream header carries no stream data (`Ok`).
     pub fn read_packet(&mut self, ctx: &mut C, reader: &mut BitReader) -> Result<(), StreamError> {
         let count = self.streams.len() as u32;
+        if let Some(s) = self.read_sections.as_mut() {
+            s.framing = 0;
+            s.streams.clear();
+            s.streams.resize(count as usize, 0);
+        }
         if count == 0 || reader.bits_left() < (STREAM_COUNT_BITS + count) as usize {
             // No room for a stream header: a packet without stream data (an ack-only
             // packet's padding).
@@ -425,12 +442,20 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
         if reader.is_overflown() {
             return Err(StreamError::malformed("manager", "truncated stream mask"));
         }
+        if let Some(s) = self.read_sections.as_mut() {
+            s.framing = u64::from(STREAM_COUNT_BITS + count);
+        }
         let mut result = Ok(());
         let mut read = 0u32;
         for (i, stream) in self.streams.iter_mut().enumerate() {
             if mask & (1 << i) != 0 {
                 read |= 1 << i;
-                if let Err(e) = stream.read_data(ctx, reader) {
+                let start = reader.position();
+                let outcome = stream.read_data(ctx, reader);
+                if let Some(s) = self.read_sections.as_mut() {
+                    s.streams[i] = reader.position().saturating_sub(start) as u64;
+                }
+                if let Err(e) = outcome {
                     // The sections after a bad one cannot be found.
                     result = Err(e);
                     break;

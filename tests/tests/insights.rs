@@ -398,3 +398,54 @@ fn huge_objects_are_attributed_exactly_on_their_stream() {
         server.get::<Banner>(banner).map(|b| b.frame)
     );
 }
+
+#[test]
+fn every_packet_a_client_sent_is_attributed_exactly() {
+    let run = RecordedArena::default().run().unwrap();
+    let session = decode_session(&run.session).unwrap();
+    let schema = session.schema().expect("a schema record").clone();
+    let mut received = BTreeMap::<u64, (u64, u64)>::new();
+    let mut streams_used = vec![0u64; schema.streams.len()];
+    for r in &session.records {
+        let Record::Received { client, bits, .. } = r else {
+            continue;
+        };
+        assert!(bits.is_exact(), "client {client}: {bits:?}");
+        assert_eq!(bits.wire_bits % 8, 0);
+        assert!(bits.padding < 8, "{bits:?}");
+        assert!(bits.header > 0, "{bits:?}");
+        assert!(bits.replication.is_none());
+        for (i, s) in bits.streams.iter().enumerate() {
+            streams_used[i] += s;
+        }
+        let e = received.entry(*client).or_default();
+        e.0 += 1;
+        e.1 += bits.wire_bits / 8;
+    }
+    // The clients' clock stamps and inputs travel in data streams.
+    assert!(streams_used.iter().sum::<u64>() > 0, "{streams_used:?}");
+    assert_eq!(received.len(), 4);
+    for client in run.server.clients() {
+        let totals = run.server.received_attribution(client).unwrap();
+        assert_eq!(totals.inexact_packets, 0);
+        let (n, bytes) = received[&client];
+        assert_eq!((totals.packets, totals.wire_bits), (n, bytes * 8));
+        // Only the handshake's control frames (a hello or two) are not attributed.
+        let stats = run.server.stats(client).unwrap();
+        assert!(
+            stats.packets_in >= n && stats.packets_in - n <= 3,
+            "{} vs {n}",
+            stats.packets_in
+        );
+        assert!(stats.bytes_in >= bytes && stats.bytes_in - bytes <= 3 * 64);
+    }
+    // And the report shows them.
+    let analysis = replicate_insights::Analysis::new(&session);
+    assert_eq!(
+        analysis.upstream.packets,
+        received.values().map(|v| v.0).sum()
+    );
+    assert_eq!(analysis.upstream.inexact_packets, 0);
+    let html = replicate_insights::html::render(&analysis);
+    assert!(html.contains(r#"id="table-upstream""#));
+}

@@ -69,6 +69,8 @@ impl Drop for Recorder {
 pub(crate) struct ServerInsights {
     pub(crate) level: AttributionLevel,
     pub(crate) totals: BTreeMap<ClientId, AttributionTotals>,
+    /// The same for the packets received from each client.
+    pub(crate) received: BTreeMap<ClientId, AttributionTotals>,
     recorder: Option<Recorder>,
     last_stats: BTreeMap<ClientId, Duration>,
     /// Member value ranges observed on every connection (cumulative).
@@ -84,6 +86,7 @@ impl ServerInsights {
         Self {
             level,
             totals: BTreeMap::new(),
+            received: BTreeMap::new(),
             recorder: out.map(Recorder::new),
             last_stats: BTreeMap::new(),
             ranges: Vec::new(),
@@ -169,6 +172,18 @@ impl ServerInsights {
         self.totals.entry(client).or_default().add(&bits);
         if let Some(r) = self.recorder.as_mut() {
             r.push(&Record::Packet {
+                time_us: us(now),
+                client,
+                bits,
+            });
+        }
+    }
+
+    /// A packet received from a client, split like a sent one.
+    pub(crate) fn on_received(&mut self, now: Duration, client: ClientId, bits: PacketBits) {
+        self.received.entry(client).or_default().add(&bits);
+        if let Some(r) = self.recorder.as_mut() {
+            r.push(&Record::Received {
                 time_us: us(now),
                 client,
                 bits,

@@ -374,6 +374,15 @@ impl<T: ServerTransport> Server<T> {
         self.insights.as_ref()?.totals.get(&client)
     }
 
+    /// Where the bits received from a client went so far (connection header, stream
+    /// framing, each stream, padding), when attribution is on.
+    pub fn received_attribution(
+        &self,
+        client: ClientId,
+    ) -> Option<&crate::insights::AttributionTotals> {
+        self.insights.as_ref()?.received.get(&client)
+    }
+
     /// One frame: receive, handshake and timeouts, replicate, send. `now` is a
     /// monotonic time since an arbitrary epoch (e.g. `Instant::elapsed` of the start).
     /// Errors only on a transport failure (a socket error), never because of what a
@@ -547,7 +556,17 @@ impl<T: ServerTransport> Server<T> {
         }
         match header {
             Ok(_) => {
-                if let Err(e) = self.replication.read_packet(conn, &mut r) {
+                let header_bits = r.position();
+                let read = self.replication.read_packet(conn, &mut r);
+                if let Some(i) = self.insights.as_mut()
+                    && let Some(mut bits) = self.replication.received_attribution(conn)
+                {
+                    bits.wire_bits = payload.len() as u64 * 8;
+                    bits.header = header_bits as u64;
+                    bits.padding = bits.wire_bits.saturating_sub(r.position() as u64);
+                    i.on_received(now, client, bits);
+                }
+                if let Err(e) = read {
                     // The packet is already acknowledged (see the module docs): close.
                     tracing::warn!("client {client}: unreadable packet, closing: {e}");
                     peer.stats.on_reject();

@@ -325,6 +325,18 @@ impl ReplicationServer {
         })
     }
 
+    /// The split of the last packet read from connection `id` (stream framing and each
+    /// stream's section), when attribution is on. The caller adds the header, the
+    /// padding and the wire size.
+    pub fn received_attribution(&self, id: ConnectionId) -> Option<crate::insights::PacketBits> {
+        let sections = self.conn(id)?.streams.read_section_bits()?;
+        Some(crate::insights::PacketBits {
+            stream_framing: sections.framing,
+            streams: sections.streams.clone(),
+            ..Default::default()
+        })
+    }
+
     /// Takes the member value ranges connection `id`'s writer observed since the last
     /// call (attribution at the `Members` level).
     pub fn take_member_ranges(&mut self, id: ConnectionId) -> Vec<crate::insights::MemberRange> {
