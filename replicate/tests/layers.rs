@@ -58,8 +58,8 @@ fn layer_of(relative: &Path) -> String {
         [top] => top.clone(),
         [dir, file] if dir == "replication" => match file.as_str() {
             "mod" => "replication".into(),
-            // `huge.rs` is the writer's submodule (`writer::huge`).
-            "huge" => "replication::writer".into(),
+            // The writer's submodules (`writer::huge`, `writer::plan`, `writer::body`).
+            "huge" | "plan" | "body" => "replication::writer".into(),
             other => format!("replication::{other}"),
         },
         [dir, ..] => dir.clone(),

@@ -20,7 +20,9 @@
 //! coded against. Each segment is encoded once per tick and copied a word at a time
 //! into every other connection's packet that needs the same one (see `encode`); the
 //! delta plan names its reference and prior by snapshot id and touches no state on
-//! that path.
+//! that path. The stages of one batch live in submodules: `plan` (what the batch
+//! carries and codes against), `body` (encode and frame the body), and this module
+//! (schedule, write, record, deliver); `huge` sends objects too large for a packet.
 //!
 //! Wire format of the stream section:
 //!
@@ -47,12 +49,10 @@
 
 use super::ReplicationConfig;
 use super::baseline::{
-    BaselineOutcome, BaselineStorage, ConnectionBaselines, DeltaPlan, MAX_BASELINE_COUNT,
-    SegmentKind, SharedBaselineStorage, is_subset, lock_storage, prediction_steps,
-    write_delta_head, write_full_segment,
+    BaselineOutcome, BaselineStorage, ConnectionBaselines, SharedBaselineStorage, lock_storage,
 };
 use super::encode::EncodedSegments;
-use super::insights::{BatchLayout, Encoding, WriterAttribution};
+use super::insights::{BatchLayout, WriterAttribution};
 use super::record::{
     INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
     ReplicatedObjectState as S, ReplicationInfo,
@@ -64,13 +64,19 @@ use crate::connection::DeliveryStatus;
 use crate::handle::NetRefHandle;
 use crate::object::{ConnectionId, InternalIndex, ObjectTable};
 use crate::serialize::BitArray;
-use crate::state::{ChangeMask, Condition, StateDescriptor};
+use crate::state::{ChangeMask, StateDescriptor};
 use crate::stream::tokens::{NetToken, SharedExports, lock};
 use crate::stream::{DataStream, StreamError, WriteResult};
 use std::collections::VecDeque;
 
+#[path = "body.rs"]
+mod body;
 #[path = "huge.rs"]
 pub mod huge;
+#[path = "plan.rs"]
+mod plan;
+
+use body::{encoding_of, write_body};
 
 /// What [`ReplicationWriter::pending_bytes`] counts for an object kept alive only
 /// because a connection has not confirmed its destroy: the object table entry, its
@@ -317,167 +323,6 @@ impl ReplicationWriter {
             info.set_baselines(INVALID_BASELINE_INDEX, INVALID_BASELINE_INDEX);
         }
         merged
-    }
-
-    /// Whether an owner change altered which conditional members this connection
-    /// receives, compared with what its baselines hold in sync.
-    fn owner_change_affects_baselines(&self, table: &ObjectTable, index: InternalIndex) -> bool {
-        let Some(entry) = table.entry_at(index) else {
-            return false;
-        };
-        let desc = entry.descriptor();
-        let mut cond_bits = ChangeMask::new(desc.change_mask_bits);
-        for (c, m) in &desc.condition_masks {
-            if !matches!(
-                c,
-                Condition::InitialOnly | Condition::Never | Condition::Custom
-            ) {
-                cond_bits.or_with(m);
-            }
-        }
-        let mut allowed = ChangeMask::all(desc.change_mask_bits);
-        let is_owner = entry.owner_connection() == Some(self.connection);
-        desc.restrict_to_role(
-            &mut allowed,
-            crate::state::ConditionContext {
-                is_owner,
-                is_autonomous: is_owner && entry.is_autonomous(),
-                is_initial: false,
-            },
-        );
-        allowed.and_with(&cond_bits);
-        (0..MAX_BASELINE_COUNT).any(|k| {
-            self.baselines.slot(index, k).is_some_and(|slot| {
-                let mut synced = slot.synced.clone();
-                synced.and_with(&cond_bits);
-                synced != allowed
-            })
-        })
-    }
-
-    /// Decides the delta encoding of a batch (None: written without delta compression)
-    /// and adds to `mask` what a nominated baseline needs.
-    fn plan_delta(
-        &mut self,
-        st: &mut BaselineStorage,
-        table: &ObjectTable,
-        index: InternalIndex,
-        creating: bool,
-        is_owner: bool,
-        mask: &mut ChangeMask,
-    ) -> Option<DeltaPlan> {
-        let entry = table.entry_at(index)?;
-        let desc = entry.descriptor();
-        let new_state = table.registry().get(entry.protocol())?.new_state;
-        if !st.is_enabled(entry.protocol(), desc.delta_compression) {
-            return None;
-        }
-        let mut allowed = ChangeMask::all(desc.change_mask_bits);
-        desc.restrict_to_role(
-            &mut allowed,
-            crate::state::ConditionContext {
-                is_owner,
-                is_autonomous: is_owner && entry.is_autonomous(),
-                is_initial: creating,
-            },
-        );
-        if let Some(h) = self.hooks.0.as_mut() {
-            let before = allowed.clone();
-            h.filter_members(table, index, creating, &mut allowed);
-            allowed.and_with(&before);
-        }
-        let acked = self.infos[index as usize].last_acked_baseline();
-        // The reference and its prior, by snapshot: no state is touched here.
-        let mut reference: Option<(u8, u32)> = None;
-        let mut prior = None;
-        if acked < MAX_BASELINE_COUNT {
-            match self.baselines.slot(index, acked) {
-                Some(slot) if is_subset(&allowed, slot.synced) => {
-                    reference = st
-                        .state_address(slot.snapshot)
-                        .map(|_| (acked, slot.snapshot));
-                    prior = reference
-                        .and(slot.prior)
-                        .filter(|&p| st.state_address(p).is_some());
-                }
-                Some(_) => {
-                    // A member the client's baseline does not hold is now allowed.
-                    if let Some(mut merged) = self.baselines.release_object(st, index) {
-                        merged.and_with(&allowed);
-                        mask.or_with(&merged);
-                    }
-                }
-                None => {}
-            }
-            if reference.is_none() {
-                self.infos[index as usize]
-                    .set_baselines(INVALID_BASELINE_INDEX, INVALID_BASELINE_INDEX);
-            }
-        }
-        let slot = match &reference {
-            Some((k, _)) => {
-                self.baselines.note_reference(index, *k);
-                (k + 1) % MAX_BASELINE_COUNT
-            }
-            None => self.baselines.full_path_slot(index),
-        };
-        // A new baseline in every packet while acknowledgements flow (one in flight
-        // at a time); after a lost nomination, the frame throttle.
-        let unthrottled = self.baselines.unthrottled(index, st.settings());
-        let nominate = (self.baselines.pending(index).is_none()
-            && st.may_create(index, entry.handle(), unthrottled))
-        .then_some(slot);
-        let default = reference
-            .is_none()
-            .then(|| st.default_state(entry.protocol(), new_state));
-        st.count_batch(reference.is_some());
-        if nominate.is_some() {
-            // The client builds the new baseline from the reference and this batch:
-            // carry every allowed member that differs from the reference. The
-            // difference is the same for every connection with that reference: found
-            // once per tick.
-            let against = match (reference, &default) {
-                (Some((_, snapshot)), _) => st.state_arc(snapshot),
-                (None, Some(default)) => Some(default),
-                (None, None) => None,
-            };
-            if let Some(against) = against {
-                let mut d = self
-                    .segments
-                    .difference(index, entry.handle(), against, |against| {
-                        let mut d = ChangeMask::new(desc.change_mask_bits);
-                        entry.state().diff(against, &mut d);
-                        d
-                    });
-                d.and_with(&allowed);
-                mask.or_with(&d);
-            }
-        }
-        // With two acknowledged baselines (the reference and the one it was built
-        // from), code against their constant-velocity prediction where the type wants
-        // it; the batch says which in one bit.
-        let predicted = match (reference, prior) {
-            (Some((_, snapshot)), Some(prior)) => {
-                Some(if st.is_prediction_enabled(entry.protocol()) {
-                    let prior_frame = st.snapshot_frame(prior).unwrap_or(0);
-                    let frame = st.snapshot_frame(snapshot).unwrap_or(prior_frame);
-                    let steps = prediction_steps(prior_frame, frame, st.frame());
-                    st.prediction(snapshot, prior, mask, steps)
-                        .map(|p| (steps, p))
-                } else {
-                    None
-                })
-            }
-            _ => None,
-        };
-        Some(DeltaPlan {
-            reference,
-            predicted,
-            nominate,
-            allowed,
-            default,
-            vs_default: st.settings().compress_initial_state,
-        })
     }
 
     /// Installs the interest layer's hooks (priority, member filter).
@@ -1702,145 +1547,6 @@ impl ReplicationWriter {
         self.dirty.clear_all();
         self.schedule.invalidate();
     }
-}
-
-/// Writes a batch body, from the form flag to the last member, and returns the net
-/// tokens of the tags it carries. A plain update (no creation, tear-off or tags, hence
-/// no exports) is `[0][is_delta]`; the long form `[1][has_exports]...` has its exports
-/// flag, one bit into the body, written 0 and patched by the caller.
-#[allow(clippy::too_many_arguments)]
-fn write_body(
-    w: &mut BitWriter,
-    table: &ObjectTable,
-    index: InternalIndex,
-    entry: &crate::object::ObjectEntry,
-    creating: bool,
-    tear_off: bool,
-    plan: Option<&DeltaPlan>,
-    send_tags: bool,
-    mask: &ChangeMask,
-    exports: &SharedExports,
-    segments: &mut EncodedSegments,
-    st: Option<&BaselineStorage>,
-    member_bits: &mut usize,
-    segment_id: &mut Option<u32>,
-) -> (Vec<NetToken>, (usize, usize)) {
-    let body = w.position();
-    let plain = !creating && !tear_off && !send_tags;
-    w.write_bool(!plain);
-    if plain {
-        w.write_bool(plan.is_some());
-    } else {
-        write_long_flags(w, table, entry, creating, tear_off, plan.is_some());
-    }
-    let mut tokens: Vec<NetToken> = Vec::new();
-    let flags_end = w.position() - body;
-    if !plain && w.write_bool(send_tags) {
-        let mut exports = lock(exports);
-        tokens = entry
-            .tags()
-            .iter()
-            .filter_map(|t| exports.token_for(t))
-            .collect();
-        drop(exports);
-        w.write_bits(tokens.len() as u64, 8);
-        for t in &tokens {
-            w.write_bits(t.0 as u64, 16);
-        }
-    }
-    let tags_end = w.position() - body;
-    // The per-connection head, then the segment: encoded once per tick for each
-    // (mask, what it is coded against), copied for every other connection.
-    // A plan exists only with the baseline storage.
-    let plan = plan.zip(st);
-    let kind = match plan {
-        Some((plan, st)) => {
-            write_delta_head(plan, w);
-            plan.segment(creating, st)
-        }
-        None => SegmentKind::Full,
-    };
-    let handle = entry.handle();
-    if let Some(segment) = segments.find(index, handle, mask, &kind) {
-        w.write_words(segment.words, segment.bits);
-        *member_bits = segment.member_bits;
-        *segment_id = Some(segment.id);
-    } else {
-        let start = w.position();
-        *member_bits = match plan {
-            Some((plan, st)) => plan.write_segment(st, entry.state(), mask, creating, w),
-            None => write_full_segment(entry.state(), mask, w),
-        };
-        if !w.is_overflown() {
-            let bits = w.position() - start;
-            let against = plan.and_then(|(plan, st)| plan.against(st)).cloned();
-            *segment_id = segments.insert(
-                index,
-                handle,
-                mask,
-                kind,
-                against,
-                bits,
-                *member_bits,
-                |out| w.copy_bits(start, bits, out),
-            );
-        }
-    }
-    (tokens, (flags_end, tags_end))
-}
-
-/// For network insights: how a batch's change mask and members were encoded (as
-/// `write_delta_body` does): the mask's form and what the members were coded against
-/// (the prediction, the acknowledged baseline or the default state), to serialize
-/// each again at the `Members` level. The delta framing's size is set
-/// by the caller from the bits the body measured (`payload − mask − members`).
-fn encoding_of<'a>(
-    plan: Option<&'a DeltaPlan>,
-    st: Option<&'a BaselineStorage>,
-    creating: bool,
-) -> Encoding<'a> {
-    let Some((plan, st)) = plan.zip(st) else {
-        return Encoding {
-            framing: 0,
-            reference: None,
-            mask_hint: None,
-        };
-    };
-    // Coded against the prediction when the batch predicted, else the baseline, or
-    // the default state on the full path.
-    let reference = plan.against(st).map(|s| s.as_ref());
-    let mask_hint = (plan.reference.is_none() && plan.vs_default).then_some(creating);
-    Encoding {
-        framing: 0,
-        reference,
-        mask_hint,
-    }
-}
-
-/// The long form's flags, from the exports flag (written 0; patched by the caller) to
-/// `is_delta`.
-fn write_long_flags(
-    w: &mut BitWriter,
-    table: &ObjectTable,
-    entry: &crate::object::ObjectEntry,
-    creating: bool,
-    tear_off: bool,
-    is_delta: bool,
-) {
-    w.write_bool(false); // has_exports, patched by the caller
-    w.write_bool(creating);
-    if creating {
-        w.write_bits(entry.protocol() as u64, table.registry().index_bits());
-        let owner = entry
-            .root()
-            .and_then(|r| table.entry_at(r))
-            .map(|r| r.handle());
-        if w.write_bool(owner.is_some()) {
-            owner.unwrap_or(NetRefHandle::INVALID).write(w);
-        }
-    }
-    w.write_bool(tear_off);
-    w.write_bool(is_delta);
 }
 
 /// Whether a scheduled root is still owed at the priority it was scheduled with (what
