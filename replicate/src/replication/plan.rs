@@ -70,19 +70,7 @@ impl ReplicationWriter {
             return None;
         }
         let mut allowed = ChangeMask::all(desc.change_mask_bits);
-        desc.restrict_to_role(
-            &mut allowed,
-            crate::state::ConditionContext {
-                is_owner,
-                is_autonomous: is_owner && entry.is_autonomous(),
-                is_initial: creating,
-            },
-        );
-        if let Some(h) = self.hooks.0.as_mut() {
-            let before = allowed.clone();
-            h.filter_members(table, index, creating, &mut allowed);
-            allowed.and_with(&before);
-        }
+        self.restrict_members(table, index, creating, is_owner, &mut allowed);
         let acked = self.infos[index as usize].last_acked_baseline();
         // The reference and its prior, by snapshot: no state is touched here.
         let mut reference: Option<(u8, u32)> = None;

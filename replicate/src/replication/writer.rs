@@ -325,6 +325,35 @@ impl ReplicationWriter {
         merged
     }
 
+    /// Clears from `mask` the members this connection may not receive in a batch of
+    /// `index`: the descriptor's conditions for its role, then the hooks' member filter
+    /// (which can only clear bits).
+    fn restrict_members(
+        &mut self,
+        table: &ObjectTable,
+        index: InternalIndex,
+        creating: bool,
+        is_owner: bool,
+        mask: &mut ChangeMask,
+    ) {
+        let Some(entry) = table.entry_at(index) else {
+            return;
+        };
+        entry.descriptor().restrict_to_role(
+            mask,
+            crate::state::ConditionContext {
+                is_owner,
+                is_autonomous: is_owner && entry.is_autonomous(),
+                is_initial: creating,
+            },
+        );
+        if let Some(h) = self.hooks.0.as_mut() {
+            let before = mask.clone();
+            h.filter_members(table, index, creating, mask);
+            mask.and_with(&before);
+        }
+    }
+
     /// Installs the interest layer's hooks (priority, member filter).
     pub fn set_hooks(&mut self, hooks: Box<dyn WriterHooks>) {
         self.hooks = Hooks(Some(hooks));
@@ -1159,19 +1188,7 @@ impl ReplicationWriter {
             info.change_mask(&self.pool)
         };
         let is_owner = entry.owner_connection() == Some(self.connection);
-        desc.restrict_to_role(
-            &mut mask,
-            crate::state::ConditionContext {
-                is_owner,
-                is_autonomous: is_owner && entry.is_autonomous(),
-                is_initial: creating,
-            },
-        );
-        if let Some(h) = self.hooks.0.as_mut() {
-            let before = mask.clone();
-            h.filter_members(table, index, creating, &mut mask);
-            mask.and_with(&before);
-        }
+        self.restrict_members(table, index, creating, is_owner, &mut mask);
         let send_tags = info.has_dirty_tags() || (creating && !entry.tags().is_empty());
         if !full && !mask.any() && !send_tags {
             let info = &mut self.infos[index as usize];
