@@ -213,6 +213,21 @@ pub fn render(a: &Analysis) -> String {
     }
     o.push_str("</tbody></table>");
 
+    // Huge objects, by type.
+    if !a.huge_types.is_empty() {
+        o.push_str(r#"<h2 id="huge">Huge objects, by type</h2><table id="table-huge"><thead><tr><th>type</th><th>parts</th><th>bits (without the channel's framing)</th></tr></thead><tbody>"#);
+        for t in &a.huge_types {
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&t.name),
+                t.batches,
+                t.bits
+            );
+        }
+        o.push_str("</tbody></table>");
+    }
+
     // What the clients sent.
     let u = &a.upstream;
     if u.packets > 0 {

@@ -229,6 +229,8 @@ pub struct Analysis {
     pub inexact_packets: u64,
     /// What the clients sent.
     pub upstream: Upstream,
+    /// Huge objects' parts per type (`batches` counts parts), most bits first.
+    pub huge_types: Vec<TypeRow>,
 }
 
 fn member_label(t: &TypeSchema, index: u16) -> (String, String, Option<u32>) {
@@ -294,6 +296,7 @@ impl Analysis {
         let secs = |t: u64| t.saturating_sub(start) as f64 / 1e6;
 
         let mut types: BTreeMap<u16, TypeRow> = BTreeMap::new();
+        let mut huge: BTreeMap<u16, TypeRow> = BTreeMap::new();
         let mut members: BTreeMap<(u16, u16), (u64, u64)> = BTreeMap::new();
         let mut clients: BTreeMap<u64, ClientRow> = BTreeMap::new();
         // Per packet: (time, bits per type, the rest by series name).
@@ -360,6 +363,17 @@ impl Analysis {
                     for (i, &s) in bits.streams.iter().enumerate().skip(1) {
                         let name = a.streams.get(i).cloned().unwrap_or(format!("stream {i}"));
                         rest.push((format!("{name} stream"), s));
+                    }
+                    for t in &bits.huge_types {
+                        let row = huge.entry(t.protocol).or_insert_with(|| TypeRow {
+                            protocol: t.protocol,
+                            name: type_name(t.protocol),
+                            batches: 0,
+                            creations: 0,
+                            bits: 0,
+                        });
+                        row.batches += u64::from(t.batches);
+                        row.bits += t.bits;
                     }
                     let mut by_type = Vec::new();
                     match &bits.replication {
@@ -450,6 +464,9 @@ impl Analysis {
                 Record::Schema(_) => {}
             }
         }
+        a.huge_types = huge.into_values().collect();
+        a.huge_types
+            .sort_by(|x, y| y.bits.cmp(&x.bits).then(x.name.cmp(&y.name)));
         a.types = types.into_values().collect();
         a.types
             .sort_by(|x, y| y.bits.cmp(&x.bits).then(x.name.cmp(&y.name)));

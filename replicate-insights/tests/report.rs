@@ -160,6 +160,7 @@ fn known_session() -> Session {
             streams: vec![r.total(), 0, 0, 0],
             padding: 5,
             replication: Some(r),
+            huge_types: Vec::new(),
         },
     };
     let member = |name: &str, offset| MemberSchema {
@@ -330,4 +331,65 @@ fn command_line_reports_good_files_and_refuses_bad_ones() {
         .output()
         .unwrap();
     assert_eq!(run.status.code(), Some(2));
+}
+
+#[test]
+fn huge_parts_and_client_packets_come_out_exactly() {
+    let mut s = known_session();
+    s.records.push(Record::Packet {
+        time_us: 1_800_000,
+        client: 9,
+        bits: PacketBits {
+            kind: PacketKind::Data,
+            wire_bits: 74 + 9 + 2000 + 5,
+            header: 74,
+            stream_framing: 9,
+            streams: vec![0, 0, 2000, 0],
+            padding: 5,
+            replication: None,
+            huge_types: vec![replicate::insights::TypeBits {
+                protocol: 1,
+                batches: 2,
+                creations: 0,
+                bits: 1900,
+            }],
+        },
+    });
+    for _ in 0..3 {
+        s.records.push(Record::Received {
+            time_us: 1_900_000,
+            client: 9,
+            bits: PacketBits {
+                kind: PacketKind::Data,
+                wire_bits: 120,
+                header: 74,
+                stream_framing: 9,
+                streams: vec![0, 0, 0, 30],
+                padding: 7,
+                ..Default::default()
+            },
+        });
+    }
+    let a = Analysis::new(&s);
+    assert_eq!(a.huge_types.len(), 1);
+    let h = &a.huge_types[0];
+    assert_eq!((h.name.as_str(), h.batches, h.bits), ("t::Door", 2, 1900));
+    assert_eq!(a.upstream.packets, 3);
+    assert_eq!(a.upstream.wire_bits, 360);
+    assert_eq!(a.upstream.stream_bits, vec![0, 0, 0, 90]);
+    assert_eq!(a.upstream.inexact_packets, 0);
+    assert_eq!(
+        (a.clients[0].received_packets, a.clients[0].received_bits),
+        (3, 360)
+    );
+    let page = html::render(&a);
+    let huge = table_rows(&page, "table-huge");
+    assert_eq!(
+        huge,
+        vec![vec!["t::Door".to_string(), "2".into(), "1900".into()]]
+    );
+    let up = table_rows(&page, "table-upstream");
+    let messages = up.iter().find(|r| r[0] == "messages stream").unwrap();
+    assert_eq!(messages[1], "90");
+    assert!(text::summary(&a).contains("client → server: 3 packets"));
 }

@@ -367,6 +367,10 @@ pub struct PacketBits {
     /// The replication section split, when it could be (always, unless the stream
     /// manager rolled the section back).
     pub replication: Option<ReplicationBits>,
+    /// The huge-object stream's parts per replicated type (`batches` counts parts;
+    /// `bits` are the parts' own bits, without the channel's framing, so they sum to
+    /// at most that stream's section).
+    pub huge_types: Vec<TypeBits>,
 }
 
 impl PacketBits {
@@ -405,6 +409,8 @@ pub struct AttributionTotals {
     pub replication: ReplicationBits,
     /// Packets whose parts did not sum to the wire (should stay 0).
     pub inexact_packets: u64,
+    /// Huge-object parts per type (see [`PacketBits::huge_types`]).
+    pub huge_types: Vec<TypeBits>,
 }
 
 impl AttributionTotals {
@@ -428,6 +434,19 @@ impl AttributionTotals {
         }
         if let Some(r) = &p.replication {
             self.replication.merge(r);
+        }
+        for t in &p.huge_types {
+            match self
+                .huge_types
+                .iter_mut()
+                .find(|x| x.protocol == t.protocol)
+            {
+                Some(x) => {
+                    x.batches += t.batches;
+                    x.bits += t.bits;
+                }
+                None => self.huge_types.push(*t),
+            }
         }
         if !p.is_exact() {
             self.inexact_packets += 1;
@@ -667,6 +686,13 @@ fn put_packet(p: &mut Vec<u8>, time_us: u64, client: u64, bits: &PacketBits) {
             }
         }
     }
+    // Appended after version 1's fields: a reader of an older file finds none.
+    put_u16(p, bits.huge_types.len().min(u16::MAX as usize) as u16);
+    for t in bits.huge_types.iter().take(u16::MAX as usize) {
+        put_u16(p, t.protocol);
+        put_u32(p, t.batches);
+        put_u32(p, t.bits as u32);
+    }
 }
 
 /// Appends one record (kind, length, payload) to `out`.
@@ -876,6 +902,18 @@ fn get_packet(c: &mut Cursor<'_>) -> Result<Result<PacketBits, String>, Short> {
         }
         _ => return Ok(Err("bad replication flag".into())),
     };
+    let mut huge_types = Vec::new();
+    if c.pos < c.data.len() {
+        let n = c.u16()? as usize;
+        for _ in 0..n {
+            huge_types.push(TypeBits {
+                protocol: c.u16()?,
+                batches: c.u32()?,
+                creations: 0,
+                bits: u64::from(c.u32()?),
+            });
+        }
+    }
     Ok(Ok(PacketBits {
         kind,
         wire_bits,
@@ -884,6 +922,7 @@ fn get_packet(c: &mut Cursor<'_>) -> Result<Result<PacketBits, String>, Short> {
         streams,
         padding,
         replication,
+        huge_types,
     }))
 }
 
@@ -1148,6 +1187,12 @@ mod tests {
                     streams: vec![43, 0],
                     padding: 4,
                     replication: Some(r),
+                    huge_types: vec![TypeBits {
+                        protocol: 4,
+                        batches: 2,
+                        creations: 0,
+                        bits: 9000,
+                    }],
                 },
             },
             Record::Stats {
@@ -1312,6 +1357,34 @@ mod tests {
         // A mismatched shape is not merged.
         r.merge(&MemberRange::new(1, 0, 51, 1, 0));
         assert_eq!(r.samples, 4);
+    }
+
+    #[test]
+    fn a_packet_record_without_huge_types_reads_as_none() {
+        // A version-1 file written before the huge-object split: the packet record
+        // ends after the replication split.
+        let bits = PacketBits {
+            wire_bits: 64,
+            header: 56,
+            padding: 8,
+            ..Default::default()
+        };
+        let mut payload = Vec::new();
+        put_packet(&mut payload, 5, 9, &bits);
+        payload.truncate(payload.len() - 2);
+        let mut file = encode_header();
+        file.push(KIND_PACKET);
+        file.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        file.extend_from_slice(&payload);
+        let session = decode_session(&file).unwrap();
+        assert_eq!(
+            session.records,
+            vec![Record::Packet {
+                time_us: 5,
+                client: 9,
+                bits
+            }]
+        );
     }
 
     #[test]

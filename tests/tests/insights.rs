@@ -393,6 +393,24 @@ fn huge_objects_are_attributed_exactly_on_their_stream() {
         "{names:?} {:?}",
         totals.streams
     );
+    // And they are the banner's: its type has every part's bits, which the stream's
+    // own framing comes on top of.
+    let banner_protocol = server
+        .objects()
+        .registry()
+        .iter()
+        .find(|(_, r)| (r.descriptor)().name.ends_with("Banner"))
+        .map(|(i, _)| i)
+        .unwrap();
+    assert_eq!(totals.huge_types.len(), 1, "{:?}", totals.huge_types);
+    let t = totals.huge_types[0];
+    assert_eq!(t.protocol, banner_protocol);
+    assert!(t.batches >= 2, "split in parts: {t:?}");
+    assert!(
+        t.bits >= 3000 * 8 && t.bits < totals.streams[huge],
+        "{t:?} of {}",
+        totals.streams[huge]
+    );
     assert_eq!(
         client.get::<Banner>(banner).map(|b| b.frame),
         server.get::<Banner>(banner).map(|b| b.frame)

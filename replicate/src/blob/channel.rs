@@ -246,6 +246,16 @@ impl ChannelSender {
             .sum()
     }
 
+    /// The bits of message `id` (reliable), while it is queued or unacknowledged.
+    pub fn message_bits(&self, id: u64) -> Option<usize> {
+        let i = id.checked_sub(self.base)?;
+        self.entries
+            .get(usize::try_from(i).ok()?)?
+            .blob
+            .as_ref()
+            .map(NetBlob::bit_len)
+    }
+
     /// Messages waiting to be written.
     pub fn waiting(&self) -> usize {
         self.waiting

@@ -681,6 +681,8 @@ impl ReplicationWriter {
 pub struct HugeObjectStream {
     queue: SharedHugeQueue,
     records: VecDeque<ChannelRecord>,
+    /// The last written packet's part bits per type: (protocol, parts, bits).
+    last_types: Vec<(u16, u32, u64)>,
 }
 
 impl HugeObjectStream {
@@ -692,7 +694,14 @@ impl HugeObjectStream {
         Self {
             queue,
             records: VecDeque::new(),
+            last_types: Vec::new(),
         }
+    }
+
+    /// The parts the last packet carried, per replicated type: (protocol index,
+    /// parts, their bits without the channel's framing). Network insights.
+    pub fn last_packet_types(&self) -> &[(u16, u32, u64)] {
+        &self.last_types
     }
 
     /// The shared queue.
@@ -711,12 +720,35 @@ impl DataStream<ObjectTable> for HugeObjectStream {
         Self::NAME
     }
 
-    fn write_data(&mut self, _ctx: &mut ObjectTable, w: &mut BitWriter) -> WriteResult {
+    fn write_data(&mut self, ctx: &mut ObjectTable, w: &mut BitWriter) -> WriteResult {
         let mut q = lock(&self.queue);
         q.fill();
         let mut record = Vec::new();
+        self.last_types.clear();
         if q.channel.write(w, &mut record) == 0 {
             return WriteResult::NoData;
+        }
+        // Which object (type) each part belongs to (insights).
+        for &id in &record {
+            let Some(bits) = q.channel.message_bits(id) else {
+                continue;
+            };
+            let Some(protocol) = q
+                .active
+                .iter()
+                .find(|t| t.pushed.contains(&id))
+                .and_then(|t| ctx.entry_at(t.index).filter(|e| e.handle() == t.handle))
+                .map(|e| e.protocol())
+            else {
+                continue;
+            };
+            match self.last_types.iter_mut().find(|t| t.0 == protocol) {
+                Some(t) => {
+                    t.1 += 1;
+                    t.2 += bits as u64;
+                }
+                None => self.last_types.push((protocol, 1, bits as u64)),
+            }
         }
         self.records.push_back(record);
         if q.channel.waiting() > 0 {

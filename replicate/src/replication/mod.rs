@@ -317,10 +317,35 @@ impl ReplicationServer {
         } else {
             None
         };
+        // The huge-object stream's parts per type, when it wrote into this packet.
+        let huge_wrote = conn
+            .streams
+            .stream_names()
+            .iter()
+            .position(|n| n == HugeObjectStream::NAME)
+            .and_then(|i| sections.streams.get(i))
+            .is_some_and(|&bits| bits > 0);
+        let huge_types = conn
+            .streams
+            .stream::<HugeObjectStream>(HugeObjectStream::NAME)
+            .filter(|_| huge_wrote)
+            .map(|h| {
+                h.last_packet_types()
+                    .iter()
+                    .map(|&(protocol, parts, bits)| crate::insights::TypeBits {
+                        protocol,
+                        batches: parts,
+                        creations: 0,
+                        bits,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         Some(crate::insights::PacketBits {
             stream_framing: sections.framing,
             streams: sections.streams.clone(),
             replication,
+            huge_types,
             ..Default::default()
         })
     }
