@@ -234,14 +234,14 @@ pub fn render(a: &Analysis) -> String {
         let mut parts = vec![
             Share {
                 name: "connection headers".into(),
-                bits: u.header_bits,
+                bits: u.header,
             },
             Share {
                 name: "stream framing".into(),
-                bits: u.stream_framing_bits,
+                bits: u.stream_framing,
             },
         ];
-        for (i, &b) in u.stream_bits.iter().enumerate() {
+        for (i, &b) in u.streams.iter().enumerate() {
             let name = a.streams.get(i).cloned().unwrap_or(format!("stream {i}"));
             parts.push(Share {
                 name: format!("{name} stream"),
@@ -250,7 +250,7 @@ pub fn render(a: &Analysis) -> String {
         }
         parts.push(Share {
             name: "padding".into(),
-            bits: u.padding_bits,
+            bits: u.padding,
         });
         let _ = write!(
             o,

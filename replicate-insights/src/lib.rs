@@ -25,8 +25,8 @@ mod svg;
 pub mod text;
 
 use replicate::insights::{
-    MemberRange, PacketKind, REPLICATION_PARTS, Record, ReplicationPart, Session, TypeSchema,
-    UNATTRIBUTED_MEMBER,
+    AttributionTotals, MemberRange, PacketKind, REPLICATION_PARTS, Record, ReplicationPart,
+    Session, TypeSchema, UNATTRIBUTED_MEMBER,
 };
 use std::collections::BTreeMap;
 
@@ -168,26 +168,6 @@ pub struct Share {
     pub bits: u64,
 }
 
-/// What the clients sent the server, split like the server's packets (the sessions of
-/// servers that did not record it leave it empty).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Upstream {
-    /// Packets received.
-    pub packets: u64,
-    /// Their bits on the wire.
-    pub wire_bits: u64,
-    /// Connection headers.
-    pub header_bits: u64,
-    /// Stream manager framing.
-    pub stream_framing_bits: u64,
-    /// Padding.
-    pub padding_bits: u64,
-    /// Per stream.
-    pub stream_bits: Vec<u64>,
-    /// Packets whose parts did not sum to the wire (0 in a sound recording).
-    pub inexact_packets: u64,
-}
-
 /// Everything the report shows, computed from a session.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Analysis {
@@ -227,8 +207,9 @@ pub struct Analysis {
     pub bandwidth: Bandwidth,
     /// Packets whose parts did not sum to the wire (0 in a sound recording).
     pub inexact_packets: u64,
-    /// What the clients sent.
-    pub upstream: Upstream,
+    /// What the clients sent the server, split like the server's packets (empty for
+    /// the sessions of servers that did not record it).
+    pub upstream: AttributionTotals,
     /// Huge objects' parts per type (`batches` counts parts), most bits first.
     pub huge_types: Vec<TypeRow>,
 }
@@ -306,21 +287,7 @@ impl Analysis {
             match r {
                 Record::Tick { .. } => a.ticks += 1,
                 Record::Received { client, bits, .. } => {
-                    let u = &mut a.upstream;
-                    u.packets += 1;
-                    if !bits.is_exact() {
-                        u.inexact_packets += 1;
-                    }
-                    u.wire_bits += bits.wire_bits;
-                    u.header_bits += bits.header;
-                    u.stream_framing_bits += bits.stream_framing;
-                    u.padding_bits += bits.padding;
-                    if u.stream_bits.len() < bits.streams.len() {
-                        u.stream_bits.resize(bits.streams.len(), 0);
-                    }
-                    for (s, b) in u.stream_bits.iter_mut().zip(&bits.streams) {
-                        *s += b;
-                    }
+                    a.upstream.add(bits);
                     let c = clients.entry(*client).or_insert_with(|| ClientRow {
                         id: *client,
                         ..Default::default()

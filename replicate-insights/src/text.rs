@@ -74,10 +74,10 @@ pub fn summary(a: &Analysis) -> String {
             "\nclient → server: {} packets, {} ({} headers, {} stream framing, {} streams, {} padding)",
             u.packets,
             fmt_bytes(u.wire_bits),
-            fmt_bytes(u.header_bits),
-            fmt_bytes(u.stream_framing_bits),
-            fmt_bytes(u.stream_bits.iter().sum()),
-            fmt_bytes(u.padding_bits),
+            fmt_bytes(u.header),
+            fmt_bytes(u.stream_framing),
+            fmt_bytes(u.streams.iter().sum()),
+            fmt_bytes(u.padding),
         );
     }
     let _ = writeln!(o, "\nconnections:");

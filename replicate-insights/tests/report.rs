@@ -376,7 +376,7 @@ fn huge_parts_and_client_packets_come_out_exactly() {
     assert_eq!((h.name.as_str(), h.batches, h.bits), ("t::Door", 2, 1900));
     assert_eq!(a.upstream.packets, 3);
     assert_eq!(a.upstream.wire_bits, 360);
-    assert_eq!(a.upstream.stream_bits, vec![0, 0, 0, 90]);
+    assert_eq!(a.upstream.streams, vec![0, 0, 0, 90]);
     assert_eq!(a.upstream.inexact_packets, 0);
     assert_eq!(
         (a.clients[0].received_packets, a.clients[0].received_bits),
