@@ -670,13 +670,7 @@ fn put_packet(p: &mut Vec<u8>, time_us: u64, client: u64, bits: &PacketBits) {
             for &part in &r.parts {
                 put_u32(p, part as u32);
             }
-            put_u16(p, r.types.len().min(u16::MAX as usize) as u16);
-            for t in r.types.iter().take(u16::MAX as usize) {
-                put_u16(p, t.protocol);
-                put_u32(p, t.batches);
-                put_u32(p, t.creations);
-                put_u32(p, t.bits as u32);
-            }
+            put_types(p, &r.types, true);
             put_u16(p, r.members.len().min(u16::MAX as usize) as u16);
             for m in r.members.iter().take(u16::MAX as usize) {
                 put_u16(p, m.protocol);
@@ -687,10 +681,18 @@ fn put_packet(p: &mut Vec<u8>, time_us: u64, client: u64, bits: &PacketBits) {
         }
     }
     // Appended after version 1's fields: a reader of an older file finds none.
-    put_u16(p, bits.huge_types.len().min(u16::MAX as usize) as u16);
-    for t in bits.huge_types.iter().take(u16::MAX as usize) {
+    put_types(p, &bits.huge_types, false);
+}
+
+/// A count, then each type's protocol, batches, creations (when `creations`) and bits.
+fn put_types(p: &mut Vec<u8>, types: &[TypeBits], creations: bool) {
+    put_u16(p, types.len().min(u16::MAX as usize) as u16);
+    for t in types.iter().take(u16::MAX as usize) {
         put_u16(p, t.protocol);
         put_u32(p, t.batches);
+        if creations {
+            put_u32(p, t.creations);
+        }
         put_u32(p, t.bits as u32);
     }
 }

@@ -131,10 +131,7 @@ impl EncodedSegments {
         }
         let address = super::baseline::address(against);
         let slot = index as usize;
-        let mut at = match self.difference_heads.get(slot) {
-            Some(&(g, first)) if g == self.generation => first,
-            _ => NONE,
-        };
+        let mut at = chain_head(&self.difference_heads, index, self.generation);
         let first = at;
         while at != NONE {
             let d = &self.differences[at as usize];
@@ -164,10 +161,7 @@ impl EncodedSegments {
     }
 
     fn head(&self, index: InternalIndex) -> u32 {
-        match self.heads.get(index as usize) {
-            Some(&(g, first)) if g == self.generation => first,
-            _ => NONE,
-        }
+        chain_head(&self.heads, index, self.generation)
     }
 
     /// The segment of `index` for `(mask, kind)`, if one was encoded since the last
@@ -262,6 +256,15 @@ impl EncodedSegments {
         if let Some(e) = self.entries.get_mut(id as usize) {
             e.measures = Some(measures.into_boxed_slice());
         }
+    }
+}
+
+/// The first entry of object `index`'s chain in `heads`, if it was made in
+/// `generation` (older chains are void).
+fn chain_head(heads: &[(u32, u32)], index: InternalIndex, generation: u32) -> u32 {
+    match heads.get(index as usize) {
+        Some(&(g, first)) if g == generation => first,
+        _ => NONE,
     }
 }
 
