@@ -34,13 +34,16 @@
 //!
 //! # Receive rules
 //!
-//! A packet is accepted (its payload must be processed) exactly once: [`Connection::read_header`]
-//! returns [`ConnectionError::Duplicate`] for a sequence already received and
-//! [`ConnectionError::Stale`] for one older than the ack window (33 sequences behind the
-//! newest received), because such a packet could never be acked and its sender has
-//! already given it up (or will). Both are ordinary on a lossy network
-//! ([`ConnectionError::is_benign`]); the caller drops the packet without reading the
-//! payload. Reordered packets inside the window are accepted. Malformed headers are
+//! A packet is accepted (its payload must be processed) exactly once and in order:
+//! [`Connection::read_header`] returns [`ConnectionError::Duplicate`] for the newest
+//! sequence received again and [`ConnectionError::Stale`] for any older one (reordered,
+//! or a late duplicate). A stale packet is never acknowledged, so its sender declares it
+//! lost and resends state, as for any loss (Iris drops out-of-order packets the same
+//! way). In return every payload is read in send order: the replication reader never
+//! sees a packet older than one it already applied, which its wire format relies on
+//! (an update carries no size and is decoded against the newest baselines). Both are
+//! ordinary on a lossy network ([`ConnectionError::is_benign`]); the caller drops the
+//! packet without reading the payload. Malformed headers are
 //! rejected too (wrong tag, truncated, a sequence implausibly far ahead, an ack for a
 //! packet this side never sent), again without changing any state.
 //!
@@ -67,9 +70,9 @@
 //! (see [`ConnectionConfig`] for the knobs):
 //! - it was sent more than [`Connection::loss_timeout`] ago (smoothed RTT + 4 × RTT
 //!   variance + an ack-delay allowance, clamped; RFC 6298 style);
-//! - a packet sent at least [`Connection::reorder_threshold`] packets later has been
-//!   acked (RFC 9002's packet threshold; by default it adapts to the reordering the
-//!   link shows, see [`ConnectionConfig::adaptive_reordering`]);
+//! - a packet sent at least [`ConnectionConfig::reorder_threshold`] packets later has
+//!   been acked (RFC 9002's packet threshold; as packets are accepted in order only,
+//!   such a packet can never be acked any more);
 //! - it fell out of the peer's ack window (the peer acked a packet more than 32
 //!   sequences newer), so no future header can ack it;
 //! - more than [`ConnectionConfig::max_in_flight`] packets were sent after it.
@@ -198,17 +201,12 @@ pub struct ConnectionConfig {
     /// Upper bound of the loss timeout. Default 1 s (never below `min_loss_timeout`).
     pub max_loss_timeout: Duration,
     /// Declare a packet lost as soon as a packet sent this many packets later is
-    /// acked, without waiting for the timeout. `None` relies on the timeout and the ack
-    /// window alone (fewer spurious losses on links that reorder a lot, slower
-    /// detection). Default `Some(3)`, RFC 9002's `kPacketThreshold`. Values above
-    /// [`ACK_BITS`] + 1 behave like `None`; 0 is treated as 1.
+    /// acked, without waiting for the timeout. The peer accepts packets in order only,
+    /// so such a packet is lost for certain; `None` relies on the timeout and the ack
+    /// window alone (slower detection). Default `Some(3)`, RFC 9002's
+    /// `kPacketThreshold`. Values above [`ACK_BITS`] + 1 behave like `None`; 0 is
+    /// treated as 1.
     pub reorder_threshold: Option<u16>,
-    /// Adapt the reorder threshold to the link (like TCP's reordering estimate): each
-    /// packet declared lost by the threshold and then acked after all raises it by
-    /// one (up to [`ACK_BITS`] + 1, where the ack window takes over); every 256
-    /// deliveries without such a spurious loss lower it by one, never below
-    /// `reorder_threshold`. Default true.
-    pub adaptive_reordering: bool,
     /// At most this many sent packets await an ack; sending one more declares the
     /// oldest lost. Bounds memory and keeps sequence numbers unambiguous. Default
     /// 1024, clamped to `1..=32768`.
@@ -234,7 +232,6 @@ impl Default for ConnectionConfig {
             min_loss_timeout: Duration::from_millis(20),
             max_loss_timeout: Duration::from_secs(1),
             reorder_threshold: Some(3),
-            adaptive_reordering: true,
             max_in_flight: 1024,
             max_sequence_jump: 4096,
             loss_smoothing: 0.05,
@@ -280,7 +277,8 @@ pub enum ConnectionError {
         /// The duplicated sequence.
         sequence: u16,
     },
-    /// The packet is older than the ack window behind the newest received one.
+    /// The packet is older than the newest received one (reordered or a late
+    /// duplicate): dropped unacknowledged.
     #[error("stale packet {sequence}: newest received is {latest}")]
     Stale {
         /// The stale packet's sequence.
@@ -380,8 +378,6 @@ enum Arrival {
     First,
     /// Newer than the newest received, by this many sequences (at least 1).
     Newer(u16),
-    /// Older than the newest received, by this many sequences (`1..=ACK_BITS`).
-    Older(u16),
 }
 
 /// One peer's end of a connection: stamps outgoing packets, reads incoming headers,
@@ -423,10 +419,8 @@ pub struct Connection {
     /// modulo 64): a late ack of such a packet lost by timeout still measures the
     /// round trip.
     polled_sent_at: [Option<Duration>; 64],
-    /// The reorder threshold in force (adapted, see `adaptive_reordering`).
+    /// The reorder threshold in force.
     reorder_threshold: Option<u64>,
-    /// Deliveries since the reorder threshold last changed.
-    clean_deliveries: u32,
     /// `needs_ack` as it was before the last header was written (for `cancel_header`).
     needs_ack_before_write: bool,
 
@@ -471,7 +465,6 @@ impl Connection {
             polled_lost: 0,
             polled_threshold_lost: 0,
             polled_sent_at: [None; 64],
-            clean_deliveries: 0,
             needs_ack_before_write: false,
             recv_latest: None,
             recv_bits: 0,
@@ -654,9 +647,6 @@ impl Connection {
                 };
                 self.recv_latest = Some(sequence);
             }
-            Arrival::Older(back) => {
-                self.recv_bits |= 1 << (back - 1);
-            }
         }
         self.stats.packets_received += 1;
         if ack_eliciting {
@@ -689,14 +679,9 @@ impl Connection {
             }
             return Ok(Arrival::Newer(ahead));
         }
-        let back = latest.wrapping_sub(sequence);
-        if u32::from(back) > ACK_BITS {
-            return Err(ConnectionError::Stale { sequence, latest });
-        }
-        if self.recv_bits & (1 << (back - 1)) != 0 {
-            return Err(ConnectionError::Duplicate { sequence });
-        }
-        Ok(Arrival::Older(back))
+        // Older than the newest: reordered (or a late duplicate), dropped unacknowledged
+        // so every payload is read in send order (see the module docs).
+        Err(ConnectionError::Stale { sequence, latest })
     }
 
     /// The absolute index of the packet a received `ack` refers to.
@@ -761,7 +746,7 @@ impl Connection {
                 self.polled_lost &= !(1 << back);
                 let by_threshold = self.polled_threshold_lost & (1 << back) != 0;
                 self.polled_threshold_lost &= !(1 << back);
-                self.on_late_ack(by_threshold);
+                self.stats.late_acks += 1;
                 if let Some(sent_at) = self.polled_sent_at[(index % 64) as usize]
                     && !by_threshold
                 {
@@ -786,7 +771,7 @@ impl Connection {
                 let by_threshold = p.lost_by_threshold;
                 let sent_at = p.sent_at;
                 let eliciting = p.ack_eliciting;
-                self.on_late_ack(by_threshold);
+                self.stats.late_acks += 1;
                 if by_threshold || !eliciting {
                     Acked::Not
                 } else {
@@ -797,19 +782,7 @@ impl Connection {
         }
     }
 
-    /// A packet reported lost was acked after all.
-    fn on_late_ack(&mut self, lost_by_threshold: bool) {
-        self.stats.late_acks += 1;
-        if lost_by_threshold && self.config.adaptive_reordering {
-            if let Some(t) = &mut self.reorder_threshold {
-                *t = (*t + 1).min(u64::from(ACK_BITS) + 1);
-            }
-            self.clean_deliveries = 0;
-        }
-    }
-
-    /// The reorder threshold in force: [`ConnectionConfig::reorder_threshold`],
-    /// adapted to the link if [`ConnectionConfig::adaptive_reordering`] is on.
+    /// The reorder threshold in force: [`ConnectionConfig::reorder_threshold`].
     pub fn reorder_threshold(&self) -> Option<u16> {
         self.reorder_threshold.map(|t| t as u16)
     }
@@ -827,14 +800,6 @@ impl Connection {
         let outcome = match status {
             DeliveryStatus::Delivered => {
                 self.stats.packets_delivered += 1;
-                self.clean_deliveries += 1;
-                if self.clean_deliveries >= 256 {
-                    self.clean_deliveries = 0;
-                    let floor = self.config.reorder_threshold.map_or(0, u64::from);
-                    if let Some(t) = &mut self.reorder_threshold {
-                        *t = t.saturating_sub(1).max(floor);
-                    }
-                }
                 Some(0.0)
             }
             DeliveryStatus::Lost => {
@@ -1137,32 +1102,29 @@ mod tests {
         let mut a = Connection::default();
         let mut b = Connection::default();
         let packets: Vec<_> = (0..40).map(|_| packet(&mut a, Duration::ZERO).1).collect();
+        deliver(&mut b, Duration::ZERO, &packets[7]).unwrap();
         deliver(&mut b, Duration::ZERO, &packets[39]).unwrap();
         assert_eq!(
             deliver(&mut b, Duration::ZERO, &packets[39]),
             Err(ConnectionError::Duplicate { sequence: 39 })
         );
-        // 39 - 32 = 7 is the oldest still in the window; 6 is stale.
-        assert_eq!(
-            deliver(&mut b, Duration::ZERO, &packets[7]),
-            Ok(PacketSequence(7))
-        );
-        assert_eq!(
-            deliver(&mut b, Duration::ZERO, &packets[7]),
-            Err(ConnectionError::Duplicate { sequence: 7 })
-        );
-        let err = deliver(&mut b, Duration::ZERO, &packets[6]).unwrap_err();
-        assert_eq!(
-            err,
-            ConnectionError::Stale {
-                sequence: 6,
-                latest: 39
-            }
-        );
-        assert!(err.is_benign());
-        assert_eq!(b.stats().duplicates, 2);
-        assert_eq!(b.stats().stale, 1);
+        // Anything older than the newest is stale: reordered packets are dropped,
+        // unacknowledged, so payloads are read in send order.
+        for old in [38, 8, 7, 6] {
+            let err = deliver(&mut b, Duration::ZERO, &packets[old]).unwrap_err();
+            assert_eq!(
+                err,
+                ConnectionError::Stale {
+                    sequence: old as u16,
+                    latest: 39
+                }
+            );
+            assert!(err.is_benign());
+        }
+        assert_eq!(b.stats().duplicates, 1);
+        assert_eq!(b.stats().stale, 4);
         assert_eq!(b.stats().packets_received, 2);
+        // 7 was received 32 packets before 39: the oldest bit of the window.
         assert_eq!(b.recv_bits, 1 << 31);
     }
 
@@ -1262,24 +1224,24 @@ mod tests {
     }
 
     #[test]
-    fn delivery_waits_for_older_packets() {
-        let mut a = Connection::default();
+    fn a_packet_overtaken_by_a_newer_one_is_lost() {
+        let mut a = Connection::new(ConnectionConfig {
+            reorder_threshold: Some(1),
+            ..ConnectionConfig::default()
+        });
         let mut b = Connection::default();
         let p0 = packet(&mut a, ms(0)).1;
         let p1 = packet(&mut a, ms(1)).1;
         deliver(&mut b, ms(5), &p1).unwrap();
-        deliver(&mut a, ms(6), &packet(&mut b, ms(5)).1).unwrap();
-        // 1 is acked, 0 is not yet: nothing may be reported.
-        assert_eq!(a.poll_delivery(), None);
-        assert_eq!(a.in_flight(), 1);
-        deliver(&mut b, ms(7), &p0).unwrap();
-        deliver(&mut a, ms(8), &packet(&mut b, ms(7)).1).unwrap();
+        // 0 arrives after 1: dropped, never acknowledged.
+        assert!(matches!(
+            deliver(&mut b, ms(6), &p0),
+            Err(ConnectionError::Stale { .. })
+        ));
+        deliver(&mut a, ms(7), &packet(&mut b, ms(7)).1).unwrap();
         assert_eq!(
             drain(&mut a),
-            vec![
-                (0, DeliveryStatus::Delivered),
-                (1, DeliveryStatus::Delivered)
-            ]
+            vec![(0, DeliveryStatus::Lost), (1, DeliveryStatus::Delivered)]
         );
     }
 
@@ -1325,35 +1287,6 @@ mod tests {
         assert_eq!(a.stats().late_acks, 1);
         assert_eq!(a.stats().packets_delivered, 0);
         assert_eq!(a.poll_delivery(), None);
-    }
-
-    #[test]
-    fn reorder_threshold_adapts_to_spurious_losses() {
-        for adaptive_reordering in [true, false] {
-            let mut a = Connection::new(ConnectionConfig {
-                adaptive_reordering,
-                ..ConnectionConfig::default()
-            });
-            let mut b = Connection::default();
-            let packets: Vec<_> = (0..5).map(|_| packet(&mut a, ms(0)).1).collect();
-            for p in &packets[1..] {
-                deliver(&mut b, ms(1), p).unwrap();
-            }
-            deliver(&mut a, ms(2), &packet(&mut b, ms(2)).1).unwrap();
-            assert_eq!(drain(&mut a)[0], (0, DeliveryStatus::Lost));
-            // 0 was only late.
-            deliver(&mut b, ms(3), &packets[0]).unwrap();
-            deliver(&mut a, ms(4), &packet(&mut b, ms(4)).1).unwrap();
-            assert_eq!(a.stats().late_acks, 1);
-            let raised = if adaptive_reordering { 4 } else { 3 };
-            assert_eq!(a.reorder_threshold(), Some(raised));
-            // A long clean run brings it back down to the configured floor.
-            for t in 0..600 {
-                deliver(&mut b, ms(5 + t), &packet(&mut a, ms(5 + t)).1).unwrap();
-                deliver(&mut a, ms(5 + t), &packet(&mut b, ms(5 + t)).1).unwrap();
-            }
-            assert_eq!(a.reorder_threshold(), Some(3));
-        }
     }
 
     #[test]

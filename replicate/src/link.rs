@@ -31,11 +31,11 @@
 //! 5. has one random bit flipped with probability [`corrupt`](LinkConditioner::corrupt)
 //!    (per copy; off in every preset, as real transports checksum their packets).
 //!
-//! Jitter alone reorders packets sent closer together than the jitter, like a real
-//! multi-path network; with [`jitter_reorders`](LinkConditioner::jitter_reorders) off,
-//! a copy is never delivered before one sent earlier (jitter then behaves like
-//! queueing delay) and only the explicit `reorder` probability reorders. Packets due
-//! at the same instant come out in send order.
+//! By default a copy is never delivered before one sent earlier: jitter behaves like
+//! queueing delay, as on most real paths, and only the explicit `reorder` probability
+//! reorders. With [`jitter_reorders`](LinkConditioner::jitter_reorders) on, jitter
+//! alone reorders packets sent closer together than the jitter, like a multi-path
+//! network. Packets due at the same instant come out in send order.
 //!
 //! # Example
 //!
@@ -149,9 +149,9 @@ pub struct LinkConditioner {
     pub reorder: f32,
     /// The extra delay of a reordered packet.
     pub reorder_delay: Duration,
-    /// Whether jitter may deliver a packet before one sent earlier. When false, a
-    /// copy that is not explicitly reordered is never delivered before the copies
-    /// sent before it.
+    /// Whether jitter may deliver a packet before one sent earlier. When false (the
+    /// default, in every preset), a copy that is not explicitly reordered is never
+    /// delivered before the copies sent before it.
     pub jitter_reorders: bool,
     /// Probability that one random bit of a packet copy is flipped. For robustness
     /// tests only: every preset leaves it at 0.
@@ -183,7 +183,7 @@ impl LinkConditioner {
             duplicate: 0.0,
             reorder: 0.0,
             reorder_delay: Duration::ZERO,
-            jitter_reorders: true,
+            jitter_reorders: false,
             corrupt: 0.0,
             queue_limit: 1 << 16,
             bandwidth: None,
@@ -595,6 +595,7 @@ mod tests {
         let c = LinkConditioner {
             latency: ms(20),
             jitter: ms(30),
+            jitter_reorders: true,
             ..LinkConditioner::perfect()
         };
         let t = trace(c, 5, 2000);

@@ -698,7 +698,7 @@ fn an_unknown_token_breaks_only_that_object() {
     let mut w = replicate::bits::BitWriter::with_capacity_bytes(64);
     w.write_bits(500, 16); // sequence
     packet_start(&mut w, &[]);
-    batch(&mut w, h, |w| {
+    batch_at(&mut w, local_index(&m.server, m.conn, h), h, |w| {
         w.write_bool(true); // long form
         w.write_bool(false); // exports
         w.write_bool(false); // creating

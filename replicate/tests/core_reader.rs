@@ -457,7 +457,7 @@ fn a_broken_object_is_reported_destroyed_and_created_again() {
     // A batch for `h` with trailing garbage: the client marks it broken.
     let mut w = BitWriter::with_capacity_bytes(256);
     packet_start(&mut w, &[]);
-    batch(&mut w, h, |w| {
+    batch_at(&mut w, local_index(&m.server, m.conn, h), h, |w| {
         update_flags(w);
         w.write_bits(0b001, 3);
         w.write_bits(0, 1); // kind = 0 (zero flag)

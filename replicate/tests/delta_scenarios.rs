@@ -522,15 +522,16 @@ fn a_batch_naming_a_missing_baseline_breaks_that_object_only() {
     m.round_trip();
     let mut w = BitWriter::with_capacity_bytes(256);
     packet_start(&mut w, &[]);
-    batch(&mut w, h, |w| {
+    batch_at(&mut w, local_index(&m.server, m.conn, h), h, |w| {
         w.write_bool(true); // long form
         w.write_bool(false); // exports
         w.write_bool(false); // not creating
         w.write_bool(false); // tear off
         w.write_bool(true); // delta
+        w.write_bool(false); // against a baseline
+        w.write_bool(true); // slot 1, which the client never stored
+        w.write_bool(false); // no nomination
         w.write_bool(false); // tags
-        w.write_bits(1, 2); // against baseline 1, which the client never stored
-        w.write_bool(false);
         ChangeMask::from_u64(4, 1).write(w);
         w.write_bits(0, 8);
     });

@@ -203,7 +203,8 @@ fn a_busy_world_does_not_starve_huge_objects() {
         config.attachments.huge_packet_share = share;
         let mut sim = Sim::new(setup(config), 13, LinkConditioner::lan());
         sim.packets_per_tick = 1;
-        let doors: Vec<_> = (0..400)
+        // More changed doors than one packet holds, every tick.
+        let doors: Vec<_> = (0..1500)
             .map(|_| sim.server.objects_mut().spawn(Door::default()).unwrap())
             .collect();
         let big = sim

@@ -59,7 +59,7 @@ fn layer_of(relative: &Path) -> String {
         [dir, file] if dir == "replication" => match file.as_str() {
             "mod" => "replication".into(),
             // The writer's submodules (`writer::huge`, `writer::plan`, `writer::body`).
-            "huge" | "plan" | "body" => "replication::writer".into(),
+            "huge" | "plan" | "body" | "local" => "replication::writer".into(),
             other => format!("replication::{other}"),
         },
         [dir, ..] => dir.clone(),

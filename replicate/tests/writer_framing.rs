@@ -1,13 +1,13 @@
-//! The batch size prefix: `[0][size: 7]` for a body of fewer than 128 bits,
-//! `[1][size: 16]` up to `2^16 - 2`, `[1][2^16 - 1][size: 32]` for a huge object's batch.
-//! Bit-exact symmetry of the prefix, its boundaries, its cost, garbage and truncation,
-//! and batches on both sides of the boundary going through the real writer and reader.
+//! The batch size prefix of long forms: `[0][size: 7]` for a body of fewer than 128
+//! bits, `[1][size: 16]` up to `2^16 - 2`, `[1][2^16 - 1][size: 32]` for a huge
+//! object's batch. Bit-exact symmetry of the prefix, its boundaries, its cost, garbage
+//! and truncation, and batches on both sides of the boundary (and plain updates, which
+//! carry no size) going through the real writer and reader.
 
 mod common;
 
 use common::core_suite::*;
 use common::*;
-use replicate::NetRefHandle;
 use replicate::bits::{BitReader, BitWriter};
 use replicate::internals::connection::DeliveryStatus;
 use replicate::internals::replication::{BATCH_SIZE_BITS, ReplicationConfig};
@@ -109,29 +109,47 @@ fn truncated_or_random_prefixes_never_panic() {
     }
 }
 
-/// The batches of a `Manual` packet (16-bit sequence, four streams) and whether each
-/// used the long size form.
-fn batch_forms(bytes: &[u8]) -> Vec<(NetRefHandle, bool)> {
+/// How a batch is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// A plain update: no size.
+    Plain,
+    /// A long form with the short size prefix.
+    Short,
+    /// A long form with the long size prefix.
+    Long,
+}
+
+/// The batches of a `Manual` packet (16-bit sequence, four streams): each one's object
+/// index and form. A plain update carries no size, so the listing stops after one.
+fn batch_forms(bytes: &[u8]) -> Vec<(u32, Form)> {
+    use replicate::internals::replication::wire::SectionFrame;
     let mut r = BitReader::new(bytes);
     r.read_bits(16);
     assert_eq!(r.read_bits(5), 3, "four streams");
     assert_eq!(r.read_bits(4) & 1, 1, "replication data");
     assert!(!r.read_bool(), "no destroys");
+    let mut frame = SectionFrame::begin_read(&mut r).unwrap();
     let mut out = Vec::new();
     while r.read_bool() {
-        let h = NetRefHandle::read(&mut r).unwrap();
+        let index = frame.read_index(&mut r).unwrap();
+        if !r.read_bool() {
+            out.push((index, Form::Plain));
+            break;
+        }
         let long = r.read_bool();
         let size = if long {
             r.read_bits(BATCH_SIZE_BITS)
         } else {
             r.read_bits(7)
         };
-        assert!(long == (size >= 128), "{h}: {size} bits, long form {long}");
-        // The body's form flag; the long form (creations here) has the exports flag next.
-        let long_body = r.read_bool();
-        assert!(!long_body || !r.read_bool(), "no exports in these batches");
-        r.skip(size as usize - 1 - usize::from(long_body));
-        out.push((h, long));
+        assert!(
+            long == (size >= 128),
+            "{index}: {size} bits, long form {long}"
+        );
+        assert!(!r.read_bool(), "no exports in these batches");
+        r.skip(size as usize - 1);
+        out.push((index, if long { Form::Long } else { Form::Short }));
     }
     r.check().unwrap();
     out
@@ -171,8 +189,16 @@ fn batches_on_both_sides_of_the_short_form_reach_the_client() {
         })
         .unwrap();
     let (seq, bytes) = m.tick_and_write();
-    // Creations first: `Counted` then `Big` (index order, equal priority).
-    assert_eq!(batch_forms(&bytes), vec![(small, false), (big, true)]);
+    // Creations, in index order (equal priority): `Counted` then `Big`.
+    let (i_small, i_big) = (
+        local_index(&m.server, m.conn, small),
+        local_index(&m.server, m.conn, big),
+    );
+    assert_eq!((i_small, i_big), (0, 1), "dense indices in spawn order");
+    assert_eq!(
+        batch_forms(&bytes),
+        vec![(i_small, Form::Short), (i_big, Form::Long)]
+    );
     m.deliver_to_client(&bytes);
     m.ack(seq, DeliveryStatus::Delivered);
     assert_eq!(m.client.get::<Counted>(small).unwrap().n, 1);
@@ -180,7 +206,7 @@ fn batches_on_both_sides_of_the_short_form_reach_the_client() {
     let bits_before = m.server.writer(m.conn).unwrap().stats().bits;
     m.server.objects_mut().get_mut::<Counted>(small).unwrap().n = 77;
     let (seq, bytes) = m.tick_and_write();
-    assert_eq!(batch_forms(&bytes), vec![(small, false)]);
+    assert_eq!(batch_forms(&bytes), vec![(i_small, Form::Plain)]);
     m.deliver_to_client(&bytes);
     m.ack(seq, DeliveryStatus::Delivered);
     assert_eq!(m.client.get::<Counted>(small).unwrap().n, 77);

@@ -62,21 +62,15 @@
 //! for no prediction); the receiver needs no setting. The prediction of a snapshot is
 //! cached on it, so connections whose acks are in step compute it once per tick.
 //!
-//! Wire format, after the batch header's `is_delta` bit (see `writer`):
-//!
-//! ```text
-//! [reference index: 2]
-//!   0|1: [has new baseline: 1] [change mask]
-//!        [prediction code: 1..3]   only when the reference has a prior
-//!        [members, each delta vs the prediction if predicted, else vs the reference]
-//!        (the new baseline is the other slot)
-//!   2:   [created index: 2 (2 = none)] [vs default: 1]
-//!        [change mask ("mostly ones" hint on creation) if vs default, plain otherwise]
-//!        [members, each delta vs the type's default state if vs default, full otherwise]
-//! ```
+//! On the wire a batch's head ([`BatchHead`], see `wire`) names the reference slot,
+//! whether the batch nominates the other slot, and the prediction code (only when the
+//! reference has a prior), or, with no reference, the slot it creates and whether it is
+//! coded against the default state. After the change mask come the members: each delta
+//! against the prediction if predicted, else against the reference; or against the
+//! type's default state, or in full.
 
 use super::record::INVALID_BASELINE_INDEX;
-use super::wire::ObjectReadError;
+use super::wire::{BatchHead, ObjectReadError};
 use crate::bits::{BitReader, BitWriter};
 use crate::object::{InternalIndex, ObjectTable};
 use crate::protocol::{ErasedState, ProtocolIndex};
@@ -981,34 +975,6 @@ pub(crate) fn prediction_steps(prior_frame: u32, frame: u32, now: u32) -> u32 {
     ((2 * ahead + interval) / (2 * interval)).clamp(1, u64::from(MAX_PREDICTION_STEPS)) as u32
 }
 
-/// Writes the prediction code: `[1]` one step, `[0][0]` no prediction, `[0][1][0]` two
-/// steps, `[0][1][1]` three.
-fn write_prediction_code(w: &mut BitWriter, steps: Option<u32>) {
-    match steps {
-        Some(1) => {
-            w.write_bool(true);
-        }
-        None | Some(0) => {
-            w.write_bits(0b00, 2);
-        }
-        Some(k) => {
-            w.write_bits(0b10, 2);
-            w.write_bool(k >= 3);
-        }
-    }
-}
-
-/// Reads what [`write_prediction_code`] wrote.
-fn read_prediction_code(r: &mut BitReader) -> Option<u32> {
-    if r.read_bool() {
-        return Some(1);
-    }
-    if !r.read_bool() {
-        return None;
-    }
-    Some(if r.read_bool() { 3 } else { 2 })
-}
-
 /// The most bits of residuals a prediction may take (larger states predict nothing).
 const PREDICTION_SCRATCH_BITS: usize = 1 << 16;
 
@@ -1036,40 +1002,15 @@ pub(crate) struct DeltaPlan {
     pub vs_default: bool,
 }
 
-/// Writes the per-connection head of a delta batch (after the batch header's
-/// `is_delta` bit): the reference index, and the nomination. What follows it is the
-/// batch's [`Segment`], the same for every connection that codes the same members
-/// against the same state (see `encode`).
-pub(crate) fn write_delta_head(plan: &DeltaPlan, w: &mut BitWriter) {
-    match &plan.reference {
-        Some((index, _)) => {
-            w.write_bits(*index as u64, BASELINE_INDEX_BITS);
-            w.write_bool(plan.nominate.is_some());
-        }
-        None => {
-            w.write_bits(INVALID_BASELINE_INDEX as u64, BASELINE_INDEX_BITS);
-            w.write_bits(
-                plan.nominate.unwrap_or(INVALID_BASELINE_INDEX) as u64,
-                BASELINE_INDEX_BITS,
-            );
-            w.write_bool(plan.vs_default);
-        }
-    }
-}
-
-/// How a batch's change mask and members are coded after its head: what decides their
-/// bits besides the object's state and the mask.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a batch's members are coded against, which decides their bits besides the
+/// object's state and the change mask: the key of a shared encoding (see `encode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SegmentKind {
-    /// The mask, then the members in full.
+    /// The members in full.
     Full,
-    /// The mask, the prediction code (`code`: 0 none written, 1 "not predicted",
-    /// `2 + steps` predicted), then the members coded against the state `against`
-    /// points to (the reference or its prediction).
-    Delta { against: usize, code: u32 },
-    /// The mask with the creation hint `hint`, then the members coded against the
-    /// type's default state at `against`.
-    VsDefault { against: usize, hint: bool },
+    /// The members coded against the state at this address (the reference, its
+    /// prediction or the type's default state).
+    Against(usize),
 }
 
 /// The address of a state, its identity while it is alive.
@@ -1101,72 +1042,47 @@ impl DeltaPlan {
 
     /// The segment this plan codes (what decides its bits besides the state and the
     /// mask), named without touching any state.
-    pub(crate) fn segment(&self, creating: bool, st: &BaselineStorage) -> SegmentKind {
-        let against = self.against(st).map_or(0, address);
+    pub(crate) fn segment(&self, st: &BaselineStorage) -> SegmentKind {
+        self.against(st)
+            .map_or(SegmentKind::Full, |a| SegmentKind::Against(address(a)))
+    }
+
+    /// The batch head this plan writes (see `wire`).
+    pub(crate) fn head(&self) -> BatchHead {
         match self.reference {
-            Some(_) => SegmentKind::Delta {
-                against,
-                code: match &self.predicted {
-                    Some(Some((steps, _))) => 2 + *steps,
-                    Some(None) => 1,
-                    None => 0,
-                },
+            Some((reference, _)) => BatchHead::Reference {
+                reference,
+                nominate: self.nominate.is_some(),
+                prediction: self
+                    .predicted
+                    .as_ref()
+                    .map(|p| p.as_ref().map(|(steps, _)| *steps)),
             },
-            None if self.vs_default => SegmentKind::VsDefault {
-                against,
-                hint: creating,
+            None => BatchHead::Fresh {
+                created: self.nominate.unwrap_or(INVALID_BASELINE_INDEX),
+                vs_default: self.vs_default,
             },
-            None => SegmentKind::Full,
         }
     }
 
-    /// Writes the segment [`segment`](Self::segment) names; returns the bits of member
-    /// values (the rest is the mask and the prediction code).
+    /// Writes the members of the segment [`segment`](Self::segment) names; returns
+    /// their bits.
     pub(crate) fn write_segment(
         &self,
         st: &BaselineStorage,
         state: &dyn ErasedState,
         mask: &ChangeMask,
-        creating: bool,
         w: &mut BitWriter,
     ) -> usize {
-        let against = self.against(st);
-        match (self.reference, against) {
-            (Some(_), Some(against)) => {
-                mask.write(w);
-                match &self.predicted {
-                    Some(Some((steps, _))) => write_prediction_code(w, Some(*steps)),
-                    Some(None) => write_prediction_code(w, None),
-                    None => {}
-                }
-                let start = w.position();
-                state.serialize_delta(against.as_ref(), mask, w);
-                w.position() - start
-            }
-            (None, Some(default)) => {
-                mask.write_with_hint(w, creating);
-                let start = w.position();
-                state.serialize_delta(default.as_ref(), mask, w);
-                w.position() - start
-            }
-            // The writer plans a reference only when its snapshot is committed, and a
-            // default state whenever `vs_default`.
-            _ => write_full_segment(state, mask, w),
+        let start = w.position();
+        match self.against(st) {
+            Some(against) => state.serialize_delta(against.as_ref(), mask, w),
+            // Only on the full path without the default state: the writer plans a
+            // reference only when its snapshot is committed.
+            None => state.serialize(mask, w),
         }
+        w.position() - start
     }
-}
-
-/// The mask, then the members in full ([`SegmentKind::Full`]); returns the members'
-/// bits.
-pub(crate) fn write_full_segment(
-    state: &dyn ErasedState,
-    mask: &ChangeMask,
-    w: &mut BitWriter,
-) -> usize {
-    mask.write(w);
-    let start = w.position();
-    state.serialize(mask, w);
-    w.position() - start
 }
 
 /// A stored baseline on the client: the state, the sequence of the packet that stored
@@ -1193,6 +1109,12 @@ impl ReceiverBaselines {
     /// The baseline a stored one was built from, if it was built on the delta path.
     pub fn prior(&self, index: u8) -> Option<&dyn ErasedState> {
         self.slots.get(index as usize)?.as_ref()?.2.as_deref()
+    }
+
+    /// Whether slot `index` holds a baseline with a prior (a batch against it carries a
+    /// prediction code).
+    pub fn has_prior(&self, index: u8) -> bool {
+        self.prior(index).is_some()
     }
 
     /// Number of stored baselines.
@@ -1223,124 +1145,103 @@ pub(crate) struct DeltaBody {
     pub store: Option<(u8, NewBaseline)>,
 }
 
-fn bits_error(r: &BitReader) -> Result<(), ObjectReadError> {
-    r.check()
-        .map_err(|e| ObjectReadError::Decode(SerializeError::from(e)))
-}
-
-/// Reads a delta batch body (after the batch header) for an object whose live state is
-/// `live` (`None` for a creation), decoding against `baselines` or the default state.
-/// `Ok(None)`: the packet is older than the baseline it names (reordered past a newer
-/// baseline); the batch is skipped.
+/// Reads a delta batch's members (after its head and mask) for an object whose live
+/// state is `live` (`None` for a creation), decoding against `baselines` or the default
+/// state as `head` says. `Ok(None)`: the packet is older than the baseline it names
+/// (reordered past a newer baseline); the batch is skipped.
 pub(crate) fn read_delta_body(
     live: Option<&dyn ErasedState>,
     baselines: Option<&ReceiverBaselines>,
     new_state: fn() -> Box<dyn ErasedState>,
-    bits: u32,
-    creating: bool,
+    head: BatchHead,
+    mask: ChangeMask,
     seq: u64,
     r: &mut BitReader,
 ) -> Result<Option<DeltaBody>, ObjectReadError> {
     let _span = tracing::trace_span!("DeltaCompressed").entered();
-    let index = r.read_bits(BASELINE_INDEX_BITS) as u8;
-    bits_error(r)?;
-    if index > INVALID_BASELINE_INDEX {
-        return Err(ObjectReadError::Decode(SerializeError::invalid(
-            "baseline index",
-            "index 3 is not used",
-        )));
-    }
-    if index < MAX_BASELINE_COUNT {
-        let is_new = r.read_bool();
-        bits_error(r)?;
-        let slot = baselines
-            .and_then(|b| b.slots.get(index as usize))
-            .and_then(Option::as_ref)
-            .ok_or(ObjectReadError::MissingBaseline(index))?;
-        if slot.1 > seq {
-            return Ok(None);
-        }
-        let reference = slot.0.as_ref();
-        let mask = ChangeMask::read(bits, r)?;
-        // With a prior, a short code says whether (and over how many steps) the
-        // members are coded against the prediction from the two baselines.
-        let predicted = match slot.2.as_deref() {
-            Some(prior) => {
-                let steps = read_prediction_code(r);
-                bits_error(r)?;
-                if let Some(steps) = steps {
+    match head {
+        BatchHead::Full => Err(ObjectReadError::Decode(SerializeError::invalid(
+            "batch head",
+            "not a delta head",
+        ))),
+        BatchHead::Reference {
+            reference: index,
+            nominate,
+            prediction,
+        } => {
+            let slot = baselines
+                .and_then(|b| b.slots.get(index as usize))
+                .and_then(Option::as_ref)
+                .ok_or(ObjectReadError::MissingBaseline(index))?;
+            if slot.1 > seq {
+                return Ok(None);
+            }
+            let reference = slot.0.as_ref();
+            // With a prior, the head's code says whether (and over how many steps) the
+            // members are coded against the prediction from the two baselines.
+            let predicted = match (slot.2.as_deref(), prediction) {
+                (Some(prior), Some(Some(steps))) => {
                     Some(extrapolate(reference, prior, &mask, steps).ok_or(
                         ObjectReadError::Decode(SerializeError::invalid(
                             "baseline prediction",
                             "the prediction the batch is coded against cannot be made",
                         )),
                     )?)
-                } else {
-                    None
                 }
-            }
-            None => None,
-        };
-        let against = predicted.as_deref().unwrap_or(reference);
-        let start = r.clone();
-        let mut state = match live {
-            Some(l) => l.clone_box(),
-            None => reference.clone_box(),
-        };
-        state.deserialize_delta(against, &mask, r)?;
-        state.validate(&mask)?;
-        let store = if is_new {
-            let mut again = start;
-            let mut b = reference.clone_box();
-            b.deserialize_delta(against, &mask, &mut again)?;
-            Some((
-                (index + 1) % MAX_BASELINE_COUNT,
-                (b, Some(reference.clone_box())),
-            ))
-        } else {
-            None
-        };
-        return Ok(Some(DeltaBody { mask, state, store }));
-    }
-    let created = r.read_bits(BASELINE_INDEX_BITS) as u8;
-    let vs_default = r.read_bool();
-    bits_error(r)?;
-    if created > INVALID_BASELINE_INDEX {
-        return Err(ObjectReadError::Decode(SerializeError::invalid(
-            "baseline index",
-            "index 3 is not used",
-        )));
-    }
-    let default = new_state();
-    let mask = if vs_default {
-        ChangeMask::read_with_hint(bits, r, creating)?
-    } else {
-        ChangeMask::read(bits, r)?
-    };
-    let start = r.clone();
-    let mut state = match live {
-        Some(l) => l.clone_box(),
-        None => default.clone_box(),
-    };
-    if vs_default {
-        state.deserialize_delta(default.as_ref(), &mask, r)?;
-    } else {
-        state.deserialize(&mask, r)?;
-    }
-    state.validate(&mask)?;
-    let store = if created < MAX_BASELINE_COUNT {
-        let mut again = start;
-        let mut b = default.clone_box();
-        if vs_default {
-            b.deserialize_delta(default.as_ref(), &mask, &mut again)?;
-        } else {
-            b.deserialize(&mask, &mut again)?;
+                _ => None,
+            };
+            let against = predicted.as_deref().unwrap_or(reference);
+            let start = r.clone();
+            let mut state = match live {
+                Some(l) => l.clone_box(),
+                None => reference.clone_box(),
+            };
+            state.deserialize_delta(against, &mask, r)?;
+            state.validate(&mask)?;
+            let store = if nominate {
+                let mut again = start;
+                let mut b = reference.clone_box();
+                b.deserialize_delta(against, &mask, &mut again)?;
+                Some((
+                    (index + 1) % MAX_BASELINE_COUNT,
+                    (b, Some(reference.clone_box())),
+                ))
+            } else {
+                None
+            };
+            Ok(Some(DeltaBody { mask, state, store }))
         }
-        Some((created, (b, None)))
-    } else {
-        None
-    };
-    Ok(Some(DeltaBody { mask, state, store }))
+        BatchHead::Fresh {
+            created,
+            vs_default,
+        } => {
+            let default = new_state();
+            let start = r.clone();
+            let mut state = match live {
+                Some(l) => l.clone_box(),
+                None => default.clone_box(),
+            };
+            if vs_default {
+                state.deserialize_delta(default.as_ref(), &mask, r)?;
+            } else {
+                state.deserialize(&mask, r)?;
+            }
+            state.validate(&mask)?;
+            let store = if created < MAX_BASELINE_COUNT {
+                let mut again = start;
+                let mut b = default.clone_box();
+                if vs_default {
+                    b.deserialize_delta(default.as_ref(), &mask, &mut again)?;
+                } else {
+                    b.deserialize(&mask, &mut again)?;
+                }
+                Some((created, (b, None)))
+            } else {
+                None
+            };
+            Ok(Some(DeltaBody { mask, state, store }))
+        }
+    }
 }
 
 /// Stores a decoded body's new baseline.
@@ -1370,18 +1271,6 @@ mod tests {
         assert_eq!(prediction_steps(9, 10, 100), MAX_PREDICTION_STEPS);
         assert_eq!(prediction_steps(10, 10, 10), 1);
         assert_eq!(prediction_steps(u32::MAX, 0, 1), 1);
-    }
-
-    #[test]
-    fn prediction_code_round_trips() {
-        for steps in [None, Some(1), Some(2), Some(3)] {
-            let mut w = BitWriter::with_capacity_bits(8);
-            write_prediction_code(&mut w, steps);
-            let bytes = w.finish().unwrap();
-            let mut r = BitReader::with_bit_len(&bytes, w.position());
-            assert_eq!(read_prediction_code(&mut r), steps);
-            assert_eq!(r.bits_left(), 0);
-        }
     }
 
     #[test]

@@ -1,53 +1,120 @@
-//! The writer's encode and frame stages for one batch body: the form flags, the tags,
-//! the per-connection delta head, and the segment (change mask and members), encoded
-//! once per tick and copied for every other connection that needs the same one (see
-//! `encode`).
+//! The writer's frame and encode stages for one batch (see `wire` for the format): the
+//! long form's flags and tags, the head and change mask (each possibly one bit in a
+//! plain update), and the segment of members, encoded once per tick and copied for
+//! every other connection that needs the same one (see `encode`).
 
 use crate::bits::BitWriter;
 use crate::handle::NetRefHandle;
-use crate::object::{InternalIndex, ObjectTable};
-use crate::replication::baseline::{
-    BaselineStorage, DeltaPlan, SegmentKind, write_delta_head, write_full_segment,
-};
+use crate::object::{InternalIndex, ObjectEntry, ObjectTable};
+use crate::replication::baseline::{BaselineStorage, DeltaPlan, SegmentKind};
 use crate::replication::encode::EncodedSegments;
 use crate::replication::insights::Encoding;
+use crate::replication::wire::{BatchHead, SectionFrame, write_mask};
 use crate::state::ChangeMask;
 use crate::stream::tokens::{NetToken, SharedExports, lock};
 
-/// Writes a batch body, from the form flag to the last member, and returns the net
-/// tokens of the tags it carries. A plain update (no creation, tear-off or tags, hence
-/// no exports) is `[0][is_delta]`; the long form `[1][has_exports]...` has its exports
-/// flag, one bit into the body, written 0 and patched by the caller.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn write_body(
+/// What one batch's members are and how they are coded, for the frame and encode
+/// stages.
+pub(super) struct BatchCoding<'a> {
+    pub table: &'a ObjectTable,
+    pub index: InternalIndex,
+    pub entry: &'a ObjectEntry,
+    pub creating: bool,
+    pub tear_off: bool,
+    pub send_tags: bool,
+    pub plan: Option<&'a DeltaPlan>,
+    pub st: Option<&'a BaselineStorage>,
+    pub mask: &'a ChangeMask,
+}
+
+impl BatchCoding<'_> {
+    /// The batch's head.
+    pub fn head(&self) -> BatchHead {
+        match self.plan.zip(self.st) {
+            Some((plan, _)) => plan.head(),
+            None => BatchHead::Full,
+        }
+    }
+
+    /// Whether the batch is a plain update (no creation, tear-off or tags: no size,
+    /// see `wire`).
+    pub fn is_plain(&self) -> bool {
+        !self.creating && !self.tear_off && !self.send_tags
+    }
+}
+
+/// The bits one batch's parts took, for statistics and network insights.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct BodyBits {
+    /// The long form's flags (with a creation's handle, protocol and owner).
+    pub flags: usize,
+    /// The tags.
+    pub tags: usize,
+    /// The head.
+    pub head: usize,
+    /// The change mask.
+    pub mask: usize,
+    /// The member values.
+    pub members: usize,
+}
+
+/// Writes a plain update after its object index and form bit: head and mask (each one
+/// bit when the same as the frame's), then the members. Returns the bits and the head,
+/// which the caller records in the frame once the batch is in.
+pub(super) fn write_plain(
     w: &mut BitWriter,
-    table: &ObjectTable,
-    index: InternalIndex,
-    entry: &crate::object::ObjectEntry,
-    creating: bool,
-    tear_off: bool,
-    plan: Option<&DeltaPlan>,
-    send_tags: bool,
-    mask: &ChangeMask,
+    c: &BatchCoding<'_>,
+    frame: &SectionFrame,
+    segments: &mut EncodedSegments,
+    segment_id: &mut Option<u32>,
+) -> (BodyBits, BatchHead) {
+    let mut bits = BodyBits::default();
+    let head = c.head();
+    let start = w.position();
+    if frame.last_head() == Some(head) {
+        w.write_bool(true);
+    } else {
+        w.write_bool(false);
+        head.write(w);
+    }
+    bits.head = w.position() - start;
+    let start = w.position();
+    let protocol = c.entry.protocol();
+    if frame.last_mask(protocol) == Some(c.mask) {
+        w.write_bool(true);
+    } else {
+        w.write_bool(false);
+        write_mask(w, c.mask, head.mask_hint(false));
+    }
+    bits.mask = w.position() - start;
+    bits.members = write_members(w, c, segments, segment_id);
+    (bits, head)
+}
+
+/// Writes a long-form body after its size prefix, from the exports flag to the last
+/// member, and returns the net tokens of the tags it carries. The exports flag, the
+/// body's first bit, is written 0 and patched by the caller.
+pub(super) fn write_long(
+    w: &mut BitWriter,
+    c: &BatchCoding<'_>,
     exports: &SharedExports,
     segments: &mut EncodedSegments,
-    st: Option<&BaselineStorage>,
-    member_bits: &mut usize,
     segment_id: &mut Option<u32>,
-) -> (Vec<NetToken>, (usize, usize)) {
-    let body = w.position();
-    let plain = !creating && !tear_off && !send_tags;
-    w.write_bool(!plain);
-    if plain {
-        w.write_bool(plan.is_some());
-    } else {
-        write_long_flags(w, table, entry, creating, tear_off, plan.is_some());
-    }
+    bits: &mut BodyBits,
+) -> Vec<NetToken> {
+    let start = w.position();
+    write_long_flags(w, c.table, c.entry, c.creating, c.tear_off);
+    bits.flags = w.position() - start;
+    let head = c.head();
+    let start = w.position();
+    head.write(w);
+    bits.head = w.position() - start;
+    let start = w.position();
     let mut tokens: Vec<NetToken> = Vec::new();
-    let flags_end = w.position() - body;
-    if !plain && w.write_bool(send_tags) {
+    if w.write_bool(c.send_tags) {
         let mut exports = lock(exports);
-        tokens = entry
+        tokens = c
+            .entry
             .tags()
             .iter()
             .filter_map(|t| exports.token_for(t))
@@ -58,88 +125,82 @@ pub(super) fn write_body(
             w.write_bits(t.0 as u64, 16);
         }
     }
-    let tags_end = w.position() - body;
-    // The per-connection head, then the segment: encoded once per tick for each
-    // (mask, what it is coded against), copied for every other connection.
-    // A plan exists only with the baseline storage.
-    let plan = plan.zip(st);
-    let kind = match plan {
-        Some((plan, st)) => {
-            write_delta_head(plan, w);
-            plan.segment(creating, st)
-        }
-        None => SegmentKind::Full,
-    };
-    let handle = entry.handle();
-    if let Some(segment) = segments.find(index, handle, mask, &kind) {
-        w.write_words(segment.words, segment.bits);
-        *member_bits = segment.member_bits;
-        *segment_id = Some(segment.id);
-    } else {
-        let start = w.position();
-        *member_bits = match plan {
-            Some((plan, st)) => plan.write_segment(st, entry.state(), mask, creating, w),
-            None => write_full_segment(entry.state(), mask, w),
-        };
-        if !w.is_overflown() {
-            let bits = w.position() - start;
-            let against = plan.and_then(|(plan, st)| plan.against(st)).cloned();
-            *segment_id = segments.insert(
-                index,
-                handle,
-                mask,
-                kind,
-                against,
-                bits,
-                *member_bits,
-                |out| w.copy_bits(start, bits, out),
-            );
-        }
-    }
-    (tokens, (flags_end, tags_end))
+    bits.tags = w.position() - start;
+    let start = w.position();
+    write_mask(w, c.mask, head.mask_hint(c.creating));
+    bits.mask = w.position() - start;
+    bits.members = write_members(w, c, segments, segment_id);
+    tokens
 }
 
-/// For network insights: how a batch's change mask and members were encoded (as
-/// `write_delta_body` does): the mask's form and what the members were coded against
-/// (the prediction, the acknowledged baseline or the default state), to serialize
-/// each again at the `Members` level. The delta framing's size is set
-/// by the caller from the bits the body measured (`payload − mask − members`).
+/// Writes the members: copied from the tick's shared encoding of the same segment, or
+/// encoded (and stored for the other connections). Returns their bits.
+fn write_members(
+    w: &mut BitWriter,
+    c: &BatchCoding<'_>,
+    segments: &mut EncodedSegments,
+    segment_id: &mut Option<u32>,
+) -> usize {
+    let plan = c.plan.zip(c.st);
+    let kind = plan.map_or(SegmentKind::Full, |(plan, st)| plan.segment(st));
+    let handle = c.entry.handle();
+    if let Some(segment) = segments.find(c.index, handle, c.mask, &kind) {
+        w.write_words(segment.words, segment.bits);
+        *segment_id = Some(segment.id);
+        return segment.member_bits;
+    }
+    let start = w.position();
+    let member_bits = match plan {
+        Some((plan, st)) => plan.write_segment(st, c.entry.state(), c.mask, w),
+        None => {
+            c.entry.state().serialize(c.mask, w);
+            w.position() - start
+        }
+    };
+    if !w.is_overflown() {
+        let against = plan.and_then(|(plan, st)| plan.against(st)).cloned();
+        *segment_id = segments.insert(
+            c.index,
+            handle,
+            c.mask,
+            kind,
+            against,
+            member_bits,
+            member_bits,
+            |out| w.copy_bits(start, member_bits, out),
+        );
+    }
+    member_bits
+}
+
+/// For network insights: what a batch's members were coded against (the prediction,
+/// the acknowledged baseline or the default state), to serialize each again at the
+/// `Members` level.
 pub(super) fn encoding_of<'a>(
     plan: Option<&'a DeltaPlan>,
     st: Option<&'a BaselineStorage>,
-    creating: bool,
 ) -> Encoding<'a> {
-    let Some((plan, st)) = plan.zip(st) else {
-        return Encoding {
-            framing: 0,
-            reference: None,
-            mask_hint: None,
-        };
-    };
-    // Coded against the prediction when the batch predicted, else the baseline, or
-    // the default state on the full path.
-    let reference = plan.against(st).map(|s| s.as_ref());
-    let mask_hint = (plan.reference.is_none() && plan.vs_default).then_some(creating);
     Encoding {
-        framing: 0,
-        reference,
-        mask_hint,
+        reference: plan
+            .zip(st)
+            .and_then(|(plan, st)| plan.against(st))
+            .map(|s| s.as_ref()),
     }
 }
 
 /// The long form's flags, from the exports flag (written 0; patched by the caller) to
-/// `is_delta`.
+/// the tear-off flag; a creation carries the object's handle, protocol and owner.
 fn write_long_flags(
     w: &mut BitWriter,
     table: &ObjectTable,
-    entry: &crate::object::ObjectEntry,
+    entry: &ObjectEntry,
     creating: bool,
     tear_off: bool,
-    is_delta: bool,
 ) {
     w.write_bool(false); // has_exports, patched by the caller
     w.write_bool(creating);
     if creating {
+        entry.handle().write(w);
         w.write_bits(entry.protocol() as u64, table.registry().index_bits());
         let owner = entry
             .root()
@@ -150,5 +211,4 @@ fn write_long_flags(
         }
     }
     w.write_bool(tear_off);
-    w.write_bool(is_delta);
 }

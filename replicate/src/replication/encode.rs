@@ -1,11 +1,11 @@
 //! [`EncodedSegments`]: the tick's encoded batch segments, shared by every connection
 //! (the "encode once" stage of the object-major pipeline).
 //!
-//! A batch is a per-connection head (flags, reference index, nomination) followed by a
-//! *segment*: the change mask and the members, coded in full, against the type's
-//! default state, or against a reference (an acknowledged baseline or its prediction).
-//! Its bits depend only on the object's quantized state, the mask and what it is coded
-//! against ([`SegmentKind`]), so connections whose acks are in step share one encoding:
+//! A batch is a per-connection frame (object index, flags, head, change mask) followed
+//! by a *segment*: the members, coded in full, against the type's default state, or
+//! against a reference (an acknowledged baseline or its prediction). Its bits depend
+//! only on the object's quantized state, the mask and what it is coded against
+//! ([`SegmentKind`]), so connections whose acks are in step share one encoding:
 //! the first connection that writes an (object, mask, kind) encodes it and stores its
 //! bits here; the others copy them a word at a time.
 //!
@@ -307,12 +307,9 @@ mod tests {
     fn finds_by_object_mask_and_kind_until_cleared() {
         let mut s = EncodedSegments::default();
         s.set_shared(true);
-        let delta = SegmentKind::Delta {
-            against: 64,
-            code: 1,
-        };
+        let delta = SegmentKind::Against(64);
         store(&mut s, 3, 0b101, SegmentKind::Full);
-        store(&mut s, 3, 0b101, delta.clone());
+        store(&mut s, 3, 0b101, delta);
         store(&mut s, 5, 0b1, SegmentKind::Full);
         let m = mask(0b101);
         let seg = s.find(3, handle(3), &m, &delta).expect("stored");
@@ -321,16 +318,8 @@ mod tests {
         assert_eq!(seg.words[1], 3);
         assert!(s.find(3, handle(3), &mask(0b1), &delta).is_none());
         assert!(
-            s.find(
-                3,
-                handle(3),
-                &m,
-                &SegmentKind::Delta {
-                    against: 64,
-                    code: 2
-                }
-            )
-            .is_none()
+            s.find(3, handle(3), &m, &SegmentKind::Against(128))
+                .is_none()
         );
         assert!(
             s.find(3, handle(99), &m, &delta).is_none(),

@@ -6,9 +6,10 @@
 //! and, at its next write, serializes the batch into a blob:
 //!
 //! ```text
-//! blob:    [object count: 16] [0: no destroys] [1][batch with a wide size] [0]
-//! batch:   exactly the replication stream's batch, with the size escape
-//!          [0xFFFF: 16][size: 32] so it may exceed 2^16 bits
+//! blob:    [object count: 16] [0: no destroys] [index width: 5]
+//!          [1][object index][batch with a wide size] [0]
+//! batch:   exactly the replication stream's batch (see `wire`), a long form with the
+//!          size escape [0xFFFF: 16][size: 32] so it may exceed 2^16 bits
 //! ```
 //!
 //! The blob is split into [`PartialBlob`]s of at most `max_part_bits` (only the first
@@ -56,6 +57,7 @@ use crate::connection::DeliveryStatus;
 use crate::handle::NetRefHandle;
 use crate::object::{InternalIndex, ObjectTable};
 use crate::replication::reader::{ClientWorld, ReplicationReader};
+use crate::replication::wire::SectionFrame;
 use crate::stream::tokens::lock;
 use crate::stream::{DataStream, StreamError, WriteResult};
 use std::collections::{HashMap, VecDeque};
@@ -609,10 +611,13 @@ impl ReplicationWriter {
         let mut record = PacketRecord::default();
         w.write_bits(1, 16);
         w.write_bool(false);
+        let section = SectionFrame::begin_write(&mut w, self.locals.end());
+        let packet_section = std::mem::replace(&mut self.frame, section);
         self.huge.wide = true;
         // A huge object's blob is never a delta: no baseline storage.
         let result = self.write_batch(table, index, &mut w, &mut record, None);
         self.huge.wide = false;
+        self.frame = packet_section;
         w.write_bool(false);
         match result {
             Ok(true) if !w.is_overflown() => Some((NetBlob::from_writer(&w), record)),

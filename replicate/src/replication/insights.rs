@@ -22,16 +22,20 @@ use crate::state::{ChangeMask, StateDescriptor};
 /// Where a batch's parts are, in bits (all measured by the writer as it wrote them).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct BatchLayout {
-    /// Continuation bit and handle.
+    /// Continuation bit and object index.
     pub handle: usize,
-    /// Size prefix.
+    /// Form bit and size prefix.
     pub prefix: usize,
-    /// Form flags, up to the tags.
+    /// The long form's flags (a creation's handle, protocol and owner included).
     pub flags: usize,
     /// Tags.
     pub tags: usize,
-    /// The rest of the body: baseline framing, change mask, members.
-    pub payload: usize,
+    /// The head (baseline slot, nomination, prediction code).
+    pub head: usize,
+    /// The change mask.
+    pub mask: usize,
+    /// The member values.
+    pub members: usize,
     /// Exports after the body.
     pub exports: usize,
 }
@@ -39,12 +43,8 @@ pub(crate) struct BatchLayout {
 /// How a batch's members were encoded, to measure them again.
 #[derive(Clone, Copy)]
 pub(crate) struct Encoding<'a> {
-    /// Bits of delta framing (baseline indices and flags) before the mask.
-    pub framing: usize,
     /// Delta against this state, or a plain serialization.
     pub reference: Option<&'a dyn ErasedState>,
-    /// The change mask was written with `write_with_hint(hint)` rather than `write`.
-    pub mask_hint: Option<bool>,
 }
 
 /// The sink: the current packet's split and a scratch writer to measure in.
@@ -166,20 +166,17 @@ impl WriterAttribution {
         l: BatchLayout,
         measured: Option<&[MemberMeasure]>,
     ) -> Option<Vec<MemberMeasure>> {
-        let total = l.handle + l.prefix + l.flags + l.tags + l.payload + l.exports;
+        let total =
+            l.handle + l.prefix + l.flags + l.tags + l.head + l.mask + l.members + l.exports;
         self.packet.add_type(protocol, total as u64, creating);
         self.add(P::BatchHandle, l.handle);
         self.add(P::SizePrefix, l.prefix);
         self.add(P::BodyFlags, l.flags);
         self.add(P::Tags, l.tags);
         self.add(P::Exports, l.exports);
-        let framing = encoding.framing.min(l.payload);
-        let mask_bits = mask
-            .written_bits(encoding.mask_hint)
-            .min(l.payload - framing);
-        let members = l.payload - framing - mask_bits;
-        self.add(P::Baseline, framing);
-        self.add(P::ChangeMask, mask_bits);
+        let members = l.members;
+        self.add(P::Baseline, l.head);
+        self.add(P::ChangeMask, l.mask);
         self.add(P::Members, members);
         if self.level != AttributionLevel::Members || members == 0 {
             return None;

@@ -30,7 +30,9 @@
 //! cold cache retried every `cold_resolving_retry`.
 
 use super::baseline::{ReceiverBaselines, read_delta_body, store_baseline};
-use super::wire::{BATCH_SIZE_BITS, ObjectReadError, read_batch_size};
+use super::wire::{
+    BATCH_SIZE_BITS, BatchHead, ObjectReadError, SectionFrame, read_batch_size, read_mask,
+};
 use super::{ReplicationConfig, ReplicationEvent};
 use crate::bits::{BitReader, BitWriter};
 use crate::connection::{DeliveryStatus, PacketSequence};
@@ -182,6 +184,8 @@ pub struct ClientWorld {
     latest_seq: Option<u64>,
     tombstones: HashMap<NetRefHandle, u64>,
     to_report: Vec<NetRefHandle>,
+    /// Connection-local object index → the handle its latest creation named.
+    locals: Vec<Option<NetRefHandle>>,
 }
 
 /// How far behind the newest packet a tombstone is kept (the connection rejects packets
@@ -216,6 +220,7 @@ impl ClientWorld {
             latest_seq: None,
             tombstones: HashMap::new(),
             to_report: Vec::new(),
+            locals: Vec::new(),
         }
     }
 
@@ -484,6 +489,40 @@ impl ClientWorld {
         }
     }
 
+    /// The most object indices a packet may name: `max_client_objects` plus room for
+    /// indices freed and not yet reused.
+    fn local_cap(&self) -> usize {
+        self.config
+            .max_client_objects
+            .saturating_add(1 << 16)
+            .min(super::wire::MAX_OBJECT_INDEX as usize + 1)
+    }
+
+    /// Binds object index `index` (below [`local_cap`](Self::local_cap)) to `handle`.
+    fn bind(&mut self, index: u32, handle: NetRefHandle) {
+        let i = index as usize;
+        if self.locals.len() <= i {
+            self.locals.resize(i + 1, None);
+        }
+        self.locals[i] = Some(handle);
+    }
+
+    /// The handle object index `index` is bound to.
+    fn bound(&self, index: u32) -> Option<NetRefHandle> {
+        self.locals.get(index as usize).copied().flatten()
+    }
+
+    /// Adds a batch's bits to its type's received total.
+    fn count_bits(&mut self, handle: NetRefHandle, bits: usize) {
+        if let Some(protocol) = self.objects.get(&handle).map(|o| usize::from(o.protocol)) {
+            let per_type = &mut self.stats.bits_per_type;
+            if per_type.len() <= protocol {
+                per_type.resize(protocol + 1, 0);
+            }
+            per_type[protocol] += bits as u64;
+        }
+    }
+
     fn end_replication(&mut self, handle: NetRefHandle, tear_off: bool) {
         let seq = self.packet_seq;
         if self
@@ -653,20 +692,14 @@ fn take_fresh_members(
 /// set by a newer packet keep their value. Returns the members taken.
 fn update_existing(
     obj: &mut ClientObject,
-    protocol: Option<u64>,
+    mask: ChangeMask,
     seq: u64,
     b: &mut BitReader,
     stats: &mut ReaderStats,
 ) -> Result<ChangeMask, ObjectReadError> {
-    check_protocol(obj, protocol)?;
-    let bits = obj.state.type_descriptor().change_mask_bits;
-    let mask = ChangeMask::read(bits, b)?;
     let mut scratch = obj.state.clone_box();
     scratch.deserialize(&mask, b)?;
     scratch.validate(&mask)?;
-    if b.bits_left() != 0 {
-        return Err(ObjectReadError::TrailingBits(b.bits_left()));
-    }
     take_fresh_members(obj, scratch, &mask, seq, stats)
 }
 
@@ -675,21 +708,19 @@ fn update_existing(
 /// older than the baseline it names and was skipped.
 fn update_existing_delta(
     obj: &mut ClientObject,
-    protocol: Option<u64>,
+    head: BatchHead,
+    mask: ChangeMask,
     new_state: fn() -> Box<dyn ErasedState>,
-    creating: bool,
     seq: u64,
     b: &mut BitReader,
     stats: &mut ReaderStats,
 ) -> Result<Option<ChangeMask>, ObjectReadError> {
-    check_protocol(obj, protocol)?;
-    let bits = obj.state.type_descriptor().change_mask_bits;
     let Some(body) = read_delta_body(
         Some(obj.state.as_ref()),
         Some(&obj.baselines),
         new_state,
-        bits,
-        creating,
+        head,
+        mask,
         seq,
         b,
     )?
@@ -697,9 +728,6 @@ fn update_existing_delta(
         stats.stale_batches += 1;
         return Ok(None);
     };
-    if b.bits_left() != 0 {
-        return Err(ObjectReadError::TrailingBits(b.bits_left()));
-    }
     store_baseline(&mut obj.baselines, body.store, seq);
     take_fresh_members(obj, body.state, &body.mask, seq, stats).map(Some)
 }
@@ -792,8 +820,9 @@ impl ReplicationReader {
             }
         }
         r.check().map_err(framing)?;
+        let mut frame = SectionFrame::begin_read(r).map_err(framing)?;
         while r.read_bool() {
-            self.read_batch(world, r)?;
+            self.read_batch(world, r, &mut frame)?;
         }
         r.check().map_err(framing)
     }
@@ -802,39 +831,60 @@ impl ReplicationReader {
         &mut self,
         world: &mut ClientWorld,
         r: &mut BitReader,
+        frame: &mut SectionFrame,
     ) -> Result<(), StreamError> {
         let start = r.position();
-        let handle = NetRefHandle::read(r).map_err(framing)?;
+        let index = frame.read_index(r).map_err(framing)?;
+        if index as usize >= world.local_cap() {
+            return Err(framing(format!(
+                "object index {index} is past the cap of {} (max_client_objects)",
+                world.local_cap()
+            )));
+        }
+        let long_form = r.read_bool();
+        r.check().map_err(framing)?;
+        if !long_form {
+            return self.read_plain(world, r, frame, index, start);
+        }
         // `[0][size: 7]`, `[1][size: 16]`, or, for a huge object's batch (only inside a
         // blob), `[1][escape: 16][size: 32]`.
         let size = read_batch_size(r);
         r.check().map_err(framing)?;
         if size > r.bits_left() {
             return Err(framing(format!(
-                "batch of {handle} claims {size} bits, {} left",
+                "batch of object index {index} claims {size} bits, {} left",
                 r.bits_left()
             )));
         }
         world.stats.batches += 1;
         let mut body = r.substream(size);
-        // `[0][is_delta]` (a plain update) or `[1][has_exports]...` (see `writer`).
-        let long_form = body.read_bool();
-        let has_exports = long_form && body.read_bool();
+        let has_exports = body.read_bool();
         if has_exports {
             lock(&world.imports).read_exports(r)?;
         }
+        let creating = body.read_bool();
+        let handle = if creating {
+            let handle = NetRefHandle::read(&mut body).map_err(framing)?;
+            world.bind(index, handle);
+            handle
+        } else {
+            match world.bound(index) {
+                Some(h) => h,
+                None => {
+                    world.events.push(ReplicationEvent::ObjectError {
+                        handle: NetRefHandle::INVALID,
+                        error: ObjectReadError::UnknownHandle,
+                    });
+                    return Ok(());
+                }
+            }
+        };
         if world.broken.contains(&handle) {
             world.stats.skipped_broken += 1;
             return Ok(());
         }
-        let decoded = self.decode_batch(world, handle, long_form, &mut body);
-        if let Some(protocol) = world.objects.get(&handle).map(|o| usize::from(o.protocol)) {
-            let bits = &mut world.stats.bits_per_type;
-            if bits.len() <= protocol {
-                bits.resize(protocol + 1, 0);
-            }
-            bits[protocol] += r.position().saturating_sub(start) as u64;
-        }
+        let decoded = self.decode_long(world, handle, creating, &mut body);
+        world.count_bits(handle, r.position().saturating_sub(start));
         if let Err(e) = decoded {
             tracing::warn!("replication reader: object {handle}: {e}");
             if e.breaks_object() {
@@ -850,14 +900,106 @@ impl ReplicationReader {
         Ok(())
     }
 
-    fn decode_batch(
+    /// A plain update: no size, so it must decode for the rest of the section to be
+    /// found; when it does not, the packet fails (and the client closes the connection).
+    fn read_plain(
+        &mut self,
+        world: &mut ClientWorld,
+        r: &mut BitReader,
+        frame: &mut SectionFrame,
+        index: u32,
+        start: usize,
+    ) -> Result<(), StreamError> {
+        world.stats.batches += 1;
+        let handle = world.bound(index).ok_or_else(|| {
+            framing(format!(
+                "update for object index {index}, which no creation named: the ends disagree on the object indices"
+            ))
+        })?;
+        let seq = world.packet_seq;
+        let Some(obj) = world.objects.get_mut(&handle) else {
+            return Err(framing(format!(
+                "update for object {handle}, which this side does not have (its creation failed): \
+                 the rest of the packet cannot be read"
+            )));
+        };
+        let protocol = obj.protocol;
+        let bits = obj.state.type_descriptor().change_mask_bits;
+        let head = if r.read_bool() {
+            frame
+                .last_head()
+                .ok_or_else(|| framing("a plain update repeats the head of none before it"))?
+        } else {
+            BatchHead::read(r, |slot| obj.baselines.has_prior(slot)).map_err(framing)?
+        };
+        let mask = if r.read_bool() {
+            frame
+                .last_mask(protocol)
+                .filter(|m| m.len() == bits)
+                .cloned()
+                .ok_or_else(|| framing("a plain update repeats the mask of none before it"))?
+        } else {
+            read_mask(r, bits, head.mask_hint(false)).map_err(framing)?
+        };
+        frame.note_plain(head, protocol, &mask);
+        let fresh = match head {
+            BatchHead::Full => update_existing(obj, mask, seq, r, &mut world.stats),
+            head => {
+                let new_state = world
+                    .registry
+                    .get(protocol)
+                    .ok_or(ObjectReadError::UnknownProtocol(protocol as u64))
+                    .map_err(|e| framing(format!("object {handle}: {e}")))?
+                    .new_state;
+                update_existing_delta(obj, head, mask, new_state, seq, r, &mut world.stats)
+                    .and_then(|f| {
+                        f.ok_or(ObjectReadError::Decode(SerializeError::invalid(
+                            "baseline",
+                            "a plain update names a baseline newer than its packet",
+                        )))
+                    })
+            }
+        };
+        world.count_bits(handle, r.position().saturating_sub(start));
+        let fresh = match fresh {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                // Its end is unknown: so is where the next batch starts.
+                world.broken.insert(handle);
+                world.stats.broken_objects += 1;
+                world.events.push(ReplicationEvent::ObjectError {
+                    handle,
+                    error: e.clone(),
+                });
+                return Err(framing(format!(
+                    "object {handle}: {e}; a plain update carries no size, so the rest of the packet cannot be read"
+                )));
+            }
+        };
+        if world.broken.contains(&handle) {
+            // Decoded to keep the baselines in step; a broken object is not applied.
+            world.stats.skipped_broken += 1;
+            return Ok(());
+        }
+        if fresh.any() {
+            self.to_dispatch.push(Dispatch {
+                handle,
+                mask: fresh,
+                created: false,
+                tear_off: false,
+            });
+        }
+        Ok(())
+    }
+
+    /// Decodes a long-form body after its exports and creation flags (see `wire`).
+    fn decode_long(
         &mut self,
         world: &mut ClientWorld,
         handle: NetRefHandle,
-        long_form: bool,
+        creating: bool,
         b: &mut BitReader,
     ) -> Result<(), ObjectReadError> {
-        let creating = long_form && b.read_bool();
         let mut protocol = None;
         let mut owner = None;
         if creating {
@@ -866,10 +1008,17 @@ impl ReplicationReader {
                 owner = Some(NetRefHandle::read(b)?);
             }
         }
-        let tear_off = long_form && b.read_bool();
-        let delta = b.read_bool();
+        let tear_off = b.read_bool();
         b.check().map_err(SerializeError::from)?;
-        let tags = if long_form && b.read_bool() {
+        let head = {
+            let obj = match world.objects.get(&handle) {
+                Some(obj) => Some(obj),
+                None if tear_off => world.torn_off.get(&handle),
+                None => None,
+            };
+            BatchHead::read(b, |slot| obj.is_some_and(|o| o.baselines.has_prior(slot)))?
+        };
+        let tags = if b.read_bool() {
             let n = b.read_bits(8) as usize;
             let mut tags = Vec::with_capacity(n);
             let imports = lock(&world.imports);
@@ -887,28 +1036,53 @@ impl ReplicationReader {
         };
         b.check().map_err(SerializeError::from)?;
         let seq = world.packet_seq;
-        if let Some(obj) = world.objects.get_mut(&handle) {
-            let fresh = if delta {
-                let new_state = world
-                    .registry
-                    .get(obj.protocol)
-                    .ok_or(ObjectReadError::UnknownProtocol(obj.protocol as u64))?
-                    .new_state;
-                match update_existing_delta(
-                    obj,
-                    protocol,
-                    new_state,
-                    creating,
-                    seq,
-                    b,
-                    &mut world.stats,
-                )? {
-                    Some(f) => f,
-                    None => return Ok(()),
+        let existing = match world.objects.get_mut(&handle) {
+            Some(obj) => Some((obj, false)),
+            None if tear_off => world.torn_off.get_mut(&handle).map(|o| (o, true)),
+            None => None,
+        };
+        if let Some((obj, torn_off)) = existing {
+            check_protocol(obj, protocol)?;
+            let bits = obj.state.type_descriptor().change_mask_bits;
+            let mask = read_mask(b, bits, head.mask_hint(creating))?;
+            let fresh = match head {
+                BatchHead::Full => update_existing(obj, mask, seq, b, &mut world.stats)?,
+                head => {
+                    let new_state = world
+                        .registry
+                        .get(obj.protocol)
+                        .ok_or(ObjectReadError::UnknownProtocol(obj.protocol as u64))?
+                        .new_state;
+                    match update_existing_delta(
+                        obj,
+                        head,
+                        mask,
+                        new_state,
+                        seq,
+                        b,
+                        &mut world.stats,
+                    )? {
+                        Some(f) => f,
+                        None => return Ok(()),
+                    }
                 }
-            } else {
-                update_existing(obj, protocol, seq, b, &mut world.stats)?
             };
+            if b.bits_left() != 0 {
+                return Err(ObjectReadError::TrailingBits(b.bits_left()));
+            }
+            if torn_off {
+                // A subobject torn off with its owner, whose final state came separately.
+                if fresh.any() {
+                    if let Some(inst) = obj.instance.as_mut() {
+                        inst.apply(obj.state.as_ref(), &fresh);
+                    }
+                    world.events.push(ReplicationEvent::MembersChanged {
+                        handle,
+                        mask: fresh,
+                    });
+                }
+                return Ok(());
+            }
             if let Some(tags) = tags
                 && seq > obj.tags_seq
             {
@@ -924,30 +1098,6 @@ impl ReplicationReader {
                     mask: fresh,
                     created: false,
                     tear_off,
-                });
-            }
-            return Ok(());
-        }
-        if tear_off && let Some(obj) = world.torn_off.get_mut(&handle) {
-            // A subobject torn off with its owner, whose final state came separately.
-            let fresh = if delta {
-                let new_state = world
-                    .registry
-                    .get(obj.protocol)
-                    .ok_or(ObjectReadError::UnknownProtocol(obj.protocol as u64))?
-                    .new_state;
-                update_existing_delta(obj, protocol, new_state, creating, seq, b, &mut world.stats)?
-                    .unwrap_or_else(|| ChangeMask::new(0))
-            } else {
-                update_existing(obj, protocol, seq, b, &mut world.stats)?
-            };
-            if fresh.any() {
-                if let Some(inst) = obj.instance.as_mut() {
-                    inst.apply(obj.state.as_ref(), &fresh);
-                }
-                world.events.push(ReplicationEvent::MembersChanged {
-                    handle,
-                    mask: fresh,
                 });
             }
             return Ok(());
@@ -979,17 +1129,20 @@ impl ReplicationReader {
         }
         let bits = (reg.descriptor)().change_mask_bits;
         let mut baselines = ReceiverBaselines::default();
-        let (state, mask) = if delta {
-            let body = read_delta_body(None, None, reg.new_state, bits, creating, seq, b)?
-                .ok_or(ObjectReadError::MissingBaseline(0))?;
-            store_baseline(&mut baselines, body.store, seq);
-            (body.state, body.mask)
-        } else {
-            let mut state = (reg.new_state)();
-            let mask = ChangeMask::read(bits, b)?;
-            state.deserialize(&mask, b)?;
-            state.validate(&mask)?;
-            (state, mask)
+        let mask = read_mask(b, bits, head.mask_hint(creating))?;
+        let state = match head {
+            BatchHead::Full => {
+                let mut state = (reg.new_state)();
+                state.deserialize(&mask, b)?;
+                state.validate(&mask)?;
+                state
+            }
+            head => {
+                let body = read_delta_body(None, None, reg.new_state, head, mask.clone(), seq, b)?
+                    .ok_or(ObjectReadError::MissingBaseline(0))?;
+                store_baseline(&mut baselines, body.store, seq);
+                body.state
+            }
         };
         if b.bits_left() != 0 {
             return Err(ObjectReadError::TrailingBits(b.bits_left()));

@@ -215,6 +215,8 @@ const HAS_DIRTY_SUBOBJECTS: u64 = 1 << 30;
 const CREATION_SENT: u64 = 1 << 31;
 const MASK_ALLOCATED: u64 = 1 << 32;
 const TAGS_DIRTY: u64 = 1 << 33;
+const LOCAL_SHIFT: u32 = 34; // 24 bits: the connection-local object index + 1 (0: none)
+const LOCAL_MASK: u64 = (1 << 24) - 1;
 
 /// "No baseline" in the 2-bit baseline index fields (= the baseline count, 2; the
 /// value 3 is never used).
@@ -339,6 +341,17 @@ impl ReplicationInfo {
     pub(crate) fn set_creation_sent(&mut self, on: bool) {
         self.set_flag(CREATION_SENT, on)
     }
+    /// The connection-local index the object is named by on the wire, once assigned.
+    pub fn local_index(&self) -> Option<u32> {
+        let stored = (self.flags >> LOCAL_SHIFT) & LOCAL_MASK;
+        (stored != 0).then(|| stored as u32 - 1)
+    }
+
+    pub(crate) fn set_local_index(&mut self, index: Option<u32>) {
+        let stored = index.map_or(0, |i| u64::from(i) + 1) & LOCAL_MASK;
+        self.flags = (self.flags & !(LOCAL_MASK << LOCAL_SHIFT)) | stored << LOCAL_SHIFT;
+    }
+
     pub(crate) fn set_baselines(&mut self, last_acked: u8, pending: u8) {
         self.flags &= !((3 << LAST_ACKED_SHIFT) | (3 << PENDING_BASELINE_SHIFT));
         self.flags |= ((last_acked as u64 & 3) << LAST_ACKED_SHIFT)

@@ -27,6 +27,9 @@ pub struct ScheduledObject {
     pub index: InternalIndex,
     /// Its priority when scheduled (the sort key).
     pub sort_key: f32,
+    /// Breaks ties: the object's connection-local index, so equal priorities go out in
+    /// index order, whose runs the wire codes in a bit each (see `wire`).
+    pub tie: u32,
 }
 
 /// The next representable `f32` above `x` (`f32::next_up`, stable only since 1.86).
@@ -109,12 +112,20 @@ pub fn schedule_objects(
     for index in dirty.iter_and_not(Some(subobjects)) {
         let p = priorities.get(index as usize).copied().unwrap_or(0.0);
         if p >= threshold {
-            out.push(ScheduledObject { index, sort_key: p });
+            let tie = infos
+                .get(index as usize)
+                .and_then(ReplicationInfo::local_index)
+                .unwrap_or(index);
+            out.push(ScheduledObject {
+                index,
+                sort_key: p,
+                tie,
+            });
         }
     }
 }
 
-/// Sorts the next chunk: orders (descending by priority, ties by index) the highest
+/// Sorts the next chunk: orders (descending by priority, ties by `tie`) the highest
 /// `chunk` entries of `scheduled[start..]` into `scheduled[start..start + n]` and returns
 /// `n = min(len - start, chunk)`. O(len · log chunk)-ish via selection then sort.
 pub fn sort_scheduled_objects(
@@ -145,7 +156,7 @@ fn order_key(e: &ScheduledObject) -> u64 {
     } else {
         bits | 1 << 31
     };
-    u64::from(!total) << 32 | u64::from(e.index)
+    u64::from(!total) << 32 | u64::from(e.tie)
 }
 
 /// What became of a scheduled entry, judged after a packet (see [`Schedule::retire`]).
@@ -161,7 +172,7 @@ pub enum EntryFate {
 
 /// The scheduled order of one tick, kept across the packets of the tick.
 ///
-/// `entries[head..sorted_end]` is in final order (descending priority, ties by index);
+/// `entries[head..sorted_end]` is in final order (descending priority, ties by `tie`);
 /// `entries[sorted_end..]` is not sorted yet and is ordered chunk by chunk
 /// ([`sort_scheduled_objects`]) as packets reach it. Since the sort key is a total
 /// order that does not change while the schedule is valid, the chunks concatenate to
@@ -295,6 +306,7 @@ mod tests {
             .map(|(i, &k)| ScheduledObject {
                 index: (i * 7 % 10) as InternalIndex,
                 sort_key: k,
+                tie: (i * 7 % 10) as InternalIndex,
             })
             .collect();
         for a in &entries {
@@ -316,6 +328,7 @@ mod tests {
             .map(|(i, &p)| ScheduledObject {
                 index: i as u32,
                 sort_key: p,
+                tie: i as u32,
             })
             .collect();
         assert_eq!(sort_scheduled_objects(&mut v, 0, 2), 2);
@@ -348,6 +361,7 @@ mod tests {
                     .map(|i| ScheduledObject {
                         index: i,
                         sort_key: keys[i as usize],
+                        tie: i,
                     })
                     .collect(),
                 head: 0,
@@ -388,6 +402,7 @@ mod tests {
                     .map(|i| ScheduledObject {
                         index: i,
                         sort_key: keys[i as usize],
+                        tie: i,
                     })
                     .collect();
                 owed.sort_by(|a, b| {
@@ -421,6 +436,7 @@ mod tests {
                 .map(|i| ScheduledObject {
                     index: i,
                     sort_key: ((i * 7919) % n) as f32,
+                    tie: i,
                 })
                 .collect(),
             valid: true,
@@ -446,6 +462,7 @@ mod tests {
                 .map(|(i, &p)| ScheduledObject {
                     index: i as u32,
                     sort_key: p,
+                    tie: i as u32,
                 })
                 .collect(),
             head: 0,

@@ -1,10 +1,43 @@
-//! The object batch framing shared by the writer, the reader and delta compression:
-//! the size prefix of a batch (`[0][size: 7]` or `[1][size: 16]`, with the huge-object
-//! escape) and [`ObjectReadError`], why one batch could not be used.
+//! The object batch framing shared by the writer, the reader and delta compression,
+//! and [`ObjectReadError`], why one batch could not be used.
+//!
+//! The objects section of a replication packet (and of a huge object's blob):
+//!
+//! ```text
+//! section: [index width: 5] ([1][object index][batch])* [0]
+//! index:   [0]                      the previous batch's index + 1 (0 first)
+//!          [1][0][Exp-Golomb₀(gap)] previous + 2 + gap
+//!          [1][1][index: width]     any other
+//! batch:   [0][head | same][mask | same][members]                       plain update
+//!          [1][size][exports][creating (handle, protocol, owner)]
+//!             [tear off][head][tags][mask][members]                     long form
+//! head:    [0] members in full
+//!          [1][0][reference: 1][nominate: 1][prediction code]?         against a baseline
+//!          [1][1][created: 2][against default: 1]                      no baseline yet
+//! ```
+//!
+//! Objects are named by a **connection-local index**, dense and assigned by the writer
+//! when the object starts replicating to the connection; a creation binds it to the
+//! object's handle on the reader, and the writer reuses it only after the object's
+//! destroy (or tear-off) is acknowledged. Batches come in priority order, ties in index
+//! order, so runs of consecutive indices cost a bit each.
+//!
+//! A **plain update** (no creation, tear-off or tags) carries no size: the reader knows
+//! the object's type from its index and decodes the members in place. Its head and mask
+//! may each be one bit: "the same as the previous plain update's head" (the baseline
+//! slot, nomination and prediction code, which objects replicated in step share) and
+//! "the same change mask as the previous plain update of this type in this section".
+//! A plain update that does not decode leaves the rest of the section unreadable: the
+//! reader fails the packet and the client closes the connection (the ends disagree on
+//! a type; see `ReplicationReader`). Creations and other long forms keep the size
+//! prefix (`[0][size: 7]` or `[1][size: 16]`, with the huge-object escape), so one that
+//! fails breaks only its object.
 
 use crate::bits::{BitReader, BitWriter};
 use crate::protocol::ProtocolIndex;
 use crate::serialize::SerializeError;
+use crate::serialize::delta::{exp_golomb_len, read_exp_golomb, write_exp_golomb};
+use crate::state::ChangeMask;
 use thiserror::Error;
 
 /// The name of the replication data stream (the writer's and the reader's).
@@ -99,5 +132,440 @@ pub enum ObjectReadError {
 impl ObjectReadError {
     pub(crate) fn breaks_object(&self) -> bool {
         !matches!(self, ObjectReadError::UnknownHandle)
+    }
+}
+
+/// Bits of the objects section's index width field.
+pub const INDEX_WIDTH_BITS: u32 = 5;
+
+/// The largest connection-local object index (`2^24 - 2`).
+pub const MAX_OBJECT_INDEX: u32 = (1 << 24) - 2;
+
+/// The width a section announces for indices below `end`.
+pub fn index_width(end: u32) -> u32 {
+    crate::bits::bits_for_count(u64::from(end.max(1))).clamp(1, 24)
+}
+
+/// How a batch's members are coded (its head, see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchHead {
+    /// The members in full.
+    Full,
+    /// Against acknowledged baseline slot `reference`; `nominate`: the batch makes the
+    /// other slot's new baseline. `prediction`: `None` when the slot has no prior (no
+    /// code written), `Some(None)` coded against the baseline itself, `Some(Some(k))`
+    /// against its prediction `k` intervals ahead.
+    Reference {
+        /// The acknowledged slot (0 or 1).
+        reference: u8,
+        /// Whether this batch nominates the other slot.
+        nominate: bool,
+        /// The prediction code (see above).
+        prediction: Option<Option<u32>>,
+    },
+    /// No baseline referenced: the batch creates baseline slot `created`
+    /// (`INVALID_BASELINE_INDEX`: none) and is coded against the type's default state
+    /// when `vs_default`, else in full.
+    Fresh {
+        /// The slot this batch creates, or 2 (none).
+        created: u8,
+        /// Coded against the default state.
+        vs_default: bool,
+    },
+}
+
+impl BatchHead {
+    /// Writes the head.
+    pub fn write(&self, w: &mut BitWriter) {
+        match *self {
+            BatchHead::Full => {
+                w.write_bool(false);
+            }
+            BatchHead::Reference {
+                reference,
+                nominate,
+                prediction,
+            } => {
+                w.write_bits(0b01, 2);
+                w.write_bool(reference != 0);
+                w.write_bool(nominate);
+                if let Some(steps) = prediction {
+                    write_prediction_code(w, steps);
+                }
+            }
+            BatchHead::Fresh {
+                created,
+                vs_default,
+            } => {
+                w.write_bits(0b11, 2);
+                w.write_bits(u64::from(created), 2);
+                w.write_bool(vs_default);
+            }
+        }
+    }
+
+    /// Reads a head; `has_prior(slot)` says whether the reader's baseline in that slot
+    /// has a prior (then a prediction code follows). Never panics; a truncated head
+    /// leaves `r` in its error state (check it).
+    pub fn read(r: &mut BitReader, has_prior: impl Fn(u8) -> bool) -> Result<Self, SerializeError> {
+        if !r.read_bool() {
+            return Ok(BatchHead::Full);
+        }
+        if !r.read_bool() {
+            let reference = u8::from(r.read_bool());
+            let nominate = r.read_bool();
+            let prediction = has_prior(reference).then(|| read_prediction_code(r));
+            r.check()?;
+            return Ok(BatchHead::Reference {
+                reference,
+                nominate,
+                prediction,
+            });
+        }
+        let created = r.read_bits(2) as u8;
+        let vs_default = r.read_bool();
+        r.check()?;
+        if created > 2 {
+            return Err(SerializeError::invalid(
+                "baseline index",
+                "index 3 is not used",
+            ));
+        }
+        Ok(BatchHead::Fresh {
+            created,
+            vs_default,
+        })
+    }
+
+    /// The bits [`write`](Self::write) writes.
+    pub fn written_bits(&self) -> usize {
+        match *self {
+            BatchHead::Full => 1,
+            BatchHead::Reference { prediction, .. } => {
+                4 + match prediction {
+                    None => 0,
+                    Some(Some(1)) => 1,
+                    Some(None) | Some(Some(0)) => 2,
+                    Some(Some(_)) => 3,
+                }
+            }
+            BatchHead::Fresh { .. } => 5,
+        }
+    }
+
+    /// The mask's form under this head: the creation hint of masks coded against the
+    /// default state (`ChangeMask::write_with_hint`), or none (`ChangeMask::write`).
+    pub fn mask_hint(&self, creating: bool) -> Option<bool> {
+        match self {
+            BatchHead::Fresh {
+                vs_default: true, ..
+            } => Some(creating),
+            _ => None,
+        }
+    }
+}
+
+/// Writes a prediction code: `[1]` one interval, `[00]` not predicted, `[01][k ≥ 3]`.
+pub fn write_prediction_code(w: &mut BitWriter, steps: Option<u32>) {
+    match steps {
+        Some(1) => {
+            w.write_bool(true);
+        }
+        None | Some(0) => {
+            w.write_bits(0b00, 2);
+        }
+        Some(k) => {
+            w.write_bits(0b10, 2);
+            w.write_bool(k >= 3);
+        }
+    }
+}
+
+/// Reads what [`write_prediction_code`] wrote.
+pub fn read_prediction_code(r: &mut BitReader) -> Option<u32> {
+    if r.read_bool() {
+        return Some(1);
+    }
+    if !r.read_bool() {
+        return None;
+    }
+    Some(if r.read_bool() { 3 } else { 2 })
+}
+
+/// Writes a change mask in the form `hint` names (see [`BatchHead::mask_hint`]).
+pub fn write_mask(w: &mut BitWriter, mask: &ChangeMask, hint: Option<bool>) {
+    match hint {
+        Some(hint) => mask.write_with_hint(w, hint),
+        None => mask.write(w),
+    }
+}
+
+/// Reads a change mask of `bits` bits written by [`write_mask`] with the same hint.
+pub fn read_mask(
+    r: &mut BitReader,
+    bits: u32,
+    hint: Option<bool>,
+) -> Result<ChangeMask, SerializeError> {
+    match hint {
+        Some(hint) => ChangeMask::read_with_hint(bits, r, hint),
+        None => ChangeMask::read(bits, r),
+    }
+}
+
+/// What the objects section written so far implies for the next batch, the same on
+/// both ends: the previous index, the index width, and the last plain update's head and
+/// masks per type (see the module docs).
+#[derive(Debug, Clone, Default)]
+pub struct SectionFrame {
+    next: u32,
+    width: u32,
+    head: Option<BatchHead>,
+    masks: Vec<(ProtocolIndex, ChangeMask)>,
+}
+
+impl SectionFrame {
+    /// A frame for a section whose indices are below `2^width`.
+    pub fn new(width: u32) -> Self {
+        Self {
+            next: 0,
+            width,
+            head: None,
+            masks: Vec::new(),
+        }
+    }
+
+    /// Writes the section's index width and returns its frame.
+    pub fn begin_write(w: &mut BitWriter, index_end: u32) -> Self {
+        let width = index_width(index_end);
+        w.write_bits(u64::from(width), INDEX_WIDTH_BITS);
+        Self::new(width)
+    }
+
+    /// Reads the section's index width and returns its frame.
+    pub fn begin_read(r: &mut BitReader) -> Result<Self, SerializeError> {
+        let width = r.read_bits(INDEX_WIDTH_BITS) as u32;
+        r.check()?;
+        if width == 0 || width > 24 {
+            return Err(SerializeError::invalid(
+                "object index width",
+                "must be 1 to 24 bits",
+            ));
+        }
+        Ok(Self::new(width))
+    }
+
+    /// The bits [`write_index`](Self::write_index) writes for `index`.
+    pub fn index_bits(&self, index: u32) -> usize {
+        if index == self.next {
+            1
+        } else if index > self.next {
+            let gap = u64::from(index - self.next - 1);
+            2 + (exp_golomb_len(gap, 0, 24) as usize).min(self.width as usize)
+        } else {
+            2 + self.width as usize
+        }
+    }
+
+    /// Writes an object index (below `2^width`), the shortest of its forms.
+    pub fn write_index(&mut self, w: &mut BitWriter, index: u32) {
+        debug_assert!(u64::from(index) < 1 << self.width);
+        if index == self.next {
+            w.write_bool(false);
+        } else {
+            w.write_bool(true);
+            let gap = (index > self.next).then(|| u64::from(index - self.next - 1));
+            match gap.filter(|&g| exp_golomb_len(g, 0, 24) <= self.width) {
+                Some(gap) => {
+                    w.write_bool(false);
+                    write_exp_golomb(w, gap, 0, 24);
+                }
+                None => {
+                    w.write_bool(true);
+                    w.write_bits(u64::from(index), self.width);
+                }
+            }
+        }
+        self.next = index.wrapping_add(1);
+    }
+
+    /// Reads an object index.
+    pub fn read_index(&mut self, r: &mut BitReader) -> Result<u32, SerializeError> {
+        let index = if !r.read_bool() {
+            self.next
+        } else if !r.read_bool() {
+            let gap = read_exp_golomb(r, 0, 24)?;
+            u32::try_from(u64::from(self.next) + 1 + gap)
+                .map_err(|_| SerializeError::invalid("object index", "index past the largest"))?
+        } else {
+            r.read_bits(self.width) as u32
+        };
+        r.check()?;
+        if index > MAX_OBJECT_INDEX {
+            return Err(SerializeError::invalid(
+                "object index",
+                "index past the largest",
+            ));
+        }
+        self.next = index + 1;
+        Ok(index)
+    }
+
+    /// Where the index code stands, to [`rewind`](Self::rewind) to when a batch is
+    /// rolled back.
+    pub fn mark(&self) -> u32 {
+        self.next
+    }
+
+    /// Undoes the index codes written since [`mark`](Self::mark).
+    pub fn rewind(&mut self, mark: u32) {
+        self.next = mark;
+    }
+
+    /// The head the previous plain update used, if any.
+    pub fn last_head(&self) -> Option<BatchHead> {
+        self.head
+    }
+
+    /// The change mask of the previous plain update of `protocol`, if any.
+    pub fn last_mask(&self, protocol: ProtocolIndex) -> Option<&ChangeMask> {
+        self.masks
+            .iter()
+            .find(|(p, _)| *p == protocol)
+            .map(|(_, m)| m)
+    }
+
+    /// Records a plain update's head and mask (long forms do not change the frame, so a
+    /// long form that fails to decode leaves both ends in step).
+    pub fn note_plain(&mut self, head: BatchHead, protocol: ProtocolIndex, mask: &ChangeMask) {
+        self.head = Some(head);
+        match self.masks.iter_mut().find(|(p, _)| *p == protocol) {
+            Some((_, m)) => m.clone_from(mask),
+            None => self.masks.push((protocol, mask.clone())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip<T>(
+        write: impl FnOnce(&mut BitWriter),
+        read: impl FnOnce(&mut BitReader) -> T,
+    ) -> (T, usize, usize) {
+        let mut w = BitWriter::with_capacity_bits(256);
+        write(&mut w);
+        let len = w.position();
+        let bytes = w.finish().unwrap();
+        let mut r = BitReader::with_bit_len(&bytes, len);
+        let v = read(&mut r);
+        (v, len, r.bits_left())
+    }
+
+    #[test]
+    fn prediction_code_round_trips() {
+        for steps in [None, Some(1), Some(2), Some(3)] {
+            let (got, _, left) =
+                round_trip(|w| write_prediction_code(w, steps), read_prediction_code);
+            assert_eq!(got, steps);
+            assert_eq!(left, 0);
+        }
+    }
+
+    #[test]
+    fn heads_round_trip_in_the_bits_they_announce() {
+        let heads = [
+            BatchHead::Full,
+            BatchHead::Reference {
+                reference: 0,
+                nominate: true,
+                prediction: None,
+            },
+            BatchHead::Reference {
+                reference: 1,
+                nominate: false,
+                prediction: Some(None),
+            },
+            BatchHead::Reference {
+                reference: 1,
+                nominate: true,
+                prediction: Some(Some(1)),
+            },
+            BatchHead::Reference {
+                reference: 0,
+                nominate: false,
+                prediction: Some(Some(3)),
+            },
+            BatchHead::Fresh {
+                created: 2,
+                vs_default: true,
+            },
+            BatchHead::Fresh {
+                created: 1,
+                vs_default: false,
+            },
+        ];
+        for head in heads {
+            let has_prior = matches!(
+                head,
+                BatchHead::Reference {
+                    prediction: Some(_),
+                    ..
+                }
+            );
+            let (got, len, left) =
+                round_trip(|w| head.write(w), |r| BatchHead::read(r, |_| has_prior));
+            assert_eq!(got.unwrap(), head);
+            assert_eq!((len, left), (head.written_bits(), 0), "{head:?}");
+        }
+    }
+
+    #[test]
+    fn indices_cost_a_bit_in_runs_and_never_more_than_their_width_plus_two() {
+        let indices = [0u32, 1, 2, 3, 7, 8, 100, 5, 6, 1000, 1001, 0, 4095];
+        let mut frame = SectionFrame::new(12);
+        let mut expected = Vec::new();
+        let (got, len, left) = round_trip(
+            |w| {
+                for &i in &indices {
+                    let before = w.position();
+                    let bits = frame.index_bits(i);
+                    frame.write_index(w, i);
+                    assert_eq!(w.position() - before, bits, "index {i}");
+                    assert!(bits <= 14);
+                    expected.push(bits);
+                }
+            },
+            |r| {
+                let mut frame = SectionFrame::new(12);
+                indices
+                    .iter()
+                    .map(|_| frame.read_index(r).unwrap())
+                    .collect::<Vec<_>>()
+            },
+        );
+        assert_eq!(got, indices);
+        assert_eq!(left, 0);
+        assert_eq!(expected[..4], [1, 1, 1, 1]);
+        assert_eq!(len, expected.iter().sum::<usize>());
+    }
+
+    #[test]
+    fn a_bad_index_width_or_truncated_index_is_an_error() {
+        let (got, _, _) = round_trip(
+            |w| w.write_bits(0, INDEX_WIDTH_BITS),
+            |r| SectionFrame::begin_read(r).is_err(),
+        );
+        assert!(got);
+        let (got, _, _) = round_trip(
+            |w| w.write_bits(25, INDEX_WIDTH_BITS),
+            |r| SectionFrame::begin_read(r).is_err(),
+        );
+        assert!(got);
+        let (got, _, _) = round_trip(
+            |w| w.write_bits(0b11, 2),
+            |r| SectionFrame::new(12).read_index(r).is_err(),
+        );
+        assert!(got);
     }
 }

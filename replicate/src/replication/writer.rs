@@ -5,7 +5,7 @@
 //! change mask) and a scheduling priority. Each tick it takes the object table's changes
 //! (only the objects that changed: cost follows dirty data); each packet it writes
 //! pending destroys first, then the scheduled objects in priority order, each as a
-//! size-prefixed batch, and keeps a [`PacketRecord`] of what went out. The order is
+//! batch, and keeps a [`PacketRecord`] of what went out. The order is
 //! scheduled once per tick and continued by the tick's later packets (see
 //! `scheduler::Schedule`); anything that could change it between two
 //! packets (an object owed anew, a loss, a priority change) makes the next packet
@@ -15,32 +15,23 @@
 //! just drops the record (discarded).
 //!
 //! Batches are written object-major in what they share: a batch is a per-connection
-//! head (handle, size, flags, reference index, nomination) around a *segment* (change
-//! mask and members) that depends only on the object's state, the mask and what it is
-//! coded against. Each segment is encoded once per tick and copied a word at a time
-//! into every other connection's packet that needs the same one (see `encode`); the
-//! delta plan names its reference and prior by snapshot id and touches no state on
-//! that path. The stages of one batch live in submodules: `plan` (what the batch
-//! carries and codes against), `body` (encode and frame the body), and this module
-//! (schedule, write, record, deliver); `huge` sends objects too large for a packet.
+//! frame (object index, form, head, change mask) around a *segment* (the members) that
+//! depends only on the object's state, the mask and what it is coded against. Each
+//! segment is encoded once per tick and copied a word at a time into every other
+//! connection's packet that needs the same one (see `encode`); the delta plan names its
+//! reference and prior by snapshot id and touches no state on that path. The stages of
+//! one batch live in submodules: `plan` (what the batch carries and codes against),
+//! `body` (frame and encode), `local` (the connection-local object indices), and this
+//! module (schedule, write, record, deliver); `huge` sends objects too large for a
+//! packet.
 //!
-//! Wire format of the stream section:
+//! Wire format of the stream section (the objects section and a batch are in `wire`):
 //!
 //! ```text
 //! destroys: ([1][handle])* [0]
-//! batches:  ([1][handle][size][body: size bits][exports if has_exports])* [0]
-//! size:     [0][size: 7]                     a body of fewer than 128 bits
-//!           [1][size: 16]                    128 to 2^16 - 2 bits
-//!           [1][2^16 - 1: 16][size: 32]      a huge object's batch (only inside its blob)
-//! body:     [0][is_delta:1]                  a plain update (most batches)
-//!           [1][has_exports:1][is_creation:1]  anything else
-//!           (creation: [protocol index: registry.index_bits()][has_owner:1][owner handle]?)
-//!           [tear_off:1][is_delta:1]
-//!           [has_tags:1]([count: 8][net token: 16]*)?
-//!           is_delta = 0: [change mask][members selected by the mask]
-//!           is_delta = 1: baseline indices, change mask, members (see `baseline`)
+//! objects:  [index width: 5] ([1][object index][batch][exports if has_exports])* [0]
 //! exports:  the net token exports the batch references that the peer has not acked
-//!           (see `stream::tokens`), placed after the body and read first
+//!           (see `stream::tokens`), placed after a long-form body and read first
 //! ```
 //!
 //! Until its creation is confirmed an object's batches carry the creation and the full
@@ -58,7 +49,7 @@ use super::record::{
     ReplicatedObjectState as S, ReplicationInfo,
 };
 use super::scheduler::{EntryFate, Schedule, ScheduledObject};
-use super::wire::{BATCH_SIZE_BITS, WIDE_BATCH_SIZE, write_batch_size};
+use super::wire::{BATCH_SIZE_BITS, SectionFrame, WIDE_BATCH_SIZE, write_batch_size};
 use crate::bits::BitWriter;
 use crate::connection::DeliveryStatus;
 use crate::handle::NetRefHandle;
@@ -73,10 +64,13 @@ use std::collections::VecDeque;
 mod body;
 #[path = "huge.rs"]
 pub mod huge;
+#[path = "local.rs"]
+mod local;
 #[path = "plan.rs"]
 mod plan;
 
-use body::{encoding_of, write_body};
+use body::{BatchCoding, BodyBits, encoding_of, write_long, write_plain};
+use local::LocalIndices;
 
 /// What [`ReplicationWriter::pending_bytes`] counts for an object kept alive only
 /// because a connection has not confirmed its destroy: the object table entry, its
@@ -233,6 +227,10 @@ pub struct ReplicationWriter {
     /// Batch bodies are written here first (allocated at the first batch), with the
     /// mark of its empty state.
     scratch: Option<(BitWriter, crate::bits::WriterMark)>,
+    /// The connection-local object indices (see `wire`).
+    locals: LocalIndices,
+    /// The objects section being written.
+    frame: SectionFrame,
     /// Network insights: where the section's bits go (off: `None`).
     attribution: Option<Box<WriterAttribution>>,
     /// The tick's encoded segments: this writer's own, or, while the server writes
@@ -282,6 +280,8 @@ impl ReplicationWriter {
             record_bytes: 0,
             recoveries: std::collections::HashMap::new(),
             scratch: None,
+            locals: LocalIndices::default(),
+            frame: SectionFrame::default(),
             attribution: None,
             segments: EncodedSegments::default(),
         }
@@ -678,6 +678,7 @@ impl ReplicationWriter {
             return;
         }
         info.init(bits, &mut self.pool);
+        info.set_local_index(self.locals.assign());
         info.set_subobject(is_sub);
         info.set_dirty_subobjects(dirty_subs);
         info.set_state(S::PendingCreate);
@@ -701,6 +702,11 @@ impl ReplicationWriter {
         let Some(info) = self.infos.get_mut(index as usize) else {
             return;
         };
+        // The remote has let go of the object (destroy or tear-off acknowledged, or no
+        // creation ever sent): its index may name another object.
+        if let Some(local) = info.local_index() {
+            self.locals.free(local);
+        }
         info.release(&mut self.pool);
         self.priorities[index as usize] = 0.0;
         self.dirty.clear(index);
@@ -951,7 +957,11 @@ impl ReplicationWriter {
                 crate::insights::ReplicationPart::Destroys,
                 w.position() - start.position() - 1,
             );
-            a.add(crate::insights::ReplicationPart::EndMarkers, 2);
+            // The two list ends and the objects section's index width.
+            a.add(
+                crate::insights::ReplicationPart::EndMarkers,
+                2 + super::wire::INDEX_WIDTH_BITS as usize,
+            );
         }
 
         // 2. Objects in priority order: the tick's schedule, continued from the last
@@ -961,6 +971,7 @@ impl ReplicationWriter {
         let mut guard = storage.as_ref().map(lock_storage);
         let mut st = guard.as_deref_mut();
         let outer = w.begin_substream(w.bits_left().saturating_sub(1));
+        self.frame = SectionFrame::begin_write(w, self.locals.end());
         if !self.schedule.is_valid() || !self.reuse_schedule {
             self.schedule.rebuild(
                 table,
@@ -1204,53 +1215,69 @@ impl ReplicationWriter {
             _ => None,
         };
         let handle = entry.handle();
-        let m = w.mark();
-        w.write_bool(true);
-        handle.write(w);
-        let exports = &self.exports;
-        let mut member_bits = 0;
-        let mut segment = None;
-        let handle_bits = w.position() - m.position();
-        let segments = &mut self.segments;
-        let mut body_of = |out: &mut BitWriter| {
-            write_body(
-                out,
-                table,
-                index,
-                entry,
-                creating,
-                tear_off,
-                plan.as_ref(),
-                send_tags,
-                &mask,
-                exports,
-                segments,
-                st.as_deref(),
-                &mut member_bits,
-                &mut segment,
-            )
+        let Some(local) = self.infos[index as usize].local_index() else {
+            // Every replicated object has an index from `start_replication`.
+            self.dirty.clear(index);
+            return Ok(false);
         };
-        let (tokens, layout);
-        let exports_flag_pos;
+        let coding = BatchCoding {
+            table,
+            index,
+            entry,
+            creating,
+            tear_off,
+            send_tags,
+            plan: plan.as_ref(),
+            st: st.as_deref(),
+            mask: &mask,
+        };
+        let m = w.mark();
+        let frame_mark = self.frame.mark();
+        w.write_bool(true);
+        self.frame.write_index(w, local);
+        let handle_bits = w.position() - m.position();
+        let mut bits = BodyBits::default();
+        let mut segment = None;
+        let mut tokens = Vec::new();
         let prefix_bits;
-        let body_bits;
-        if self.huge.wide {
+        let exports_flag_pos;
+        if coding.is_plain() {
+            // No size: the reader knows the type from the index (see `wire`).
+            w.write_bool(false);
+            prefix_bits = 1;
+            exports_flag_pos = None;
+            let head;
+            (bits, head) = write_plain(w, &coding, &self.frame, &mut self.segments, &mut segment);
+            if w.is_overflown() {
+                w.rollback(m);
+                self.frame.rewind(frame_mark);
+                return Err(BatchError::DidNotFit);
+            }
+            self.frame.note_plain(head, entry.protocol(), &mask);
+        } else if self.huge.wide {
             // A huge object's batch, inside its blob: the escape and a 32-bit size.
+            w.write_bool(true);
             w.write_bool(true);
             w.write_bits(WIDE_BATCH_SIZE, BATCH_SIZE_BITS);
             let size_pos = w.position();
             w.write_bits(0, 32);
             let body = w.position();
             prefix_bits = body - m.position() - handle_bits;
-            exports_flag_pos = body + 1;
-            (tokens, layout) = body_of(w);
+            exports_flag_pos = Some(body);
+            tokens = write_long(
+                w,
+                &coding,
+                &self.exports,
+                &mut self.segments,
+                &mut segment,
+                &mut bits,
+            );
             if w.is_overflown() {
                 w.rollback(m);
+                self.frame.rewind(frame_mark);
                 return Err(BatchError::DidNotFit);
             }
-            let size = w.position() - body;
-            body_bits = size;
-            w.patch_bits(size_pos, size as u64, 32);
+            w.patch_bits(size_pos, (w.position() - body) as u64, 32);
         } else {
             // The prefix's width depends on the body's size: body first, in the scratch
             // writer, then prefix and body into the packet.
@@ -1264,29 +1291,40 @@ impl ReplicationWriter {
             scratch.rollback(*origin);
             let limit = w.bits_left();
             scratch.begin_substream(limit);
-            (tokens, layout) = body_of(scratch);
+            tokens = write_long(
+                scratch,
+                &coding,
+                &self.exports,
+                &mut self.segments,
+                &mut segment,
+                &mut bits,
+            );
             let size = scratch.position();
             if scratch.is_overflown() || size as u64 >= WIDE_BATCH_SIZE {
                 w.rollback(m);
+                self.frame.rewind(frame_mark);
                 return Err(if limit >= SCRATCH_BITS || !scratch.is_overflown() {
                     BatchError::TooLarge
                 } else {
                     BatchError::DidNotFit
                 });
             }
+            w.write_bool(true);
             write_batch_size(w, size);
             prefix_bits = w.position() - m.position() - handle_bits;
-            body_bits = size;
-            exports_flag_pos = w.position() + 1;
+            exports_flag_pos = Some(w.position());
             w.write_from(scratch);
             if w.is_overflown() {
                 w.rollback(m);
+                self.frame.rewind(frame_mark);
                 return Err(BatchError::DidNotFit);
             }
         }
-        // Exports follow the state: the tokens the peer may not know yet.
+        let body_bits = w.position() - m.position() - handle_bits - prefix_bits;
+        // Exports follow the state: the tokens the peer may not know yet (only a long
+        // form carries tags, hence tokens).
         let mut exported = Vec::new();
-        {
+        if let Some(flag_pos) = exports_flag_pos {
             let mut exports = lock(&self.exports);
             let unacked: Vec<NetToken> = tokens
                 .iter()
@@ -1294,17 +1332,19 @@ impl ReplicationWriter {
                 .filter(|t| !exports.is_acked(*t))
                 .collect();
             if !unacked.is_empty() {
-                w.patch_bits(exports_flag_pos, 1, 1);
+                w.patch_bits(flag_pos, 1, 1);
                 exported = exports.write_exports(&unacked, w);
                 if w.is_overflown() {
                     exports.on_delivery(&exported, DeliveryStatus::Lost);
                     drop(exports);
                     w.rollback(m);
+                    self.frame.rewind(frame_mark);
                     return Err(BatchError::DidNotFit);
                 }
             }
         }
         record.exports.extend(exported);
+        let member_bits = bits.members;
         // A huge object's batch goes into its blob, not this packet: the huge-object
         // stream's section counts it.
         if let Some(a) = self.attribution.as_mut().filter(|_| !self.huge.wide) {
@@ -1316,20 +1356,16 @@ impl ReplicationWriter {
                 entry.protocol(),
                 entry.state(),
                 &mask,
-                {
-                    let mut e = encoding_of(plan.as_ref(), st.as_deref(), creating);
-                    let payload = body_bits - layout.1;
-                    e.framing =
-                        payload.saturating_sub(member_bits + mask.written_bits(e.mask_hint));
-                    e
-                },
+                encoding_of(plan.as_ref(), st.as_deref()),
                 creating,
                 BatchLayout {
                     handle: handle_bits,
                     prefix: prefix_bits,
-                    flags: layout.0,
-                    tags: layout.1 - layout.0,
-                    payload: body_bits - layout.1,
+                    flags: bits.flags,
+                    tags: bits.tags,
+                    head: bits.head,
+                    mask: bits.mask,
+                    members: bits.members,
                     exports: w.position() - m.position() - handle_bits - prefix_bits - body_bits,
                 },
                 measured,

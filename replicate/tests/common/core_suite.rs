@@ -322,20 +322,66 @@ pub fn packet_start(w: &mut BitWriter, destroys: &[NetRefHandle]) {
         d.write(w);
     }
     w.write_bool(false);
+    // The objects section's index width: hand-made batches name their objects by
+    // absolute index (see `batch`).
+    w.write_bits(u64::from(HAND_MADE_INDEX_WIDTH), 5);
 }
 
-/// One batch for `handle`: the flag, the handle, the size prefix
-/// ([`replicate::internals::replication::write_batch_size`]) and the body `body` writes.
+/// The index width hand-made packets announce.
+const HAND_MADE_INDEX_WIDTH: u32 = 16;
+
+/// One long-form batch for `handle`, named by the object index `handle.counter()`: the
+/// flag, the index, the form bit and size prefix
+/// ([`replicate::internals::replication::write_batch_size`]), then the body `body`
+/// writes: `[1: long form][exports][creating][protocol][owner]...`. The form bit moves
+/// in front of the size prefix and a creation's handle is spliced in after its creation
+/// flag, where the wire carries them.
 pub fn batch(w: &mut BitWriter, handle: NetRefHandle, body: impl FnOnce(&mut BitWriter)) {
+    batch_at(w, handle.counter() as u32, handle, body)
+}
+
+/// [`batch`] for an object the writer named `index` (a server-created object: see
+/// [`local_index`]).
+pub fn batch_at(
+    w: &mut BitWriter,
+    index: u32,
+    handle: NetRefHandle,
+    body: impl FnOnce(&mut BitWriter),
+) {
     w.write_bool(true);
-    handle.write(w);
+    w.write_bits(0b11, 2); // absolute index
+    w.write_bits(u64::from(index), HAND_MADE_INDEX_WIDTH);
     let mut b = BitWriter::with_capacity_bits(1 << 16);
     body(&mut b);
+    let len = b.position();
+    let bytes = b.finish().unwrap();
+    let mut r = BitReader::with_bit_len(&bytes, len);
+    assert!(r.read_bool(), "hand-made batches are long forms");
+    let exports = r.read_bool();
+    let creating = r.read_bool();
+    let mut framed = BitWriter::with_capacity_bits(1 << 16);
+    framed.write_bool(exports);
+    framed.write_bool(creating);
+    if creating {
+        handle.write(&mut framed);
+    }
+    while r.bits_left() > 0 {
+        let n = r.bits_left().min(32) as u32;
+        framed.write_bits(r.read_bits(n), n);
+    }
+    w.write_bool(true); // long form
     assert!(replicate::internals::replication::write_batch_size(
         w,
-        b.position()
+        framed.position()
     ));
-    w.write_from(&b);
+    w.write_from(&framed);
+}
+
+/// The connection-local index `server`'s writer for `conn` names `handle` by.
+pub fn local_index(server: &ReplicationServer, conn: ConnectionId, handle: NetRefHandle) -> u32 {
+    let index = server.objects().index_of(handle).unwrap();
+    let writer = server.writer(conn).unwrap();
+    writer.info(index).and_then(|i| i.local_index()).unwrap()
 }
 
 /// The handles of the events `pick` selects, in order.

@@ -116,16 +116,25 @@ pub struct WirePacket {
     pub batches: Vec<WireBatch>,
 }
 
+/// What a [`decode_packet`] caller knows of one connection's objects: the types of
+/// the handles created so far and the handle each object index names.
+#[derive(Debug, Default)]
+pub struct WireTypes {
+    by_handle: HashMap<NetRefHandle, usize>,
+    by_index: HashMap<u32, NetRefHandle>,
+}
+
 /// Decodes the replication stream of a packet written after a 16-bit sequence (as
 /// [`Net`] writes them), independently of the client: stream header, destroys, then
-/// each batch's header, change mask and members, checking that the members fill the
-/// batch to the last bit (a member written without its mask bit would break that).
-/// `types` maps handles to their type once their creation was seen.
+/// each batch's index, form, head, change mask and members, checking that a long
+/// form's members fill the batch to the last bit (a member written without its mask
+/// bit would break that). `types` learns the objects' types from their creations.
 pub fn decode_packet(
     registry: &ProtocolRegistry,
-    types: &mut HashMap<NetRefHandle, usize>,
+    types: &mut WireTypes,
     bytes: &[u8],
 ) -> WirePacket {
+    use replicate::internals::replication::wire::{BatchHead, SectionFrame, read_mask};
     let mut out = WirePacket::default();
     let mut r = BitReader::new(bytes);
     let _seq = r.read_bits(16);
@@ -141,39 +150,65 @@ pub fn decode_packet(
         out.destroys
             .push(NetRefHandle::read(&mut r).expect("destroy handle"));
     }
+    let mut frame = SectionFrame::begin_read(&mut r).expect("index width");
     while r.read_bool() {
-        let handle = NetRefHandle::read(&mut r).expect("batch handle");
-        let size = replicate::internals::replication::read_batch_size(&mut r);
-        let mut b = r.substream(size);
-        let long_form = b.read_bool();
+        let index = frame.read_index(&mut r).expect("object index");
+        let long_form = r.read_bool();
+        let (mut b, size) = if long_form {
+            let size = replicate::internals::replication::read_batch_size(&mut r);
+            (r.substream(size), Some(size))
+        } else {
+            (r.clone(), None)
+        };
+        let start = b.position();
         let has_exports = long_form && b.read_bool();
         assert!(!has_exports, "the interest tests use no tags");
         let creation = long_form && b.read_bool();
-        if creation {
+        let handle = if creation {
+            let handle = NetRefHandle::read(&mut b).expect("creation handle");
             let p = b.read_bits(registry.index_bits()) as usize;
-            types.insert(handle, p);
+            types.by_handle.insert(handle, p);
+            types.by_index.insert(index, handle);
             if b.read_bool() {
                 NetRefHandle::read(&mut b).expect("owner");
             }
-        }
+            handle
+        } else {
+            *types
+                .by_index
+                .get(&index)
+                .expect("batch of an object never created")
+        };
         let _tear_off = long_form && b.read_bool();
-        let delta = b.read_bool();
-        assert!(!delta, "decoder does not read delta batches");
+        let head = if long_form || !b.read_bool() {
+            BatchHead::read(&mut b, |_| false).expect("head")
+        } else {
+            frame.last_head().expect("a previous head")
+        };
+        assert_eq!(head, BatchHead::Full, "decoder does not read delta batches");
         let has_tags = long_form && b.read_bool();
         assert!(!has_tags);
-        let p = *types
-            .get(&handle)
-            .expect("batch of an object never created");
+        let p = types.by_handle[&handle];
         let reg = registry.get(p as u16).expect("protocol");
         let bits = (reg.descriptor)().change_mask_bits;
-        let mask = ChangeMask::read(bits, &mut b).expect("mask");
+        let mask = if long_form || !b.read_bool() {
+            read_mask(&mut b, bits, None).expect("mask")
+        } else {
+            frame.last_mask(p as u16).expect("a previous mask").clone()
+        };
+        if !long_form {
+            frame.note_plain(head, p as u16, &mask);
+        }
         let mut state = (reg.new_state)();
         state.deserialize(&mask, &mut b).expect("members");
-        assert_eq!(
-            b.bits_left(),
-            0,
-            "batch of {handle} holds bits beyond its masked members"
-        );
+        match size {
+            Some(size) => assert_eq!(
+                b.position() - start,
+                size,
+                "batch of {handle} holds bits beyond its masked members"
+            ),
+            None => r = b,
+        }
         out.batches.push(WireBatch {
             handle,
             creation,
@@ -187,7 +222,7 @@ pub fn decode_packet(
 pub struct NetClient {
     pub conn: ConnectionId,
     pub client: ReplicationClient,
-    pub types: HashMap<NetRefHandle, usize>,
+    pub types: WireTypes,
     /// Every packet this client was sent, decoded.
     pub wire: Vec<WirePacket>,
 }
@@ -234,7 +269,7 @@ impl Net {
         self.clients.push(NetClient {
             conn,
             client: ReplicationClient::new(self.registry.clone(), ReplicationConfig::default()),
-            types: HashMap::new(),
+            types: WireTypes::default(),
             wire: Vec::new(),
         });
         self.clients.len() - 1

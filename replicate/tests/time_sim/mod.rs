@@ -25,6 +25,9 @@ pub fn link(latency: u64, jitter: u64, loss: f32) -> LinkConditioner {
         latency: ms(latency),
         jitter: ms(jitter),
         loss,
+        // Independent delays per packet, so the one-way delay spans the whole range
+        // (packets overtaken by a newer one are dropped by the connection).
+        jitter_reorders: true,
         ..LinkConditioner::perfect()
     }
 }
