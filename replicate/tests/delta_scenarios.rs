@@ -529,6 +529,7 @@ fn a_batch_naming_a_missing_baseline_breaks_that_object_only() {
         w.write_bool(false); // tear off
         w.write_bool(true); // delta
         w.write_bool(false); // against a baseline
+        w.write_bool(false); // named by slot
         w.write_bool(true); // slot 1, which the client never stored
         w.write_bool(false); // no nomination
         w.write_bool(false); // tags
@@ -580,11 +581,12 @@ fn a_packet_in_flight_during_an_invalidation_still_decodes() {
             .pending_baseline(),
         1 - acked
     );
-    m.deliver_to_client(&bytes);
-    m.ack(seq, DeliveryStatus::Delivered);
-    // The older packet arrives last (reordered) and still decodes.
+    // The packet written before the invalidation arrives first (packets are read in
+    // send order) and decodes against the slot the new nomination left alone.
     m.deliver_to_client(&late);
     m.ack(late_seq, DeliveryStatus::Delivered);
+    m.deliver_to_client(&bytes);
+    m.ack(seq, DeliveryStatus::Delivered);
     assert!(
         m.client
             .drain_events()

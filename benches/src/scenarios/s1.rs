@@ -69,6 +69,8 @@ pub struct ReplicateRun {
     pub converged_objects: usize,
     /// Per replicated type over the measured ticks: what its batches spent.
     pub split: Vec<TypeSplit>,
+    /// The batches' framing over the measured ticks, by part.
+    pub framing: replicate::internals::replication::FramingBits,
 }
 
 /// What one type's object batches spent over the measured ticks.
@@ -175,9 +177,18 @@ pub fn replicate_run_with(
     let mut series = Series::default();
     let mut packets = 0usize;
     let mut counters_at_warmup = Vec::new();
+    let conn = link.conn;
+    let framing_of = |server: &replicate::internals::replication::ReplicationServer| {
+        server
+            .writer(conn)
+            .map(|w| w.stats().framing.clone())
+            .unwrap_or_default()
+    };
+    let mut framing_at_warmup = Default::default();
     for tick in 0..p.warmup + p.ticks {
         if tick == p.warmup {
             counters_at_warmup = type_counters(&server, link.conn);
+            framing_at_warmup = framing_of(&server);
         }
         let events = world.step(DT);
         let objects = server.objects_mut();
@@ -208,6 +219,17 @@ pub fn replicate_run_with(
             packets += t.packets;
         }
     }
+    let framing = {
+        let (end, start): (replicate::internals::replication::FramingBits, _) =
+            (framing_of(&server), framing_at_warmup);
+        replicate::internals::replication::FramingBits {
+            index: end.index - start.index,
+            form: end.form - start.form,
+            flags: end.flags - start.flags,
+            head: end.head - start.head,
+            mask: end.mask - start.mask,
+        }
+    };
     let split = type_counters(&server, link.conn)
         .into_iter()
         .map(|(name, batches, bits, member_bits)| {
@@ -288,6 +310,7 @@ pub fn replicate_run_with(
         packets_per_tick: packets as f64 / p.ticks as f64,
         converged_objects: converged,
         split,
+        framing,
     })
 }
 
@@ -805,11 +828,37 @@ fn split_table(p: S1Params, runs: &[(&str, &ReplicateRun)]) -> String {
             ]);
         }
     }
+    let mut parts = Table::new(&[
+        "run",
+        "index (+ continue bit)",
+        "form + size",
+        "long-form flags, tags",
+        "head",
+        "change mask",
+        "members",
+    ]);
+    for (run, r) in runs {
+        let batches: u64 = r.split.iter().map(|s| s.batches).sum();
+        let members: u64 = r.split.iter().map(|s| s.member_bits).sum();
+        let per = |bits: u64| f(bits as f64 / batches.max(1) as f64, 2);
+        let fr = &r.framing;
+        parts.row(vec![
+            run.to_string(),
+            per(fr.index),
+            per(fr.form),
+            per(fr.flags),
+            per(fr.head),
+            per(fr.mask),
+            per(members),
+        ]);
+    }
     format!(
         "\nObject batches per type (measured ticks; payload = the batches, without the \
-         packet's stream framing and destroys; framing = handle, batch size, header, \
-         baseline indices and prediction code, change mask):\n\n{}",
-        t.markdown()
+         packet's stream framing and destroys; framing = object index, form and size, \
+         flags, head (baseline reference, nomination, prediction code), change mask):\n\n{}\n\
+         Bits per batch by part (measured ticks, every type):\n\n{}",
+        t.markdown(),
+        parts.markdown()
     )
 }
 

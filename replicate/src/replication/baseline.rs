@@ -752,7 +752,14 @@ impl ConnectionBaselines {
         }
     }
 
-    /// The pending nomination of an object.
+    /// Whether the last nomination of `object` was acknowledged and none is in flight
+    /// (its acknowledged baseline is then the newest the client stored).
+    pub fn is_last_nomination_acked(&self, object: InternalIndex) -> bool {
+        self.get(object)
+            .is_some_and(|o| o.pending == INVALID_BASELINE_INDEX && !o.lost)
+    }
+
+    /// The slot a packet in flight nominated for `object`, if any.
     pub fn pending(&self, object: InternalIndex) -> Option<u8> {
         self.get(object)
             .map(|o| o.pending)
@@ -1000,6 +1007,10 @@ pub(crate) struct DeltaPlan {
     pub default: Option<Arc<dyn ErasedState>>,
     /// Whether the full path encodes against the default state.
     pub vs_default: bool,
+    /// The reference is this connection's last nomination of the object, acknowledged
+    /// and not followed by another: the newest baseline the client stored, which the
+    /// head names without a slot.
+    pub newest: bool,
 }
 
 /// What a batch's members are coded against, which decides their bits besides the
@@ -1051,7 +1062,7 @@ impl DeltaPlan {
     pub(crate) fn head(&self) -> BatchHead {
         match self.reference {
             Some((reference, _)) => BatchHead::Reference {
-                reference,
+                reference: (!self.newest).then_some(reference),
                 nominate: self.nominate.is_some(),
                 prediction: self
                     .predicted
@@ -1111,10 +1122,26 @@ impl ReceiverBaselines {
         self.slots.get(index as usize)?.as_ref()?.2.as_deref()
     }
 
-    /// Whether slot `index` holds a baseline with a prior (a batch against it carries a
-    /// prediction code).
-    pub fn has_prior(&self, index: u8) -> bool {
-        self.prior(index).is_some()
+    /// Whether the baseline `reference` names (see [`resolve`](Self::resolve)) has a
+    /// prior (a batch against it carries a prediction code).
+    pub fn has_prior(&self, reference: Option<u8>) -> bool {
+        self.resolve(reference)
+            .is_some_and(|k| self.prior(k).is_some())
+    }
+
+    /// The slot a batch head's reference names: the slot itself, or (`None`) the slot
+    /// stored last.
+    pub fn resolve(&self, reference: Option<u8>) -> Option<u8> {
+        match reference {
+            Some(k) => Some(k),
+            None => self
+                .slots
+                .iter()
+                .enumerate()
+                .filter_map(|(k, s)| s.as_ref().map(|s| (s.1, k as u8)))
+                .max()
+                .map(|(_, k)| k),
+        }
     }
 
     /// Number of stored baselines.
@@ -1165,10 +1192,13 @@ pub(crate) fn read_delta_body(
             "not a delta head",
         ))),
         BatchHead::Reference {
-            reference: index,
+            reference,
             nominate,
             prediction,
         } => {
+            let index = baselines
+                .and_then(|b| b.resolve(reference))
+                .ok_or(ObjectReadError::MissingBaseline(reference.unwrap_or(0)))?;
             let slot = baselines
                 .and_then(|b| b.slots.get(index as usize))
                 .and_then(Option::as_ref)

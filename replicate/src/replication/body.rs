@@ -58,8 +58,9 @@ pub(super) struct BodyBits {
     pub members: usize,
 }
 
-/// Writes a plain update after its object index and form bit: head and mask (each one
-/// bit when the same as the frame's), then the members. Returns the bits and the head,
+/// Writes a plain update after its object index and form bit: head (one bit when the
+/// same as the previous plain update's) and mask (one to three bits when one of its
+/// type's latest), then the members. Returns the bits and the head,
 /// which the caller records in the frame once the batch is in.
 pub(super) fn write_plain(
     w: &mut BitWriter,
@@ -79,13 +80,7 @@ pub(super) fn write_plain(
     }
     bits.head = w.position() - start;
     let start = w.position();
-    let protocol = c.entry.protocol();
-    if frame.last_mask(protocol) == Some(c.mask) {
-        w.write_bool(true);
-    } else {
-        w.write_bool(false);
-        write_mask(w, c.mask, head.mask_hint(false));
-    }
+    frame.write_mask(w, c.entry.protocol(), c.mask, head.mask_hint(false));
     bits.mask = w.position() - start;
     bits.members = write_members(w, c, segments, segment_id);
     (bits, head)

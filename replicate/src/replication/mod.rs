@@ -97,8 +97,8 @@ pub use writer::huge::{
     SharedHugeQueue,
 };
 pub use writer::{
-    MAX_RECOVERIES, MAX_REPORTS_PER_PACKET, RETAINED_OBJECT_BYTES, ReplicationWriter, WriterHooks,
-    WriterStats, apply_conditions,
+    FramingBits, MAX_RECOVERIES, MAX_REPORTS_PER_PACKET, RETAINED_OBJECT_BYTES, ReplicationWriter,
+    WriterHooks, WriterStats, apply_conditions,
 };
 
 use crate::bits::{BitReader, BitWriter};

@@ -99,6 +99,9 @@ impl ReplicationWriter {
                     .set_baselines(INVALID_BASELINE_INDEX, INVALID_BASELINE_INDEX);
             }
         }
+        // Decided before this batch's own nomination: the client's newest baseline is
+        // the reference when nothing was nominated since.
+        let newest = reference.is_some() && self.baselines.is_last_nomination_acked(index);
         let slot = match &reference {
             Some((k, _)) => {
                 self.baselines.note_reference(index, *k);
@@ -162,6 +165,7 @@ impl ReplicationWriter {
             allowed,
             default,
             vs_default: st.settings().compress_initial_state,
+            newest,
         })
     }
 }

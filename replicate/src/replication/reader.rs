@@ -932,15 +932,9 @@ impl ReplicationReader {
         } else {
             BatchHead::read(r, |slot| obj.baselines.has_prior(slot)).map_err(framing)?
         };
-        let mask = if r.read_bool() {
-            frame
-                .last_mask(protocol)
-                .filter(|m| m.len() == bits)
-                .cloned()
-                .ok_or_else(|| framing("a plain update repeats the mask of none before it"))?
-        } else {
-            read_mask(r, bits, head.mask_hint(false)).map_err(framing)?
-        };
+        let mask = frame
+            .read_mask(r, protocol, bits, head.mask_hint(false))
+            .map_err(framing)?;
         frame.note_plain(head, protocol, &mask);
         let fresh = match head {
             BatchHead::Full => update_existing(obj, mask, seq, r, &mut world.stats),

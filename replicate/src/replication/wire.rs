@@ -8,11 +8,11 @@
 //! index:   [0]                      the previous batch's index + 1 (0 first)
 //!          [1][0][Exp-Golomb₀(gap)] previous + 2 + gap
 //!          [1][1][index: width]     any other
-//! batch:   [0][head | same][mask | same][members]                       plain update
+//! batch:   [0][head | same][mask | recent][members]                     plain update
 //!          [1][size][exports][creating (handle, protocol, owner)]
 //!             [tear off][head][tags][mask][members]                     long form
 //! head:    [0] members in full
-//!          [1][0][reference: 1][nominate: 1][prediction code]?         against a baseline
+//!          [1][0][newest: 1][slot: 1]?[nominate: 1][prediction code]? against a baseline
 //!          [1][1][created: 2][against default: 1]                      no baseline yet
 //! ```
 //!
@@ -23,10 +23,11 @@
 //! order, so runs of consecutive indices cost a bit each.
 //!
 //! A **plain update** (no creation, tear-off or tags) carries no size: the reader knows
-//! the object's type from its index and decodes the members in place. Its head and mask
-//! may each be one bit: "the same as the previous plain update's head" (the baseline
-//! slot, nomination and prediction code, which objects replicated in step share) and
-//! "the same change mask as the previous plain update of this type in this section".
+//! the object's type from its index and decodes the members in place. Its head is one
+//! bit when it is the previous plain update's (the baseline reference, nomination and
+//! prediction code, which objects replicated in step share), and its change mask one to
+//! three bits when it is one of the [`MASK_HISTORY`] latest masks of its type in this
+//! section.
 //! A plain update that does not decode leaves the rest of the section unreadable: the
 //! reader fails the packet and the client closes the connection (the ends disagree on
 //! a type; see `ReplicationReader`). Creations and other long forms keep the size
@@ -151,13 +152,16 @@ pub fn index_width(end: u32) -> u32 {
 pub enum BatchHead {
     /// The members in full.
     Full,
-    /// Against acknowledged baseline slot `reference`; `nominate`: the batch makes the
-    /// other slot's new baseline. `prediction`: `None` when the slot has no prior (no
-    /// code written), `Some(None)` coded against the baseline itself, `Some(Some(k))`
+    /// Against acknowledged baseline slot `reference`, or, when `None`, against the
+    /// newest baseline the reader stored (the writer's last nomination, acknowledged
+    /// and not followed by another: baselines in step cost no slot bit, and every
+    /// object in step shares one head). `nominate`: the batch makes the other slot's
+    /// new baseline. `prediction`: `None` when the slot has no prior (no code
+    /// written), `Some(None)` coded against the baseline itself, `Some(Some(k))`
     /// against its prediction `k` intervals ahead.
     Reference {
-        /// The acknowledged slot (0 or 1).
-        reference: u8,
+        /// The acknowledged slot (0 or 1), or none for the newest.
+        reference: Option<u8>,
         /// Whether this batch nominates the other slot.
         nominate: bool,
         /// The prediction code (see above).
@@ -187,7 +191,10 @@ impl BatchHead {
                 prediction,
             } => {
                 w.write_bits(0b01, 2);
-                w.write_bool(reference != 0);
+                w.write_bool(reference.is_none());
+                if let Some(k) = reference {
+                    w.write_bool(k != 0);
+                }
                 w.write_bool(nominate);
                 if let Some(steps) = prediction {
                     write_prediction_code(w, steps);
@@ -204,15 +211,23 @@ impl BatchHead {
         }
     }
 
-    /// Reads a head; `has_prior(slot)` says whether the reader's baseline in that slot
-    /// has a prior (then a prediction code follows). Never panics; a truncated head
-    /// leaves `r` in its error state (check it).
-    pub fn read(r: &mut BitReader, has_prior: impl Fn(u8) -> bool) -> Result<Self, SerializeError> {
+    /// Reads a head; `has_prior(reference)` says whether the reader's baseline the
+    /// reference names (`None`: its newest) has a prior (then a prediction code
+    /// follows). Never panics; a truncated head leaves `r` in its error state (check
+    /// it).
+    pub fn read(
+        r: &mut BitReader,
+        has_prior: impl Fn(Option<u8>) -> bool,
+    ) -> Result<Self, SerializeError> {
         if !r.read_bool() {
             return Ok(BatchHead::Full);
         }
         if !r.read_bool() {
-            let reference = u8::from(r.read_bool());
+            let reference = if r.read_bool() {
+                None
+            } else {
+                Some(u8::from(r.read_bool()))
+            };
             let nominate = r.read_bool();
             let prediction = has_prior(reference).then(|| read_prediction_code(r));
             r.check()?;
@@ -241,13 +256,18 @@ impl BatchHead {
     pub fn written_bits(&self) -> usize {
         match *self {
             BatchHead::Full => 1,
-            BatchHead::Reference { prediction, .. } => {
-                4 + match prediction {
-                    None => 0,
-                    Some(Some(1)) => 1,
-                    Some(None) | Some(Some(0)) => 2,
-                    Some(Some(_)) => 3,
-                }
+            BatchHead::Reference {
+                reference,
+                prediction,
+                ..
+            } => {
+                4 + usize::from(reference.is_some())
+                    + match prediction {
+                        None => 0,
+                        Some(Some(1)) => 1,
+                        Some(None) | Some(Some(0)) => 2,
+                        Some(Some(_)) => 3,
+                    }
             }
             BatchHead::Fresh { .. } => 5,
         }
@@ -320,8 +340,12 @@ pub struct SectionFrame {
     next: u32,
     width: u32,
     head: Option<BatchHead>,
-    masks: Vec<(ProtocolIndex, ChangeMask)>,
+    /// Per type, the masks of its last plain updates, most recent first.
+    masks: Vec<(ProtocolIndex, Vec<ChangeMask>)>,
 }
+
+/// How many recent masks per type a plain update's mask may repeat.
+pub const MASK_HISTORY: usize = 3;
 
 impl SectionFrame {
     /// A frame for a section whose indices are below `2^width`.
@@ -426,21 +450,92 @@ impl SectionFrame {
         self.head
     }
 
-    /// The change mask of the previous plain update of `protocol`, if any.
-    pub fn last_mask(&self, protocol: ProtocolIndex) -> Option<&ChangeMask> {
+    fn recent_masks(&self, protocol: ProtocolIndex) -> &[ChangeMask] {
         self.masks
             .iter()
             .find(|(p, _)| *p == protocol)
-            .map(|(_, m)| m)
+            .map_or(&[], |(_, m)| m.as_slice())
+    }
+
+    /// The bits [`write_mask`](Self::write_mask) writes for `mask`.
+    pub fn mask_bits(
+        &self,
+        protocol: ProtocolIndex,
+        mask: &ChangeMask,
+        hint: Option<bool>,
+    ) -> usize {
+        match self.recent_masks(protocol).iter().position(|m| m == mask) {
+            Some(rank) => rank + 1,
+            None => MASK_HISTORY + mask.written_bits(hint),
+        }
+    }
+
+    /// Writes a plain update's change mask: `[1]`, `[01]`, `[001]` for the type's
+    /// latest, second and third latest plain update mask in this section, else
+    /// `[000]` and the mask in the form `hint` names.
+    pub fn write_mask(
+        &self,
+        w: &mut BitWriter,
+        protocol: ProtocolIndex,
+        mask: &ChangeMask,
+        hint: Option<bool>,
+    ) {
+        match self.recent_masks(protocol).iter().position(|m| m == mask) {
+            Some(rank) => w.write_bits(1 << rank, rank as u32 + 1),
+            None => {
+                w.write_bits(0, MASK_HISTORY as u32);
+                write_mask(w, mask, hint);
+            }
+        }
+    }
+
+    /// Reads what [`write_mask`](Self::write_mask) wrote, for a type with `bits`
+    /// change-mask bits.
+    pub fn read_mask(
+        &self,
+        r: &mut BitReader,
+        protocol: ProtocolIndex,
+        bits: u32,
+        hint: Option<bool>,
+    ) -> Result<ChangeMask, SerializeError> {
+        for rank in 0..MASK_HISTORY {
+            if r.read_bool() {
+                r.check()?;
+                return self
+                    .recent_masks(protocol)
+                    .get(rank)
+                    .filter(|m| m.len() == bits)
+                    .cloned()
+                    .ok_or(SerializeError::invalid(
+                        "change mask",
+                        "repeats a mask the section has not carried",
+                    ));
+            }
+        }
+        r.check()?;
+        read_mask(r, bits, hint)
     }
 
     /// Records a plain update's head and mask (long forms do not change the frame, so a
     /// long form that fails to decode leaves both ends in step).
     pub fn note_plain(&mut self, head: BatchHead, protocol: ProtocolIndex, mask: &ChangeMask) {
         self.head = Some(head);
-        match self.masks.iter_mut().find(|(p, _)| *p == protocol) {
-            Some((_, m)) => m.clone_from(mask),
-            None => self.masks.push((protocol, mask.clone())),
+        let recent = match self.masks.iter_mut().position(|(p, _)| *p == protocol) {
+            Some(i) => &mut self.masks[i].1,
+            None => {
+                self.masks
+                    .push((protocol, Vec::with_capacity(MASK_HISTORY)));
+                &mut self.masks.last_mut().expect("just pushed").1
+            }
+        };
+        match recent.iter().position(|m| m == mask) {
+            Some(rank) => recent[..=rank].rotate_right(1),
+            None => {
+                if recent.len() == MASK_HISTORY {
+                    recent.pop();
+                }
+                recent.insert(0, mask.clone());
+            }
         }
     }
 }
@@ -477,22 +572,22 @@ mod tests {
         let heads = [
             BatchHead::Full,
             BatchHead::Reference {
-                reference: 0,
+                reference: None,
                 nominate: true,
                 prediction: None,
             },
             BatchHead::Reference {
-                reference: 1,
+                reference: Some(1),
                 nominate: false,
                 prediction: Some(None),
             },
             BatchHead::Reference {
-                reference: 1,
+                reference: Some(1),
                 nominate: true,
                 prediction: Some(Some(1)),
             },
             BatchHead::Reference {
-                reference: 0,
+                reference: Some(0),
                 nominate: false,
                 prediction: Some(Some(3)),
             },

@@ -117,10 +117,27 @@ pub struct WriterStats {
     pub member_bits_per_type: Vec<u64>,
     /// Object batches written, per protocol index.
     pub batches_per_type: Vec<u64>,
+    /// The framing bits of the batches written into packets, by part.
+    pub framing: FramingBits,
     /// Times the dirty roots were scheduled and sorted afresh: once per tick that has
     /// something to send, plus once after each change between the packets of a tick
     /// that could alter the order (a newly dirty object, a loss, a priority change).
     pub schedules: u64,
+}
+
+/// The framing bits of object batches, by part (see `wire`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FramingBits {
+    /// Continuation bits and object indices.
+    pub index: u64,
+    /// Form bits and size prefixes.
+    pub form: u64,
+    /// Long-form flags (a creation's handle, protocol and owner), tags and exports.
+    pub flags: u64,
+    /// Heads (baseline reference, nomination, prediction code).
+    pub head: u64,
+    /// Change masks.
+    pub mask: u64,
 }
 
 /// Per-connection hooks the interest layer plugs into a writer: the priority an object
@@ -1345,6 +1362,14 @@ impl ReplicationWriter {
         }
         record.exports.extend(exported);
         let member_bits = bits.members;
+        if !self.huge.wide {
+            let f = &mut self.stats.framing;
+            f.index += handle_bits as u64;
+            f.form += prefix_bits as u64;
+            f.flags += (bits.flags + bits.tags) as u64;
+            f.head += bits.head as u64;
+            f.mask += bits.mask as u64;
+        }
         // A huge object's batch goes into its blob, not this packet: the huge-object
         // stream's section counts it.
         if let Some(a) = self.attribution.as_mut().filter(|_| !self.huge.wide) {

@@ -191,10 +191,10 @@ pub fn decode_packet(
         let p = types.by_handle[&handle];
         let reg = registry.get(p as u16).expect("protocol");
         let bits = (reg.descriptor)().change_mask_bits;
-        let mask = if long_form || !b.read_bool() {
+        let mask = if long_form {
             read_mask(&mut b, bits, None).expect("mask")
         } else {
-            frame.last_mask(p as u16).expect("a previous mask").clone()
+            frame.read_mask(&mut b, p as u16, bits, None).expect("mask")
         };
         if !long_form {
             frame.note_plain(head, p as u16, &mask);
