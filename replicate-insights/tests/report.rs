@@ -134,16 +134,16 @@ fn report_of_a_recorded_arena_matches_the_server() {
 
 fn known_session() -> Session {
     let mut r1 = ReplicationBits::default();
-    r1.add(ReplicationPart::BatchHandle, 20);
-    r1.add(ReplicationPart::SizePrefix, 8);
+    r1.add(ReplicationPart::ObjectIndex, 20);
+    r1.add(ReplicationPart::FormAndSize, 8);
     r1.add(ReplicationPart::ChangeMask, 2);
     r1.add(ReplicationPart::Members, 30);
     r1.add(ReplicationPart::EndMarkers, 2);
     r1.add_type(1, 60, true);
     r1.add_member(1, 0, 30, 1);
     let mut r2 = ReplicationBits::default();
-    r2.add(ReplicationPart::BatchHandle, 20);
-    r2.add(ReplicationPart::SizePrefix, 8);
+    r2.add(ReplicationPart::ObjectIndex, 20);
+    r2.add(ReplicationPart::FormAndSize, 8);
     r2.add(ReplicationPart::ChangeMask, 2);
     r2.add(ReplicationPart::Members, 10);
     r2.add(ReplicationPart::EndMarkers, 2);

@@ -7,8 +7,8 @@
 //! packet the server sends is split into [`PacketBits`]: the connection header, the
 //! stream manager's framing, each data stream's section (replication, net tokens, huge
 //! objects, messages, any added stream) and the padding to the last byte. The
-//! replication section is split further into [`ReplicationPart`]s (destroys, batch
-//! handles, size prefixes, body flags, tags, baseline framing, change masks, members,
+//! replication section is split further into [`ReplicationPart`]s (destroys, object
+//! indices, forms and sizes, long-form flags, tags, heads, change masks, members,
 //! exports, end markers), per replicated type and, at the `Members` level, per member
 //! (change-mask range). The parts always sum exactly to the bits on the wire
 //! ([`PacketBits::is_exact`]). Every packet received from a client is split the same
@@ -69,24 +69,27 @@ pub const REPLICATION_PARTS: usize = 10;
 pub enum ReplicationPart {
     /// Destroy entries (continuation bit and handle each).
     Destroys = 0,
-    /// Each batch's continuation bit and object handle.
-    BatchHandle = 1,
-    /// Each batch's size prefix.
-    SizePrefix = 2,
-    /// Each batch body's form flags (plain or long form, creation with protocol index
-    /// and owner, tear-off, delta).
-    BodyFlags = 3,
+    /// Each batch's continuation bit and connection-local object index.
+    ObjectIndex = 1,
+    /// Each batch's form bit (plain update or long form) and a long form's size prefix.
+    FormAndSize = 2,
+    /// A long form's flags (exports, creation with handle, protocol index and owner,
+    /// tear-off).
+    LongFormFlags = 3,
     /// Tags carried by creations and tag changes.
     Tags = 4,
-    /// Delta compression's baseline indices and flags.
-    Baseline = 5,
+    /// Each batch's head: how its members are coded (in full, against a baseline and
+    /// its prediction, or against the default state) and whether it nominates a new
+    /// baseline.
+    Head = 5,
     /// Change masks.
     ChangeMask = 6,
     /// Member values.
     Members = 7,
     /// Net token exports following batches.
     Exports = 8,
-    /// The end markers of the destroy and batch lists.
+    /// The end markers of the destroy and batch lists, and the objects section's index
+    /// width.
     EndMarkers = 9,
 }
 
@@ -94,11 +97,11 @@ impl ReplicationPart {
     /// Every part, in index order.
     pub const ALL: [ReplicationPart; REPLICATION_PARTS] = [
         ReplicationPart::Destroys,
-        ReplicationPart::BatchHandle,
-        ReplicationPart::SizePrefix,
-        ReplicationPart::BodyFlags,
+        ReplicationPart::ObjectIndex,
+        ReplicationPart::FormAndSize,
+        ReplicationPart::LongFormFlags,
         ReplicationPart::Tags,
-        ReplicationPart::Baseline,
+        ReplicationPart::Head,
         ReplicationPart::ChangeMask,
         ReplicationPart::Members,
         ReplicationPart::Exports,
@@ -109,11 +112,11 @@ impl ReplicationPart {
     pub fn name(self) -> &'static str {
         match self {
             ReplicationPart::Destroys => "destroys",
-            ReplicationPart::BatchHandle => "batch handles",
-            ReplicationPart::SizePrefix => "size prefixes",
-            ReplicationPart::BodyFlags => "body flags",
+            ReplicationPart::ObjectIndex => "object indices",
+            ReplicationPart::FormAndSize => "forms and sizes",
+            ReplicationPart::LongFormFlags => "long-form flags",
             ReplicationPart::Tags => "tags",
-            ReplicationPart::Baseline => "baseline framing",
+            ReplicationPart::Head => "heads",
             ReplicationPart::ChangeMask => "change masks",
             ReplicationPart::Members => "members",
             ReplicationPart::Exports => "exports",

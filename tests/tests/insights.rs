@@ -83,10 +83,10 @@ fn every_packet_of_a_recorded_session_is_attributed_exactly() {
     // Every framing part the arena exercises shows up.
     for part in [
         ReplicationPart::Destroys,
-        ReplicationPart::BatchHandle,
-        ReplicationPart::SizePrefix,
-        ReplicationPart::BodyFlags,
-        ReplicationPart::Baseline,
+        ReplicationPart::ObjectIndex,
+        ReplicationPart::FormAndSize,
+        ReplicationPart::LongFormFlags,
+        ReplicationPart::Head,
         ReplicationPart::ChangeMask,
         ReplicationPart::Members,
         ReplicationPart::EndMarkers,

@@ -1,16 +1,14 @@
 //! The replication writer's attribution sink (network insights, see
 //! [`crate::insights`]): the writer calls it where it already writes the parts of its
 //! section (destroys, end markers, each batch once it is in the packet), and it splits
-//! each batch into handle, size prefix, body flags, tags, baseline framing, change mask
-//! and members, per type and (at [`AttributionLevel::Members`]) per member.
+//! each batch into object index, form and size, long-form flags, tags, head, change
+//! mask and members, per type and (at [`AttributionLevel::Members`]) per member.
 //!
-//! The writer's own layout positions give every part but the last three; the change
-//! mask's size follows from the mask ([`ChangeMask::written_bits`]), the baseline
-//! framing from the delta plan, and the members are the rest of the body, so the parts
-//! always sum to the batch and nothing is written twice at the `Framing` level. At the
-//! `Members` level each member is serialized again, alone, into a scratch writer; the
-//! members' sum equals the members part (the insights tests check it, which also
-//! guards the framing and mask sizes against a change of the body format).
+//! The writer measures every part where it writes it (its frame and encode stages
+//! return the bits of each), so the parts always sum to the batch and nothing is
+//! written twice at the `Framing` level. At the `Members` level each member is
+//! serialized again, alone, into a scratch writer; the members' sum equals the members
+//! part (the insights tests check it).
 
 use crate::bits::BitWriter;
 use crate::insights::{
@@ -169,13 +167,13 @@ impl WriterAttribution {
         let total =
             l.handle + l.prefix + l.flags + l.tags + l.head + l.mask + l.members + l.exports;
         self.packet.add_type(protocol, total as u64, creating);
-        self.add(P::BatchHandle, l.handle);
-        self.add(P::SizePrefix, l.prefix);
-        self.add(P::BodyFlags, l.flags);
+        self.add(P::ObjectIndex, l.handle);
+        self.add(P::FormAndSize, l.prefix);
+        self.add(P::LongFormFlags, l.flags);
         self.add(P::Tags, l.tags);
         self.add(P::Exports, l.exports);
         let members = l.members;
-        self.add(P::Baseline, l.head);
+        self.add(P::Head, l.head);
         self.add(P::ChangeMask, l.mask);
         self.add(P::Members, members);
         if self.level != AttributionLevel::Members || members == 0 {

@@ -2,24 +2,27 @@
 //! `FReplicationReader`), and the client's object store ([`ClientWorld`]).
 //!
 //! Per packet: destroys are read first (and, by default, executed last), then the
-//! size-prefixed batches. A batch for a new handle creates the object through the
-//! registry's factory; a batch for a known handle updates its quantized state. After
-//! all batches the state is dispatched to the game objects (`apply`, which calls the
-//! notify hooks with old values) and events are queued; then end of replication
-//! (destroy, tear-off) is dispatched (Iris's `DeferEndReplication`); then parked
-//! object references are retried.
+//! objects section (see `wire`). A creation binds its connection-local object index to
+//! the handle and creates the object through the registry's factory; any other batch
+//! names its object by index and updates its quantized state. After all batches the
+//! state is dispatched to the game objects (`apply`, which calls the notify hooks with
+//! old values) and events are queued; then end of replication (destroy, tear-off) is
+//! dispatched (Iris's `DeferEndReplication`); then parked object references are
+//! retried.
 //!
-//! A batch that fails to decode marks its handle broken: its later batches are skipped
-//! by their size prefix and the rest of the packet, and the connection, go on. Only a
-//! framing error (a batch size past the end, a truncated destroy list) stops reading the
-//! packet, and even then the batches read so far are dispatched.
+//! A long-form batch (creation, tear-off, tags) that fails to decode marks its handle
+//! broken: its size prefix finds the next batch, the object is reported to the server
+//! (which destroys and recreates it) and the rest of the packet, and the connection, go
+//! on. A plain update carries no size: one that fails to decode, or names an object
+//! this side does not have (its creation failed), stops reading the packet, and the
+//! client closes the connection with a read error. Plain updates of a broken object
+//! that exists are still decoded (so its baselines stay in step) but not applied. A
+//! framing error stops reading the packet; the batches read so far are dispatched.
 //!
-//! Packets may arrive out of order (the connection accepts reordered packets inside its
-//! ack window), so every applied member remembers the (extended) sequence of the packet
-//! that set it, and a member from an older packet never overwrites a newer value; a
-//! destroyed or torn-off handle leaves a tombstone so an older creation or update that
-//! arrives late is ignored. With state-based resend this keeps the client equal to the
-//! server whatever the arrival order.
+//! Packets are read in send order (the connection drops one older than the newest
+//! received). Every applied member still remembers the (extended) sequence of the
+//! packet that set it, and a destroyed or torn-off handle leaves a tombstone, so an
+//! older creation or update fed to the reader directly is ignored.
 //!
 //! References (`NetRefHandle` members) to objects this side does not have are parked:
 //! each member holding such a reference is withheld from the game object (which keeps
