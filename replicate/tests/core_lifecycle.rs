@@ -709,7 +709,7 @@ fn an_unknown_token_breaks_only_that_object() {
         w.write_bits(9, 16);
         w.write_bits(0, 3); // empty mask
     });
-    w.write_bool(false);
+    packet_end(&mut w);
     read_manual_packet(&mut m.client, m.now, &w.finish().unwrap()).unwrap();
     assert!(m.client.drain_events().iter().any(|e| matches!(
         e,

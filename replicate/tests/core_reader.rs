@@ -238,7 +238,7 @@ fn unknown_protocol_is_an_error_for_that_object_only() {
     assert!(unknown >= registry().len() as u64);
     batch(&mut w, bad, |w| pawn_creation(w, unknown, 1));
     batch(&mut w, good, |w| pawn_creation(w, pawn_proto, 2));
-    w.write_bool(false);
+    packet_end(&mut w);
     m.read_raw(w).unwrap();
     let ev = m.client.drain_events();
     assert!(ev.contains(&ReplicationEvent::ObjectError {
@@ -262,7 +262,7 @@ fn broken_object_batches_are_skipped_and_the_rest_goes_on() {
         pawn_creation(w, proto, 1);
         w.write_bits(0b101, 3);
     });
-    w.write_bool(false);
+    packet_end(&mut w);
     m.read_raw(w).unwrap();
     assert!(m.client.world().is_broken(h));
     assert!(!m.client.contains(h));
@@ -278,7 +278,7 @@ fn broken_object_batches_are_skipped_and_the_rest_goes_on() {
     packet_start(&mut w, &[]);
     batch(&mut w, h, |w| pawn_creation(w, proto, 5));
     batch(&mut w, other, |w| pawn_creation(w, proto, 6));
-    w.write_bool(false);
+    packet_end(&mut w);
     m.read_raw(w).unwrap();
     assert!(!m.client.contains(h));
     assert_eq!(m.client.get::<Pawn>(other).unwrap().x, 6);
@@ -294,8 +294,8 @@ fn framing_error_keeps_what_was_read() {
     packet_start(&mut w, &[]);
     batch(&mut w, h, |w| pawn_creation(w, proto, 4));
     // A batch that claims more bits than the packet has.
-    w.write_bool(true);
-    NetRefHandle::new(71, false, 0).write(&mut w);
+    w.write_bool(false); // the next index
+    w.write_bool(true); // long form
     w.write_bool(true); // the long size form
     w.write_bits(60_000, 16);
     assert!(m.read_raw(w).is_err());
@@ -322,7 +322,7 @@ fn update_for_unknown_object_and_delta_flag_are_object_errors() {
         w.write_bool(false);
         w.write_bool(true); // delta
     });
-    w.write_bool(false);
+    packet_end(&mut w);
     m.read_raw(w).unwrap();
     let ev = m.client.drain_events();
     assert!(ev.iter().any(|e| matches!(
@@ -463,7 +463,7 @@ fn a_broken_object_is_reported_destroyed_and_created_again() {
         w.write_bits(0, 1); // kind = 0 (zero flag)
         w.write_bits(0x7, 3); // garbage
     });
-    w.write_bool(false);
+    packet_end(&mut w);
     m.read_raw(w).unwrap();
     assert!(m.client.world().is_broken(h));
 

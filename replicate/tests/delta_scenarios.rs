@@ -536,7 +536,7 @@ fn a_batch_naming_a_missing_baseline_breaks_that_object_only() {
         ChangeMask::from_u64(4, 1).write(w);
         w.write_bits(0, 8);
     });
-    w.write_bool(false);
+    packet_end(&mut w);
     m.read_raw(w).unwrap();
     let events = m.client.drain_events();
     assert!(events.iter().any(|e| matches!(

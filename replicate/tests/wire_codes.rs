@@ -115,6 +115,7 @@ fn write_section(end: u32, batches: &[Batch]) -> (Vec<u8>, usize, Vec<usize>) {
         frame.note_plain(b.head, b.protocol, &mask);
         sizes.push(w.position() - start);
     }
+    frame.write_end(&mut w);
     let len = w.position();
     (w.finish().unwrap(), len, sizes)
 }
@@ -132,7 +133,7 @@ proptest! {
         let mut r = BitReader::with_bit_len(&bytes, len);
         let mut frame = SectionFrame::begin_read(&mut r).unwrap();
         for b in &batches {
-            prop_assert_eq!(frame.read_index(&mut r).unwrap(), b.index);
+            prop_assert_eq!(frame.read_index(&mut r).unwrap(), Some(b.index));
             let head = if r.read_bool() {
                 frame.last_head().unwrap()
             } else {
@@ -146,6 +147,7 @@ proptest! {
             prop_assert_eq!(&mask, &mask_of(b));
             frame.note_plain(head, b.protocol, &mask);
         }
+        prop_assert_eq!(frame.read_index(&mut r).unwrap(), None, "the end marker");
         prop_assert_eq!(r.bits_left(), 0);
     }
 
@@ -169,7 +171,7 @@ proptest! {
             return Ok(());
         };
         for protocol in (0u16..3).cycle().take(40) {
-            let Ok(index) = frame.read_index(&mut r) else { break };
+            let Ok(Some(index)) = frame.read_index(&mut r) else { break };
             prop_assert!(index < 1 << 24);
             let Ok(head) = BatchHead::read(&mut r, |k| k == Some(1)) else { break };
             let bits = MASK_BITS[protocol as usize];
@@ -189,7 +191,8 @@ fn the_width_field_holds_every_width() {
     for end in [1u32, 2, 255, 256, 1 << 20, (1 << 24) - 1] {
         let w = index_width(end);
         assert!((1..1 << INDEX_WIDTH_BITS).contains(&w));
-        assert!(u64::from(end - 1) < 1u64 << w, "{end}");
+        // Every index below `end` is below the end marker, `2^w - 1`.
+        assert!(u64::from(end) < 1u64 << w, "{end}");
     }
 }
 

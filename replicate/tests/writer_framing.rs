@@ -131,8 +131,7 @@ fn batch_forms(bytes: &[u8]) -> Vec<(u32, Form)> {
     assert!(!r.read_bool(), "no destroys");
     let mut frame = SectionFrame::begin_read(&mut r).unwrap();
     let mut out = Vec::new();
-    while r.read_bool() {
-        let index = frame.read_index(&mut r).unwrap();
+    while let Some(index) = frame.read_index(&mut r).unwrap() {
         if !r.read_bool() {
             out.push((index, Form::Plain));
             break;

@@ -617,8 +617,8 @@ impl ReplicationWriter {
         // A huge object's blob is never a delta: no baseline storage.
         let result = self.write_batch(table, index, &mut w, &mut record, None);
         self.huge.wide = false;
-        self.frame = packet_section;
-        w.write_bool(false);
+        let section = std::mem::replace(&mut self.frame, packet_section);
+        section.write_end(&mut w);
         match result {
             Ok(true) if !w.is_overflown() => Some((NetBlob::from_writer(&w), record)),
             Ok(_) => None,

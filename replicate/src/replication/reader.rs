@@ -824,8 +824,8 @@ impl ReplicationReader {
         }
         r.check().map_err(framing)?;
         let mut frame = SectionFrame::begin_read(r).map_err(framing)?;
-        while r.read_bool() {
-            self.read_batch(world, r, &mut frame)?;
+        while let Some(index) = frame.read_index(r).map_err(framing)? {
+            self.read_batch(world, r, &mut frame, index)?;
         }
         r.check().map_err(framing)
     }
@@ -835,9 +835,9 @@ impl ReplicationReader {
         world: &mut ClientWorld,
         r: &mut BitReader,
         frame: &mut SectionFrame,
+        index: u32,
     ) -> Result<(), StreamError> {
         let start = r.position();
-        let index = frame.read_index(r).map_err(framing)?;
         if index as usize >= world.local_cap() {
             return Err(framing(format!(
                 "object index {index} is past the cap of {} (max_client_objects)",

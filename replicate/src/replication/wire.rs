@@ -4,10 +4,11 @@
 //! The objects section of a replication packet (and of a huge object's blob):
 //!
 //! ```text
-//! section: [index width: 5] ([1][object index][batch])* [0]
+//! section: [index width: 5] ([object index][batch])* [end]
 //! index:   [0]                      the previous batch's index + 1 (0 first)
 //!          [1][0][Exp-Golomb₀(gap)] previous + 2 + gap
 //!          [1][1][index: width]     any other
+//! end:     [1][1][2^width - 1]      no index takes the largest value
 //! batch:   [0][head | same][mask | recent][members]                     plain update
 //!          [1][size][exports][creating (handle, protocol, owner)]
 //!             [tear off][head][tags][mask][members]                     long form
@@ -142,9 +143,10 @@ pub const INDEX_WIDTH_BITS: u32 = 5;
 /// The largest connection-local object index (`2^24 - 2`).
 pub const MAX_OBJECT_INDEX: u32 = (1 << 24) - 2;
 
-/// The width a section announces for indices below `end`.
+/// The width a section announces for indices below `end`: one that also holds `end`,
+/// so its largest value, the end marker, is no index.
 pub fn index_width(end: u32) -> u32 {
-    crate::bits::bits_for_count(u64::from(end.max(1))).clamp(1, 24)
+    (u32::BITS - end.leading_zeros()).clamp(1, 24)
 }
 
 /// How a batch's members are coded (its head, see the module docs).
@@ -378,6 +380,17 @@ impl SectionFrame {
         Ok(Self::new(width))
     }
 
+    /// The bits of the end marker.
+    pub fn end_bits(&self) -> usize {
+        2 + self.width as usize
+    }
+
+    /// Writes the end marker (no more batches in the section).
+    pub fn write_end(&self, w: &mut BitWriter) {
+        w.write_bits(0b11, 2);
+        w.write_bits((1 << self.width) - 1, self.width);
+    }
+
     /// The bits [`write_index`](Self::write_index) writes for `index`.
     pub fn index_bits(&self, index: u32) -> usize {
         if index == self.next {
@@ -390,9 +403,9 @@ impl SectionFrame {
         }
     }
 
-    /// Writes an object index (below `2^width`), the shortest of its forms.
+    /// Writes an object index (below `2^width - 1`), the shortest of its forms.
     pub fn write_index(&mut self, w: &mut BitWriter, index: u32) {
-        debug_assert!(u64::from(index) < 1 << self.width);
+        debug_assert!(u64::from(index) < (1 << self.width) - 1);
         if index == self.next {
             w.write_bool(false);
         } else {
@@ -412,8 +425,8 @@ impl SectionFrame {
         self.next = index.wrapping_add(1);
     }
 
-    /// Reads an object index.
-    pub fn read_index(&mut self, r: &mut BitReader) -> Result<u32, SerializeError> {
+    /// Reads an object index, or `None` at the end marker.
+    pub fn read_index(&mut self, r: &mut BitReader) -> Result<Option<u32>, SerializeError> {
         let index = if !r.read_bool() {
             self.next
         } else if !r.read_bool() {
@@ -421,7 +434,12 @@ impl SectionFrame {
             u32::try_from(u64::from(self.next) + 1 + gap)
                 .map_err(|_| SerializeError::invalid("object index", "index past the largest"))?
         } else {
-            r.read_bits(self.width) as u32
+            let index = r.read_bits(self.width) as u32;
+            r.check()?;
+            if index == (1 << self.width) - 1 {
+                return Ok(None);
+            }
+            index
         };
         r.check()?;
         if index > MAX_OBJECT_INDEX {
@@ -431,7 +449,7 @@ impl SectionFrame {
             ));
         }
         self.next = index + 1;
-        Ok(index)
+        Ok(Some(index))
     }
 
     /// Where the index code stands, to [`rewind`](Self::rewind) to when a batch is
@@ -617,7 +635,7 @@ mod tests {
 
     #[test]
     fn indices_cost_a_bit_in_runs_and_never_more_than_their_width_plus_two() {
-        let indices = [0u32, 1, 2, 3, 7, 8, 100, 5, 6, 1000, 1001, 0, 4095];
+        let indices = [0u32, 1, 2, 3, 7, 8, 100, 5, 6, 1000, 1001, 0, 4094];
         let mut frame = SectionFrame::new(12);
         let mut expected = Vec::new();
         let (got, len, left) = round_trip(
@@ -635,7 +653,7 @@ mod tests {
                 let mut frame = SectionFrame::new(12);
                 indices
                     .iter()
-                    .map(|_| frame.read_index(r).unwrap())
+                    .map(|_| frame.read_index(r).unwrap().unwrap())
                     .collect::<Vec<_>>()
             },
         );

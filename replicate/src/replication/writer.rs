@@ -974,11 +974,8 @@ impl ReplicationWriter {
                 crate::insights::ReplicationPart::Destroys,
                 w.position() - start.position() - 1,
             );
-            // The two list ends and the objects section's index width.
-            a.add(
-                crate::insights::ReplicationPart::EndMarkers,
-                2 + super::wire::INDEX_WIDTH_BITS as usize,
-            );
+            // The destroy list's end.
+            a.add(crate::insights::ReplicationPart::EndMarkers, 1);
         }
 
         // 2. Objects in priority order: the tick's schedule, continued from the last
@@ -987,8 +984,8 @@ impl ReplicationWriter {
         let storage = self.storage.clone();
         let mut guard = storage.as_ref().map(lock_storage);
         let mut st = guard.as_deref_mut();
-        let outer = w.begin_substream(w.bits_left().saturating_sub(1));
         self.frame = SectionFrame::begin_write(w, self.locals.end());
+        let outer = w.begin_substream(w.bits_left().saturating_sub(self.frame.end_bits()));
         if !self.schedule.is_valid() || !self.reuse_schedule {
             self.schedule.rebuild(
                 table,
@@ -1035,7 +1032,14 @@ impl ReplicationWriter {
         self.schedule
             .retire(pos, |e| entry_fate(dirty, priorities, threshold, table, e));
         let _ = w.commit_substream(outer);
-        w.write_bool(false);
+        self.frame.write_end(w);
+        if let Some(a) = self.attribution.as_mut() {
+            // The objects section's index width and end marker.
+            a.add(
+                crate::insights::ReplicationPart::EndMarkers,
+                super::wire::INDEX_WIDTH_BITS as usize + self.frame.end_bits(),
+            );
+        }
 
         if record.infos.is_empty() {
             w.rollback(start);
@@ -1250,7 +1254,6 @@ impl ReplicationWriter {
         };
         let m = w.mark();
         let frame_mark = self.frame.mark();
-        w.write_bool(true);
         self.frame.write_index(w, local);
         let handle_bits = w.position() - m.position();
         let mut bits = BodyBits::default();

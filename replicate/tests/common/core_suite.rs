@@ -330,8 +330,14 @@ pub fn packet_start(w: &mut BitWriter, destroys: &[NetRefHandle]) {
 /// The index width hand-made packets announce.
 const HAND_MADE_INDEX_WIDTH: u32 = 16;
 
+/// Ends a hand-made packet's objects section (the end marker: the largest index).
+pub fn packet_end(w: &mut BitWriter) {
+    w.write_bits(0b11, 2);
+    w.write_bits((1 << HAND_MADE_INDEX_WIDTH) - 1, HAND_MADE_INDEX_WIDTH);
+}
+
 /// One long-form batch for `handle`, named by the object index `handle.counter()`: the
-/// flag, the index, the form bit and size prefix
+/// index, the form bit and size prefix
 /// ([`replicate::internals::replication::write_batch_size`]), then the body `body`
 /// writes: `[1: long form][exports][creating][protocol][owner]...`. The form bit moves
 /// in front of the size prefix and a creation's handle is spliced in after its creation
@@ -348,7 +354,6 @@ pub fn batch_at(
     handle: NetRefHandle,
     body: impl FnOnce(&mut BitWriter),
 ) {
-    w.write_bool(true);
     w.write_bits(0b11, 2); // absolute index
     w.write_bits(u64::from(index), HAND_MADE_INDEX_WIDTH);
     let mut b = BitWriter::with_capacity_bits(1 << 16);

@@ -151,8 +151,7 @@ pub fn decode_packet(
             .push(NetRefHandle::read(&mut r).expect("destroy handle"));
     }
     let mut frame = SectionFrame::begin_read(&mut r).expect("index width");
-    while r.read_bool() {
-        let index = frame.read_index(&mut r).expect("object index");
+    while let Some(index) = frame.read_index(&mut r).expect("object index") {
         let long_form = r.read_bool();
         let (mut b, size) = if long_form {
             let size = replicate::internals::replication::read_batch_size(&mut r);
