@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use replicate::ChangeMask;
 use replicate::bits::{BitReader, BitWriter};
 use replicate::internals::replication::wire::{
-    BatchHead, INDEX_WIDTH_BITS, MASK_HISTORY, SectionFrame, index_width,
+    BatchHead, HEAD_HISTORY, INDEX_WIDTH_BITS, MASK_HISTORY, SectionFrame, index_width,
 };
 
 /// One batch's codes: its object index, head and (type, mask).
@@ -100,12 +100,10 @@ fn write_section(end: u32, batches: &[Batch]) -> (Vec<u8>, usize, Vec<usize>) {
         let expected = frame.index_bits(b.index);
         frame.write_index(&mut w, b.index);
         assert_eq!(w.position() - start, expected, "index {}", b.index);
-        if frame.last_head() == Some(b.head) {
-            w.write_bool(true);
-        } else {
-            w.write_bool(false);
-            b.head.write(&mut w);
-        }
+        let before = w.position();
+        let announced = frame.head_bits(&b.head);
+        frame.write_head(&mut w, &b.head);
+        assert_eq!(w.position() - before, announced);
         let mask = mask_of(b);
         let hint = b.head.mask_hint(false);
         let before = w.position();
@@ -134,11 +132,7 @@ proptest! {
         let mut frame = SectionFrame::begin_read(&mut r).unwrap();
         for b in &batches {
             prop_assert_eq!(frame.read_index(&mut r).unwrap(), Some(b.index));
-            let head = if r.read_bool() {
-                frame.last_head().unwrap()
-            } else {
-                BatchHead::read(&mut r, |_| has_prior(&b.head)).unwrap()
-            };
+            let head = frame.read_head(&mut r, |_| has_prior(&b.head)).unwrap();
             prop_assert_eq!(head, b.head);
             let bits = MASK_BITS[b.protocol as usize];
             let mask = frame
@@ -159,7 +153,8 @@ proptest! {
         let width = index_width(4096) as usize;
         for (b, size) in batches.iter().zip(sizes) {
             let explicit_mask = mask_of(b).written_bits(b.head.mask_hint(false));
-            let worst = (2 + width) + (1 + b.head.written_bits()) + (MASK_HISTORY + explicit_mask);
+            let worst =
+                (2 + width) + (HEAD_HISTORY + b.head.written_bits()) + (MASK_HISTORY + explicit_mask);
             prop_assert!(size <= worst, "{b:?}: {size} > {worst}");
         }
     }
@@ -173,7 +168,7 @@ proptest! {
         for protocol in (0u16..3).cycle().take(40) {
             let Ok(Some(index)) = frame.read_index(&mut r) else { break };
             prop_assert!(index < 1 << 24);
-            let Ok(head) = BatchHead::read(&mut r, |k| k == Some(1)) else { break };
+            let Ok(head) = frame.read_head(&mut r, |k| k == Some(1)) else { break };
             let bits = MASK_BITS[protocol as usize];
             match frame.read_mask(&mut r, protocol, bits, head.mask_hint(false)) {
                 Ok(mask) => {

@@ -830,7 +830,7 @@ fn split_table(p: S1Params, runs: &[(&str, &ReplicateRun)]) -> String {
     }
     let mut parts = Table::new(&[
         "run",
-        "index (+ continue bit)",
+        "object index",
         "form + size",
         "long-form flags, tags",
         "head",

@@ -58,9 +58,8 @@ pub(super) struct BodyBits {
     pub members: usize,
 }
 
-/// Writes a plain update after its object index and form bit: head (one bit when the
-/// same as the previous plain update's) and mask (one to three bits when one of its
-/// type's latest), then the members. Returns the bits and the head,
+/// Writes a plain update after its object index and form bit: head and mask (one to
+/// three bits when one of the section's latest), then the members. Returns the bits and the head,
 /// which the caller records in the frame once the batch is in.
 pub(super) fn write_plain(
     w: &mut BitWriter,
@@ -72,12 +71,7 @@ pub(super) fn write_plain(
     let mut bits = BodyBits::default();
     let head = c.head();
     let start = w.position();
-    if frame.last_head() == Some(head) {
-        w.write_bool(true);
-    } else {
-        w.write_bool(false);
-        head.write(w);
-    }
+    frame.write_head(w, &head);
     bits.head = w.position() - start;
     let start = w.position();
     frame.write_mask(w, c.entry.protocol(), c.mask, head.mask_hint(false));

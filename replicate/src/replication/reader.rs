@@ -928,13 +928,9 @@ impl ReplicationReader {
         };
         let protocol = obj.protocol;
         let bits = obj.state.type_descriptor().change_mask_bits;
-        let head = if r.read_bool() {
-            frame
-                .last_head()
-                .ok_or_else(|| framing("a plain update repeats the head of none before it"))?
-        } else {
-            BatchHead::read(r, |slot| obj.baselines.has_prior(slot)).map_err(framing)?
-        };
+        let head = frame
+            .read_head(r, |slot| obj.baselines.has_prior(slot))
+            .map_err(framing)?;
         let mask = frame
             .read_mask(r, protocol, bits, head.mask_hint(false))
             .map_err(framing)?;

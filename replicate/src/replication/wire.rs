@@ -9,7 +9,7 @@
 //!          [1][0][Exp-Golomb₀(gap)] previous + 2 + gap
 //!          [1][1][index: width]     any other
 //! end:     [1][1][2^width - 1]      no index takes the largest value
-//! batch:   [0][head | same][mask | recent][members]                     plain update
+//! batch:   [0][head | recent][mask | recent][members]                   plain update
 //!          [1][size][exports][creating (handle, protocol, owner)]
 //!             [tear off][head][tags][mask][members]                     long form
 //! head:    [0] members in full
@@ -24,11 +24,12 @@
 //! order, so runs of consecutive indices cost a bit each.
 //!
 //! A **plain update** (no creation, tear-off or tags) carries no size: the reader knows
-//! the object's type from its index and decodes the members in place. Its head is one
-//! bit when it is the previous plain update's (the baseline reference, nomination and
-//! prediction code, which objects replicated in step share), and its change mask one to
-//! three bits when it is one of the [`MASK_HISTORY`] latest masks of its type in this
-//! section.
+//! the object's type from its index and decodes the members in place. Its head (the
+//! baseline reference, nomination and prediction code, which objects replicated in step
+//! share) is one to three bits when it is one of the [`HEAD_HISTORY`] latest plain
+//! update heads of the section, and its change mask one to three bits when it is one of
+//! the [`MASK_HISTORY`] latest masks of its type in this section (`[1]`, `[01]`,
+//! `[001]`; `[000]` then the head or mask itself).
 //! A plain update that does not decode leaves the rest of the section unreadable: the
 //! reader fails the packet and the client closes the connection (the ends disagree on
 //! a type; see `ReplicationReader`). Creations and other long forms keep the size
@@ -341,7 +342,8 @@ pub fn read_mask(
 pub struct SectionFrame {
     next: u32,
     width: u32,
-    head: Option<BatchHead>,
+    /// The heads of the last plain updates, most recent first.
+    heads: Vec<BatchHead>,
     /// Per type, the masks of its last plain updates, most recent first.
     masks: Vec<(ProtocolIndex, Vec<ChangeMask>)>,
 }
@@ -349,13 +351,37 @@ pub struct SectionFrame {
 /// How many recent masks per type a plain update's mask may repeat.
 pub const MASK_HISTORY: usize = 3;
 
+/// How many recent heads a plain update's head may repeat.
+pub const HEAD_HISTORY: usize = 3;
+
+/// Writes `[1]`, `[01]`, ... for rank 0, 1, ... of a recent value, or `history` zeros
+/// for none.
+fn write_rank(w: &mut BitWriter, rank: Option<usize>, history: usize) {
+    match rank {
+        Some(rank) => w.write_bits(1 << rank, rank as u32 + 1),
+        None => w.write_bits(0, history as u32),
+    }
+}
+
+/// Reads what [`write_rank`] wrote.
+fn read_rank(r: &mut BitReader, history: usize) -> Result<Option<usize>, SerializeError> {
+    for rank in 0..history {
+        if r.read_bool() {
+            r.check()?;
+            return Ok(Some(rank));
+        }
+    }
+    r.check()?;
+    Ok(None)
+}
+
 impl SectionFrame {
     /// A frame for a section whose indices are below `2^width`.
     pub fn new(width: u32) -> Self {
         Self {
             next: 0,
             width,
-            head: None,
+            heads: Vec::new(),
             masks: Vec::new(),
         }
     }
@@ -463,9 +489,38 @@ impl SectionFrame {
         self.next = mark;
     }
 
-    /// The head the previous plain update used, if any.
-    pub fn last_head(&self) -> Option<BatchHead> {
-        self.head
+    /// The bits [`write_head`](Self::write_head) writes for `head`.
+    pub fn head_bits(&self, head: &BatchHead) -> usize {
+        match self.heads.iter().position(|h| h == head) {
+            Some(rank) => rank + 1,
+            None => HEAD_HISTORY + head.written_bits(),
+        }
+    }
+
+    /// Writes a plain update's head: `[1]`, `[01]`, `[001]` for the latest, second and
+    /// third latest plain update head in this section, else `[000]` and the head.
+    pub fn write_head(&self, w: &mut BitWriter, head: &BatchHead) {
+        let rank = self.heads.iter().position(|h| h == head);
+        write_rank(w, rank, HEAD_HISTORY);
+        if rank.is_none() {
+            head.write(w);
+        }
+    }
+
+    /// Reads what [`write_head`](Self::write_head) wrote; `has_prior` as for
+    /// [`BatchHead::read`].
+    pub fn read_head(
+        &self,
+        r: &mut BitReader,
+        has_prior: impl Fn(Option<u8>) -> bool,
+    ) -> Result<BatchHead, SerializeError> {
+        match read_rank(r, HEAD_HISTORY)? {
+            Some(rank) => self.heads.get(rank).copied().ok_or(SerializeError::invalid(
+                "batch head",
+                "repeats a head the section has not carried",
+            )),
+            None => BatchHead::read(r, has_prior),
+        }
     }
 
     fn recent_masks(&self, protocol: ProtocolIndex) -> &[ChangeMask] {
@@ -498,12 +553,10 @@ impl SectionFrame {
         mask: &ChangeMask,
         hint: Option<bool>,
     ) {
-        match self.recent_masks(protocol).iter().position(|m| m == mask) {
-            Some(rank) => w.write_bits(1 << rank, rank as u32 + 1),
-            None => {
-                w.write_bits(0, MASK_HISTORY as u32);
-                write_mask(w, mask, hint);
-            }
+        let rank = self.recent_masks(protocol).iter().position(|m| m == mask);
+        write_rank(w, rank, MASK_HISTORY);
+        if rank.is_none() {
+            write_mask(w, mask, hint);
         }
     }
 
@@ -516,28 +569,30 @@ impl SectionFrame {
         bits: u32,
         hint: Option<bool>,
     ) -> Result<ChangeMask, SerializeError> {
-        for rank in 0..MASK_HISTORY {
-            if r.read_bool() {
-                r.check()?;
-                return self
-                    .recent_masks(protocol)
-                    .get(rank)
-                    .filter(|m| m.len() == bits)
-                    .cloned()
-                    .ok_or(SerializeError::invalid(
-                        "change mask",
-                        "repeats a mask the section has not carried",
-                    ));
-            }
+        match read_rank(r, MASK_HISTORY)? {
+            Some(rank) => self
+                .recent_masks(protocol)
+                .get(rank)
+                .filter(|m| m.len() == bits)
+                .cloned()
+                .ok_or(SerializeError::invalid(
+                    "change mask",
+                    "repeats a mask the section has not carried",
+                )),
+            None => read_mask(r, bits, hint),
         }
-        r.check()?;
-        read_mask(r, bits, hint)
     }
 
     /// Records a plain update's head and mask (long forms do not change the frame, so a
     /// long form that fails to decode leaves both ends in step).
     pub fn note_plain(&mut self, head: BatchHead, protocol: ProtocolIndex, mask: &ChangeMask) {
-        self.head = Some(head);
+        match self.heads.iter().position(|h| *h == head) {
+            Some(rank) => self.heads[..=rank].rotate_right(1),
+            None => {
+                self.heads.truncate(HEAD_HISTORY - 1);
+                self.heads.insert(0, head);
+            }
+        }
         let recent = match self.masks.iter_mut().position(|(p, _)| *p == protocol) {
             Some(i) => &mut self.masks[i].1,
             None => {

@@ -179,10 +179,10 @@ pub fn decode_packet(
                 .expect("batch of an object never created")
         };
         let _tear_off = long_form && b.read_bool();
-        let head = if long_form || !b.read_bool() {
+        let head = if long_form {
             BatchHead::read(&mut b, |_| false).expect("head")
         } else {
-            frame.last_head().expect("a previous head")
+            frame.read_head(&mut b, |_| false).expect("head")
         };
         assert_eq!(head, BatchHead::Full, "decoder does not read delta batches");
         let has_tags = long_form && b.read_bool();
