@@ -54,6 +54,7 @@ pub fn expand(model: &Model) -> TokenStream {
         impl #impl_g #trait_ident for #self_ty #where_clause {
             type Pending = (#(#pending_tys)*);
 
+            #[inline(never)]
             fn __net_apply_members(
                 &mut self,
                 state: &#twin_ty,
@@ -70,16 +71,16 @@ pub fn expand(model: &Model) -> TokenStream {
                 #(#notify_calls)*
             }
 
+            #[inline(never)]
             fn __net_poll(
                 &self,
                 state: &mut #twin_ty,
                 mask: &mut __rp::ChangeMask,
                 offset: u32,
             ) -> bool {
-                let mut __any = false;
-                let mut __off: u32 = offset;
+                let mut __d = __rp::DiffMembers::new(mask, offset);
                 #poll_body
-                __any
+                __d.finish()
             }
         }
 
@@ -244,27 +245,29 @@ fn apply_body(model: &Model, notifying: &Notifying) -> TokenStream {
         match slot {
             Slot::Single(i) => {
                 let m = &model.members[*i];
-                let (ser, cfg) = (&m.s, &m.cfg);
-                let write = if notifying.slot(*i).is_none() && !m.generic {
+                let cfg = &m.cfg;
+                if notifying.slot(*i).is_none() && !m.generic {
                     // In place: a nested replicated struct applies only its selected
                     // members (keeping its skipped fields, running its own hooks);
-                    // anything else is dequantized whole.
+                    // anything else is dequantized whole. The probe checks the mask
+                    // and returns the next offset.
                     let (raw, f, member) = (&m.ser, &m.twin_field, m.member());
-                    quote! {
-                        (&&__rp::MemberProbe::<#raw>::new()).apply_member(
+                    body.extend(quote! {
+                        __off = (&&__rp::MemberProbe::<#raw>::new()).apply_member(
                             &#cfg, &mut self.#member, &state.#f, mask, __off,
                         );
-                    }
+                    });
                 } else {
-                    write_member(model, notifying, *i)
-                };
-                body.extend(quote! {{
-                    let __n = #ser::change_mask_bits(&#cfg);
-                    if mask.any_in(__off, __n) {
-                        #write
-                    }
-                    __off += __n;
-                }});
+                    let ser = &m.s;
+                    let write = write_member(model, notifying, *i);
+                    body.extend(quote! {{
+                        let __n = #ser::change_mask_bits(&#cfg);
+                        if mask.any_in(__off, __n) {
+                            #write
+                        }
+                        __off += __n;
+                    }});
+                }
             }
             Slot::Group(_, members) => {
                 let writes = members.iter().map(|i| write_member(model, notifying, *i));
@@ -280,45 +283,32 @@ fn apply_body(model: &Model, notifying: &Notifying) -> TokenStream {
     body
 }
 
-/// The poll body: quantize member by member into the stored state, setting changed bits.
+/// The poll body: quantize member by member into the stored state, setting changed
+/// bits, one call per member to the shared `member_ops` body of its serializer.
 fn poll_body(model: &Model) -> TokenStream {
     let mut body = TokenStream::new();
     for slot in &model.slots {
         match slot {
             Slot::Single(i) => {
                 let m = &model.members[*i];
-                let (ser, cfg, f, member) = (&m.s, &m.cfg, &m.twin_field, m.member());
-                let q = m.quantize(quote!(&self.#member));
-                body.extend(quote! {{
-                    let __q = #q;
-                    if #ser::diff(&#cfg, &__q, &state.#f, mask, __off) {
-                        state.#f = __q;
-                        __any = true;
-                    }
-                    __off += #ser::change_mask_bits(&#cfg);
-                }});
+                let (f, member) = (&m.twin_field, m.member());
+                let poll = m.poll(
+                    quote!(__d.poll),
+                    |cfg| quote!(#cfg, &self.#member, &mut state.#f),
+                );
+                body.extend(quote!(#poll;));
             }
             Slot::Group(_, members) => {
                 let updates = members.iter().map(|i| {
                     let m = &model.members[*i];
-                    let (ser, cfg, f, member) = (&m.s, &m.cfg, &m.twin_field, m.member());
-                    let q = m.quantize(quote!(&self.#member));
-                    quote! {{
-                        let __q = #q;
-                        if !#ser::is_equal(&#cfg, &__q, &state.#f) {
-                            state.#f = __q;
-                            __group = true;
-                        }
-                    }}
+                    let (f, member) = (&m.twin_field, m.member());
+                    m.poll(
+                        quote!(__rp::poll_group_member),
+                        |cfg| quote!(#cfg, &self.#member, &mut state.#f),
+                    )
                 });
                 body.extend(quote! {
-                    let mut __group = false;
-                    #(#updates)*
-                    if __group {
-                        mask.set(__off);
-                        __any = true;
-                    }
-                    __off += 1;
+                    __d.group(#(#updates)|*);
                 });
             }
         }

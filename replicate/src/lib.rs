@@ -245,6 +245,7 @@ mod facade;
 mod fragment;
 mod handle;
 mod link;
+mod member_ops;
 mod nested;
 mod object;
 mod protocol;
@@ -282,6 +283,10 @@ pub mod __private {
     pub use crate::fragment::{
         FragmentError, FragmentOwner, FragmentTraits, Notifications, ReplicationFragment,
         downcast_state, downcast_state_mut, poll_replicated,
+    };
+    pub use crate::member_ops::{
+        CheckConfigs, DiffMembers, MemberFacts, ReadMembers, ValidateMembers, WriteMembers,
+        apply_member, member_descriptor, poll_group_member,
     };
     pub use crate::nested::support::{
         ApplyNestedMember, ApplyPlainMember, MemberProbe, StubSerializer, StubState,
