@@ -29,6 +29,30 @@ pub fn expand(model: &Model) -> TokenStream {
     let notify_calls = notify_calls(model, &notifying);
     let has_notify = !notifying.members.is_empty();
     let trait_ident = format_ident!("__NetApply");
+    // Without hooks nothing is pending: no boxing, no downcast.
+    let (apply_state_tail, call_notifies) = if has_notify {
+        (
+            quote! {
+                let __pending = <Self as #trait_ident>::__net_apply_members(self, state, mask, 0);
+                ::core::result::Result::Ok(__rp::Notifications::pending(__pending))
+            },
+            quote! {
+                if let ::core::option::Option::Some(__pending) =
+                    notifications.take::<<Self as #trait_ident>::Pending>()
+                {
+                    <Self as #trait_ident>::__net_notify(self, __pending);
+                }
+            },
+        )
+    } else {
+        (
+            quote! {
+                <Self as #trait_ident>::__net_apply_members(self, state, mask, 0);
+                ::core::result::Result::Ok(__rp::Notifications::none())
+            },
+            quote!(let _ = notifications;),
+        )
+    };
 
     quote! {
         #[allow(unused_imports)]
@@ -87,6 +111,7 @@ pub fn expand(model: &Model) -> TokenStream {
         impl #impl_g __rp::Replicated for #self_ty #where_clause {
             type State = #twin_ty;
 
+            #[inline(never)]
             fn quantize(&self, out: &mut #twin_ty) {
                 #(#quantize)*
             }
@@ -96,6 +121,7 @@ pub fn expand(model: &Model) -> TokenStream {
                 <Self as #trait_ident>::__net_notify(self, __pending);
             }
 
+            #[inline(never)]
             fn from_state(state: &#twin_ty) -> Self {
                 #from_state
             }
@@ -129,20 +155,11 @@ pub fn expand(model: &Model) -> TokenStream {
                 mask: &__rp::ChangeMask,
             ) -> ::core::result::Result<__rp::Notifications, __rp::FragmentError> {
                 let state = __rp::downcast_state::<Self>(state)?;
-                let __pending = <Self as #trait_ident>::__net_apply_members(self, state, mask, 0);
-                ::core::result::Result::Ok(if #has_notify {
-                    __rp::Notifications::pending(__pending)
-                } else {
-                    __rp::Notifications::none()
-                })
+                #apply_state_tail
             }
 
             fn call_notifies(&mut self, notifications: __rp::Notifications) {
-                if let ::core::option::Option::Some(__pending) =
-                    notifications.take::<<Self as #trait_ident>::Pending>()
-                {
-                    <Self as #trait_ident>::__net_notify(self, __pending);
-                }
+                #call_notifies
             }
 
             fn collect_owner(&self, owners: &mut ::std::vec::Vec<__rp::FragmentOwner>) {

@@ -52,7 +52,7 @@ pub fn expand(model: &Model) -> TokenStream {
     } else {
         quote! {
             static DESCRIPTOR: __rp::OnceLock<__rp::StateDescriptor> = __rp::OnceLock::new();
-            DESCRIPTOR.get_or_init(Self::__net_build_descriptor)
+            __rp::cached_descriptor(&DESCRIPTOR, Self::__net_build_descriptor)
         }
     };
 

@@ -217,8 +217,9 @@ pub mod support {
     }
 
     /// `S::quantize` for a member of type `F` (the bound puts a serializer/field type
-    /// mismatch in one error at the field).
-    #[inline]
+    /// mismatch in one error at the field). One instance per serializer, shared by all
+    /// members that use it.
+    #[inline(never)]
     pub fn quantize_member<S: NetSerializer<Source = F>, F>(
         config: &S::Config,
         value: &F,
@@ -226,8 +227,8 @@ pub mod support {
         S::quantize(config, value)
     }
 
-    /// `S::dequantize` for a member of type `F`.
-    #[inline]
+    /// `S::dequantize` for a member of type `F`, like [`quantize_member`].
+    #[inline(never)]
     pub fn dequantize_member<S: NetSerializer<Source = F>, F>(
         config: &S::Config,
         quantized: &S::Quantized,
