@@ -15,6 +15,8 @@
 # dependencies are built first, then each user crate alone is rebuilt in release
 # (`touch src/lib.rs`) RUNS times, interleaved, and the medians of CPU (user + sys of
 # cargo and rustc) and wall seconds are printed with the CPU ratio to the baseline.
+# Then the size of the derives' expansion of `replicated.rs` is printed (the ignored
+# test `expansion_size` of replicate-derive, rustfmt'd lines and tokens).
 # The temp dir is removed at the end (KEEP=1 keeps it and prints its path).
 #
 #   benches/compile-cost/run.sh [RUNS]     # default 5
@@ -99,3 +101,9 @@ echo "|---|---:|---:|---:|"
 row "serde + bitcode derives (baseline)" cost-serde-bitcode
 row "serde + bitcode derives, used" cost-serde-bitcode-used
 row "\`#[derive(Replicated)]\`" cost-replicated
+
+expanded=$(REPLICATE_EXPAND_FILE="$here/replicated.rs" cargo test --offline --quiet \
+    --manifest-path "$root/replicate-derive/Cargo.toml" --lib expansion_size \
+    -- --ignored --nocapture 2>/dev/null | sed -n 's/^expanded: //p')
+echo
+echo "\`#[derive(Replicated)]\` and \`#[derive(NetEnum)]\` expansion of the 7 types: ${expanded:-not measured}"
