@@ -19,7 +19,12 @@
 # test `expansion_size` of replicate-derive, rustfmt'd lines and tokens).
 # The temp dir is removed at the end (KEEP=1 keeps it and prints its path).
 #
+# COMPARE=<another checkout of this workspace> adds a fourth crate, the same seven types
+# against that checkout's `replicate`, timed in the same interleaved rounds: a
+# before/after comparison on a shared machine.
+#
 #   benches/compile-cost/run.sh [RUNS]     # default 5
+#   mkdir /tmp/old && git archive <rev> | tar -x -C /tmp/old && COMPARE=/tmp/old benches/compile-cost/run.sh
 set -euo pipefail
 
 runs=${1:-5}
@@ -65,6 +70,11 @@ glam = \"$(req glam)\"" replicated.rs
 make_crate cost-serde-bitcode "$serde_deps" serde_bitcode.rs
 make_crate cost-serde-bitcode-used "$serde_deps" serde_bitcode.rs serde_bitcode_use.rs
 crates=(cost-replicated cost-serde-bitcode cost-serde-bitcode-used)
+if [[ -n "${COMPARE:-}" ]]; then
+    make_crate cost-replicated-compare "replicate = { path = \"$(cd "$COMPARE" && pwd)/replicate\" }
+glam = \"$(req glam)\"" replicated.rs
+    crates+=(cost-replicated-compare)
+fi
 
 export CARGO_TARGET_DIR="$tmp/target"
 for c in "${crates[@]}"; do
@@ -101,6 +111,9 @@ echo "|---|---:|---:|---:|"
 row "serde + bitcode derives (baseline)" cost-serde-bitcode
 row "serde + bitcode derives, used" cost-serde-bitcode-used
 row "\`#[derive(Replicated)]\`" cost-replicated
+if [[ -n "${COMPARE:-}" ]]; then
+    row "\`#[derive(Replicated)]\`, \`COMPARE\` checkout" cost-replicated-compare
+fi
 
 expanded=$(REPLICATE_EXPAND_FILE="$here/replicated.rs" cargo test --offline --quiet \
     --manifest-path "$root/replicate-derive/Cargo.toml" --lib expansion_size \
