@@ -29,6 +29,30 @@ pub fn expand(model: &Model) -> TokenStream {
     let notify_calls = notify_calls(model, &notifying);
     let has_notify = !notifying.members.is_empty();
     let trait_ident = format_ident!("__NetApply");
+    // Without hooks nothing is pending: no boxing, no downcast.
+    let (apply_state_tail, call_notifies) = if has_notify {
+        (
+            quote! {
+                let __pending = <Self as #trait_ident>::__net_apply_members(self, state, mask, 0);
+                ::core::result::Result::Ok(__rp::Notifications::pending(__pending))
+            },
+            quote! {
+                if let ::core::option::Option::Some(__pending) =
+                    notifications.take::<<Self as #trait_ident>::Pending>()
+                {
+                    <Self as #trait_ident>::__net_notify(self, __pending);
+                }
+            },
+        )
+    } else {
+        (
+            quote! {
+                <Self as #trait_ident>::__net_apply_members(self, state, mask, 0);
+                ::core::result::Result::Ok(__rp::Notifications::none())
+            },
+            quote!(let _ = notifications;),
+        )
+    };
 
     quote! {
         #[allow(unused_imports)]
@@ -54,6 +78,7 @@ pub fn expand(model: &Model) -> TokenStream {
         impl #impl_g #trait_ident for #self_ty #where_clause {
             type Pending = (#(#pending_tys)*);
 
+            #[inline(never)]
             fn __net_apply_members(
                 &mut self,
                 state: &#twin_ty,
@@ -70,22 +95,23 @@ pub fn expand(model: &Model) -> TokenStream {
                 #(#notify_calls)*
             }
 
+            #[inline(never)]
             fn __net_poll(
                 &self,
                 state: &mut #twin_ty,
                 mask: &mut __rp::ChangeMask,
                 offset: u32,
             ) -> bool {
-                let mut __any = false;
-                let mut __off: u32 = offset;
+                let mut __d = __rp::DiffMembers::new(mask, offset);
                 #poll_body
-                __any
+                __d.finish()
             }
         }
 
         impl #impl_g __rp::Replicated for #self_ty #where_clause {
             type State = #twin_ty;
 
+            #[inline(never)]
             fn quantize(&self, out: &mut #twin_ty) {
                 #(#quantize)*
             }
@@ -95,6 +121,7 @@ pub fn expand(model: &Model) -> TokenStream {
                 <Self as #trait_ident>::__net_notify(self, __pending);
             }
 
+            #[inline(never)]
             fn from_state(state: &#twin_ty) -> Self {
                 #from_state
             }
@@ -128,20 +155,11 @@ pub fn expand(model: &Model) -> TokenStream {
                 mask: &__rp::ChangeMask,
             ) -> ::core::result::Result<__rp::Notifications, __rp::FragmentError> {
                 let state = __rp::downcast_state::<Self>(state)?;
-                let __pending = <Self as #trait_ident>::__net_apply_members(self, state, mask, 0);
-                ::core::result::Result::Ok(if #has_notify {
-                    __rp::Notifications::pending(__pending)
-                } else {
-                    __rp::Notifications::none()
-                })
+                #apply_state_tail
             }
 
             fn call_notifies(&mut self, notifications: __rp::Notifications) {
-                if let ::core::option::Option::Some(__pending) =
-                    notifications.take::<<Self as #trait_ident>::Pending>()
-                {
-                    <Self as #trait_ident>::__net_notify(self, __pending);
-                }
+                #call_notifies
             }
 
             fn collect_owner(&self, owners: &mut ::std::vec::Vec<__rp::FragmentOwner>) {
@@ -244,27 +262,29 @@ fn apply_body(model: &Model, notifying: &Notifying) -> TokenStream {
         match slot {
             Slot::Single(i) => {
                 let m = &model.members[*i];
-                let (ser, cfg) = (&m.s, &m.cfg);
-                let write = if notifying.slot(*i).is_none() && !m.generic {
+                let cfg = &m.cfg;
+                if notifying.slot(*i).is_none() && !m.generic {
                     // In place: a nested replicated struct applies only its selected
                     // members (keeping its skipped fields, running its own hooks);
-                    // anything else is dequantized whole.
+                    // anything else is dequantized whole. The probe checks the mask
+                    // and returns the next offset.
                     let (raw, f, member) = (&m.ser, &m.twin_field, m.member());
-                    quote! {
-                        (&&__rp::MemberProbe::<#raw>::new()).apply_member(
+                    body.extend(quote! {
+                        __off = (&&__rp::MemberProbe::<#raw>::new()).apply_member(
                             &#cfg, &mut self.#member, &state.#f, mask, __off,
                         );
-                    }
+                    });
                 } else {
-                    write_member(model, notifying, *i)
-                };
-                body.extend(quote! {{
-                    let __n = #ser::change_mask_bits(&#cfg);
-                    if mask.any_in(__off, __n) {
-                        #write
-                    }
-                    __off += __n;
-                }});
+                    let ser = &m.s;
+                    let write = write_member(model, notifying, *i);
+                    body.extend(quote! {{
+                        let __n = #ser::change_mask_bits(&#cfg);
+                        if mask.any_in(__off, __n) {
+                            #write
+                        }
+                        __off += __n;
+                    }});
+                }
             }
             Slot::Group(_, members) => {
                 let writes = members.iter().map(|i| write_member(model, notifying, *i));
@@ -280,45 +300,32 @@ fn apply_body(model: &Model, notifying: &Notifying) -> TokenStream {
     body
 }
 
-/// The poll body: quantize member by member into the stored state, setting changed bits.
+/// The poll body: quantize member by member into the stored state, setting changed
+/// bits, one call per member to the shared `member_ops` body of its serializer.
 fn poll_body(model: &Model) -> TokenStream {
     let mut body = TokenStream::new();
     for slot in &model.slots {
         match slot {
             Slot::Single(i) => {
                 let m = &model.members[*i];
-                let (ser, cfg, f, member) = (&m.s, &m.cfg, &m.twin_field, m.member());
-                let q = m.quantize(quote!(&self.#member));
-                body.extend(quote! {{
-                    let __q = #q;
-                    if #ser::diff(&#cfg, &__q, &state.#f, mask, __off) {
-                        state.#f = __q;
-                        __any = true;
-                    }
-                    __off += #ser::change_mask_bits(&#cfg);
-                }});
+                let (f, member) = (&m.twin_field, m.member());
+                let poll = m.poll(
+                    quote!(__d.poll),
+                    |cfg| quote!(#cfg, &self.#member, &mut state.#f),
+                );
+                body.extend(quote!(#poll;));
             }
             Slot::Group(_, members) => {
                 let updates = members.iter().map(|i| {
                     let m = &model.members[*i];
-                    let (ser, cfg, f, member) = (&m.s, &m.cfg, &m.twin_field, m.member());
-                    let q = m.quantize(quote!(&self.#member));
-                    quote! {{
-                        let __q = #q;
-                        if !#ser::is_equal(&#cfg, &__q, &state.#f) {
-                            state.#f = __q;
-                            __group = true;
-                        }
-                    }}
+                    let (f, member) = (&m.twin_field, m.member());
+                    m.poll(
+                        quote!(__rp::poll_group_member),
+                        |cfg| quote!(#cfg, &self.#member, &mut state.#f),
+                    )
                 });
                 body.extend(quote! {
-                    let mut __group = false;
-                    #(#updates)*
-                    if __group {
-                        mask.set(__off);
-                        __any = true;
-                    }
-                    __off += 1;
+                    __d.group(#(#updates)|*);
                 });
             }
         }

@@ -48,6 +48,8 @@ pub fn expand(model: &Model) -> TokenStream {
     let (impl_g, _, where_clause) = model.split();
     let twin_ty = model.twin_ty();
 
+    // `inline(never)`: the erased wrappers call these; inlined there, each body would
+    // be compiled twice.
     quote! {
         impl #impl_g __rp::ReplicatedState for #twin_ty #where_clause {
             #[inline]
@@ -55,29 +57,32 @@ pub fn expand(model: &Model) -> TokenStream {
                 Self::__net_descriptor()
             }
 
+            #[inline(never)]
             fn diff(&self, previous: &Self, mask: &mut __rp::ChangeMask, offset: u32) -> bool {
-                let mut __any = false;
-                let mut __off = offset;
+                let mut __d = __rp::DiffMembers::new(mask, offset);
                 #diff
-                __any
+                __d.finish()
             }
 
+            #[inline(never)]
             fn serialize(&self, mask: &__rp::ChangeMask, offset: u32, writer: &mut __rp::BitWriter) {
-                let mut __off = offset;
+                let mut __w = __rp::WriteMembers::new(mask, offset, writer);
                 #serialize
             }
 
+            #[inline(never)]
             fn deserialize(
                 &mut self,
                 mask: &__rp::ChangeMask,
                 offset: u32,
                 reader: &mut __rp::BitReader,
             ) -> __rp::Result<()> {
-                let mut __off = offset;
+                let mut __r = __rp::ReadMembers::new(mask, offset, reader);
                 #deserialize
-                ::core::result::Result::Ok(())
+                __r.finish()
             }
 
+            #[inline(never)]
             fn serialize_delta(
                 &self,
                 baseline: &Self,
@@ -85,10 +90,11 @@ pub fn expand(model: &Model) -> TokenStream {
                 offset: u32,
                 writer: &mut __rp::BitWriter,
             ) {
-                let mut __off = offset;
+                let mut __w = __rp::WriteMembers::new(mask, offset, writer);
                 #serialize_delta
             }
 
+            #[inline(never)]
             fn deserialize_delta(
                 &mut self,
                 baseline: &Self,
@@ -96,15 +102,16 @@ pub fn expand(model: &Model) -> TokenStream {
                 offset: u32,
                 reader: &mut __rp::BitReader,
             ) -> __rp::Result<()> {
-                let mut __off = offset;
+                let mut __r = __rp::ReadMembers::new(mask, offset, reader);
                 #deserialize_delta
-                ::core::result::Result::Ok(())
+                __r.finish()
             }
 
+            #[inline(never)]
             fn validate(&self, mask: &__rp::ChangeMask, offset: u32) -> __rp::Result<()> {
-                let mut __off = offset;
+                let mut __v = __rp::ValidateMembers::new(mask, offset);
                 #validate
-                ::core::result::Result::Ok(())
+                __v.finish()
             }
 
             fn collect_references(&self, out: &mut ::std::vec::Vec<__rp::NetRefHandle>) {
@@ -114,51 +121,29 @@ pub fn expand(model: &Model) -> TokenStream {
     }
 }
 
-/// A member with its own change-mask bits: everything goes through the serializer's
-/// masked hooks, so arrays and nested structs track their parts.
+/// A member with its own change-mask bits: one call per operation to the walker's
+/// shared body for its serializer, which goes through the serializer's masked hooks
+/// (so arrays and nested structs track their parts).
 fn single(b: &mut Bodies, m: &Member) {
-    let (ser, cfg, f) = (&m.s, &m.cfg, &m.twin_field);
-    let s = ser.clone();
-    let n = quote!(let __n = #s::change_mask_bits(&#cfg););
+    let (ser, cfg, f) = (&m.ser, &m.cfg, &m.twin_field);
     b.diff.extend(quote! {
-        __any |= #s::diff(&#cfg, &self.#f, &previous.#f, mask, __off);
-        __off += #s::change_mask_bits(&#cfg);
+        __d.member::<#ser>(&#cfg, &self.#f, &previous.#f);
     });
-    b.serialize.extend(quote! {{
-        #n
-        if mask.any_in(__off, __n) {
-            #s::serialize_masked(&#cfg, &self.#f, mask, __off, writer);
-        }
-        __off += __n;
-    }});
-    b.deserialize.extend(quote! {{
-        #n
-        if mask.any_in(__off, __n) {
-            #s::deserialize_masked(&#cfg, &mut self.#f, mask, __off, reader)?;
-        }
-        __off += __n;
-    }});
-    b.serialize_delta.extend(quote! {{
-        #n
-        if mask.any_in(__off, __n) {
-            #s::serialize_masked_delta(&#cfg, &self.#f, &baseline.#f, mask, __off, writer);
-        }
-        __off += __n;
-    }});
-    b.deserialize_delta.extend(quote! {{
-        #n
-        if mask.any_in(__off, __n) {
-            #s::deserialize_masked_delta(&#cfg, &mut self.#f, &baseline.#f, mask, __off, reader)?;
-        }
-        __off += __n;
-    }});
-    b.validate.extend(quote! {{
-        #n
-        if mask.any_in(__off, __n) {
-            #s::validate(&#cfg, &self.#f)?;
-        }
-        __off += __n;
-    }});
+    b.serialize.extend(quote! {
+        __w.member::<#ser>(&#cfg, &self.#f);
+    });
+    b.deserialize.extend(quote! {
+        __r.member::<#ser>(&#cfg, &mut self.#f);
+    });
+    b.serialize_delta.extend(quote! {
+        __w.member_delta::<#ser>(&#cfg, &self.#f, &baseline.#f);
+    });
+    b.deserialize_delta.extend(quote! {
+        __r.member_delta::<#ser>(&#cfg, &mut self.#f, &baseline.#f);
+    });
+    b.validate.extend(quote! {
+        __v.member::<#ser>(&#cfg, &self.#f);
+    });
 }
 
 /// Members sharing one change bit (`group = "..."`): compared with `is_equal`, sent
@@ -171,34 +156,28 @@ fn group(b: &mut Bodies, ms: &[&Member]) {
     let mut de_delta = TokenStream::new();
     let mut val = TokenStream::new();
     for m in ms {
-        let (ser, cfg, f) = (&m.s, &m.cfg, &m.twin_field);
-        let s = ser.clone();
+        let (s, ser, cfg, f) = (&m.s, &m.ser, &m.cfg, &m.twin_field);
         differs.push(quote!(!#s::is_equal(&#cfg, &self.#f, &previous.#f)));
-        ser_all.extend(quote!(#s::serialize(&#cfg, &self.#f, writer);));
-        de_all.extend(quote!(self.#f = #s::deserialize(&#cfg, reader)?;));
-        ser_delta.extend(quote!(#s::serialize_delta(&#cfg, &self.#f, &baseline.#f, writer);));
-        de_delta.extend(quote!(self.#f = #s::deserialize_delta(&#cfg, &baseline.#f, reader)?;));
-        val.extend(quote!(#s::validate(&#cfg, &self.#f)?;));
+        ser_all.extend(quote!(__w.whole::<#ser>(&#cfg, &self.#f);));
+        de_all.extend(quote!(__r.whole::<#ser>(&#cfg, &mut self.#f);));
+        ser_delta.extend(quote!(__w.whole_delta::<#ser>(&#cfg, &self.#f, &baseline.#f);));
+        de_delta.extend(quote!(__r.whole_delta::<#ser>(&#cfg, &mut self.#f, &baseline.#f);));
+        val.extend(quote!(__v.whole::<#ser>(&#cfg, &self.#f);));
     }
     b.diff.extend(quote! {
-        if #(#differs)||* {
-            mask.set(__off);
-            __any = true;
-        }
-        __off += 1;
+        __d.group(#(#differs)||*);
     });
-    for (body, inner) in [
-        (&mut b.serialize, ser_all),
-        (&mut b.deserialize, de_all),
-        (&mut b.serialize_delta, ser_delta),
-        (&mut b.deserialize_delta, de_delta),
-        (&mut b.validate, val),
+    for (body, walker, inner) in [
+        (&mut b.serialize, quote!(__w), ser_all),
+        (&mut b.deserialize, quote!(__r), de_all),
+        (&mut b.serialize_delta, quote!(__w), ser_delta),
+        (&mut b.deserialize_delta, quote!(__r), de_delta),
+        (&mut b.validate, quote!(__v), val),
     ] {
         body.extend(quote! {
-            if mask.get(__off) {
+            if #walker.group() {
                 #inner
             }
-            __off += 1;
         });
     }
 }

@@ -16,27 +16,13 @@ pub fn expand(model: &Model) -> TokenStream {
     for slot in &model.slots {
         match slot {
             Slot::Single(i) => {
-                let m = &model.members[*i];
-                let ser = &m.s;
-                let cfg = &m.cfg;
-                pushes.extend(member(
-                    model,
-                    *i,
-                    quote!(#ser::change_mask_bits(&#cfg)),
-                    quote!(::core::option::Option::None),
-                ));
-                pushes.extend(quote! {
-                    __off += #ser::change_mask_bits(&#cfg);
-                });
+                let push = member(model, *i, quote!(::core::option::Option::None));
+                pushes.extend(quote!(__off = #push;));
             }
             Slot::Group(name, members) => {
                 for i in members {
-                    pushes.extend(member(
-                        model,
-                        *i,
-                        quote!(1u32),
-                        quote!(::core::option::Option::Some(#name)),
-                    ));
+                    let push = member(model, *i, quote!(::core::option::Option::Some(#name)));
+                    pushes.extend(quote!(#push;));
                 }
                 pushes.extend(quote!(__off += 1;));
             }
@@ -66,7 +52,7 @@ pub fn expand(model: &Model) -> TokenStream {
     } else {
         quote! {
             static DESCRIPTOR: __rp::OnceLock<__rp::StateDescriptor> = __rp::OnceLock::new();
-            DESCRIPTOR.get_or_init(Self::__net_build_descriptor)
+            __rp::cached_descriptor(&DESCRIPTOR, Self::__net_build_descriptor)
         }
     };
 
@@ -94,30 +80,28 @@ pub fn expand(model: &Model) -> TokenStream {
     }
 }
 
-fn member(model: &Model, i: usize, bits: TokenStream, group: TokenStream) -> TokenStream {
+/// `member_descriptor::<S>(..)`: appends member `i` at `__off`, returns the next offset.
+fn member(model: &Model, i: usize, group: TokenStream) -> TokenStream {
     let m = &model.members[i];
     let name = m.name();
-    let ser = &m.s;
     let raw = &m.ser;
     let cfg = &m.cfg;
     let condition = m.condition();
     let init = m.init();
     let has_notify = m.field.attrs.notify.is_some();
     quote! {
-        __members.push(__rp::MemberDescriptor {
-            name: #name,
-            serializer: #ser::NAME,
-            change_mask_offset: __off,
-            change_mask_bits: #bits,
-            condition: #condition,
-            init_only: #init,
-            has_notify: #has_notify,
-            group: #group,
-            has_object_references: #ser::HAS_OBJECT_REFERENCES,
-            has_dynamic_state: #ser::HAS_DYNAMIC_STATE,
-            max_bits: #ser::max_bits(&#cfg),
-            fingerprint: __rp::fingerprint::<#raw>(&#cfg),
-        });
+        __rp::member_descriptor::<#raw>(
+            &#cfg,
+            __rp::MemberFacts {
+                name: #name,
+                condition: #condition,
+                init_only: #init,
+                has_notify: #has_notify,
+                group: #group,
+            },
+            __off,
+            &mut __members,
+        )
     }
 }
 

@@ -43,6 +43,8 @@ pub fn derive_net_enum(input: TokenStream) -> TokenStream {
 
 #[cfg(test)]
 mod tests {
+    use quote::ToTokens;
+
     fn door() -> syn::DeriveInput {
         syn::parse_quote! {
             struct Door {
@@ -65,6 +67,86 @@ mod tests {
         assert_eq!(a, b);
         assert!(a.contains("inventory :: submit"));
         assert!(!a.contains("compile_error"));
+    }
+
+    /// The size of the expansion of every `#[derive(Replicated)]` and `#[derive(NetEnum)]`
+    /// in the Rust file named by `REPLICATE_EXPAND_FILE` (the compile-cost benchmark's
+    /// types; `benches/compile-cost/run.sh` runs this), formatted by `rustfmt` when it
+    /// is on the `PATH`: prints `expanded: <lines> lines, <tokens> tokens`.
+    #[test]
+    #[ignore = "a measurement: set REPLICATE_EXPAND_FILE and run with --ignored"]
+    fn expansion_size() {
+        let Ok(path) = std::env::var("REPLICATE_EXPAND_FILE") else {
+            return;
+        };
+        let source = std::fs::read_to_string(&path).expect("readable REPLICATE_EXPAND_FILE");
+        let file: syn::File = syn::parse_str(&source).expect("a Rust file");
+        let mut out = proc_macro2::TokenStream::new();
+        for item in file.items {
+            let input: syn::DeriveInput = match item {
+                syn::Item::Struct(s) => s.into(),
+                syn::Item::Enum(e) => e.into(),
+                _ => continue,
+            };
+            let derives: Vec<String> = input
+                .attrs
+                .iter()
+                .filter(|a| a.path().is_ident("derive"))
+                .map(|a| a.meta.to_token_stream().to_string())
+                .collect();
+            let has = |name: &str| {
+                derives
+                    .iter()
+                    .any(|d| d.split(|c: char| !c.is_alphanumeric()).any(|w| w == name))
+            };
+            if has("Replicated") {
+                out.extend(crate::expand::derive_replicated(&input));
+            }
+            if has("NetEnum") {
+                out.extend(crate::expand::derive_net_enum(&input));
+            }
+        }
+        let tokens = out.clone().into_iter().count_tokens();
+        let text = out.to_string();
+        let formatted = std::process::Command::new("rustfmt")
+            .args(["--edition", "2024", "--emit", "stdout", "-q"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .ok()
+            .and_then(|mut child| {
+                use std::io::Write;
+                child.stdin.take()?.write_all(text.as_bytes()).ok()?;
+                let output = child.wait_with_output().ok()?;
+                output
+                    .status
+                    .success()
+                    .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+            });
+        let lines = match &formatted {
+            Some(f) => f
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .count()
+                .to_string(),
+            None => "? (rustfmt failed)".to_string(),
+        };
+        println!("expanded: {lines} lines, {tokens} tokens");
+    }
+
+    /// Counts tokens, groups' contents included.
+    trait CountTokens {
+        fn count_tokens(self) -> usize;
+    }
+
+    impl<I: Iterator<Item = proc_macro2::TokenTree>> CountTokens for I {
+        fn count_tokens(self) -> usize {
+            self.map(|t| match t {
+                proc_macro2::TokenTree::Group(g) => 1 + g.stream().into_iter().count_tokens(),
+                _ => 1,
+            })
+            .sum()
+        }
     }
 
     #[test]

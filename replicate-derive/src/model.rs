@@ -102,6 +102,18 @@ impl Member<'_> {
         quote_spanned!(ty.span()=> __rp::dequantize_member::<#ser, #ty>(&#cfg, #quantized))
     }
 
+    /// `func::<Serializer, FieldTy>(&config, rest...)` for the `member_ops` functions that
+    /// read the game value, spanned like [`quantize`](Self::quantize).
+    pub fn poll(
+        &self,
+        func: TokenStream,
+        rest: impl FnOnce(TokenStream) -> TokenStream,
+    ) -> TokenStream {
+        let (ser, ty, cfg) = (&self.ser, self.field.ty, &self.cfg);
+        let args = rest(quote!(&#cfg));
+        quote_spanned!(ty.span()=> #func::<#ser, #ty>(#args))
+    }
+
     pub fn init(&self) -> bool {
         self.field.attrs.init.is_some()
     }

@@ -11,14 +11,10 @@ pub fn expand(model: &Model) -> TokenStream {
     let self_ty = model.self_ty();
 
     let validations = model.members.iter().map(|m| {
-        let (ser, cfg) = (&m.s, &m.cfg);
-        let prefix = format!("member `{}`: ", m.name());
+        let (ser, cfg) = (&m.ser, &m.cfg);
+        let name = m.name();
         quote! {
-            if let ::core::result::Result::Err(e) =
-                #ser::validate_config(&#cfg)
-            {
-                return ::core::result::Result::Err(__rp::prefix_error(#prefix, e));
-            }
+            __c.member::<#ser>(&#cfg, #name);
         }
     });
     let dynamic = model.members.iter().map(|m| {
@@ -47,8 +43,9 @@ pub fn expand(model: &Model) -> TokenStream {
     quote! {
         impl #impl_g __rp::ValidateConfigs for #self_ty #where_clause {
             fn validate_configs() -> ::core::result::Result<(), ::std::string::String> {
+                let mut __c = __rp::CheckConfigs::new();
                 #(#validations)*
-                ::core::result::Result::Ok(())
+                __c.finish()
             }
         }
 

@@ -87,18 +87,20 @@ impl FragmentTraits {
     }
 
     /// The traits of a generated fragment for `T`.
+    #[inline]
     pub fn generated<T: Replicated>(has_notifies: bool) -> Self {
+        Self::generated_for(T::descriptor(), has_notifies)
+    }
+
+    /// [`generated`](Self::generated), one instance for all types.
+    fn generated_for(descriptor: &StateDescriptor, has_notifies: bool) -> Self {
         let mut t = Self::CAN_REPLICATE
             .union(Self::CAN_RECEIVE)
             .union(Self::NEEDS_POLL);
         if has_notifies {
             t = t.union(Self::HAS_NOTIFIES).union(Self::KEEP_PREVIOUS_STATE);
         }
-        if T::descriptor()
-            .members
-            .iter()
-            .any(|m| m.has_object_references)
-        {
+        if descriptor.members.iter().any(|m| m.has_object_references) {
             t = t.union(Self::HAS_OBJECT_REFERENCE);
         }
         t
@@ -228,27 +230,30 @@ pub trait ReplicationFragment: Send {
 
 /// Downcasts an erased state to `T`'s twin.
 pub fn downcast_state<T: Replicated>(state: &dyn ErasedState) -> Result<&T::State, FragmentError> {
-    state
-        .as_any()
-        .downcast_ref::<T::State>()
-        .ok_or_else(|| FragmentError::StateTypeMismatch {
-            fragment: T::descriptor().name,
-            state: state.type_descriptor().name,
-        })
+    match state.as_any().downcast_ref::<T::State>() {
+        Some(s) => Ok(s),
+        None => Err(state_mismatch(T::descriptor(), state.type_descriptor())),
+    }
 }
 
 /// Downcasts an erased state to `T`'s twin, mutably.
 pub fn downcast_state_mut<T: Replicated>(
     state: &mut dyn ErasedState,
 ) -> Result<&mut T::State, FragmentError> {
-    let state_name = state.type_descriptor().name;
-    state
-        .as_any_mut()
-        .downcast_mut::<T::State>()
-        .ok_or(FragmentError::StateTypeMismatch {
-            fragment: T::descriptor().name,
-            state: state_name,
-        })
+    let state_descriptor = state.type_descriptor();
+    match state.as_any_mut().downcast_mut::<T::State>() {
+        Some(s) => Ok(s),
+        None => Err(state_mismatch(T::descriptor(), state_descriptor)),
+    }
+}
+
+/// The error of a failed downcast (one instance for all types).
+#[cold]
+fn state_mismatch(fragment: &StateDescriptor, state: &StateDescriptor) -> FragmentError {
+    FragmentError::StateTypeMismatch {
+        fragment: fragment.name,
+        state: state.name,
+    }
 }
 
 /// A whole-state [`ReplicationFragment::poll_state`] for hand-written fragments over a

@@ -245,6 +245,7 @@ mod facade;
 mod fragment;
 mod handle;
 mod link;
+mod member_ops;
 mod nested;
 mod object;
 mod protocol;
@@ -282,6 +283,10 @@ pub mod __private {
     pub use crate::fragment::{
         FragmentError, FragmentOwner, FragmentTraits, Notifications, ReplicationFragment,
         downcast_state, downcast_state_mut, poll_replicated,
+    };
+    pub use crate::member_ops::{
+        CheckConfigs, DiffMembers, MemberFacts, ReadMembers, ValidateMembers, WriteMembers,
+        apply_member, member_descriptor, poll_group_member,
     };
     pub use crate::nested::support::{
         ApplyNestedMember, ApplyPlainMember, MemberProbe, StubSerializer, StubState,
@@ -346,14 +351,32 @@ pub mod __private {
         }
     }
 
+    /// The descriptor of a non-generic type, built on first use into the type's own
+    /// `static` cell. One instance for all types (a generated `get_or_init` would be
+    /// one per type).
+    pub fn cached_descriptor(
+        cell: &'static OnceLock<StateDescriptor>,
+        build: fn() -> StateDescriptor,
+    ) -> &'static StateDescriptor {
+        cell.get_or_init(build)
+    }
+
     /// A per-type descriptor cache that also works for generic types (a `static` in a
     /// generic function is shared by all its instantiations, so it cannot be used).
+    #[inline]
     pub fn descriptor_for<T: 'static>(build: fn() -> StateDescriptor) -> &'static StateDescriptor {
+        descriptor_for_id(std::any::TypeId::of::<T>(), build)
+    }
+
+    /// [`descriptor_for`], one instance for all types.
+    fn descriptor_for_id(
+        id: std::any::TypeId,
+        build: fn() -> StateDescriptor,
+    ) -> &'static StateDescriptor {
         use std::any::TypeId;
         use std::collections::HashMap;
         use std::sync::RwLock;
         static CACHE: RwLock<Option<HashMap<TypeId, &'static StateDescriptor>>> = RwLock::new(None);
-        let id = TypeId::of::<T>();
         if let Some(d) = CACHE
             .read()
             .ok()

@@ -217,8 +217,9 @@ pub mod support {
     }
 
     /// `S::quantize` for a member of type `F` (the bound puts a serializer/field type
-    /// mismatch in one error at the field).
-    #[inline]
+    /// mismatch in one error at the field). One instance per serializer, shared by all
+    /// members that use it.
+    #[inline(never)]
     pub fn quantize_member<S: NetSerializer<Source = F>, F>(
         config: &S::Config,
         value: &F,
@@ -226,8 +227,8 @@ pub mod support {
         S::quantize(config, value)
     }
 
-    /// `S::dequantize` for a member of type `F`.
-    #[inline]
+    /// `S::dequantize` for a member of type `F`, like [`quantize_member`].
+    #[inline(never)]
     pub fn dequantize_member<S: NetSerializer<Source = F>, F>(
         config: &S::Config,
         quantized: &S::Quantized,
@@ -268,7 +269,8 @@ pub mod support {
     pub trait ApplyNestedMember {
         /// The nested type.
         type Target: NestedReplicated;
-        /// Applies the selected inner members of `quantized` to `target`.
+        /// Applies the inner members of `quantized` selected by `mask` (this member's
+        /// bits from `offset`) to `target`; returns the offset of the next member.
         fn apply_member(
             &self,
             config: &NoConfig,
@@ -276,7 +278,7 @@ pub mod support {
             quantized: &<Self::Target as Replicated>::State,
             mask: &ChangeMask,
             offset: u32,
-        );
+        ) -> u32;
     }
 
     impl<T: NestedReplicated> ApplyNestedMember for &MemberProbe<NestedSerializer<T>> {
@@ -289,16 +291,32 @@ pub mod support {
             quantized: &T::State,
             mask: &ChangeMask,
             offset: u32,
-        ) {
+        ) -> u32 {
+            apply_nested_member(target, quantized, mask, offset)
+        }
+    }
+
+    /// [`ApplyNestedMember::apply_member`], one instance per nested type.
+    #[inline(never)]
+    fn apply_nested_member<T: NestedReplicated>(
+        target: &mut T,
+        quantized: &T::State,
+        mask: &ChangeMask,
+        offset: u32,
+    ) -> u32 {
+        let n = T::descriptor().change_mask_bits;
+        if mask.any_in(offset, n) {
             target.apply_at(quantized, mask, offset);
         }
+        offset + n
     }
 
     /// Applies any other member by dequantizing it whole.
     pub trait ApplyPlainMember {
         /// The member's serializer.
         type Serializer: NetSerializer;
-        /// `*target = dequantize(quantized)`.
+        /// `*target = dequantize(quantized)` when `mask` selects the member (its bits
+        /// from `offset`); returns the offset of the next member.
         fn apply_member(
             &self,
             config: &<Self::Serializer as NetSerializer>::Config,
@@ -306,7 +324,7 @@ pub mod support {
             quantized: &<Self::Serializer as NetSerializer>::Quantized,
             mask: &ChangeMask,
             offset: u32,
-        );
+        ) -> u32;
     }
 
     impl<S: NetSerializer> ApplyPlainMember for MemberProbe<S> {
@@ -317,10 +335,10 @@ pub mod support {
             config: &S::Config,
             target: &mut S::Source,
             quantized: &S::Quantized,
-            _: &ChangeMask,
-            _: u32,
-        ) {
-            *target = S::dequantize(config, quantized);
+            mask: &ChangeMask,
+            offset: u32,
+        ) -> u32 {
+            crate::member_ops::apply_member::<S>(config, target, quantized, mask, offset)
         }
     }
 

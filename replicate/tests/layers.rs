@@ -18,6 +18,7 @@ const LAYERS: &[&str] = &[
     "serialize",
     "derive_checks",
     "state",
+    "member_ops",
     "protocol",
     "fragment",
     "nested",

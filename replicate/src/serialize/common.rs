@@ -45,17 +45,14 @@ macro_rules! delegate_wire {
     ($base:ty, $check:expr) => {
         const HAS_DYNAMIC_STATE: bool = <$base>::HAS_DYNAMIC_STATE;
         const HAS_OBJECT_REFERENCES: bool = <$base>::HAS_OBJECT_REFERENCES;
-        #[inline]
         fn serialize(c: &Self::Config, q: &Self::Quantized, w: &mut BitWriter) {
             <$base>::serialize(c, q, w)
         }
-        #[inline]
         fn deserialize(c: &Self::Config, r: &mut BitReader) -> Result<Self::Quantized> {
             let q = <$base>::deserialize(c, r)?;
             Self::validate(c, &q)?;
             Ok(q)
         }
-        #[inline]
         fn serialize_delta(
             c: &Self::Config,
             q: &Self::Quantized,
@@ -64,7 +61,6 @@ macro_rules! delegate_wire {
         ) {
             <$base>::serialize_delta(c, q, prev, w)
         }
-        #[inline]
         fn deserialize_delta(
             c: &Self::Config,
             prev: &Self::Quantized,

@@ -102,21 +102,17 @@ impl NetSerializer for F32Serializer {
     type Config = NoConfig;
     const NAME: &'static str = "f32";
 
-    #[inline]
     fn quantize(_: &NoConfig, source: &f32) -> u32 {
         canonical_f32_bits(source.to_bits())
     }
-    #[inline]
     fn dequantize(_: &NoConfig, q: &u32) -> f32 {
         f32::from_bits(*q)
     }
-    #[inline]
     fn serialize(_: &NoConfig, q: &u32, w: &mut BitWriter) {
         if w.write_bool(*q != 0) {
             w.write_bits(*q as u64, 32);
         }
     }
-    #[inline]
     fn deserialize(_: &NoConfig, r: &mut BitReader) -> Result<u32> {
         let v = if r.read_bool() {
             r.read_bits(32) as u32
@@ -126,7 +122,6 @@ impl NetSerializer for F32Serializer {
         r.check()?;
         Ok(canonical_f32_bits(v))
     }
-    #[inline]
     fn is_equal(_: &NoConfig, a: &u32, b: &u32) -> bool {
         canonical_f32_bits(*a) == canonical_f32_bits(*b)
     }
@@ -162,27 +157,22 @@ impl NetSerializer for F64Serializer {
     type Config = NoConfig;
     const NAME: &'static str = "f64";
 
-    #[inline]
     fn quantize(_: &NoConfig, source: &f64) -> u64 {
         canonical_f64_bits(source.to_bits())
     }
-    #[inline]
     fn dequantize(_: &NoConfig, q: &u64) -> f64 {
         f64::from_bits(*q)
     }
-    #[inline]
     fn serialize(_: &NoConfig, q: &u64, w: &mut BitWriter) {
         if w.write_bool(*q != 0) {
             w.write_bits(*q, 64);
         }
     }
-    #[inline]
     fn deserialize(_: &NoConfig, r: &mut BitReader) -> Result<u64> {
         let v = if r.read_bool() { r.read_bits(64) } else { 0 };
         r.check()?;
         Ok(canonical_f64_bits(v))
     }
-    #[inline]
     fn is_equal(_: &NoConfig, a: &u64, b: &u64) -> bool {
         canonical_f64_bits(*a) == canonical_f64_bits(*b)
     }
@@ -533,19 +523,15 @@ macro_rules! ranged_serializer {
             type Config = FloatRangeConfig;
             const NAME: &'static str = $name_str;
 
-            #[inline]
             fn quantize(config: &FloatRangeConfig, source: &$ty) -> u32 {
                 config.quantize(*source as f64)
             }
-            #[inline]
             fn dequantize(config: &FloatRangeConfig, q: &u32) -> $ty {
                 config.dequantize(*q) as $ty
             }
-            #[inline]
             fn serialize(config: &FloatRangeConfig, q: &u32, w: &mut BitWriter) {
                 w.write_bits(*q as u64, config.effective_bits());
             }
-            #[inline]
             fn deserialize(config: &FloatRangeConfig, r: &mut BitReader) -> Result<u32> {
                 let v = r.read_bits(config.effective_bits()) as u32;
                 r.check()?;
@@ -677,19 +663,15 @@ impl NetSerializer for UnitF32Serializer {
     type Config = NoConfig;
     const NAME: &'static str = "UnitF32";
 
-    #[inline]
     fn quantize(_: &NoConfig, source: &f32) -> u8 {
         FloatRangeConfig::UNIT.quantize(*source as f64) as u8
     }
-    #[inline]
     fn dequantize(_: &NoConfig, q: &u8) -> f32 {
         FloatRangeConfig::UNIT.dequantize(*q as u32) as f32
     }
-    #[inline]
     fn serialize(_: &NoConfig, q: &u8, w: &mut BitWriter) {
         w.write_bits(*q as u64, 8);
     }
-    #[inline]
     fn deserialize(_: &NoConfig, r: &mut BitReader) -> Result<u8> {
         let v = r.read_bits(8) as u8;
         r.check()?;

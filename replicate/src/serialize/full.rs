@@ -54,21 +54,17 @@ macro_rules! full_float_serializer {
             type Config = NoConfig;
             const NAME: &'static str = concat!(stringify!($ty), "F32");
 
-            #[inline]
             fn quantize(_: &NoConfig, v: &$ty) -> [u32; $n] {
                 v.to_array().map(|c| canonical_f32_bits(c.to_bits()))
             }
-            #[inline]
             fn dequantize(_: &NoConfig, q: &[u32; $n]) -> $ty {
                 <$ty>::from_array(q.map(f32::from_bits))
             }
-            #[inline]
             fn serialize(c: &NoConfig, q: &[u32; $n], w: &mut BitWriter) {
                 for v in q {
                     F32Serializer::serialize(c, v, w);
                 }
             }
-            #[inline]
             fn deserialize(c: &NoConfig, r: &mut BitReader) -> Result<[u32; $n]> {
                 let mut out = [0u32; $n];
                 for v in &mut out {
@@ -76,7 +72,6 @@ macro_rules! full_float_serializer {
                 }
                 Ok(out)
             }
-            #[inline]
             fn serialize_delta(c: &NoConfig, q: &[u32; $n], prev: &[u32; $n], w: &mut BitWriter) {
                 for (v, p) in q.iter().zip(prev) {
                     if w.write_bool(canonical_f32_bits(*v) != canonical_f32_bits(*p)) {
@@ -84,7 +79,6 @@ macro_rules! full_float_serializer {
                     }
                 }
             }
-            #[inline]
             fn deserialize_delta(
                 c: &NoConfig,
                 prev: &[u32; $n],
@@ -99,7 +93,6 @@ macro_rules! full_float_serializer {
                 r.check()?;
                 Ok(out)
             }
-            #[inline]
             fn is_equal(_: &NoConfig, a: &[u32; $n], b: &[u32; $n]) -> bool {
                 a.iter()
                     .zip(b)

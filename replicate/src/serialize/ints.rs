@@ -165,11 +165,9 @@ pub(super) fn read_bits_delta<T: IntBits>(
 /// works on the quantized (unsigned) value in `config.effective_bits($width)` bits.
 macro_rules! int_wire_methods {
     ($ty:ty, $q:ty, $width:expr) => {
-        #[inline]
         fn serialize(config: &IntConfig, q: &$q, w: &mut BitWriter) {
             write_int(w, *q as u64, config.effective_bits($width));
         }
-        #[inline]
         fn deserialize(config: &IntConfig, r: &mut BitReader) -> Result<$q> {
             Ok(read_int(r, config.effective_bits($width))? as $q)
         }
@@ -212,13 +210,11 @@ macro_rules! unsigned_serializer {
             type Config = IntConfig;
             const NAME: &'static str = stringify!($ty);
 
-            #[inline]
             fn quantize(config: &IntConfig, source: &$ty) -> $ty {
                 let bits = config.effective_bits($width);
                 let max = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
                 (*source as u64).min(max) as $ty
             }
-            #[inline]
             fn dequantize(_: &IntConfig, q: &$ty) -> $ty {
                 *q
             }
@@ -254,7 +250,6 @@ macro_rules! signed_serializer {
             type Config = IntConfig;
             const NAME: &'static str = stringify!($ty);
 
-            #[inline]
             fn quantize(config: &IntConfig, source: &$ty) -> $uty {
                 let bits = config.effective_bits($width);
                 let (lo, hi) = if bits >= 64 {
@@ -266,7 +261,6 @@ macro_rules! signed_serializer {
                 let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
                 (v & mask) as $uty
             }
-            #[inline]
             fn dequantize(config: &IntConfig, q: &$uty) -> $ty {
                 sign_extend(*q as u64, config.effective_bits($width)) as $ty
             }

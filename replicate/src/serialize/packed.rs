@@ -128,19 +128,15 @@ macro_rules! packed_serializer {
             type Config = NoConfig;
             const NAME: &'static str = stringify!($name);
 
-            #[inline]
             fn quantize(_: &NoConfig, source: &$ty) -> $ty {
                 *source
             }
-            #[inline]
             fn dequantize(_: &NoConfig, q: &$ty) -> $ty {
                 *q
             }
-            #[inline]
             fn serialize(_: &NoConfig, q: &$ty, w: &mut BitWriter) {
                 write_packed(w, q.payload(), q.significant_bits(), $prefix);
             }
-            #[inline]
             fn deserialize(_: &NoConfig, r: &mut BitReader) -> Result<$ty> {
                 let (raw, bits) = read_packed(r, $prefix)?;
                 Ok(<$ty>::from_payload(raw, bits))

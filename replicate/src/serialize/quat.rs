@@ -276,23 +276,18 @@ impl NetSerializer for QuatSerializer {
     type Config = QuatConfig;
     const NAME: &'static str = "Quat";
 
-    #[inline]
     fn quantize(config: &QuatConfig, source: &Quat) -> QuantizedQuat {
         quantize_quat(&config.quantizer(), *source)
     }
-    #[inline]
     fn dequantize(config: &QuatConfig, q: &QuantizedQuat) -> Quat {
         dequantize_quat(&config.quantizer(), q)
     }
-    #[inline]
     fn serialize(config: &QuatConfig, q: &QuantizedQuat, w: &mut BitWriter) {
         write_quat(&config.quantizer(), q, w)
     }
-    #[inline]
     fn deserialize(config: &QuatConfig, r: &mut BitReader) -> Result<QuantizedQuat> {
         read_quat(&config.quantizer(), r)
     }
-    #[inline]
     fn serialize_delta(
         config: &QuatConfig,
         q: &QuantizedQuat,
@@ -301,7 +296,6 @@ impl NetSerializer for QuatSerializer {
     ) {
         write_quat_delta(&config.quantizer(), q, prev, w)
     }
-    #[inline]
     fn deserialize_delta(
         config: &QuatConfig,
         prev: &QuantizedQuat,
@@ -312,7 +306,6 @@ impl NetSerializer for QuatSerializer {
     fn validate(config: &QuatConfig, q: &QuantizedQuat) -> Result<()> {
         check_quat(&config.quantizer(), q)
     }
-    #[inline]
     fn max_bits(config: &QuatConfig) -> Option<u32> {
         Some(2 + 3 * config.quantizer().bits())
     }
@@ -484,7 +477,6 @@ impl NetSerializer for TransformSerializer {
     type Config = TransformConfig;
     const NAME: &'static str = "Transform";
 
-    #[inline]
     fn quantize(config: &TransformConfig, t: &Transform) -> QuantizedTransform {
         let scale = Vec3Serializer::quantize(&config.scale, &t.scale);
         QuantizedTransform {
@@ -493,7 +485,6 @@ impl NetSerializer for TransformSerializer {
             scale: (scale != Self::unit_scale(config)).then_some(scale),
         }
     }
-    #[inline]
     fn dequantize(config: &TransformConfig, q: &QuantizedTransform) -> Transform {
         Transform {
             translation: Vec3Serializer::dequantize(&config.translation, &q.translation),
@@ -504,13 +495,11 @@ impl NetSerializer for TransformSerializer {
             },
         }
     }
-    #[inline]
     fn serialize(config: &TransformConfig, q: &QuantizedTransform, w: &mut BitWriter) {
         Vec3Serializer::serialize(&config.translation, &q.translation, w);
         QuatSerializer::serialize(&config.rotation, &q.rotation, w);
         Self::write_scale(config, &q.scale, w);
     }
-    #[inline]
     fn deserialize(config: &TransformConfig, r: &mut BitReader) -> Result<QuantizedTransform> {
         Ok(QuantizedTransform {
             translation: Vec3Serializer::deserialize(&config.translation, r)?,
@@ -579,7 +568,6 @@ impl NetSerializer for TransformSerializer {
             None => Ok(()),
         }
     }
-    #[inline]
     fn max_bits(config: &TransformConfig) -> Option<u32> {
         Some(
             Vec3Serializer::max_bits(&config.translation)?

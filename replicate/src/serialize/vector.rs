@@ -455,22 +455,18 @@ macro_rules! vector_serializer {
             type Config = VectorConfig;
             const NAME: &'static str = stringify!($ty);
 
-            #[inline]
             fn quantize(config: &VectorConfig, v: &$ty) -> [u32; $n] {
                 let qz = Quantizer::for_config(config);
                 [$(qz.quantize(v.$field)),+]
             }
-            #[inline]
             fn dequantize(config: &VectorConfig, q: &[u32; $n]) -> $ty {
                 let qz = Quantizer::for_config(config);
                 let [$($field),+] = *q;
                 <$ty>::new($(qz.dequantize($field)),+)
             }
-            #[inline]
             fn serialize(config: &VectorConfig, q: &[u32; $n], w: &mut BitWriter) {
                 write_components(&Quantizer::for_config(config), q, w);
             }
-            #[inline]
             fn deserialize(config: &VectorConfig, r: &mut BitReader) -> Result<[u32; $n]> {
                 let qz = Quantizer::for_config(config);
                 let mut out = [0u32; $n];
@@ -479,7 +475,6 @@ macro_rules! vector_serializer {
                 }
                 Ok(out)
             }
-            #[inline]
             fn serialize_delta(
                 config: &VectorConfig,
                 q: &[u32; $n],
@@ -489,7 +484,6 @@ macro_rules! vector_serializer {
                 let qz = Quantizer::for_config(config);
                 write_components_delta(&[qz; $n], q, prev, w);
             }
-            #[inline]
             fn deserialize_delta(
                 config: &VectorConfig,
                 prev: &[u32; $n],
@@ -501,7 +495,6 @@ macro_rules! vector_serializer {
             fn validate(config: &VectorConfig, q: &[u32; $n]) -> Result<()> {
                 check_components(&Quantizer::for_config(config), q, Self::NAME)
             }
-            #[inline]
             fn max_bits(config: &VectorConfig) -> Option<u32> {
                 Some($n * Quantizer::for_config(config).bits())
             }
@@ -592,23 +585,19 @@ impl NetSerializer for Vec3AxesSerializer {
     type Config = AxesConfig;
     const NAME: &'static str = "Vec3Axes";
 
-    #[inline]
     fn quantize(config: &AxesConfig, v: &Vec3) -> [u32; 3] {
         let [x, y, z] = config.quantizers();
         [x.quantize(v.x), y.quantize(v.y), z.quantize(v.z)]
     }
-    #[inline]
     fn dequantize(config: &AxesConfig, q: &[u32; 3]) -> Vec3 {
         let [x, y, z] = config.quantizers();
         Vec3::new(x.dequantize(q[0]), y.dequantize(q[1]), z.dequantize(q[2]))
     }
-    #[inline]
     fn serialize(config: &AxesConfig, q: &[u32; 3], w: &mut BitWriter) {
         for (qz, &c) in config.quantizers().iter().zip(q) {
             w.write_bits(c as u64, qz.bits());
         }
     }
-    #[inline]
     fn deserialize(config: &AxesConfig, r: &mut BitReader) -> Result<[u32; 3]> {
         let [x, y, z] = config.quantizers();
         Ok([
@@ -617,11 +606,9 @@ impl NetSerializer for Vec3AxesSerializer {
             z.read(r, Self::NAME)?,
         ])
     }
-    #[inline]
     fn serialize_delta(config: &AxesConfig, q: &[u32; 3], prev: &[u32; 3], w: &mut BitWriter) {
         write_components_delta(&config.quantizers(), q, prev, w);
     }
-    #[inline]
     fn deserialize_delta(
         config: &AxesConfig,
         prev: &[u32; 3],
@@ -644,7 +631,6 @@ impl NetSerializer for Vec3AxesSerializer {
             ))
         }
     }
-    #[inline]
     fn max_bits(config: &AxesConfig) -> Option<u32> {
         Some(config.quantizers().iter().map(Quantizer::bits).sum())
     }
@@ -713,12 +699,10 @@ impl NetSerializer for UnitVec3Serializer {
     type Config = UnitVecConfig;
     const NAME: &'static str = "UnitVec3";
 
-    #[inline]
     fn quantize(config: &UnitVecConfig, v: &Vec3) -> [u32; 3] {
         let qz = config.quantizer();
         [qz.quantize(v.x), qz.quantize(v.y), qz.quantize(v.z)]
     }
-    #[inline]
     fn dequantize(config: &UnitVecConfig, q: &[u32; 3]) -> Vec3 {
         let qz = config.quantizer();
         Vec3::new(
@@ -727,11 +711,9 @@ impl NetSerializer for UnitVec3Serializer {
             qz.dequantize(q[2]),
         )
     }
-    #[inline]
     fn serialize(config: &UnitVecConfig, q: &[u32; 3], w: &mut BitWriter) {
         write_components(&config.quantizer(), q, w);
     }
-    #[inline]
     fn deserialize(config: &UnitVecConfig, r: &mut BitReader) -> Result<[u32; 3]> {
         let qz = config.quantizer();
         Ok([
@@ -740,11 +722,9 @@ impl NetSerializer for UnitVec3Serializer {
             qz.read(r, Self::NAME)?,
         ])
     }
-    #[inline]
     fn serialize_delta(config: &UnitVecConfig, q: &[u32; 3], prev: &[u32; 3], w: &mut BitWriter) {
         write_components_delta(&[config.quantizer(); 3], q, prev, w);
     }
-    #[inline]
     fn deserialize_delta(
         config: &UnitVecConfig,
         prev: &[u32; 3],
@@ -755,7 +735,6 @@ impl NetSerializer for UnitVec3Serializer {
     fn validate(config: &UnitVecConfig, q: &[u32; 3]) -> Result<()> {
         check_components(&config.quantizer(), q, Self::NAME)
     }
-    #[inline]
     fn max_bits(config: &UnitVecConfig) -> Option<u32> {
         Some(3 * config.quantizer().bits())
     }
