@@ -94,7 +94,7 @@ pub fn render(a: &Analysis) -> String {
     ));
     let _ = write!(
         o,
-        r#"<p class="note">All clients together, {} s per bar. Object types are whole batches (handle, size, flags, mask, members); everything else is framing or another stream.</p>"#,
+        r#"<p class="note">All clients together, {} s per bar. Object types are whole batches (object index, form, head, mask, members); everything else is framing or another stream.</p>"#,
         bw.bucket_s
     );
 
