@@ -414,7 +414,7 @@ struct Liveness {
     stale_run: u32,
 }
 
-/// This many packets in a row rejected as stale (older than the ack window) mean the
+/// This many packets in a row rejected as stale (older than the newest received) mean the
 /// receive window was moved by a packet that was not the peer's (a corrupted or forged
 /// sequence number): a read error. Reordering alone never delays 64 packets in a row
 /// behind a newer one.

@@ -40,9 +40,12 @@
 //!   huge-object stream (`writer::huge`: [`HugeObjectStream`], [`HugeObjectReceiver`]);
 //! - messages and RPCs: the [`crate::replication::attachment`] message stream of every connection.
 //!
-//! Packets may be lost, duplicated or reordered: the writer re-sends the *current*
-//! values of lost members, and the reader never lets an older packet overwrite a newer
-//! value (see [`ReplicationReader`]).
+//! Packets may be lost, duplicated or reordered on the way: the connection hands the
+//! reader each packet once and in send order (dropping, unacknowledged, one older than
+//! the newest received), and the writer re-sends the *current* values of lost members.
+//! Packets fed to the reader directly in another order are still safe: it never lets
+//! an older packet overwrite a newer value (see [`ReplicationReader`]), though a plain
+//! update in such a packet may not decode (see [`wire`]).
 //!
 //! ```
 //! use replicate::bits::{BitReader, BitWriter};
