@@ -19,10 +19,69 @@ use crate::bits::{BitReader, BitWriter};
 use crate::serialize::{ChangeMask, NetSerializer, Result, SerializeError, StableHasher};
 use crate::state::{Condition, MemberDescriptor};
 
-/// Writes the members a change mask selects (`serialize` and `serialize_delta`).
-pub struct WriteMembers<'a> {
+/// A walk along a type's change-mask bits, shared by the walkers that read the mask:
+/// the offset of the next member and, on the receiving side, the first error, after
+/// which no member is selected any more.
+struct MaskCursor<'a> {
     mask: &'a ChangeMask,
     offset: u32,
+    error: Option<SerializeError>,
+}
+
+impl<'a> MaskCursor<'a> {
+    #[inline]
+    fn new(mask: &'a ChangeMask, offset: u32) -> Self {
+        Self {
+            mask,
+            offset,
+            error: None,
+        }
+    }
+
+    /// Moves past a member of `n` bits; its offset when any of them is set and nothing
+    /// failed before.
+    #[inline]
+    fn member(&mut self, n: u32) -> Option<u32> {
+        let at = self.offset;
+        self.offset += n;
+        (self.error.is_none() && self.mask.any_in(at, n)).then_some(at)
+    }
+
+    /// Whether a `group`'s one bit is set (and nothing failed before); moves past it.
+    #[inline]
+    fn group(&mut self) -> bool {
+        let set = self.error.is_none() && self.mask.get(self.offset);
+        self.offset += 1;
+        set
+    }
+
+    /// Whether nothing failed so far.
+    #[inline]
+    fn ok(&self) -> bool {
+        self.error.is_none()
+    }
+
+    /// Keeps the first error.
+    #[inline]
+    fn note(&mut self, result: Result<()>) {
+        if let Err(e) = result {
+            self.error.get_or_insert(e);
+        }
+    }
+
+    /// The first error, if any.
+    #[inline]
+    fn finish(self) -> Result<()> {
+        match self.error {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    }
+}
+
+/// Writes the members a change mask selects (`serialize` and `serialize_delta`).
+pub struct WriteMembers<'a> {
+    cursor: MaskCursor<'a>,
     writer: &'a mut BitWriter,
 }
 
@@ -31,8 +90,7 @@ impl<'a> WriteMembers<'a> {
     #[inline]
     pub fn new(mask: &'a ChangeMask, offset: u32, writer: &'a mut BitWriter) -> Self {
         Self {
-            mask,
-            offset,
+            cursor: MaskCursor::new(mask, offset),
             writer,
         }
     }
@@ -40,11 +98,9 @@ impl<'a> WriteMembers<'a> {
     /// A member with its own change-mask bits, when any of them is set.
     #[inline(never)]
     pub fn member<S: NetSerializer>(&mut self, config: &S::Config, value: &S::Quantized) {
-        let n = S::change_mask_bits(config);
-        if self.mask.any_in(self.offset, n) {
-            S::serialize_masked(config, value, self.mask, self.offset, self.writer);
+        if let Some(at) = self.cursor.member(S::change_mask_bits(config)) {
+            S::serialize_masked(config, value, self.cursor.mask, at, self.writer);
         }
-        self.offset += n;
     }
 
     /// [`member`](Self::member) against its baseline.
@@ -55,19 +111,16 @@ impl<'a> WriteMembers<'a> {
         value: &S::Quantized,
         baseline: &S::Quantized,
     ) {
-        let n = S::change_mask_bits(config);
-        if self.mask.any_in(self.offset, n) {
-            S::serialize_masked_delta(config, value, baseline, self.mask, self.offset, self.writer);
+        if let Some(at) = self.cursor.member(S::change_mask_bits(config)) {
+            let mask = self.cursor.mask;
+            S::serialize_masked_delta(config, value, baseline, mask, at, self.writer);
         }
-        self.offset += n;
     }
 
     /// Whether a `group`'s one bit is set; moves past it.
     #[inline]
     pub fn group(&mut self) -> bool {
-        let set = self.mask.get(self.offset);
-        self.offset += 1;
-        set
+        self.cursor.group()
     }
 
     /// A member of a set group, whole.
@@ -92,10 +145,8 @@ impl<'a> WriteMembers<'a> {
 /// After the first error it reads nothing more and leaves the remaining members as
 /// they are; [`finish`](Self::finish) returns that error.
 pub struct ReadMembers<'a, 'r> {
-    mask: &'a ChangeMask,
-    offset: u32,
+    cursor: MaskCursor<'a>,
     reader: &'a mut BitReader<'r>,
-    error: Option<SerializeError>,
 }
 
 impl<'a, 'r> ReadMembers<'a, 'r> {
@@ -103,22 +154,18 @@ impl<'a, 'r> ReadMembers<'a, 'r> {
     #[inline]
     pub fn new(mask: &'a ChangeMask, offset: u32, reader: &'a mut BitReader<'r>) -> Self {
         Self {
-            mask,
-            offset,
+            cursor: MaskCursor::new(mask, offset),
             reader,
-            error: None,
         }
     }
 
     /// A member with its own change-mask bits, when any of them is set.
     #[inline(never)]
     pub fn member<S: NetSerializer>(&mut self, config: &S::Config, target: &mut S::Quantized) {
-        let n = S::change_mask_bits(config);
-        if self.error.is_none() && self.mask.any_in(self.offset, n) {
-            let read = S::deserialize_masked(config, target, self.mask, self.offset, self.reader);
-            self.error = read.err();
+        if let Some(at) = self.cursor.member(S::change_mask_bits(config)) {
+            let read = S::deserialize_masked(config, target, self.cursor.mask, at, self.reader);
+            self.cursor.note(read);
         }
-        self.offset += n;
     }
 
     /// [`member`](Self::member) against its baseline.
@@ -129,37 +176,25 @@ impl<'a, 'r> ReadMembers<'a, 'r> {
         target: &mut S::Quantized,
         baseline: &S::Quantized,
     ) {
-        let n = S::change_mask_bits(config);
-        if self.error.is_none() && self.mask.any_in(self.offset, n) {
-            let read = S::deserialize_masked_delta(
-                config,
-                target,
-                baseline,
-                self.mask,
-                self.offset,
-                self.reader,
-            );
-            self.error = read.err();
+        if let Some(at) = self.cursor.member(S::change_mask_bits(config)) {
+            let mask = self.cursor.mask;
+            let read = S::deserialize_masked_delta(config, target, baseline, mask, at, self.reader);
+            self.cursor.note(read);
         }
-        self.offset += n;
     }
 
     /// Whether a `group`'s one bit is set (and nothing failed before); moves past it.
     #[inline]
     pub fn group(&mut self) -> bool {
-        let set = self.error.is_none() && self.mask.get(self.offset);
-        self.offset += 1;
-        set
+        self.cursor.group()
     }
 
     /// A member of a set group, whole.
     #[inline(never)]
     pub fn whole<S: NetSerializer>(&mut self, config: &S::Config, target: &mut S::Quantized) {
-        if self.error.is_none() {
-            match S::deserialize(config, self.reader) {
-                Ok(v) => *target = v,
-                Err(e) => self.error = Some(e),
-            }
+        if self.cursor.ok() {
+            let read = S::deserialize(config, self.reader).map(|v| *target = v);
+            self.cursor.note(read);
         }
     }
 
@@ -171,29 +206,22 @@ impl<'a, 'r> ReadMembers<'a, 'r> {
         target: &mut S::Quantized,
         baseline: &S::Quantized,
     ) {
-        if self.error.is_none() {
-            match S::deserialize_delta(config, baseline, self.reader) {
-                Ok(v) => *target = v,
-                Err(e) => self.error = Some(e),
-            }
+        if self.cursor.ok() {
+            let read = S::deserialize_delta(config, baseline, self.reader).map(|v| *target = v);
+            self.cursor.note(read);
         }
     }
 
     /// The first error, if any.
     #[inline]
     pub fn finish(self) -> Result<()> {
-        match self.error {
-            None => Ok(()),
-            Some(e) => Err(e),
-        }
+        self.cursor.finish()
     }
 }
 
 /// Validates the received members a change mask selects; stops at the first error.
 pub struct ValidateMembers<'a> {
-    mask: &'a ChangeMask,
-    offset: u32,
-    error: Option<SerializeError>,
+    cursor: MaskCursor<'a>,
 }
 
 impl<'a> ValidateMembers<'a> {
@@ -201,45 +229,36 @@ impl<'a> ValidateMembers<'a> {
     #[inline]
     pub fn new(mask: &'a ChangeMask, offset: u32) -> Self {
         Self {
-            mask,
-            offset,
-            error: None,
+            cursor: MaskCursor::new(mask, offset),
         }
     }
 
     /// A member with its own change-mask bits, when any of them is set.
     #[inline(never)]
     pub fn member<S: NetSerializer>(&mut self, config: &S::Config, value: &S::Quantized) {
-        let n = S::change_mask_bits(config);
-        if self.error.is_none() && self.mask.any_in(self.offset, n) {
-            self.error = S::validate(config, value).err();
+        if self.cursor.member(S::change_mask_bits(config)).is_some() {
+            self.cursor.note(S::validate(config, value));
         }
-        self.offset += n;
     }
 
     /// Whether a `group`'s one bit is set (and nothing failed before); moves past it.
     #[inline]
     pub fn group(&mut self) -> bool {
-        let set = self.error.is_none() && self.mask.get(self.offset);
-        self.offset += 1;
-        set
+        self.cursor.group()
     }
 
     /// A member of a set group.
     #[inline(never)]
     pub fn whole<S: NetSerializer>(&mut self, config: &S::Config, value: &S::Quantized) {
-        if self.error.is_none() {
-            self.error = S::validate(config, value).err();
+        if self.cursor.ok() {
+            self.cursor.note(S::validate(config, value));
         }
     }
 
     /// The first error, if any.
     #[inline]
     pub fn finish(self) -> Result<()> {
-        match self.error {
-            None => Ok(()),
-            Some(e) => Err(e),
-        }
+        self.cursor.finish()
     }
 }
 
