@@ -51,6 +51,21 @@ pub struct TypeRow {
     pub bits: u64,
 }
 
+/// The row of `protocol` in `rows`, a new empty one named by `name` if none.
+fn type_row<'m>(
+    rows: &'m mut BTreeMap<u16, TypeRow>,
+    protocol: u16,
+    name: &dyn Fn(u16) -> String,
+) -> &'m mut TypeRow {
+    rows.entry(protocol).or_insert_with(|| TypeRow {
+        protocol,
+        name: name(protocol),
+        batches: 0,
+        creations: 0,
+        bits: 0,
+    })
+}
+
 /// One member's (change-mask range's) totals.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemberRow {
@@ -332,13 +347,7 @@ impl Analysis {
                         rest.push((format!("{name} stream"), s));
                     }
                     for t in &bits.huge_types {
-                        let row = huge.entry(t.protocol).or_insert_with(|| TypeRow {
-                            protocol: t.protocol,
-                            name: type_name(t.protocol),
-                            batches: 0,
-                            creations: 0,
-                            bits: 0,
-                        });
+                        let row = type_row(&mut huge, t.protocol, &type_name);
                         row.batches += u64::from(t.batches);
                         row.bits += t.bits;
                     }
@@ -354,13 +363,7 @@ impl Analysis {
                                     + rep.parts[ReplicationPart::EndMarkers as usize],
                             ));
                             for t in &rep.types {
-                                let row = types.entry(t.protocol).or_insert_with(|| TypeRow {
-                                    protocol: t.protocol,
-                                    name: type_name(t.protocol),
-                                    batches: 0,
-                                    creations: 0,
-                                    bits: 0,
-                                });
+                                let row = type_row(&mut types, t.protocol, &type_name);
                                 row.batches += u64::from(t.batches);
                                 row.creations += u64::from(t.creations);
                                 row.bits += t.bits;
