@@ -30,10 +30,7 @@ pub(super) struct BatchCoding<'a> {
 impl BatchCoding<'_> {
     /// The batch's head.
     pub fn head(&self) -> BatchHead {
-        match self.plan.zip(self.st) {
-            Some((plan, _)) => plan.head(),
-            None => BatchHead::Full,
-        }
+        self.plan.map_or(BatchHead::Full, DeltaPlan::head)
     }
 
     /// Whether the batch is a plain update (no creation, tear-off or tags: no size,
@@ -136,7 +133,7 @@ fn write_members(
     if let Some(segment) = segments.find(c.index, handle, c.mask, &kind) {
         w.write_words(segment.words, segment.bits);
         *segment_id = Some(segment.id);
-        return segment.member_bits;
+        return segment.bits;
     }
     let start = w.position();
     let member_bits = match plan {
@@ -148,16 +145,9 @@ fn write_members(
     };
     if !w.is_overflown() {
         let against = plan.and_then(|(plan, st)| plan.against(st)).cloned();
-        *segment_id = segments.insert(
-            c.index,
-            handle,
-            c.mask,
-            kind,
-            against,
-            member_bits,
-            member_bits,
-            |out| w.copy_bits(start, member_bits, out),
-        );
+        *segment_id = segments.insert(c.index, handle, c.mask, kind, against, member_bits, |out| {
+            w.copy_bits(start, member_bits, out)
+        });
     }
     member_bits
 }

@@ -35,7 +35,6 @@ struct Entry {
     /// First word in `words`.
     start: u32,
     bits: u32,
-    member_bits: u32,
     /// The object's next entry.
     next: u32,
     /// Network insights at the `Members` level: each member measured alone.
@@ -52,14 +51,13 @@ struct Difference {
     next: u32,
 }
 
-/// One encoded segment: its bits and how many of them are member values.
+/// One encoded segment: its member values, `bits` of them in `words`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Segment<'a> {
     /// Names the segment in [`EncodedSegments::measures`].
     pub id: u32,
     pub words: &'a [u64],
     pub bits: usize,
-    pub member_bits: usize,
 }
 
 /// The tick's encoded segments, per object.
@@ -186,7 +184,6 @@ impl EncodedSegments {
                     id: at,
                     words: &self.words[start..start + (e.bits as usize).div_ceil(64)],
                     bits: e.bits as usize,
-                    member_bits: e.member_bits as usize,
                 });
             }
             at = e.next;
@@ -205,18 +202,13 @@ impl EncodedSegments {
         kind: SegmentKind,
         against: Option<Arc<dyn ErasedState>>,
         bits: usize,
-        member_bits: usize,
         copy: impl FnOnce(&mut Vec<u64>),
     ) -> Option<u32> {
         self.misses += 1;
         if !self.shared {
             return None;
         }
-        let (Ok(bits32), Ok(member32), Ok(start)) = (
-            u32::try_from(bits),
-            u32::try_from(member_bits),
-            u32::try_from(self.words.len()),
-        ) else {
+        let (Ok(bits32), Ok(start)) = (u32::try_from(bits), u32::try_from(self.words.len())) else {
             return None;
         };
         copy(&mut self.words);
@@ -239,7 +231,6 @@ impl EncodedSegments {
             _against: against,
             start,
             bits: bits32,
-            member_bits: member32,
             next,
             measures: None,
         });
@@ -298,7 +289,6 @@ mod tests {
             kind,
             None,
             71,
-            7,
             |out| w.copy_bits(0, 71, out),
         );
     }
@@ -313,7 +303,7 @@ mod tests {
         store(&mut s, 5, 0b1, SegmentKind::Full);
         let m = mask(0b101);
         let seg = s.find(3, handle(3), &m, &delta).expect("stored");
-        assert_eq!((seg.bits, seg.member_bits), (71, 7));
+        assert_eq!(seg.bits, 71);
         assert_eq!(seg.words[0], 0b101);
         assert_eq!(seg.words[1], 3);
         assert!(s.find(3, handle(3), &mask(0b1), &delta).is_none());
@@ -354,7 +344,6 @@ mod tests {
             SegmentKind::Full,
             None,
             130,
-            0,
             |out| out.push(0),
         );
         assert!(s.find(1, handle(1), &mask(1), &SegmentKind::Full).is_none());

@@ -824,8 +824,12 @@ impl ReplicationReader {
         }
         r.check().map_err(framing)?;
         let mut frame = SectionFrame::begin_read(r).map_err(framing)?;
-        while let Some(index) = frame.read_index(r).map_err(framing)? {
-            self.read_batch(world, r, &mut frame, index)?;
+        loop {
+            let start = r.position();
+            let Some(index) = frame.read_index(r).map_err(framing)? else {
+                break;
+            };
+            self.read_batch(world, r, &mut frame, index, start)?;
         }
         r.check().map_err(framing)
     }
@@ -836,8 +840,8 @@ impl ReplicationReader {
         r: &mut BitReader,
         frame: &mut SectionFrame,
         index: u32,
+        start: usize,
     ) -> Result<(), StreamError> {
-        let start = r.position();
         if index as usize >= world.local_cap() {
             return Err(framing(format!(
                 "object index {index} is past the cap of {} (max_client_objects)",

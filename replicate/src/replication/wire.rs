@@ -255,27 +255,6 @@ impl BatchHead {
         })
     }
 
-    /// The bits [`write`](Self::write) writes.
-    pub fn written_bits(&self) -> usize {
-        match *self {
-            BatchHead::Full => 1,
-            BatchHead::Reference {
-                reference,
-                prediction,
-                ..
-            } => {
-                4 + usize::from(reference.is_some())
-                    + match prediction {
-                        None => 0,
-                        Some(Some(1)) => 1,
-                        Some(None) | Some(Some(0)) => 2,
-                        Some(Some(_)) => 3,
-                    }
-            }
-            BatchHead::Fresh { .. } => 5,
-        }
-    }
-
     /// The mask's form under this head: the creation hint of masks coded against the
     /// default state (`ChangeMask::write_with_hint`), or none (`ChangeMask::write`).
     pub fn mask_hint(&self, creating: bool) -> Option<bool> {
@@ -417,18 +396,6 @@ impl SectionFrame {
         w.write_bits((1 << self.width) - 1, self.width);
     }
 
-    /// The bits [`write_index`](Self::write_index) writes for `index`.
-    pub fn index_bits(&self, index: u32) -> usize {
-        if index == self.next {
-            1
-        } else if index > self.next {
-            let gap = u64::from(index - self.next - 1);
-            2 + (exp_golomb_len(gap, 0, 24) as usize).min(self.width as usize)
-        } else {
-            2 + self.width as usize
-        }
-    }
-
     /// Writes an object index (below `2^width - 1`), the shortest of its forms.
     pub fn write_index(&mut self, w: &mut BitWriter, index: u32) {
         debug_assert!(u64::from(index) < (1 << self.width) - 1);
@@ -489,14 +456,6 @@ impl SectionFrame {
         self.next = mark;
     }
 
-    /// The bits [`write_head`](Self::write_head) writes for `head`.
-    pub fn head_bits(&self, head: &BatchHead) -> usize {
-        match self.heads.iter().position(|h| h == head) {
-            Some(rank) => rank + 1,
-            None => HEAD_HISTORY + head.written_bits(),
-        }
-    }
-
     /// Writes a plain update's head: `[1]`, `[01]`, `[001]` for the latest, second and
     /// third latest plain update head in this section, else `[000]` and the head.
     pub fn write_head(&self, w: &mut BitWriter, head: &BatchHead) {
@@ -528,19 +487,6 @@ impl SectionFrame {
             .iter()
             .find(|(p, _)| *p == protocol)
             .map_or(&[], |(_, m)| m.as_slice())
-    }
-
-    /// The bits [`write_mask`](Self::write_mask) writes for `mask`.
-    pub fn mask_bits(
-        &self,
-        protocol: ProtocolIndex,
-        mask: &ChangeMask,
-        hint: Option<bool>,
-    ) -> usize {
-        match self.recent_masks(protocol).iter().position(|m| m == mask) {
-            Some(rank) => rank + 1,
-            None => MASK_HISTORY + mask.written_bits(hint),
-        }
     }
 
     /// Writes a plain update's change mask: `[1]`, `[01]`, `[001]` for the type's
@@ -684,7 +630,8 @@ mod tests {
             let (got, len, left) =
                 round_trip(|w| head.write(w), |r| BatchHead::read(r, |_| has_prior));
             assert_eq!(got.unwrap(), head);
-            assert_eq!((len, left), (head.written_bits(), 0), "{head:?}");
+            assert!(len <= 8, "{head:?}: {len} bits");
+            assert_eq!(left, 0, "{head:?}");
         }
     }
 
@@ -697,10 +644,9 @@ mod tests {
             |w| {
                 for &i in &indices {
                     let before = w.position();
-                    let bits = frame.index_bits(i);
                     frame.write_index(w, i);
-                    assert_eq!(w.position() - before, bits, "index {i}");
-                    assert!(bits <= 14);
+                    let bits = w.position() - before;
+                    assert!(bits <= 14, "index {i}: {bits} bits");
                     expected.push(bits);
                 }
             },
