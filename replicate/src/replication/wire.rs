@@ -539,14 +539,15 @@ impl SectionFrame {
                 self.heads.insert(0, head);
             }
         }
-        let recent = match self.masks.iter_mut().position(|(p, _)| *p == protocol) {
-            Some(i) => &mut self.masks[i].1,
+        let i = match self.masks.iter().position(|(p, _)| *p == protocol) {
+            Some(i) => i,
             None => {
                 self.masks
                     .push((protocol, Vec::with_capacity(MASK_HISTORY)));
-                &mut self.masks.last_mut().expect("just pushed").1
+                self.masks.len() - 1
             }
         };
+        let recent = &mut self.masks[i].1;
         match recent.iter().position(|m| m == mask) {
             Some(rank) => recent[..=rank].rotate_right(1),
             None => {
