@@ -125,8 +125,9 @@ fn lost_creation_is_sent_again_with_current_values() {
 
 #[test]
 fn destroyed_after_a_lost_creation_sends_a_destroy() {
-    // Creation 1 is in flight, creation 2 too; 1 is lost, then the object is destroyed.
-    // Creation 2 may still arrive, so a destroy must follow it.
+    // The creation is in flight and an update follows it; the creation is lost, then
+    // the object is destroyed. The update alone does not create the object, and the
+    // destroy cleans up whatever the client may have.
     let mut m = Manual::new();
     let h = m.server.objects_mut().spawn(pawn(1, 10)).unwrap();
     let (s1, _) = m.tick_and_write();
@@ -136,7 +137,14 @@ fn destroyed_after_a_lost_creation_sends_a_destroy() {
     m.server.objects_mut().destroy(h).unwrap();
     let (s3, p3) = m.tick_and_write();
     m.deliver_to_client(&p2);
-    assert!(m.client.contains(h));
+    assert!(!m.client.contains(h), "an update does not create");
+    assert!(
+        m.client
+            .drain_events()
+            .iter()
+            .all(|e| !matches!(e, ReplicationEvent::ObjectError { .. })),
+        "and is skipped quietly"
+    );
     m.deliver_to_client(&p3);
     assert!(
         !m.client.contains(h),
@@ -185,7 +193,13 @@ fn iris_timeline_packet_101_lost_members_resent_later_with_current_values() {
             _ => None,
         })
         .collect();
-    assert_eq!(masks, vec![0b0100, 0b0001], "102 applied hp, 103 applied x");
+    // 102 also carried x = 5: it nominated a baseline, built from the acknowledged one
+    // (x = 0), so it carried every member that differs from it.
+    assert_eq!(
+        masks,
+        vec![0b0101, 0b0001],
+        "102 applied hp (and x = 5), 103 applied x = 6"
+    );
     // Notifications carried the old values.
     let c = m.client.get::<Pawn>(h).unwrap();
     assert!(c.notifications.contains(&("hp", "100".into())));
@@ -402,7 +416,7 @@ fn dependent_before_parent_only_in_initial_state() {
 #[test]
 fn higher_priority_goes_first_and_priority_accumulates_until_sent() {
     let mut m = Manual::new();
-    m.mtu = 8; // room for one small batch per packet
+    m.mtu = 9; // room for one small batch per packet
     let low = m.server.objects_mut().spawn(Crate::default()).unwrap();
     let high = m.server.objects_mut().spawn(Crate::default()).unwrap();
     m.server.objects_mut().set_priority(high, 5.0).unwrap();

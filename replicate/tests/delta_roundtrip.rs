@@ -185,6 +185,9 @@ fn container_attribute_turns_delta_off_and_run_time_override_turns_it_on() {
     server.write_packet(conn, PacketSequence(1), &mut w);
     assert_eq!(baselines_of(&server, conn, plain), 0);
     assert_eq!(baselines_of(&server, conn, thing), 1);
+    // Creations acknowledged (updates nominate no baseline while a creation is in
+    // flight).
+    server.process_delivery(conn, PacketSequence(1), DeliveryStatus::Delivered);
     assert!(server.set_type_delta_compression::<Plain>(true));
     server.objects_mut().get_mut::<Plain>(plain).unwrap().n = 2;
     server.tick(Duration::from_millis(66));

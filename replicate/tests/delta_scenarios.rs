@@ -11,8 +11,8 @@ use replicate::bits::{BitReader, BitWriter};
 use replicate::internals::connection::{DeliveryStatus, PacketSequence};
 use replicate::internals::object::ConnectionId;
 use replicate::internals::replication::{
-    DeltaSettings, INVALID_BASELINE_INDEX, ObjectReadError, ReplicationClient, ReplicationConfig,
-    ReplicationEvent, ReplicationServer,
+    DeltaSettings, ObjectReadError, ReplicationClient, ReplicationConfig, ReplicationEvent,
+    ReplicationServer,
 };
 use replicate::internals::state::ChangeMask;
 use std::time::Duration;
@@ -48,10 +48,7 @@ fn lost_baseline_merges_its_mask_back() {
     m.round_trip();
     m.round_trip();
     let w = m.server.writer(m.conn).unwrap();
-    assert!(
-        w.info(i).unwrap().last_acked_baseline() < 2,
-        "creation baseline acked"
-    );
+    assert!(w.baselines().acked(i).is_some(), "creation baseline acked");
     {
         let p = m.server.objects_mut().get_mut::<Pawn>(h).unwrap();
         p.x = 10; // A
@@ -60,10 +57,14 @@ fn lost_baseline_merges_its_mask_back() {
     }
     let (lost_seq, _lost_bytes) = m.tick_and_write();
     let w = m.server.writer(m.conn).unwrap();
-    let acked = w.info(i).unwrap().last_acked_baseline();
-    let pending = w.info(i).unwrap().pending_baseline();
-    assert!(pending < 2, "the packet nominated a new baseline");
-    assert_ne!(pending, acked, "a new baseline goes in the other slot");
+    let acked = w.baselines().acked(i).unwrap().0;
+    let pending = w.baselines().pending(i);
+    assert_eq!(
+        pending.count_ones(),
+        1,
+        "the packet nominated a new baseline"
+    );
+    assert_eq!(pending & 1 << acked, 0, "in another slot");
     assert_eq!(w.baselines().count(i), 2);
     assert_eq!(w.change_mask(i).unwrap().to_u64(), 0);
     m.server.objects_mut().get_mut::<Pawn>(h).unwrap().alive = true; // D
@@ -85,13 +86,10 @@ fn lost_baseline_merges_its_mask_back() {
         0b1111,
         "A, B, C merged back with D"
     );
+    assert_eq!(w.baselines().pending(i), 0);
     assert_eq!(
-        w.info(i).unwrap().pending_baseline(),
-        INVALID_BASELINE_INDEX
-    );
-    assert_eq!(
-        w.info(i).unwrap().last_acked_baseline(),
-        acked,
+        w.baselines().acked(i).map(|(k, _)| k),
+        Some(acked),
         "acked kept"
     );
     assert_eq!(w.baselines().count(i), 1);
@@ -104,7 +102,7 @@ fn lost_baseline_merges_its_mask_back() {
 }
 
 #[test]
-fn acks_and_losses_keep_at_most_two_baselines_and_the_client_decodes() {
+fn acks_and_losses_keep_few_baselines_and_the_client_decodes() {
     let mut m = Manual::with_config(config(1));
     let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();
     let i = index(&m.server, h);
@@ -137,7 +135,9 @@ fn acks_and_losses_keep_at_most_two_baselines_and_the_client_decodes() {
         }
     }
     assert!(m.server.baselines().stats().baselines_created > 50);
-    assert!(m.server.baselines().live_snapshots() <= 2);
+    // The acknowledged baseline and the two it was built from (a quadratic
+    // prediction's states).
+    assert!(m.server.baselines().live_snapshots() <= 3);
 }
 
 /// A server with several connections and their clients, packets delivered by hand.
@@ -224,10 +224,7 @@ fn owner_change_releases_the_old_owners_baselines() {
     // The old and the new owner's baselines are gone; the bystander keeps its own.
     let wa = m.server.writer(a).unwrap();
     assert_eq!(wa.baselines().count(i), 0);
-    assert_eq!(
-        wa.info(i).unwrap().last_acked_baseline(),
-        INVALID_BASELINE_INDEX
-    );
+    assert!(wa.baselines().acked(i).is_none());
     assert_eq!(m.server.writer(b).unwrap().baselines().count(i), 0);
     assert!(m.server.writer(c).unwrap().baselines().count(i) > 0);
     // Drain the tick's packets without a new tick.
@@ -291,15 +288,8 @@ fn a_hundred_connections_share_one_snapshot_cloned_once() {
     assert_eq!(server.baselines().live_snapshots(), 1);
     for &c in &conns {
         server.process_delivery(c, PacketSequence(1), DeliveryStatus::Delivered);
-        assert_eq!(
-            server
-                .writer(c)
-                .unwrap()
-                .info(i)
-                .unwrap()
-                .last_acked_baseline(),
-            0
-        );
+        let acked = server.writer(c).unwrap().baselines().acked(i);
+        assert_eq!(acked.map(|(k, b)| (k, b.snapshot)).unwrap().0, 0);
     }
     assert_eq!(server.baselines().live_snapshots(), 1);
     // Connections leave: the last reference frees the snapshot.
@@ -364,20 +354,30 @@ fn a_baseline_every_packet_while_acks_flow() {
 }
 
 #[test]
-fn acks_in_flight_hold_back_the_next_baseline() {
-    // Acks arrive three packets late: one nomination in flight at a time, so a new
-    // baseline every fourth packet.
+fn nominations_in_flight_cover_late_acks() {
+    // Acks arrive three packets late: every packet still nominates (four baselines
+    // live: the acknowledged one and three in flight), so deltas run against the state
+    // of one round trip ago.
     let mut m = Manual::with_config(config(60));
     let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();
+    let i = index(&m.server, h);
     let mut in_flight = std::collections::VecDeque::new();
-    for _ in 0..40 {
+    for step in 0..40 {
         m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x += 1;
         let (seq, bytes) = m.tick_and_write();
         m.deliver_to_client(&bytes);
+        assert!(same_state(&m.server, &m.client, h), "step {step}");
         in_flight.push_back(seq);
         if in_flight.len() > 3 {
             let seq = in_flight.pop_front().unwrap();
             m.ack(seq, DeliveryStatus::Delivered);
+        }
+        let w = m.server.writer(m.conn).unwrap();
+        assert!(w.baselines().count(i) <= 4, "step {step}");
+        // Updates nominate nothing until the creation (packet 0) is acknowledged
+        // after packet 3.
+        if step > 6 {
+            assert_eq!(w.baselines().pending(i).count_ones(), 3, "step {step}");
         }
     }
     while let Some(seq) = in_flight.pop_front() {
@@ -385,40 +385,78 @@ fn acks_in_flight_hold_back_the_next_baseline() {
     }
     m.round_trip();
     assert!(same_state(&m.server, &m.client, h));
-    let reserved = m.server.baselines().stats().reserved;
-    assert!((10..=12).contains(&reserved), "{reserved}");
+    // The creation and packets 4 to 39 (the last round trip has nothing to send).
+    assert_eq!(m.server.baselines().stats().reserved, 37);
+    assert!(
+        m.client
+            .drain_events()
+            .iter()
+            .all(|e| !matches!(e, ReplicationEvent::ObjectError { .. }))
+    );
 }
 
 #[test]
-fn a_lost_nomination_falls_back_to_the_frame_throttle() {
+fn acks_later_than_the_slots_cover_pause_nominations() {
+    // Acks ten packets late: the eight slots fill up, nominations wait for acks, and
+    // every batch still decodes against the acknowledged baseline.
+    let mut m = Manual::with_config(config(60));
+    let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();
+    let i = index(&m.server, h);
+    let mut in_flight = std::collections::VecDeque::new();
+    for step in 0..60 {
+        m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x += 3;
+        let (seq, bytes) = m.tick_and_write();
+        m.deliver_to_client(&bytes);
+        assert!(same_state(&m.server, &m.client, h), "step {step}");
+        in_flight.push_back(seq);
+        if in_flight.len() > 10 {
+            let seq = in_flight.pop_front().unwrap();
+            m.ack(seq, DeliveryStatus::Delivered);
+        }
+        assert!(m.server.writer(m.conn).unwrap().baselines().count(i) <= 8);
+    }
+    let reserved = m.server.baselines().stats().reserved;
+    assert!((30..60).contains(&reserved), "{reserved}");
+    assert!(
+        m.client
+            .drain_events()
+            .iter()
+            .all(|e| !matches!(e, ReplicationEvent::ObjectError { .. }))
+    );
+}
+
+#[test]
+fn a_lost_nomination_does_not_stop_the_next() {
     let mut m = Manual::with_config(config(30));
     let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();
+    let i = index(&m.server, h);
     for _ in 0..5 {
         m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x += 1;
         m.round_trip();
     }
     assert_eq!(m.server.baselines().stats().reserved, 5);
-    // Lose one nominating packet: no new baseline until 30 frames after the last one.
+    let acked = m
+        .server
+        .writer(m.conn)
+        .unwrap()
+        .baselines()
+        .acked(i)
+        .unwrap()
+        .0;
+    // Lose one nominating packet: its slot frees, the acknowledged baseline stays, and
+    // the next packet nominates again.
     m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x += 1;
     let (seq, _) = m.tick_and_write();
     m.ack(seq, DeliveryStatus::Lost);
+    let w = m.server.writer(m.conn).unwrap();
+    assert_eq!(w.baselines().pending(i), 0);
+    assert_eq!(w.baselines().acked(i).unwrap().0, acked);
     assert_eq!(m.server.baselines().stats().reserved, 6);
     for _ in 0..20 {
         m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x += 1;
         m.round_trip();
     }
-    assert_eq!(
-        m.server.baselines().stats().reserved,
-        6,
-        "throttled after the loss"
-    );
-    for _ in 0..20 {
-        m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x += 1;
-        m.round_trip();
-    }
-    // One throttled creation, acknowledged; then one per packet again.
-    let reserved = m.server.baselines().stats().reserved;
-    assert!((15..=17).contains(&reserved), "{reserved}");
+    assert_eq!(m.server.baselines().stats().reserved, 26);
     assert!(same_state(&m.server, &m.client, h));
 }
 
@@ -458,6 +496,7 @@ fn prediction_codes_steady_motion_in_fewer_bits() {
 fn extrapolate_continues_each_members_step() {
     use replicate::internals::protocol::ErasedState;
     use replicate::internals::replication::extrapolate;
+    use replicate::internals::replication::wire::Prediction::{Linear, Quadratic};
     let prior = PawnState {
         x: -4i32 as u32,
         y: 100,
@@ -471,20 +510,32 @@ fn extrapolate_continues_each_members_step() {
         alive: false,
     };
     let mask = ChangeMask::all(b.type_descriptor().change_mask_bits);
-    let p = extrapolate(&b, &prior, &mask, 1).expect("prediction");
+    let p = extrapolate(&b, &prior, None, &mask, Linear(1)).expect("prediction");
     let p = p.as_any().downcast_ref::<PawnState>().unwrap();
     // x: 10 + 14; y: no step; hp: 255 + 5 wraps in its 8 bits; a bool predicts itself.
     assert_eq!((p.x, p.y, p.hp, p.alive), (24, 100, 4, false));
     // Two steps on: 10 + 2 · 14.
-    let p2 = extrapolate(&b, &prior, &mask, 2).unwrap();
+    let p2 = extrapolate(&b, &prior, None, &mask, Linear(2)).unwrap();
     let p2 = p2.as_any().downcast_ref::<PawnState>().unwrap();
     assert_eq!(p2.x, 38);
     // Only the masked members are predicted.
     let mut only_x = ChangeMask::new(mask.len());
     only_x.set(0);
-    let p = extrapolate(&b, &prior, &only_x, 1).unwrap();
+    let p = extrapolate(&b, &prior, None, &only_x, Linear(1)).unwrap();
     let p = p.as_any().downcast_ref::<PawnState>().unwrap();
     assert_eq!((p.x, p.hp), (24, 255));
+    // Quadratic: x stepped +16 then +14, so the next step is +12; hp's steps of 5
+    // continue (wrapping); it needs the prior's prior.
+    let prior2 = PawnState {
+        x: -20i32 as u32,
+        y: 100,
+        hp: 245,
+        alive: true,
+    };
+    let q = extrapolate(&b, &prior, Some(&prior2), &mask, Quadratic).unwrap();
+    let q = q.as_any().downcast_ref::<PawnState>().unwrap();
+    assert_eq!((q.x, q.y, q.hp, q.alive), (22, 100, 4, false));
+    assert!(extrapolate(&b, &prior, None, &mask, Quadratic).is_none());
 }
 
 #[test]
@@ -557,30 +608,24 @@ fn a_packet_in_flight_during_an_invalidation_still_decodes() {
     let i = index(&m.server, h);
     m.round_trip();
     m.round_trip();
-    let acked = m
-        .server
-        .writer(m.conn)
-        .unwrap()
-        .info(i)
-        .unwrap()
-        .last_acked_baseline();
-    assert!(acked < 2);
-    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x = 5;
-    let (late_seq, late) = m.tick_and_write();
-    // A condition change releases the baselines; the next batch takes the full path
-    // and nominates the slot the packet in flight does not reference.
-    m.server.invalidate_baselines(m.conn, h);
-    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().y = 6;
-    let (seq, bytes) = m.tick_and_write();
-    assert_eq!(
+    assert!(
         m.server
             .writer(m.conn)
             .unwrap()
-            .info(i)
-            .unwrap()
-            .pending_baseline(),
-        1 - acked
+            .baselines()
+            .acked(i)
+            .is_some()
     );
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x = 5;
+    let (late_seq, late) = m.tick_and_write();
+    // A condition change releases the baselines; the next batch takes the full path
+    // and nominates a new one.
+    m.server.invalidate_baselines(m.conn, h);
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().y = 6;
+    let (seq, bytes) = m.tick_and_write();
+    let w = m.server.writer(m.conn).unwrap();
+    assert!(w.baselines().acked(i).is_none());
+    assert_eq!(w.baselines().pending(i).count_ones(), 1);
     // The packet written before the invalidation arrives first (packets are read in
     // send order) and decodes against the slot the new nomination left alone.
     m.deliver_to_client(&late);

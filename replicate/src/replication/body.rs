@@ -20,6 +20,9 @@ pub(super) struct BatchCoding<'a> {
     pub index: InternalIndex,
     pub entry: &'a ObjectEntry,
     pub creating: bool,
+    /// The object's creation is in flight: an update goes in the long form, which a
+    /// client that does not know the object skips.
+    pub unconfirmed: bool,
     pub tear_off: bool,
     pub send_tags: bool,
     pub plan: Option<&'a DeltaPlan>,
@@ -33,10 +36,10 @@ impl BatchCoding<'_> {
         self.plan.map_or(BatchHead::Full, DeltaPlan::head)
     }
 
-    /// Whether the batch is a plain update (no creation, tear-off or tags: no size,
-    /// see `wire`).
+    /// Whether the batch is a plain update (no creation, tear-off or tags, and an
+    /// object the client knows: no size, see `wire`).
     pub fn is_plain(&self) -> bool {
-        !self.creating && !self.tear_off && !self.send_tags
+        !self.creating && !self.unconfirmed && !self.tear_off && !self.send_tags
     }
 }
 

@@ -779,8 +779,10 @@ impl ReplicationClient {
 
     /// Reads a received packet (after the transport's header) at time `now`.
     ///
-    /// `sequence` is the packet's sequence from the connection header: packets may come
-    /// out of order, and a member never goes back to an older packet's value.
+    /// `sequence` is the packet's sequence from the connection header. Packets are read
+    /// in send order: one older than a packet already read is dropped unread
+    /// ([`ReaderStats::stale_packets`]), as the
+    /// connection does before it gets here.
     pub fn read_packet(
         &mut self,
         now: Duration,
@@ -788,7 +790,9 @@ impl ReplicationClient {
         reader: &mut BitReader,
     ) -> Result<(), StreamError> {
         self.world.set_now(now);
-        self.world.begin_packet(sequence);
+        if !self.world.begin_packet(sequence) {
+            return Ok(());
+        }
         self.streams.read_packet(&mut self.world, reader)
     }
 

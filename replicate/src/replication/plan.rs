@@ -5,11 +5,20 @@
 
 use super::ReplicationWriter;
 use crate::object::{InternalIndex, ObjectTable};
-use crate::replication::baseline::{
-    BaselineStorage, DeltaPlan, MAX_BASELINE_COUNT, is_subset, prediction_steps,
-};
-use crate::replication::record::INVALID_BASELINE_INDEX;
+use crate::replication::baseline::{BaselineStorage, DeltaPlan, is_subset};
 use crate::state::{ChangeMask, Condition};
+
+/// Where an object's creation stands for a connection when a batch is planned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CreationStage {
+    /// This batch carries the creation.
+    Writing,
+    /// The creation is in flight: this batch is an update the client skips if the
+    /// creation was lost.
+    InFlight,
+    /// The client has the object.
+    Confirmed,
+}
 
 impl ReplicationWriter {
     /// Whether an owner change altered which conditional members this connection
@@ -43,12 +52,10 @@ impl ReplicationWriter {
             },
         );
         allowed.and_with(&cond_bits);
-        (0..MAX_BASELINE_COUNT).any(|k| {
-            self.baselines.slot(index, k).is_some_and(|slot| {
-                let mut synced = slot.synced.clone();
-                synced.and_with(&cond_bits);
-                synced != allowed
-            })
+        self.baselines.synced_masks(index).any(|synced| {
+            let mut synced = synced.clone();
+            synced.and_with(&cond_bits);
+            synced != allowed
         })
     }
 
@@ -59,10 +66,11 @@ impl ReplicationWriter {
         st: &mut BaselineStorage,
         table: &ObjectTable,
         index: InternalIndex,
-        creating: bool,
+        creation: CreationStage,
         is_owner: bool,
         mask: &mut ChangeMask,
     ) -> Option<DeltaPlan> {
+        let creating = creation == CreationStage::Writing;
         let entry = table.entry_at(index)?;
         let desc = entry.descriptor();
         let new_state = table.registry().get(entry.protocol())?.new_state;
@@ -71,50 +79,72 @@ impl ReplicationWriter {
         }
         let mut allowed = ChangeMask::all(desc.change_mask_bits);
         self.restrict_members(table, index, creating, is_owner, &mut allowed);
-        let acked = self.infos[index as usize].last_acked_baseline();
         // The reference and its prior, by snapshot: no state is touched here.
         let mut reference: Option<(u8, u32)> = None;
         let mut prior = None;
-        if acked < MAX_BASELINE_COUNT {
-            match self.baselines.slot(index, acked) {
-                Some(slot) if is_subset(&allowed, slot.synced) => {
-                    reference = st
-                        .state_address(slot.snapshot)
-                        .map(|_| (acked, slot.snapshot));
-                    prior = reference
-                        .and(slot.prior)
-                        .filter(|&p| st.state_address(p).is_some());
-                }
-                Some(_) => {
-                    // A member the client's baseline does not hold is now allowed.
-                    if let Some(mut merged) = self.baselines.release_object(st, index) {
-                        merged.and_with(&allowed);
-                        mask.or_with(&merged);
-                    }
-                }
-                None => {}
+        let mut prior2 = None;
+        if creation == CreationStage::InFlight {
+            // The creation is in flight: code against the baseline it nominated, and
+            // nominate nothing (the client may not know the object, see `wire`). Not
+            // after a creation counted lost: the client may know the object from it,
+            // without the baseline of the one in flight.
+            reference = (!self.infos[index as usize].is_creation_resent())
+                .then(|| self.baselines.creation(index))
+                .flatten()
+                .filter(|&(_, snapshot)| {
+                    st.state_address(snapshot).is_some()
+                        && self
+                            .baselines
+                            .synced_masks(index)
+                            .all(|synced| is_subset(&allowed, synced))
+                });
+            let default = reference
+                .is_none()
+                .then(|| st.default_state(entry.protocol(), new_state));
+            st.count_batch(reference.is_some());
+            return Some(DeltaPlan {
+                reference,
+                predicted: None,
+                reference_prior: None,
+                nominate: None,
+                allowed,
+                default,
+                vs_default: st.settings().compress_initial_state,
+                newest: false,
+            });
+        }
+        match self.baselines.acked(index) {
+            Some((acked, slot)) if is_subset(&allowed, slot.synced) => {
+                reference = st
+                    .state_address(slot.snapshot)
+                    .map(|_| (acked, slot.snapshot));
+                prior = reference
+                    .and(slot.prior)
+                    .filter(|&p| st.state_address(p).is_some());
+                prior2 = prior
+                    .and(slot.prior2)
+                    .filter(|&p| st.state_address(p).is_some());
             }
-            if reference.is_none() {
-                self.infos[index as usize]
-                    .set_baselines(INVALID_BASELINE_INDEX, INVALID_BASELINE_INDEX);
+            Some(_) => {
+                // A member the client's baseline does not hold is now allowed.
+                if let Some(mut merged) = self.baselines.release_object(st, index) {
+                    merged.and_with(&allowed);
+                    mask.or_with(&merged);
+                }
             }
+            None => {}
         }
         // Decided before this batch's own nomination: the client's newest baseline is
         // the reference when nothing was nominated since.
         let newest = reference.is_some() && self.baselines.is_last_nomination_acked(index);
-        let slot = match &reference {
-            Some((k, _)) => {
-                self.baselines.note_reference(index, *k);
-                (k + 1) % MAX_BASELINE_COUNT
-            }
-            None => self.baselines.full_path_slot(index),
-        };
-        // A new baseline in every packet while acknowledgements flow (one in flight
-        // at a time); after a lost nomination, the frame throttle.
+        // A new baseline in every packet while a slot is free (the nominations in
+        // flight cover the round trip); without `baseline_every_packet`, the frame
+        // throttle.
         let unthrottled = self.baselines.unthrottled(index, st.settings());
-        let nominate = (self.baselines.pending(index).is_none()
-            && st.may_create(index, entry.handle(), unthrottled))
-        .then_some(slot);
+        let nominate = self
+            .baselines
+            .free_slot(index, self.packet_ordinal())
+            .filter(|_| st.may_create(index, entry.handle(), unthrottled));
         let default = reference
             .is_none()
             .then(|| st.default_state(entry.protocol(), new_state));
@@ -142,16 +172,12 @@ impl ReplicationWriter {
             }
         }
         // With two acknowledged baselines (the reference and the one it was built
-        // from), code against their constant-velocity prediction where the type wants
-        // it; the batch says which in one bit.
+        // from, and maybe that one's), code against their prediction where the type
+        // wants it; the batch says which.
         let predicted = match (reference, prior) {
             (Some((_, snapshot)), Some(prior)) => {
                 Some(if st.is_prediction_enabled(entry.protocol()) {
-                    let prior_frame = st.snapshot_frame(prior).unwrap_or(0);
-                    let frame = st.snapshot_frame(snapshot).unwrap_or(prior_frame);
-                    let steps = prediction_steps(prior_frame, frame, st.frame());
-                    st.prediction(snapshot, prior, mask, steps)
-                        .map(|p| (steps, p))
+                    st.best_prediction(snapshot, prior, prior2, mask, entry.state())
                 } else {
                     None
                 })
@@ -161,6 +187,7 @@ impl ReplicationWriter {
         Some(DeltaPlan {
             reference,
             predicted,
+            reference_prior: prior,
             nominate,
             allowed,
             default,

@@ -131,8 +131,13 @@ pub struct ReaderStats {
     /// Members of reordered (older) packets not applied because a newer packet had
     /// already set them.
     pub stale_members: u64,
-    /// Batches of reordered packets for objects destroyed by a newer packet.
+    /// Batches of reordered packets for objects destroyed by a newer packet, and
+    /// updates of objects whose creation packet was lost.
     pub stale_batches: u64,
+    /// Packets older than one already read, dropped unread: plain updates decode
+    /// against the newest baselines, so packets are read in send order (the
+    /// connection drops such packets before they get here).
+    pub stale_packets: u64,
     /// Bits of object batches received (framing included), per protocol index.
     pub bits_per_type: Vec<u64>,
 }
@@ -189,6 +194,9 @@ pub struct ClientWorld {
     to_report: Vec<NetRefHandle>,
     /// Connection-local object index → the handle its latest creation named.
     locals: Vec<Option<NetRefHandle>>,
+    /// The index each handle was last bound to (an object created again comes under a
+    /// new index: its old one must not name it any more).
+    local_of: HashMap<NetRefHandle, u32>,
 }
 
 /// How far behind the newest packet a tombstone is kept (the connection rejects packets
@@ -224,13 +232,16 @@ impl ClientWorld {
             tombstones: HashMap::new(),
             to_report: Vec::new(),
             locals: Vec::new(),
+            local_of: HashMap::new(),
         }
     }
 
     /// Sets the sequence of the packet about to be read (from the connection header).
     /// Sequences are extended to 64 bits relative to the newest seen, so a reordered
-    /// packet compares as older.
-    pub fn begin_packet(&mut self, sequence: PacketSequence) {
+    /// packet compares as older. Returns whether the packet is newer than every packet
+    /// read before; only such a packet may be read (others are counted in
+    /// [`ReaderStats::stale_packets`]).
+    pub fn begin_packet(&mut self, sequence: PacketSequence) -> bool {
         let ext = match self.latest_seq {
             None => (1u64 << 32) + sequence.0 as u64,
             Some(latest) => {
@@ -239,8 +250,11 @@ impl ClientWorld {
             }
         };
         self.packet_seq = ext;
-        if self.latest_seq.is_none_or(|l| ext > l) {
+        let newest = self.latest_seq.is_none_or(|l| ext > l);
+        if newest {
             self.latest_seq = Some(ext);
+        } else {
+            self.stats.stale_packets += 1;
         }
         if self.tombstones.len() > 256 {
             let horizon = self
@@ -249,6 +263,7 @@ impl ClientWorld {
                 .saturating_sub(TOMBSTONE_WINDOW);
             self.tombstones.retain(|_, s| *s >= horizon);
         }
+        newest
     }
 
     /// The current time (as passed to the last read or update).
@@ -501,13 +516,28 @@ impl ClientWorld {
             .min(super::wire::MAX_OBJECT_INDEX as usize + 1)
     }
 
-    /// Binds object index `index` (below [`local_cap`](Self::local_cap)) to `handle`.
+    /// Binds object index `index` (below [`local_cap`](Self::local_cap)) to `handle`,
+    /// unbinding the index `handle` had before: the writer may give that one to
+    /// another object, whose updates (sent while its creation is in flight) must not
+    /// reach this one.
     fn bind(&mut self, index: u32, handle: NetRefHandle) {
         let i = index as usize;
         if self.locals.len() <= i {
             self.locals.resize(i + 1, None);
         }
-        self.locals[i] = Some(handle);
+        if let Some(old) = self.local_of.insert(handle, index)
+            && old != index
+            && let Some(slot) = self.locals.get_mut(old as usize)
+            && *slot == Some(handle)
+        {
+            *slot = None;
+        }
+        if let Some(previous) = self.locals[i].replace(handle)
+            && previous != handle
+            && self.local_of.get(&previous) == Some(&index)
+        {
+            self.local_of.remove(&previous);
+        }
     }
 
     /// The handle object index `index` is bound to.
@@ -538,6 +568,15 @@ impl ClientWorld {
         }
         let t = self.tombstones.entry(handle).or_insert(seq);
         *t = (*t).max(seq);
+        if !tear_off
+            && let Some(index) = self.local_of.remove(&handle)
+            && let Some(slot) = self.locals.get_mut(index as usize)
+            && *slot == Some(handle)
+        {
+            // Nothing names a destroyed object: the writer reuses its index once the
+            // destroy is acknowledged.
+            *slot = None;
+        }
         // A broken handle is whole again once destroyed: the server destroys an object
         // reported broken and creates it anew (even one whose creation failed here).
         self.broken.remove(&handle);
@@ -878,10 +917,9 @@ impl ReplicationReader {
             match world.bound(index) {
                 Some(h) => h,
                 None => {
-                    world.events.push(ReplicationEvent::ObjectError {
-                        handle: NetRefHandle::INVALID,
-                        error: ObjectReadError::UnknownHandle,
-                    });
+                    // An update written while the object's creation was in flight,
+                    // whose packet was lost: the server resends the creation.
+                    world.stats.stale_batches += 1;
                     return Ok(());
                 }
             }

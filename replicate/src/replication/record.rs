@@ -209,8 +209,8 @@ const HAS_DIRTY_MASK: u64 = 1 << 22;
 const CREATION_CONFIRMED: u64 = 1 << 23;
 const TEAR_OFF: u64 = 1 << 24;
 const DELTA_ENABLED: u64 = 1 << 25;
-const LAST_ACKED_SHIFT: u32 = 26; // 2 bits
-const PENDING_BASELINE_SHIFT: u32 = 28; // 2 bits
+const CREATION_RESENT: u64 = 1 << 26;
+// Bits 27 to 29 are free.
 const HAS_DIRTY_SUBOBJECTS: u64 = 1 << 30;
 const CREATION_SENT: u64 = 1 << 31;
 const MASK_ALLOCATED: u64 = 1 << 32;
@@ -218,14 +218,14 @@ const TAGS_DIRTY: u64 = 1 << 33;
 const LOCAL_SHIFT: u32 = 34; // 24 bits: the connection-local object index + 1 (0: none)
 const LOCAL_MASK: u64 = (1 << 24) - 1;
 
-/// "No baseline" in the 2-bit baseline index fields (= the baseline count, 2; the
-/// value 3 is never used).
-pub const INVALID_BASELINE_INDEX: u8 = 2;
+/// "No baseline" where a baseline slot is stored in a byte (= the slot count,
+/// [`MAX_BASELINE_COUNT`](super::MAX_BASELINE_COUNT)).
+pub const INVALID_BASELINE_INDEX: u8 = 1 << super::wire::BASELINE_SLOT_BITS;
 
 /// One object's send state for one connection: exactly 16 bytes (Iris's
 /// `FReplicationInfo`): a change mask stored inline (up to 64 bits) or as a slot in a
 /// [`MaskPool`], and a 64-bit word of bit fields (mask bit count, lifecycle state, flags,
-/// baseline indices for delta compression).
+/// the connection-local index).
 ///
 /// ```
 /// use replicate::internals::replication::ReplicationInfo;
@@ -314,14 +314,6 @@ impl ReplicationInfo {
     pub fn is_creation_sent(&self) -> bool {
         self.flag(CREATION_SENT)
     }
-    /// The last acknowledged delta baseline index ([`INVALID_BASELINE_INDEX`] = none).
-    pub fn last_acked_baseline(&self) -> u8 {
-        ((self.flags >> LAST_ACKED_SHIFT) & 3) as u8
-    }
-    /// The baseline index in flight ([`INVALID_BASELINE_INDEX`] = none).
-    pub fn pending_baseline(&self) -> u8 {
-        ((self.flags >> PENDING_BASELINE_SHIFT) & 3) as u8
-    }
 
     pub(crate) fn set_subobject(&mut self, on: bool) {
         self.set_flag(IS_SUBOBJECT, on)
@@ -338,6 +330,14 @@ impl ReplicationInfo {
     pub(crate) fn set_tags_dirty(&mut self, on: bool) {
         self.set_flag(TAGS_DIRTY, on)
     }
+    /// Whether the creation in flight is not the first: an earlier one may have
+    /// arrived though the writer counted it lost.
+    pub fn is_creation_resent(&self) -> bool {
+        self.flag(CREATION_RESENT)
+    }
+    pub(crate) fn set_creation_resent(&mut self, on: bool) {
+        self.set_flag(CREATION_RESENT, on)
+    }
     pub(crate) fn set_creation_sent(&mut self, on: bool) {
         self.set_flag(CREATION_SENT, on)
     }
@@ -352,18 +352,11 @@ impl ReplicationInfo {
         self.flags = (self.flags & !(LOCAL_MASK << LOCAL_SHIFT)) | stored << LOCAL_SHIFT;
     }
 
-    pub(crate) fn set_baselines(&mut self, last_acked: u8, pending: u8) {
-        self.flags &= !((3 << LAST_ACKED_SHIFT) | (3 << PENDING_BASELINE_SHIFT));
-        self.flags |= ((last_acked as u64 & 3) << LAST_ACKED_SHIFT)
-            | ((pending as u64 & 3) << PENDING_BASELINE_SHIFT);
-    }
-
     /// Starts tracking an object whose type has `mask_bits` change-mask bits; the state
     /// is `Invalid` and the mask clear.
     pub(crate) fn init(&mut self, mask_bits: u32, pool: &mut MaskPool) {
         self.release(pool);
         self.flags = (mask_bits.min(0xFFFF) as u64) << BITS_SHIFT;
-        self.set_baselines(INVALID_BASELINE_INDEX, INVALID_BASELINE_INDEX);
         self.mask_or_slot = 0;
         if mask_bits > 64 {
             self.mask_or_slot = pool.alloc(mask_bits.div_ceil(64) as usize);
@@ -496,13 +489,8 @@ mod tests {
         assert_eq!(info.change_mask(&pool).to_u64(), 0b111);
         info.set_subobject(true);
         info.set_creation_confirmed(true);
-        info.set_baselines(1, 2);
         assert_eq!(info.state(), PendingCreate);
         assert!(info.is_subobject() && info.is_creation_confirmed() && info.has_dirty_mask());
-        assert_eq!(
-            (info.last_acked_baseline(), info.pending_baseline()),
-            (1, 2)
-        );
         info.clear_mask(&mut pool);
         assert!(!info.has_dirty_mask());
         assert_eq!(info.change_mask(&pool).to_u64(), 0);
@@ -517,9 +505,8 @@ mod tests {
             confirmed: bool,
             tear: bool,
             sent: bool,
+            resent: bool,
             tags: bool,
-            last in 0u8..4,
-            pending in 0u8..4,
             set in proptest::collection::vec(0u32..300, 0..10),
         ) {
             let mut pool = MaskPool::default();
@@ -530,8 +517,8 @@ mod tests {
             info.set_creation_confirmed(confirmed);
             info.set_tear_off(tear);
             info.set_creation_sent(sent);
+            info.set_creation_resent(resent);
             info.set_tags_dirty(tags);
-            info.set_baselines(last, pending);
             let mut m = ChangeMask::new(bits);
             for b in &set {
                 m.set(*b);
@@ -544,7 +531,7 @@ mod tests {
                 (sub, confirmed, tear)
             );
             proptest::prop_assert_eq!((info.is_creation_sent(), info.has_dirty_tags()), (sent, tags));
-            proptest::prop_assert_eq!((info.last_acked_baseline(), info.pending_baseline()), (last, pending));
+            proptest::prop_assert_eq!(info.is_creation_resent(), resent);
             proptest::prop_assert_eq!(info.change_mask(&pool), m.clone());
             proptest::prop_assert_eq!(info.has_dirty_mask(), m.any());
         }

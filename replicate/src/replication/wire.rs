@@ -13,8 +13,9 @@
 //!          [1][size][exports][creating (handle, protocol, owner)]
 //!             [tear off][head][tags][mask][members]                     long form
 //! head:    [0] members in full
-//!          [1][0][newest: 1][slot: 1]?[nominate: 1][prediction code]? against a baseline
-//!          [1][1][created: 2][against default: 1]                      no baseline yet
+//!          [1][0][newest: 1][slot: 3]?[nominate: 1][slot: 3]?[prediction code]?
+//!                                                     against an acknowledged baseline
+//!          [1][1][creates: 1][slot: 3]?[against default: 1]            no baseline yet
 //! ```
 //!
 //! Objects are named by a **connection-local index**, dense and assigned by the writer
@@ -23,13 +24,20 @@
 //! destroy (or tear-off) is acknowledged. Batches come in priority order, ties in index
 //! order, so runs of consecutive indices cost a bit each.
 //!
-//! A **plain update** (no creation, tear-off or tags) carries no size: the reader knows
-//! the object's type from its index and decodes the members in place. Its head (the
-//! baseline reference, nomination and prediction code, which objects replicated in step
-//! share) is one to three bits when it is one of the [`HEAD_HISTORY`] latest plain
-//! update heads of the section, and its change mask one to three bits when it is one of
-//! the [`MASK_HISTORY`] latest masks of its type in this section (`[1]`, `[01]`,
-//! `[001]`; `[000]` then the head or mask itself).
+//! A **plain update** (no creation, tear-off or tags, of an object whose creation is
+//! acknowledged) carries no size: the reader knows the object's type from its index
+//! and decodes the members in place. Its head (reference, nomination and prediction
+//! code, which the objects of a packet share) is one to three bits when it is one of
+//! the [`HEAD_HISTORY`] latest plain update heads of the section, and its change mask one
+//! to three bits when it is one of the [`MASK_HISTORY`] latest masks of its type in
+//! this section (`[1]`, `[01]`, `[001]`; `[000]` then the head or mask itself; a head
+//! that differs from the latest only in its prediction code is `[000][1]` and the
+//! code). A head whose reference has no prior carries no prediction code and repeats
+//! any recent head naming the same baselines.
+//!
+//! Updates of an object whose creation is in flight take the long form: a client
+//! whose creation packet was lost does not know the object and skips them by their
+//! size (the server resends the creation).
 //! A plain update that does not decode leaves the rest of the section unreadable: the
 //! reader fails the packet and the client closes the connection (the ends disagree on
 //! a type; see `ReplicationReader`). Creations and other long forms keep the size
@@ -157,33 +165,77 @@ pub enum BatchHead {
     Full,
     /// Against acknowledged baseline slot `reference`, or, when `None`, against the
     /// newest baseline the reader stored (the writer's last nomination, acknowledged
-    /// and not followed by another: baselines in step cost no slot bit, and every
-    /// object in step shares one head). `nominate`: the batch makes the other slot's
-    /// new baseline. `prediction`: `None` when the slot has no prior (no code
-    /// written), `Some(None)` coded against the baseline itself, `Some(Some(k))`
-    /// against its prediction `k` intervals ahead.
+    /// and not followed by another: baselines in step cost no slot bits). `nominate`:
+    /// the slot whose new baseline this batch makes. `prediction`: `None` when the
+    /// slot has no prior (no code written), `Some(None)` coded against the baseline
+    /// itself, `Some(Some(p))` against its prediction `p`. The objects of one packet
+    /// replicated in step share one head.
     Reference {
-        /// The acknowledged slot (0 or 1), or none for the newest.
+        /// The acknowledged slot, or none for the newest.
         reference: Option<u8>,
-        /// Whether this batch nominates the other slot.
-        nominate: bool,
+        /// The slot this batch nominates, if any.
+        nominate: Option<u8>,
         /// The prediction code (see above).
-        prediction: Option<Option<u32>>,
+        prediction: Option<Option<Prediction>>,
     },
-    /// No baseline referenced: the batch creates baseline slot `created`
-    /// (`INVALID_BASELINE_INDEX`: none) and is coded against the type's default state
-    /// when `vs_default`, else in full.
+    /// No baseline referenced: the batch creates baseline slot `created`, if any, and
+    /// is coded against the type's default state when `vs_default`, else in full.
     Fresh {
-        /// The slot this batch creates, or 2 (none).
-        created: u8,
+        /// The slot this batch creates, if any.
+        created: Option<u8>,
         /// Coded against the default state.
         vs_default: bool,
     },
 }
 
+/// Writes `[present: 1][slot: 3]?`.
+fn write_slot(w: &mut BitWriter, slot: Option<u8>) {
+    w.write_bool(slot.is_some());
+    if let Some(k) = slot {
+        w.write_bits(u64::from(k), BASELINE_SLOT_BITS);
+    }
+}
+
+/// Reads what [`write_slot`] wrote.
+fn read_slot(r: &mut BitReader) -> Option<u8> {
+    r.read_bool().then(|| r.read_bits(BASELINE_SLOT_BITS) as u8)
+}
+
+/// Bits of a baseline slot on the wire (slots `0..8`, every value valid).
+pub const BASELINE_SLOT_BITS: u32 = 3;
+
 impl BatchHead {
     /// Writes the head.
     pub fn write(&self, w: &mut BitWriter) {
+        self.write_baseline(w);
+        if let BatchHead::Reference {
+            prediction: Some(p),
+            ..
+        } = *self
+        {
+            write_prediction_code(w, p);
+        }
+    }
+
+    /// The head without its prediction code: what names the baselines, which the
+    /// batches of a packet share.
+    pub fn baseline_part(&self) -> Self {
+        match *self {
+            BatchHead::Reference {
+                reference,
+                nominate,
+                ..
+            } => BatchHead::Reference {
+                reference,
+                nominate,
+                prediction: None,
+            },
+            head => head,
+        }
+    }
+
+    /// Writes the head but for its prediction code.
+    fn write_baseline(&self, w: &mut BitWriter) {
         match *self {
             BatchHead::Full => {
                 w.write_bool(false);
@@ -191,24 +243,21 @@ impl BatchHead {
             BatchHead::Reference {
                 reference,
                 nominate,
-                prediction,
+                ..
             } => {
                 w.write_bits(0b01, 2);
                 w.write_bool(reference.is_none());
                 if let Some(k) = reference {
-                    w.write_bool(k != 0);
+                    w.write_bits(u64::from(k), BASELINE_SLOT_BITS);
                 }
-                w.write_bool(nominate);
-                if let Some(steps) = prediction {
-                    write_prediction_code(w, steps);
-                }
+                write_slot(w, nominate);
             }
             BatchHead::Fresh {
                 created,
                 vs_default,
             } => {
                 w.write_bits(0b11, 2);
-                w.write_bits(u64::from(created), 2);
+                write_slot(w, created);
                 w.write_bool(vs_default);
             }
         }
@@ -222,6 +271,35 @@ impl BatchHead {
         r: &mut BitReader,
         has_prior: impl Fn(Option<u8>) -> bool,
     ) -> Result<Self, SerializeError> {
+        let head =
+            Self::read_baseline(r)?.with_prediction(has_prior, || Ok(read_prediction_code(r)))?;
+        r.check()?;
+        Ok(head)
+    }
+
+    /// Completes a head read by [`read_baseline`](Self::read_baseline) with its
+    /// prediction code, when its reference has a prior.
+    fn with_prediction(
+        self,
+        has_prior: impl Fn(Option<u8>) -> bool,
+        code: impl FnOnce() -> Result<Option<Prediction>, SerializeError>,
+    ) -> Result<Self, SerializeError> {
+        match self {
+            BatchHead::Reference {
+                reference,
+                nominate,
+                ..
+            } if has_prior(reference) => Ok(BatchHead::Reference {
+                reference,
+                nominate,
+                prediction: Some(code()?),
+            }),
+            head => Ok(head),
+        }
+    }
+
+    /// Reads what [`write_baseline`](Self::write_baseline) wrote.
+    fn read_baseline(r: &mut BitReader) -> Result<Self, SerializeError> {
         if !r.read_bool() {
             return Ok(BatchHead::Full);
         }
@@ -229,26 +307,19 @@ impl BatchHead {
             let reference = if r.read_bool() {
                 None
             } else {
-                Some(u8::from(r.read_bool()))
+                Some(r.read_bits(BASELINE_SLOT_BITS) as u8)
             };
-            let nominate = r.read_bool();
-            let prediction = has_prior(reference).then(|| read_prediction_code(r));
+            let nominate = read_slot(r);
             r.check()?;
             return Ok(BatchHead::Reference {
                 reference,
                 nominate,
-                prediction,
+                prediction: None,
             });
         }
-        let created = r.read_bits(2) as u8;
+        let created = read_slot(r);
         let vs_default = r.read_bool();
         r.check()?;
-        if created > 2 {
-            return Err(SerializeError::invalid(
-                "baseline index",
-                "index 3 is not used",
-            ));
-        }
         Ok(BatchHead::Fresh {
             created,
             vs_default,
@@ -267,31 +338,47 @@ impl BatchHead {
     }
 }
 
-/// Writes a prediction code: `[1]` one interval, `[00]` not predicted, `[01][k ≥ 3]`.
-pub fn write_prediction_code(w: &mut BitWriter, steps: Option<u32>) {
-    match steps {
-        Some(1) => {
-            w.write_bool(true);
-        }
-        None | Some(0) => {
-            w.write_bits(0b00, 2);
-        }
-        Some(k) => {
-            w.write_bits(0b10, 2);
-            w.write_bool(k >= 3);
-        }
-    }
+/// What a batch's members are coded against when its reference has a prior (see
+/// `baseline`'s module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Prediction {
+    /// Constant velocity from the prior to the reference, continued this many
+    /// prior-to-reference intervals (1 to 3).
+    Linear(u32),
+    /// Constant acceleration from the prior's prior, the prior and the reference,
+    /// continued one interval.
+    Quadratic,
+}
+
+/// Writes a prediction code: `[1]` linear over one interval, `[00]` not predicted,
+/// `[010]` and `[0110]` linear over two and three, `[0111]` quadratic.
+pub fn write_prediction_code(w: &mut BitWriter, prediction: Option<Prediction>) {
+    let (code, bits) = match prediction {
+        Some(Prediction::Linear(1)) => (0b1, 1),
+        None | Some(Prediction::Linear(0)) => (0b00, 2),
+        Some(Prediction::Linear(2)) => (0b010, 3),
+        Some(Prediction::Linear(_)) => (0b0110, 4),
+        Some(Prediction::Quadratic) => (0b1110, 4),
+    };
+    w.write_bits(code, bits);
 }
 
 /// Reads what [`write_prediction_code`] wrote.
-pub fn read_prediction_code(r: &mut BitReader) -> Option<u32> {
+pub fn read_prediction_code(r: &mut BitReader) -> Option<Prediction> {
     if r.read_bool() {
-        return Some(1);
+        return Some(Prediction::Linear(1));
     }
     if !r.read_bool() {
         return None;
     }
-    Some(if r.read_bool() { 3 } else { 2 })
+    if !r.read_bool() {
+        return Some(Prediction::Linear(2));
+    }
+    Some(if r.read_bool() {
+        Prediction::Quadratic
+    } else {
+        Prediction::Linear(3)
+    })
 }
 
 /// Writes a change mask in the form `hint` names (see [`BatchHead::mask_hint`]).
@@ -315,8 +402,8 @@ pub fn read_mask(
 }
 
 /// What the objects section written so far implies for the next batch, the same on
-/// both ends: the previous index, the index width, and the last plain update's head and
-/// masks per type (see the module docs).
+/// both ends: the previous index, the index width, and the last plain updates' heads
+/// and masks per type (see the module docs).
 #[derive(Debug, Clone, Default)]
 pub struct SectionFrame {
     next: u32,
@@ -456,13 +543,47 @@ impl SectionFrame {
         self.next = mark;
     }
 
+    /// The rank of the recent head `head` repeats: an equal one, or, for a head
+    /// whose reference has no prior (no prediction code), one naming the same
+    /// baselines (the reader knows there is nothing to predict from).
+    fn rank_of(&self, head: &BatchHead) -> Option<usize> {
+        let no_prior = matches!(
+            head,
+            BatchHead::Reference {
+                prediction: None,
+                ..
+            }
+        );
+        self.heads
+            .iter()
+            .position(|h| h == head || (no_prior && h.baseline_part() == *head))
+    }
+
     /// Writes a plain update's head: `[1]`, `[01]`, `[001]` for the latest, second and
-    /// third latest plain update head in this section, else `[000]` and the head.
+    /// third latest plain update head in this section; else `[000]`, then `[1]` and the
+    /// prediction code for the latest head's baselines with another prediction, or
+    /// `[0]` and the head.
     pub fn write_head(&self, w: &mut BitWriter, head: &BatchHead) {
-        let rank = self.heads.iter().position(|h| h == head);
+        let rank = self.rank_of(head);
         write_rank(w, rank, HEAD_HISTORY);
-        if rank.is_none() {
-            head.write(w);
+        if rank.is_some() {
+            return;
+        }
+        match (*head, self.heads.first()) {
+            (
+                BatchHead::Reference {
+                    prediction: Some(p),
+                    ..
+                },
+                Some(latest),
+            ) if latest.baseline_part() == head.baseline_part() => {
+                w.write_bool(true);
+                write_prediction_code(w, p);
+            }
+            _ => {
+                w.write_bool(false);
+                head.write(w);
+            }
         }
     }
 
@@ -473,13 +594,46 @@ impl SectionFrame {
         r: &mut BitReader,
         has_prior: impl Fn(Option<u8>) -> bool,
     ) -> Result<BatchHead, SerializeError> {
-        match read_rank(r, HEAD_HISTORY)? {
-            Some(rank) => self.heads.get(rank).copied().ok_or(SerializeError::invalid(
-                "batch head",
-                "repeats a head the section has not carried",
-            )),
-            None => BatchHead::read(r, has_prior),
-        }
+        let unknown =
+            || SerializeError::invalid("batch head", "repeats a head the section has not carried");
+        let head = match read_rank(r, HEAD_HISTORY)? {
+            Some(rank) => {
+                let head = *self.heads.get(rank).ok_or_else(unknown)?;
+                match head {
+                    BatchHead::Reference { reference, .. } if !has_prior(reference) => {
+                        head.baseline_part()
+                    }
+                    BatchHead::Reference {
+                        prediction: None, ..
+                    } => {
+                        return Err(SerializeError::invalid(
+                            "batch head",
+                            "repeats a head without the prediction code its reference needs",
+                        ));
+                    }
+                    head => head,
+                }
+            }
+            None if r.read_bool() => {
+                let latest = self.heads.first().ok_or_else(unknown)?.baseline_part();
+                let BatchHead::Reference { reference, .. } = latest else {
+                    return Err(SerializeError::invalid(
+                        "batch head",
+                        "a prediction code for a head without a reference",
+                    ));
+                };
+                if !has_prior(reference) {
+                    return Err(SerializeError::invalid(
+                        "batch head",
+                        "a prediction code for a reference without a prior",
+                    ));
+                }
+                latest.with_prediction(|_| true, || Ok(read_prediction_code(r)))?
+            }
+            None => BatchHead::read(r, has_prior)?,
+        };
+        r.check()?;
+        Ok(head)
     }
 
     fn recent_masks(&self, protocol: ProtocolIndex) -> &[ChangeMask] {
@@ -530,9 +684,10 @@ impl SectionFrame {
     }
 
     /// Records a plain update's head and mask (long forms do not change the frame, so a
-    /// long form that fails to decode leaves both ends in step).
+    /// long form that fails to decode leaves both ends in step). A head that repeats a
+    /// recent one moves it to the front unchanged.
     pub fn note_plain(&mut self, head: BatchHead, protocol: ProtocolIndex, mask: &ChangeMask) {
-        match self.heads.iter().position(|h| *h == head) {
+        match self.rank_of(&head) {
             Some(rank) => self.heads[..=rank].rotate_right(1),
             None => {
                 self.heads.truncate(HEAD_HISTORY - 1);
@@ -579,11 +734,18 @@ mod tests {
 
     #[test]
     fn prediction_code_round_trips() {
-        for steps in [None, Some(1), Some(2), Some(3)] {
-            let (got, _, left) =
-                round_trip(|w| write_prediction_code(w, steps), read_prediction_code);
-            assert_eq!(got, steps);
-            assert_eq!(left, 0);
+        let codes = [
+            None,
+            Some(Prediction::Linear(1)),
+            Some(Prediction::Linear(2)),
+            Some(Prediction::Linear(3)),
+            Some(Prediction::Quadratic),
+        ];
+        for (code, bits) in codes.into_iter().zip([2, 1, 3, 4, 4]) {
+            let (got, len, left) =
+                round_trip(|w| write_prediction_code(w, code), read_prediction_code);
+            assert_eq!(got, code);
+            assert_eq!((len, left), (bits, 0));
         }
     }
 
@@ -593,30 +755,30 @@ mod tests {
             BatchHead::Full,
             BatchHead::Reference {
                 reference: None,
-                nominate: true,
+                nominate: Some(7),
                 prediction: None,
             },
             BatchHead::Reference {
                 reference: Some(1),
-                nominate: false,
+                nominate: None,
                 prediction: Some(None),
             },
             BatchHead::Reference {
-                reference: Some(1),
-                nominate: true,
-                prediction: Some(Some(1)),
+                reference: Some(5),
+                nominate: Some(6),
+                prediction: Some(Some(Prediction::Linear(1))),
             },
             BatchHead::Reference {
                 reference: Some(0),
-                nominate: false,
-                prediction: Some(Some(3)),
+                nominate: None,
+                prediction: Some(Some(Prediction::Quadratic)),
             },
             BatchHead::Fresh {
-                created: 2,
+                created: None,
                 vs_default: true,
             },
             BatchHead::Fresh {
-                created: 1,
+                created: Some(4),
                 vs_default: false,
             },
         ];
@@ -631,7 +793,7 @@ mod tests {
             let (got, len, left) =
                 round_trip(|w| head.write(w), |r| BatchHead::read(r, |_| has_prior));
             assert_eq!(got.unwrap(), head);
-            assert!(len <= 8, "{head:?}: {len} bits");
+            assert!(len <= 12, "{head:?}: {len} bits");
             assert_eq!(left, 0, "{head:?}");
         }
     }

@@ -39,9 +39,7 @@
 //! `OwnerOnly`, ...) are applied per connection when a batch is written.
 
 use super::ReplicationConfig;
-use super::baseline::{
-    BaselineOutcome, BaselineStorage, ConnectionBaselines, SharedBaselineStorage, lock_storage,
-};
+use super::baseline::{BaselineStorage, ConnectionBaselines, SharedBaselineStorage, lock_storage};
 use super::encode::EncodedSegments;
 use super::insights::{BatchLayout, WriterAttribution};
 use super::record::{
@@ -68,6 +66,7 @@ pub mod huge;
 mod local;
 #[path = "plan.rs"]
 mod plan;
+use plan::CreationStage;
 
 use body::{BatchCoding, BodyBits, encoding_of, write_long, write_plain};
 use local::LocalIndices;
@@ -332,14 +331,15 @@ impl ReplicationWriter {
 
     /// Releases an object's baselines for this connection; returns their merged masks.
     fn drop_baselines(&mut self, index: InternalIndex) -> Option<ChangeMask> {
-        let merged = match &self.storage {
+        match &self.storage {
             Some(s) => self.baselines.release_object(&mut lock_storage(s), index),
             None => None,
-        };
-        if let Some(info) = self.infos.get_mut(index as usize) {
-            info.set_baselines(INVALID_BASELINE_INDEX, INVALID_BASELINE_INDEX);
         }
-        merged
+    }
+
+    /// The ordinal of the packet being written (the count of packets written before).
+    pub(super) fn packet_ordinal(&self) -> u64 {
+        self.records_popped + self.records.len() as u64
     }
 
     /// Clears from `mask` the members this connection may not receive in a batch of
@@ -715,7 +715,6 @@ impl ReplicationWriter {
             self.recoveries.remove(&entry.handle());
         }
         self.drop_baselines(index);
-        self.baselines.forget(index);
         let Some(info) = self.infos.get_mut(index as usize) else {
             return;
         };
@@ -748,7 +747,6 @@ impl ReplicationWriter {
     ) {
         // The remote loses the object (and its stored baselines) or keeps a final state.
         self.drop_baselines(index);
-        self.baselines.forget(index);
         let Some(info) = self.infos.get_mut(index as usize) else {
             return;
         };
@@ -1211,7 +1209,10 @@ impl ReplicationWriter {
         let info = self.infos[index as usize];
         let state = info.state();
         let tear_off = state == S::PendingTearOff || (state == S::HugeObject && info.is_tear_off());
-        let creating = !info.is_creation_confirmed();
+        // Once the creation is written, updates until it is acknowledged carry only
+        // their members (the creation's packet brings the rest, or its loss resends it).
+        let unconfirmed = state == S::WaitOnCreateConfirmation;
+        let creating = !info.is_creation_confirmed() && !unconfirmed;
         let desc = entry.descriptor();
         let full = creating || tear_off;
         let mut mask = if full {
@@ -1231,7 +1232,14 @@ impl ReplicationWriter {
         // A huge object's blob is never a delta: its baseline could not be tied to a packet.
         let plan = match st.as_deref_mut() {
             Some(st) if !tear_off && !self.huge.wide => {
-                self.plan_delta(st, table, index, creating, is_owner, &mut mask)
+                let creation = if creating {
+                    CreationStage::Writing
+                } else if unconfirmed {
+                    CreationStage::InFlight
+                } else {
+                    CreationStage::Confirmed
+                };
+                self.plan_delta(st, table, index, creation, is_owner, &mut mask)
             }
             _ => None,
         };
@@ -1246,6 +1254,7 @@ impl ReplicationWriter {
             index,
             entry,
             creating,
+            unconfirmed,
             tear_off,
             send_tags,
             plan: plan.as_ref(),
@@ -1411,7 +1420,7 @@ impl ReplicationWriter {
             if let (Some(slot), Some(st)) = (plan.nominate, st) {
                 let unthrottled = self.baselines.unthrottled(index, st.settings());
                 if let Some(snapshot) = st.create_baseline(index, handle, unthrottled) {
-                    let ordinal = self.records_popped + self.records.len() as u64;
+                    let ordinal = self.packet_ordinal();
                     self.baselines.nominate(
                         st,
                         index,
@@ -1419,10 +1428,9 @@ impl ReplicationWriter {
                         snapshot,
                         &plan.allowed,
                         plan.reference_snapshot(),
+                        plan.reference_prior,
                         ordinal,
                     );
-                    let acked = self.infos[index as usize].last_acked_baseline();
-                    self.infos[index as usize].set_baselines(acked, slot);
                 }
             }
         }
@@ -1446,6 +1454,7 @@ impl ReplicationWriter {
         info.clear_mask(&mut self.pool);
         info.set_tags_dirty(false);
         if creating {
+            info.set_creation_resent(info.is_creation_sent());
             info.set_creation_sent(true);
         }
         match state {
@@ -1485,8 +1494,11 @@ impl ReplicationWriter {
         self.record_bytes = self.record_bytes.saturating_sub(Self::record_size(&record));
         let ordinal = self.records_popped;
         self.records_popped += 1;
-        if let Some(storage) = self.storage.clone() {
-            self.baseline_delivery(table, &record, ordinal, status, &mut lock_storage(&storage));
+        // The packet's nominations become acknowledged baselines or are released (the
+        // members their batches carried are owed again through the record).
+        if let Some(storage) = &self.storage {
+            self.baselines
+                .on_delivery(&mut lock_storage(storage), ordinal, status);
         }
         if status == DeliveryStatus::Lost {
             self.stats.lost_records += 1;
@@ -1569,41 +1581,6 @@ impl ReplicationWriter {
                     }
                 }
                 (DeliveryStatus::Discard, _) => {}
-            }
-        }
-    }
-
-    /// Promotes (ack) or releases and merges back (loss, discard) the baselines the
-    /// packet `ordinal` nominated.
-    fn baseline_delivery(
-        &mut self,
-        table: &ObjectTable,
-        record: &PacketRecord,
-        ordinal: u64,
-        status: DeliveryStatus,
-        storage: &mut BaselineStorage,
-    ) {
-        for ri in &record.infos {
-            let i = ri.index;
-            if table.entry_at(i).map(|e| e.handle()) != Some(ri.handle) {
-                continue;
-            }
-            let Some(info) = self.infos.get(i as usize).copied() else {
-                continue;
-            };
-            let acked = info.last_acked_baseline();
-            let outcome = self
-                .baselines
-                .on_delivery(storage, i, ordinal, acked, status);
-            match outcome {
-                BaselineOutcome::None => {}
-                BaselineOutcome::Promoted(k) => {
-                    self.infos[i as usize].set_baselines(k, INVALID_BASELINE_INDEX);
-                }
-                // The members the batch carried are owed again through the record.
-                BaselineOutcome::Lost => {
-                    self.infos[i as usize].set_baselines(acked, INVALID_BASELINE_INDEX);
-                }
             }
         }
     }
