@@ -8,6 +8,7 @@
 //! exactly as [`wire_bytes`] describes, the same for replicate and for the baselines.
 
 pub mod entropy;
+pub mod range_coding;
 pub mod s1;
 pub mod s2;
 pub mod s3;
