@@ -492,7 +492,7 @@ mod tests {
             };
             assert!((bound - meter).abs() < 1e-6, "{bound} vs {meter}");
         }
-        assert_eq!(b.range_coded.len(), 4);
+        assert_eq!(b.range_coded.len(), 6);
     }
 
     #[test]

@@ -240,12 +240,17 @@ impl<'a> Decoder<'a> {
 const MANTISSA_CONTEXT_BITS: u32 = 2;
 /// Buckets: 0 (the value 0) to 64 (magnitudes of 64 bits).
 const BUCKETS: usize = 65;
+/// Bucket-code context classes under [`Contexts::Temporal`]: the bucket the same
+/// component of the same object had when last coded, capped.
+const CLASSES: usize = 12;
+/// Channels per object slot the temporal history keeps (higher ones use class 0).
+const HISTORY_CHANNELS: usize = 32;
 
 /// Adaptive contexts of one channel (member component).
 #[derive(Debug, Clone)]
 struct Channel {
-    /// Unary bucket code: position `i` codes "bucket > i".
-    bucket: [Bit; BUCKETS],
+    /// Unary bucket code per class: position `i` codes "bucket > i".
+    bucket: [[Bit; BUCKETS]; CLASSES],
     sign: Bit,
     /// Per bucket, a bit tree over the top mantissa bits (nodes 1..4).
     mantissa: [[Bit; 1 << MANTISSA_CONTEXT_BITS]; BUCKETS],
@@ -254,11 +259,23 @@ struct Channel {
 impl Default for Channel {
     fn default() -> Self {
         Self {
-            bucket: [Bit::default(); BUCKETS],
+            bucket: [[Bit::default(); BUCKETS]; CLASSES],
             sign: Bit::default(),
             mantissa: [[Bit::default(); 1 << MANTISSA_CONTEXT_BITS]; BUCKETS],
         }
     }
+}
+
+/// What the contexts of the packet coder condition on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Contexts {
+    /// Presence per object kind; bucket, sign and mantissa per channel.
+    #[default]
+    Channel,
+    /// Also per object slot: presence on whether the slot changed in the previous
+    /// packet, the bucket code on the bucket the same component had when last coded.
+    /// The history is part of the model (it lives as long as the model does).
+    Temporal,
 }
 
 /// Every adaptive context of the packet coder. Encoder and decoder each hold one and
@@ -266,11 +283,16 @@ impl Default for Channel {
 /// both ends know, never by decoded data).
 #[derive(Debug, Clone, Default)]
 pub struct Model {
-    /// "Changed this tick" per object kind.
+    contexts: Contexts,
+    /// "Changed this tick" per object kind (and, temporal, previous presence).
     presence: Vec<Bit>,
     /// Change-mask bit per member key.
     mask: Vec<Bit>,
     channels: Vec<Channel>,
+    /// Temporal history: per slot, whether it changed in the previous packet.
+    last_present: Vec<bool>,
+    /// Temporal history: per slot and channel, the bucket last coded.
+    last_bucket: Vec<u8>,
 }
 
 fn ctx(v: &mut Vec<Bit>, i: usize) -> &mut Bit {
@@ -281,6 +303,80 @@ fn ctx(v: &mut Vec<Bit>, i: usize) -> &mut Bit {
 }
 
 impl Model {
+    /// A model conditioning on `contexts`.
+    pub fn new(contexts: Contexts) -> Self {
+        Self {
+            contexts,
+            ..Self::default()
+        }
+    }
+
+    /// The presence context of `slot` of `kind`.
+    fn presence_ctx(&mut self, slot: usize, kind: usize) -> &mut Bit {
+        let last = self.contexts == Contexts::Temporal
+            && self.last_present.get(slot).copied().unwrap_or(false);
+        ctx(&mut self.presence, kind * 2 + usize::from(last))
+    }
+
+    /// Records `slot`'s presence in this packet (temporal history).
+    fn set_present(&mut self, slot: usize, present: bool) {
+        if self.contexts == Contexts::Temporal {
+            if self.last_present.len() <= slot {
+                self.last_present.resize(slot + 1, false);
+            }
+            self.last_present[slot] = present;
+        }
+    }
+
+    /// Forgets `slot`'s history (a new object in the slot).
+    fn reset_slot(&mut self, slot: usize) {
+        self.set_present(slot, false);
+        let range = slot * HISTORY_CHANNELS..(slot + 1) * HISTORY_CHANNELS;
+        if let Some(h) = self.last_bucket.get_mut(range) {
+            h.fill(0);
+        }
+    }
+
+    /// The bucket-code class of channel `ch` of `slot`.
+    fn class(&self, slot: usize, ch: usize) -> usize {
+        if self.contexts != Contexts::Temporal || ch >= HISTORY_CHANNELS {
+            return 0;
+        }
+        let b = self
+            .last_bucket
+            .get(slot * HISTORY_CHANNELS + ch)
+            .copied()
+            .unwrap_or(0);
+        usize::from(b).min(CLASSES - 1)
+    }
+
+    /// Records the bucket of `v` as channel `ch` of `slot`'s last (temporal history).
+    fn set_bucket(&mut self, slot: usize, ch: usize, v: i64) {
+        if self.contexts != Contexts::Temporal || ch >= HISTORY_CHANNELS {
+            return;
+        }
+        let i = slot * HISTORY_CHANNELS + ch;
+        if self.last_bucket.len() <= i {
+            self.last_bucket.resize((slot + 1) * HISTORY_CHANNELS, 0);
+        }
+        self.last_bucket[i] = (64 - v.unsigned_abs().leading_zeros()) as u8;
+    }
+
+    /// Codes residual `v` of channel `ch` of object `slot`.
+    fn put_at(&mut self, enc: &mut Encoder, slot: usize, ch: usize, v: i64) {
+        let class = self.class(slot, ch);
+        self.put(enc, ch, class, v);
+        self.set_bucket(slot, ch, v);
+    }
+
+    /// Decodes a residual of channel `ch` of object `slot`.
+    fn get_at(&mut self, dec: &mut Decoder<'_>, slot: usize, ch: usize) -> Option<i64> {
+        let class = self.class(slot, ch);
+        let v = self.get(dec, ch, class)?;
+        self.set_bucket(slot, ch, v);
+        Some(v)
+    }
+
     fn channel(&mut self, ch: usize) -> &mut Channel {
         if self.channels.len() <= ch {
             self.channels.resize(ch + 1, Channel::default());
@@ -288,16 +384,18 @@ impl Model {
         &mut self.channels[ch]
     }
 
-    /// Codes the signed residual `v` of channel `ch`.
-    pub fn put(&mut self, enc: &mut Encoder, ch: usize, v: i64) {
+    /// Codes the signed residual `v` of channel `ch` with the bucket contexts of
+    /// `class` (below [`CLASSES`]).
+    pub fn put(&mut self, enc: &mut Encoder, ch: usize, class: usize, v: i64) {
         let c = self.channel(ch);
+        let bucket = &mut c.bucket[class];
         let mag = v.unsigned_abs();
         let b = (64 - mag.leading_zeros()) as usize;
-        for i in 0..b {
-            enc.bit(&mut c.bucket[i], true);
+        for ctx in &mut bucket[..b] {
+            enc.bit(ctx, true);
         }
         if b < BUCKETS - 1 {
-            enc.bit(&mut c.bucket[b], false);
+            enc.bit(&mut bucket[b], false);
         }
         if b == 0 {
             return;
@@ -317,11 +415,12 @@ impl Model {
         }
     }
 
-    /// Decodes a residual of channel `ch`; `None` when the bits do not form an `i64`.
-    pub fn get(&mut self, dec: &mut Decoder<'_>, ch: usize) -> Option<i64> {
+    /// Decodes a residual of channel `ch` with the bucket contexts of `class`; `None`
+    /// when the bits do not form an `i64`.
+    pub fn get(&mut self, dec: &mut Decoder<'_>, ch: usize, class: usize) -> Option<i64> {
         let c = self.channel(ch);
         let mut b = 0usize;
-        while b < BUCKETS - 1 && dec.bit(&mut c.bucket[b]) {
+        while b < BUCKETS - 1 && dec.bit(&mut c.bucket[class][b]) {
             b += 1;
         }
         if b == 0 {
@@ -421,9 +520,14 @@ pub fn encode_packet(model: &mut Model, tick: &[ObjectSyms], diff: Diff) -> Vec<
 /// contexts are separate from the residuals', so this is their share of the packet).
 fn encode_parts(model: &mut Model, tick: &[ObjectSyms], diff: Diff, values: bool) -> Vec<u8> {
     let mut enc = Encoder::new();
-    for o in tick.iter().filter(|o| !o.members.is_empty()) {
+    for (slot, o) in tick.iter().enumerate() {
+        if o.members.is_empty() {
+            model.reset_slot(slot);
+            continue;
+        }
         let present = o.members.iter().any(|m| m.changed);
-        enc.bit(ctx(&mut model.presence, o.kind), present);
+        enc.bit(model.presence_ctx(slot, o.kind), present);
+        model.set_present(slot, present);
         if !present {
             continue;
         }
@@ -437,7 +541,7 @@ fn encode_parts(model: &mut Model, tick: &[ObjectSyms], diff: Diff, values: bool
             any |= m.changed;
             if m.changed && values {
                 for (j, &v) in m.values(diff).iter().enumerate() {
-                    model.put(&mut enc, m.channel + j, v);
+                    model.put_at(&mut enc, slot, m.channel + j, v);
                 }
             }
         }
@@ -464,8 +568,13 @@ pub fn decode_packet(
 ) -> Result<Vec<i64>, DecodeError> {
     let mut dec = Decoder::new(buf);
     let mut out = Vec::new();
-    for o in layout.iter().filter(|o| !o.members.is_empty()) {
-        let present = dec.bit(ctx(&mut model.presence, o.kind));
+    for (slot, o) in layout.iter().enumerate() {
+        if o.members.is_empty() {
+            model.reset_slot(slot);
+            continue;
+        }
+        let present = dec.bit(model.presence_ctx(slot, o.kind));
+        model.set_present(slot, present);
         out.push(i64::from(present));
         if !present {
             continue;
@@ -484,7 +593,7 @@ pub fn decode_packet(
                 for j in 0..m.len {
                     out.push(
                         model
-                            .get(&mut dec, m.channel + j)
+                            .get_at(&mut dec, slot, m.channel + j)
                             .ok_or(DecodeError::Overflow)?,
                     );
                 }
@@ -660,6 +769,8 @@ pub struct Measured {
     pub diff: Diff,
     /// Model lifetime.
     pub models: Models,
+    /// What the contexts condition on.
+    pub contexts: Contexts,
     /// Per measured tick: range-coded bytes plus the tick's creations at their raw
     /// quantized size (bytes, fractional).
     pub payload: Vec<f64>,
@@ -692,23 +803,28 @@ pub struct Measured {
 
 /// Range-codes every tick of `log` into one buffer per tick, decodes each back and
 /// checks the symbols are equal. Errors on any mismatch (a coder bug).
-pub fn measure(log: &SymbolLog, diff: Diff, models: Models) -> Result<Measured, String> {
-    let mut model = Model::default();
+pub fn measure(
+    log: &SymbolLog,
+    diff: Diff,
+    models: Models,
+    contexts: Contexts,
+) -> Result<Measured, String> {
+    let mut model = Model::new(contexts);
     let start = Instant::now();
     let mut buffers = Vec::with_capacity(log.ticks.len());
     for tick in &log.ticks {
         if models == Models::PerPacket {
-            model = Model::default();
+            model = Model::new(contexts);
         }
         buffers.push(encode_packet(&mut model, tick, diff));
     }
     let encode_ns = start.elapsed().as_nanos() as f64;
-    let mut model = Model::default();
+    let mut model = Model::new(contexts);
     let start = Instant::now();
     let mut decoded = Vec::with_capacity(log.ticks.len());
     for (tick, buf) in log.ticks.iter().zip(&buffers) {
         if models == Models::PerPacket {
-            model = Model::default();
+            model = Model::new(contexts);
         }
         decoded.push(decode_packet(&mut model, tick, buf));
     }
@@ -716,6 +832,7 @@ pub fn measure(log: &SymbolLog, diff: Diff, models: Models) -> Result<Measured, 
     let mut out = Measured {
         diff,
         models,
+        contexts,
         payload: Vec::new(),
         wire: Vec::new(),
         coded_bytes: 0,
@@ -766,23 +883,27 @@ pub fn measure(log: &SymbolLog, diff: Diff, models: Models) -> Result<Measured, 
     let symbols = (out.residuals + out.framing_symbols).max(1) as f64;
     out.encode_ns_per_symbol = encode_ns / symbols;
     out.decode_ns_per_symbol = decode_ns / symbols;
-    let mut model = Model::default();
+    let mut model = Model::new(contexts);
     for tick in &log.ticks {
         if models == Models::PerPacket {
-            model = Model::default();
+            model = Model::new(contexts);
         }
         out.framing_bytes += encode_parts(&mut model, tick, diff, false).len() as u64;
     }
     Ok(out)
 }
 
-/// The four measurements of a run: 2nd and 1st differences, models carried and per
-/// packet.
+/// The six measurements of a run: 2nd and 1st differences with channel contexts,
+/// models carried and fresh per packet, and with temporal contexts, models carried.
 pub fn measure_all(log: &SymbolLog) -> Result<Vec<Measured>, String> {
     let mut out = Vec::new();
-    for models in [Models::Carried, Models::PerPacket] {
+    for (models, contexts) in [
+        (Models::Carried, Contexts::Channel),
+        (Models::PerPacket, Contexts::Channel),
+        (Models::Carried, Contexts::Temporal),
+    ] {
         for diff in [Diff::Second, Diff::First] {
-            out.push(measure(log, diff, models)?);
+            out.push(measure(log, diff, models, contexts)?);
         }
     }
     Ok(out)
@@ -795,9 +916,13 @@ impl Measured {
             Diff::First => "1st",
             Diff::Second => "2nd",
         };
-        let models = match self.models {
-            Models::Carried => "",
-            Models::PerPacket => ", fresh models per packet",
+        let models = match (self.models, self.contexts) {
+            (Models::Carried, Contexts::Channel) => "",
+            (Models::PerPacket, Contexts::Channel) => ", fresh models per packet",
+            (Models::Carried, Contexts::Temporal) => ", + per-object temporal contexts",
+            (Models::PerPacket, Contexts::Temporal) => {
+                ", fresh models per packet, + per-object temporal contexts"
+            }
         };
         format!(
             "adaptive range coding of {what} differences{models} (moonshot, measured, not the wire format)"
@@ -828,6 +953,13 @@ impl Measured {
                 Json::str(match self.models {
                     Models::Carried => "carried across packets",
                     Models::PerPacket => "fresh per packet",
+                }),
+            ),
+            (
+                "contexts",
+                Json::str(match self.contexts {
+                    Contexts::Channel => "per channel",
+                    Contexts::Temporal => "per channel + per-object temporal",
                 }),
             ),
             ("mean_wire_bytes_per_tick", Json::Num(wm)),
@@ -920,8 +1052,12 @@ mod tests {
     }
 
     fn round_trip(ticks: &[Vec<ObjectSyms>]) {
-        for diff in [Diff::First, Diff::Second] {
-            let (mut enc_model, mut dec_model) = (Model::default(), Model::default());
+        for (diff, contexts) in [
+            (Diff::First, Contexts::Channel),
+            (Diff::Second, Contexts::Channel),
+            (Diff::Second, Contexts::Temporal),
+        ] {
+            let (mut enc_model, mut dec_model) = (Model::new(contexts), Model::new(contexts));
             for (i, tick) in ticks.iter().enumerate() {
                 let buf = encode_packet(&mut enc_model, tick, diff);
                 let got = decode_packet(&mut dec_model, tick, &buf);
@@ -1109,7 +1245,7 @@ mod tests {
         assert!(!m[2].changed && m[2].first.is_empty());
         // After an idle tick the previous first difference counts as 0.
         assert_eq!((m[3].first[0], m[3].second[0]), (1, 1));
-        let r = measure(&log, Diff::Second, Models::Carried).unwrap();
+        let r = measure(&log, Diff::Second, Models::Carried, Contexts::Temporal).unwrap();
         assert_eq!(r.residuals, 6);
         assert_eq!(r.changed_objects, 3);
     }

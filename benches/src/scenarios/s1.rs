@@ -10,6 +10,8 @@
 //!    components in full, postcard-encoded `f32`s, with an entity id;
 //! 4. a bitcode full snapshot per tick;
 //! 5. the empirical entropy bounds ([`super::entropy`]).
+//! 6. the bounds' own samples range-coded per tick ([`super::range_coding`]; a
+//!    measurement, not the wire format).
 
 use super::entropy::EntropyMeter;
 use super::range_coding::{self, SymbolLog};
@@ -923,7 +925,10 @@ fn range_coding_note(base: &BaselineRun) -> String {
          byte-aligned connection header and netcode.io's overhead, as the baselines pay \
          it. \"Carried\" models live across packets (the link is lossless with instant \
          acks; under loss both ends would need per-packet model snapshots), \"fresh\" \
-         models restart every packet. The bounds pay nothing for presence or masks and \
+         models restart every packet. The \"temporal contexts\" rows add per-object \
+         history to the carried model: the presence bit conditions on whether the object \
+         changed in the previous packet, the bucket code on the bucket the same component \
+         had when last coded (capped at 11); that history is model state too. The bounds pay nothing for presence or masks and \
          know the run's histogram in advance; the coder pays for both and learns online \
          (which also follows drift within the run, so its residuals alone may land below \
          the whole-run order-0 bound). CPU (wall time over the whole run, `Instant`):{cpu}\n"

@@ -5,6 +5,8 @@
 //!
 //! Reports bits per changed cube and kbps next to his figures: 321 bits raw per cube,
 //! 80 bits quantized, ~55 bits per changed cube with his delta encoding, 256 kbps target.
+//! Also range-codes the delta run's quantized cube residuals per tick
+//! ([`super::range_coding`]; a measurement, not the wire format).
 
 use super::range_coding::{self, SymbolLog};
 use super::{DeltaMode, Outcome, SanityError, ensure, mean_p95};
@@ -447,7 +449,10 @@ fn range_coding_note(coded: &[range_coding::Measured], changed: usize) -> String
          (first or second difference against the previous ticks, the largest-component \
          index included as a component) in an adaptive Exp-Golomb binarisation with \
          contexts per component. \"Carried\" models live across packets (a lossless, \
-         in-order link), \"fresh\" ones restart every packet. Not modelled: the packet \
+         in-order link), \"fresh\" ones restart every packet; the \"temporal contexts\" rows \
+         add per-cube history to the carried model (presence conditioned on whether the \
+         cube changed in the previous packet, the bucket code on the bucket the same \
+         component had when last coded). Not modelled: the packet \
          header and stream framing (the payload rows are the coded bytes alone). CPU is \
          wall time over the whole run (`Instant`).{rows}\n"
     )
