@@ -11,7 +11,9 @@
 //!   member (the change mask), per changed member component a signed residual in an
 //!   adaptive Exp-Golomb binarisation (bucket = number of magnitude bits in unary with
 //!   one context per channel and position, sign bit per channel, the two mantissa bits
-//!   below the leading one adaptive per channel and bucket, the rest raw);
+//!   below the leading one adaptive per channel and bucket, the rest raw); optionally
+//!   ([`Contexts::Temporal`]) presence and bucket contexts conditioned on each object's
+//!   previous packet;
 //! - [`SymbolLog`]: the per-tick symbols of a scenario run, and [`measure`], which
 //!   encodes every tick into one buffer, decodes it back, checks the decoded symbols
 //!   equal the input, and reports bytes and ns per residual.
@@ -385,7 +387,7 @@ impl Model {
     }
 
     /// Codes the signed residual `v` of channel `ch` with the bucket contexts of
-    /// `class` (below [`CLASSES`]).
+    /// `class` (below `CLASSES`).
     pub fn put(&mut self, enc: &mut Encoder, ch: usize, class: usize, v: i64) {
         let c = self.channel(ch);
         let bucket = &mut c.bucket[class];
@@ -560,7 +562,7 @@ pub enum DecodeError {
 
 /// Decodes a buffer of [`encode_packet`] against `layout` (the objects, their kinds
 /// and members, which both ends know; its values are ignored) into the flat form of
-/// [`flatten`]. Garbage decodes to garbage or an error, never a panic.
+/// `flatten`. Garbage decodes to garbage or an error, never a panic.
 pub fn decode_packet(
     model: &mut Model,
     layout: &[ObjectSyms],
