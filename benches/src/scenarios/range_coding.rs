@@ -1214,6 +1214,15 @@ mod tests {
                 let _ = decode_packet(&mut Model::default(), tick, &ff);
             }
         }
+        // Models carried through garbage packets, temporal history included, go on
+        // decoding without panicking.
+        for contexts in [Contexts::Channel, Contexts::Temporal] {
+            let mut model = Model::new(contexts);
+            for tick in &ticks {
+                let garbage: Vec<u8> = (0..64).map(|_| rng.next_u64() as u8).collect();
+                let _ = decode_packet(&mut model, tick, &garbage);
+            }
+        }
         // A cut packet decodes to an error or to other symbols, never to the input.
         let long = one_channel(vec![123_456_789; 64]);
         let buf = encode_packet(&mut Model::default(), &long, Diff::First);
