@@ -16,6 +16,9 @@ use std::collections::HashMap;
 pub struct EntropyMeter {
     first: Vec<HashMap<i64, u64>>,
     second: Vec<HashMap<i64, u64>>,
+    /// When set, the samples per object and tick for the range-coding measurement
+    /// ([`super::range_coding`]); the caller feeds it.
+    pub symbols: Option<super::range_coding::SymbolLog>,
 }
 
 impl EntropyMeter {
@@ -24,6 +27,7 @@ impl EntropyMeter {
         Self {
             first: vec![HashMap::new(); channels],
             second: vec![HashMap::new(); channels],
+            symbols: None,
         }
     }
 

@@ -8,6 +8,7 @@
 //! exactly as [`wire_bytes`] describes, the same for replicate and for the baselines.
 
 pub mod entropy;
+pub mod range_coding;
 pub mod s1;
 pub mod s2;
 pub mod s3;
@@ -480,6 +481,18 @@ mod tests {
         );
         // The oracle bounds are below any real encoding, and prediction helps.
         assert!(b.entropy_first < replicate && b.entropy_second < b.entropy_first);
+        // The range-coding measurement sees exactly the meter's samples.
+        let ticks = p.ticks as f64;
+        for m in &b.range_coded {
+            let creations = m.payload.iter().sum::<f64>() - m.coded_bytes as f64;
+            let bound = (m.entropy_bits / 8.0 + creations) / ticks;
+            let meter = match m.diff {
+                range_coding::Diff::First => b.entropy_first,
+                range_coding::Diff::Second => b.entropy_second,
+            };
+            assert!((bound - meter).abs() < 1e-6, "{bound} vs {meter}");
+        }
+        assert_eq!(b.range_coded.len(), 6);
     }
 
     #[test]
