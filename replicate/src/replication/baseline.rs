@@ -208,9 +208,9 @@ struct StateInfo {
     live: bool,
     /// The frame the snapshot was taken in.
     frame: u32,
-    /// The last predictions made from this snapshot, one per kind. Connections with
-    /// acks in step share them.
-    predicted: Vec<PredictionCache>,
+    /// The last predictions made from this snapshot: linear, quadratic. Connections
+    /// with acks in step share them.
+    predicted: [Option<PredictionCache>; 2],
     /// The last choice between predictions (see [`BaselineStorage::best_prediction`]).
     choice: Option<PredictionChoice>,
 }
@@ -363,25 +363,30 @@ impl BaselineStorage {
         mask: &ChangeMask,
         kind: Prediction,
     ) -> Option<Arc<dyn ErasedState>> {
-        let prior_state = self.state(prior)?;
-        let prior2_state = match (kind, prior2) {
-            (Prediction::Quadratic, Some(p)) => Some(self.state(p)?),
+        let prior2 = match (kind, prior2) {
             (Prediction::Quadratic, None) => return None,
+            (Prediction::Quadratic, p) => p,
             _ => None,
         };
         let priors = (
-            address(&prior_state),
-            prior2_state.as_ref().map_or(0, address),
+            self.state_address(prior)?,
+            match prior2 {
+                Some(p) => self.state_address(p)?,
+                None => 0,
+            },
         );
         let i = self.infos.get(info as usize).filter(|i| i.live)?;
-        if let Some(c) = i
-            .predicted
-            .iter()
-            .find(|c| c.kind == kind && c.priors == priors && c.mask == *mask)
+        let cached = usize::from(kind == Prediction::Quadratic);
+        if let Some(c) = &i.predicted[cached]
+            && c.kind == kind
+            && c.priors == priors
+            && c.mask == *mask
         {
             return c.predicted.clone();
         }
         let state = i.state.clone()?;
+        let prior_state = self.state(prior)?;
+        let prior2_state = prior2.and_then(|p| self.state(p));
         let predicted = extrapolate(
             state.as_ref(),
             prior_state.as_ref(),
@@ -397,10 +402,7 @@ impl BaselineStorage {
                 kind,
                 predicted: predicted.clone(),
             };
-            match i.predicted.iter_mut().find(|c| c.kind == kind) {
-                Some(c) => *c = cache,
-                None => i.predicted.push(cache),
-            }
+            i.predicted[cached] = Some(cache);
         }
         predicted
     }
@@ -408,7 +410,8 @@ impl BaselineStorage {
     /// The prediction a batch of an object whose current state is `state` codes
     /// against, from snapshot `info`, its `prior` and the prior's prior `prior2`: the
     /// constant-velocity one over the intervals from the snapshot to now, or, one
-    /// interval on from evenly spaced baselines, the quadratic one if it codes the
+    /// interval on from baselines evenly spaced at least [`QUADRATIC_MIN_INTERVAL`]
+    /// frames apart, the quadratic one if it codes the
     /// members in `mask` in fewer bits (a steady turn or a ballistic arc; a random
     /// walk favours the linear one). Decided once per frame for the snapshot and
     /// priors, so connections in step share the choice. `None` when no prediction
@@ -425,10 +428,13 @@ impl BaselineStorage {
         let prior_frame = self.snapshot_frame(prior)?;
         let steps = prediction_steps(prior_frame, frame, self.frame);
         let linear = Prediction::Linear(steps);
-        let evenly_spaced = prior2
-            .and_then(|p| self.snapshot_frame(p))
-            .is_some_and(|f| prior_frame.wrapping_sub(f) == frame.wrapping_sub(prior_frame));
-        if steps != 1 || !evenly_spaced {
+        let interval = frame.wrapping_sub(prior_frame);
+        let quadratic = steps == 1
+            && interval >= QUADRATIC_MIN_INTERVAL
+            && prior2
+                .and_then(|p| self.snapshot_frame(p))
+                .is_some_and(|f| prior_frame.wrapping_sub(f) == interval);
+        if !quadratic {
             return self
                 .prediction(info, prior, None, mask, linear)
                 .map(|p| (linear, p));
@@ -552,7 +558,7 @@ impl BaselineStorage {
             refs: 1,
             live: true,
             frame: self.frame,
-            predicted: Vec::new(),
+            predicted: [None, None],
             choice: None,
         };
         let idx = match self.free.pop() {
@@ -587,7 +593,7 @@ impl BaselineStorage {
             let object = i.object;
             i.live = false;
             i.state = None;
-            i.predicted.clear();
+            i.predicted = [None, None];
             i.choice = None;
             self.free.push(info);
             if let Some(o) = self.objects.get_mut(object)
@@ -1145,8 +1151,15 @@ fn residuals(
     baseline: &dyn ErasedState,
     mask: &ChangeMask,
 ) -> Option<(Vec<u8>, usize)> {
-    // Through a scratch writer kept per thread (a prediction is made once per object
-    // and tick on the server, once per predicted batch on the client).
+    with_scratch(|w| {
+        value.serialize_delta(baseline, mask, w);
+        (!w.is_overflown()).then(|| (w.to_bytes(), w.position()))
+    })
+}
+
+/// Runs `f` on an empty scratch writer kept per thread (a prediction is made once per
+/// object and tick on the server, once per predicted batch on the client).
+fn with_scratch<T>(f: impl FnOnce(&mut BitWriter) -> Option<T>) -> Option<T> {
     PREDICTION_SCRATCH.with(|cell| {
         let mut cell = cell.borrow_mut();
         let (w, origin) = cell.get_or_insert_with(|| {
@@ -1155,17 +1168,17 @@ fn residuals(
             (w, origin)
         });
         w.rollback(*origin);
-        value.serialize_delta(baseline, mask, w);
-        if w.is_overflown() {
-            return None;
-        }
-        Some((w.to_bytes(), w.position()))
+        f(w)
     })
 }
 
 /// The bits of the members' delta code of `value` against `baseline`.
 fn delta_bits(value: &dyn ErasedState, baseline: &dyn ErasedState, mask: &ChangeMask) -> usize {
-    residuals(value, baseline, mask).map_or(usize::MAX, |(_, bits)| bits)
+    with_scratch(|w| {
+        value.serialize_delta(baseline, mask, w);
+        (!w.is_overflown()).then(|| w.position())
+    })
+    .unwrap_or(usize::MAX)
 }
 
 /// `state` with `residuals` (from [`residuals`]) added, validated.
@@ -1180,6 +1193,11 @@ fn add_residuals(
     next.validate(mask).ok()?;
     Some(next)
 }
+
+/// The shortest baseline interval, in frames, over which a quadratic prediction is
+/// tried (with baselines a frame apart, the linear one misses by a frame's
+/// acceleration only, and the quadratic one doubles the quantization noise).
+const QUADRATIC_MIN_INTERVAL: u32 = 2;
 
 /// The most steps a prediction extrapolates over (the batch's 1-to-3-bit code).
 pub const MAX_PREDICTION_STEPS: u32 = 3;
@@ -1325,7 +1343,9 @@ pub(crate) struct NewBaseline {
 /// the acknowledged baselines they were built from).
 #[derive(Debug, Default)]
 pub struct ReceiverBaselines {
-    slots: [Option<(NewBaseline, u64)>; MAX_BASELINE_COUNT as usize],
+    /// By slot, grown on the first store into it (objects without delta compression
+    /// keep none).
+    slots: Vec<Option<(NewBaseline, u64)>>,
 }
 
 impl ReceiverBaselines {
@@ -1371,9 +1391,15 @@ impl ReceiverBaselines {
     }
 
     fn store(&mut self, index: u8, stored: NewBaseline, seq: u64) {
-        if let Some(slot) = self.slots.get_mut(index as usize)
-            && slot.as_ref().is_none_or(|(_, s)| *s < seq)
-        {
+        if index >= MAX_BASELINE_COUNT {
+            return;
+        }
+        let i = usize::from(index);
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        let slot = &mut self.slots[i];
+        if slot.as_ref().is_none_or(|(_, s)| *s < seq) {
             *slot = Some((stored, seq));
         }
     }

@@ -554,9 +554,11 @@ impl SectionFrame {
                 ..
             }
         );
-        self.heads
-            .iter()
-            .position(|h| h == head || (no_prior && h.baseline_part() == *head))
+        let same = self.heads.iter().position(|h| h == head);
+        if same.is_some() || !no_prior {
+            return same;
+        }
+        self.heads.iter().position(|h| h.baseline_part() == *head)
     }
 
     /// Writes a plain update's head: `[1]`, `[01]`, `[001]` for the latest, second and
