@@ -949,7 +949,8 @@ impl ConnectionBaselines {
     /// Records a new baseline of `snapshot` (on which the caller holds a reference) in
     /// slot `index` (one [`free_slot`](Self::free_slot) gave), nominated by the packet
     /// with `ordinal`; it holds `synced` in sync and was built from the snapshot `prior`,
-    /// whose own prior was `prior2` (references are taken on both).
+    /// whose own prior was `prior2` (references are taken on both; `prior2` is kept only
+    /// for baselines far enough apart for a quadratic prediction).
     #[allow(clippy::too_many_arguments)]
     pub fn nominate(
         &mut self,
@@ -971,7 +972,12 @@ impl ConnectionBaselines {
             return;
         }
         let synced = self.intern(synced);
-        let prior2 = prior.and(prior2);
+        // The prior's prior serves only a quadratic prediction, which needs baselines
+        // at least `QUADRATIC_MIN_INTERVAL` frames apart: with acks in step, none is kept.
+        let prior2 = prior
+            .and_then(|p| storage.snapshot_frame(p))
+            .filter(|&f| storage.frame().wrapping_sub(f) >= QUADRATIC_MIN_INTERVAL)
+            .and(prior2);
         for p in [prior, prior2].into_iter().flatten() {
             storage.add_ref(p);
         }
