@@ -19,7 +19,7 @@
 //!   creation throttle (`min_frames_between_baselines`, a connection's first baseline is
 //!   always allowed), the per-type switches, the types' default states and the
 //!   predictions made from each snapshot.
-//! - [`ConnectionBaselines`]: one connection's baselines. Per object, 24 bytes stored
+//! - [`ConnectionBaselines`]: one connection's baselines. Per object, 20 bytes stored
 //!   densely by object index: the acknowledged baseline (its snapshot, the two it was
 //!   built from, and the members the client holds in sync, an index into the
 //!   connection's few distinct masks) and which slots are in flight. The nominations
@@ -748,14 +748,12 @@ impl Slot {
 const NEWEST_ACKED: u8 = 0x80;
 
 /// One (object, connection)'s baselines: the acknowledged one and which slots packets
-/// in flight nominate. 24 bytes, stored densely by object index, so that a
-/// connection's state for 10 000 objects is 240 KB; the nominations themselves wait
+/// in flight nominate. 20 bytes, stored densely by object index, so that a
+/// connection's state for 10 000 objects is 200 KB; the nominations themselves wait
 /// in [`ConnectionBaselines`]'s queue of nominations in flight.
 #[derive(Debug, Clone, Copy)]
 struct ObjectBaselines {
     acked: Slot,
-    /// The snapshot of the newest nomination (see `newest`).
-    newest_snapshot: u32,
     /// The acknowledged baseline's slot on the wire ([`INVALID_BASELINE_INDEX`]: none).
     acked_slot: u8,
     /// The slots nominated by packets in flight, one bit each.
@@ -771,7 +769,6 @@ struct ObjectBaselines {
 
 const EMPTY: ObjectBaselines = ObjectBaselines {
     acked: EMPTY_SLOT,
-    newest_snapshot: NO_SNAPSHOT,
     acked_slot: INVALID_BASELINE_INDEX,
     pending: 0,
     epoch: 0,
@@ -871,10 +868,17 @@ impl ConnectionBaselines {
     /// object holds it, since both came in one packet; so updates written before the
     /// creation is acknowledged can be coded against it (in a form the client skips
     /// when it does not know the object, see `wire`).
-    pub fn creation(&self, object: InternalIndex) -> Option<(u8, u32)> {
+    pub fn creation(&self, object: InternalIndex) -> Option<(u8, BaselineSlot<'_>)> {
         let o = self.get(object)?;
-        (o.newest < MAX_BASELINE_COUNT && !o.acked.is_live() && o.pending == 1 << o.newest)
-            .then_some((o.newest, o.newest_snapshot))
+        if o.newest >= MAX_BASELINE_COUNT || o.acked.is_live() || o.pending != 1 << o.newest {
+            return None;
+        }
+        // Its entry is among the last ones queued: those of the packets since.
+        self.in_flight
+            .iter()
+            .rev()
+            .find(|n| n.object == object && n.epoch == o.epoch)
+            .map(|n| (n.slot, self.view(&n.baseline)))
     }
 
     /// The slots packets in flight nominated for an object, one bit each.
@@ -984,7 +988,6 @@ impl ConnectionBaselines {
         let o = self.get_mut(object);
         o.pending |= 1 << index;
         o.newest = index;
-        o.newest_snapshot = snapshot;
         let epoch = o.epoch;
         self.in_flight.push_back(Nomination {
             ordinal,
@@ -1706,7 +1709,7 @@ mod tests {
     }
 
     #[test]
-    fn a_connection_keeps_24_bytes_per_object() {
-        assert_eq!(std::mem::size_of::<ObjectBaselines>(), 24);
+    fn a_connection_keeps_20_bytes_per_object() {
+        assert_eq!(std::mem::size_of::<ObjectBaselines>(), 20);
     }
 }

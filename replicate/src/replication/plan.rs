@@ -91,13 +91,10 @@ impl ReplicationWriter {
             reference = (!self.infos[index as usize].is_creation_resent())
                 .then(|| self.baselines.creation(index))
                 .flatten()
-                .filter(|&(_, snapshot)| {
-                    st.state_address(snapshot).is_some()
-                        && self
-                            .baselines
-                            .synced_masks(index)
-                            .all(|synced| is_subset(&allowed, synced))
-                });
+                .filter(|(_, b)| {
+                    st.state_address(b.snapshot).is_some() && is_subset(&allowed, b.synced)
+                })
+                .map(|(k, b)| (k, b.snapshot));
             let default = reference
                 .is_none()
                 .then(|| st.default_state(entry.protocol(), new_state));
