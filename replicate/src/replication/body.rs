@@ -1,15 +1,21 @@
 //! The writer's frame and encode stages for one batch (see `wire` for the format): the
-//! long form's flags and tags, the head and change mask (each possibly one bit in a
-//! plain update), and the segment of members, encoded once per tick and copied for
-//! every other connection that needs the same one (see `encode`).
+//! object index, the form (plain, sized long form, or a huge object's wide form) and
+//! the exports after a long-form body; the long form's flags and tags, the head and
+//! change mask (each possibly one bit in a plain update), and the segment of members,
+//! encoded once per tick and copied for every other connection that needs the same one
+//! (see `encode`).
 
+use super::{BatchError, ReplicationWriter, SCRATCH_BITS};
 use crate::bits::BitWriter;
+use crate::connection::DeliveryStatus;
 use crate::handle::NetRefHandle;
 use crate::object::{InternalIndex, ObjectEntry, ObjectTable};
 use crate::replication::baseline::{BaselineStorage, DeltaPlan, SegmentKind};
 use crate::replication::encode::EncodedSegments;
 use crate::replication::insights::Encoding;
-use crate::replication::wire::{BatchHead, SectionFrame, write_mask};
+use crate::replication::wire::{
+    BATCH_SIZE_BITS, BatchHead, SectionFrame, WIDE_BATCH_SIZE, write_batch_size, write_mask,
+};
 use crate::state::ChangeMask;
 use crate::stream::tokens::{NetToken, SharedExports, lock};
 
@@ -193,4 +199,205 @@ fn write_long_flags(
         }
     }
     w.write_bool(tear_off);
+}
+
+/// What the frame stage wrote for one batch, in bits by part, for the record stage.
+pub(super) struct FramedBatch {
+    /// The object index.
+    pub handle_bits: usize,
+    /// The form bit and, in the long forms, the size.
+    pub prefix_bits: usize,
+    /// The body, from the first bit after the prefix to the last member.
+    pub body_bits: usize,
+    /// The exports after the body.
+    pub exports_bits: usize,
+    /// The body's parts.
+    pub bits: BodyBits,
+    /// The shared segment the members came from or went into.
+    pub segment: Option<u32>,
+    /// The net tokens exported with the batch.
+    pub exported: Vec<NetToken>,
+}
+
+impl FramedBatch {
+    /// All the batch's bits.
+    pub fn total_bits(&self) -> usize {
+        self.handle_bits + self.prefix_bits + self.body_bits + self.exports_bits
+    }
+}
+
+/// One form's body as written: its parts, the tokens its tags carry and where it
+/// starts (the exports flag, in a long form).
+struct FormBody {
+    bits: BodyBits,
+    tokens: Vec<NetToken>,
+    start: usize,
+}
+
+impl ReplicationWriter {
+    /// Frames one batch: its object index, form and body, then the exports its tags
+    /// need. On an error the caller rolls back the writer and the section frame.
+    pub(super) fn frame_batch(
+        &mut self,
+        w: &mut BitWriter,
+        c: &BatchCoding<'_>,
+        local: u32,
+    ) -> Result<FramedBatch, BatchError> {
+        let start = w.position();
+        self.frame.write_index(w, local);
+        let handle_bits = w.position() - start;
+        let mut segment = None;
+        let plain = c.is_plain();
+        let body = if plain {
+            self.write_plain_form(w, c, &mut segment)?
+        } else if self.huge.wide {
+            self.write_wide_form(w, c, &mut segment)?
+        } else {
+            self.write_sized_form(w, c, &mut segment)?
+        };
+        let prefix_bits = body.start - start - handle_bits;
+        let body_end = w.position();
+        // Exports follow the state: the tokens the peer may not know yet (only a long
+        // form carries tags, hence tokens).
+        let exported = if plain {
+            Vec::new()
+        } else {
+            self.write_exports(w, &body.tokens, body.start)?
+        };
+        Ok(FramedBatch {
+            handle_bits,
+            prefix_bits,
+            body_bits: body_end - body.start,
+            exports_bits: w.position() - body_end,
+            bits: body.bits,
+            segment,
+            exported,
+        })
+    }
+
+    /// A plain update: the form bit, then head, mask and members, noted in the section
+    /// frame once in.
+    fn write_plain_form(
+        &mut self,
+        w: &mut BitWriter,
+        c: &BatchCoding<'_>,
+        segment: &mut Option<u32>,
+    ) -> Result<FormBody, BatchError> {
+        // No size: the reader knows the type from the index (see `wire`).
+        w.write_bool(false);
+        let start = w.position();
+        let (bits, head) = write_plain(w, c, &self.frame, &mut self.segments, segment);
+        if w.is_overflown() {
+            return Err(BatchError::DidNotFit);
+        }
+        self.frame.note_plain(head, c.entry.protocol(), c.mask);
+        Ok(FormBody {
+            bits,
+            tokens: Vec::new(),
+            start,
+        })
+    }
+
+    /// A huge object's batch, inside its blob: the escape and a 32-bit size patched
+    /// after the long-form body.
+    fn write_wide_form(
+        &mut self,
+        w: &mut BitWriter,
+        c: &BatchCoding<'_>,
+        segment: &mut Option<u32>,
+    ) -> Result<FormBody, BatchError> {
+        w.write_bool(true);
+        w.write_bool(true);
+        w.write_bits(WIDE_BATCH_SIZE, BATCH_SIZE_BITS);
+        let size_pos = w.position();
+        w.write_bits(0, 32);
+        let start = w.position();
+        let mut bits = BodyBits::default();
+        let tokens = write_long(w, c, &self.exports, &mut self.segments, segment, &mut bits);
+        if w.is_overflown() {
+            return Err(BatchError::DidNotFit);
+        }
+        w.patch_bits(size_pos, (w.position() - start) as u64, 32);
+        Ok(FormBody {
+            bits,
+            tokens,
+            start,
+        })
+    }
+
+    /// A long-form batch with its size: the prefix's width depends on the body's size,
+    /// so the body goes first into the scratch writer, then prefix and body into the
+    /// packet.
+    fn write_sized_form(
+        &mut self,
+        w: &mut BitWriter,
+        c: &BatchCoding<'_>,
+        segment: &mut Option<u32>,
+    ) -> Result<FormBody, BatchError> {
+        let (scratch, origin) = self.scratch.get_or_insert_with(|| {
+            let s = BitWriter::with_capacity_bits(SCRATCH_BITS);
+            let origin = s.mark();
+            (s, origin)
+        });
+        // Empty (clearing only the words the last body used), at most what the
+        // packet has left.
+        scratch.rollback(*origin);
+        let limit = w.bits_left();
+        scratch.begin_substream(limit);
+        let mut bits = BodyBits::default();
+        let tokens = write_long(
+            scratch,
+            c,
+            &self.exports,
+            &mut self.segments,
+            segment,
+            &mut bits,
+        );
+        let size = scratch.position();
+        if scratch.is_overflown() || size as u64 >= WIDE_BATCH_SIZE {
+            return Err(if limit >= SCRATCH_BITS || !scratch.is_overflown() {
+                BatchError::TooLarge
+            } else {
+                BatchError::DidNotFit
+            });
+        }
+        w.write_bool(true);
+        write_batch_size(w, size);
+        let start = w.position();
+        w.write_from(scratch);
+        if w.is_overflown() {
+            return Err(BatchError::DidNotFit);
+        }
+        Ok(FormBody {
+            bits,
+            tokens,
+            start,
+        })
+    }
+
+    /// Writes the exports of the tokens the peer has not acknowledged after a long-form
+    /// body starting at `flag_pos` (its exports flag), and returns them.
+    fn write_exports(
+        &mut self,
+        w: &mut BitWriter,
+        tokens: &[NetToken],
+        flag_pos: usize,
+    ) -> Result<Vec<NetToken>, BatchError> {
+        let mut exports = lock(&self.exports);
+        let unacked: Vec<NetToken> = tokens
+            .iter()
+            .copied()
+            .filter(|t| !exports.is_acked(*t))
+            .collect();
+        if unacked.is_empty() {
+            return Ok(Vec::new());
+        }
+        w.patch_bits(flag_pos, 1, 1);
+        let exported = exports.write_exports(&unacked, w);
+        if w.is_overflown() {
+            exports.on_delivery(&exported, DeliveryStatus::Lost);
+            return Err(BatchError::DidNotFit);
+        }
+        Ok(exported)
+    }
 }

@@ -39,7 +39,9 @@
 //! `OwnerOnly`, ...) are applied per connection when a batch is written.
 
 use super::ReplicationConfig;
-use super::baseline::{BaselineStorage, ConnectionBaselines, SharedBaselineStorage, lock_storage};
+use super::baseline::{
+    BaselineStorage, ConnectionBaselines, DeltaPlan, SharedBaselineStorage, lock_storage,
+};
 use super::encode::EncodedSegments;
 use super::insights::{BatchLayout, WriterAttribution};
 use super::record::{
@@ -47,14 +49,14 @@ use super::record::{
     ReplicatedObjectState as S, ReplicationInfo,
 };
 use super::scheduler::{EntryFate, Schedule, ScheduledObject};
-use super::wire::{BATCH_SIZE_BITS, SectionFrame, WIDE_BATCH_SIZE, write_batch_size};
+use super::wire::{SectionFrame, WIDE_BATCH_SIZE};
 use crate::bits::BitWriter;
 use crate::connection::DeliveryStatus;
 use crate::handle::NetRefHandle;
-use crate::object::{ConnectionId, InternalIndex, ObjectTable};
+use crate::object::{ConnectionId, InternalIndex, ObjectEntry, ObjectTable};
 use crate::serialize::BitArray;
 use crate::state::{ChangeMask, StateDescriptor};
-use crate::stream::tokens::{NetToken, SharedExports, lock};
+use crate::stream::tokens::{SharedExports, lock};
 use crate::stream::{DataStream, StreamError, WriteResult};
 use std::collections::VecDeque;
 
@@ -68,7 +70,7 @@ mod local;
 mod plan;
 use plan::CreationStage;
 
-use body::{BatchCoding, BodyBits, encoding_of, write_long, write_plain};
+use body::{BatchCoding, FramedBatch, encoding_of};
 use local::LocalIndices;
 
 /// What [`ReplicationWriter::pending_bytes`] counts for an object kept alive only
@@ -188,6 +190,19 @@ enum Fit {
 enum BatchError {
     DidNotFit,
     TooLarge,
+}
+
+/// One batch that went into the packet, as the record stage needs it.
+struct WrittenBatch<'a> {
+    index: InternalIndex,
+    entry: &'a ObjectEntry,
+    /// The object's state before the batch.
+    state: S,
+    creating: bool,
+    tear_off: bool,
+    send_tags: bool,
+    mask: ChangeMask,
+    plan: Option<DeltaPlan>,
 }
 
 /// The sending half of the replication stream for one connection.
@@ -1194,6 +1209,8 @@ impl ReplicationWriter {
         }
     }
 
+    /// Writes one object's batch: plan, frame, record. `Ok(false)` when there was
+    /// nothing to send; on an error nothing of the batch is left in `w`.
     fn write_batch(
         &mut self,
         table: &ObjectTable,
@@ -1243,7 +1260,6 @@ impl ReplicationWriter {
             }
             _ => None,
         };
-        let handle = entry.handle();
         let Some(local) = self.infos[index as usize].local_index() else {
             // Every replicated object has an index from `start_replication`.
             self.dirty.clear(index);
@@ -1261,117 +1277,62 @@ impl ReplicationWriter {
             st: st.as_deref(),
             mask: &mask,
         };
+        // Everything the frame stage wrote is undone here, whatever failed.
         let m = w.mark();
         let frame_mark = self.frame.mark();
-        self.frame.write_index(w, local);
-        let handle_bits = w.position() - m.position();
-        let mut bits = BodyBits::default();
-        let mut segment = None;
-        let mut tokens = Vec::new();
-        let prefix_bits;
-        let exports_flag_pos;
-        if coding.is_plain() {
-            // No size: the reader knows the type from the index (see `wire`).
-            w.write_bool(false);
-            prefix_bits = 1;
-            exports_flag_pos = None;
-            let head;
-            (bits, head) = write_plain(w, &coding, &self.frame, &mut self.segments, &mut segment);
-            if w.is_overflown() {
+        let framed = match self.frame_batch(w, &coding, local) {
+            Ok(framed) => framed,
+            Err(e) => {
                 w.rollback(m);
                 self.frame.rewind(frame_mark);
-                return Err(BatchError::DidNotFit);
+                return Err(e);
             }
-            self.frame.note_plain(head, entry.protocol(), &mask);
-        } else if self.huge.wide {
-            // A huge object's batch, inside its blob: the escape and a 32-bit size.
-            w.write_bool(true);
-            w.write_bool(true);
-            w.write_bits(WIDE_BATCH_SIZE, BATCH_SIZE_BITS);
-            let size_pos = w.position();
-            w.write_bits(0, 32);
-            let body = w.position();
-            prefix_bits = body - m.position() - handle_bits;
-            exports_flag_pos = Some(body);
-            tokens = write_long(
-                w,
-                &coding,
-                &self.exports,
-                &mut self.segments,
-                &mut segment,
-                &mut bits,
-            );
-            if w.is_overflown() {
-                w.rollback(m);
-                self.frame.rewind(frame_mark);
-                return Err(BatchError::DidNotFit);
-            }
-            w.patch_bits(size_pos, (w.position() - body) as u64, 32);
-        } else {
-            // The prefix's width depends on the body's size: body first, in the scratch
-            // writer, then prefix and body into the packet.
-            let (scratch, origin) = self.scratch.get_or_insert_with(|| {
-                let s = BitWriter::with_capacity_bits(SCRATCH_BITS);
-                let origin = s.mark();
-                (s, origin)
-            });
-            // Empty (clearing only the words the last body used), at most what the
-            // packet has left.
-            scratch.rollback(*origin);
-            let limit = w.bits_left();
-            scratch.begin_substream(limit);
-            tokens = write_long(
-                scratch,
-                &coding,
-                &self.exports,
-                &mut self.segments,
-                &mut segment,
-                &mut bits,
-            );
-            let size = scratch.position();
-            if scratch.is_overflown() || size as u64 >= WIDE_BATCH_SIZE {
-                w.rollback(m);
-                self.frame.rewind(frame_mark);
-                return Err(if limit >= SCRATCH_BITS || !scratch.is_overflown() {
-                    BatchError::TooLarge
-                } else {
-                    BatchError::DidNotFit
-                });
-            }
-            w.write_bool(true);
-            write_batch_size(w, size);
-            prefix_bits = w.position() - m.position() - handle_bits;
-            exports_flag_pos = Some(w.position());
-            w.write_from(scratch);
-            if w.is_overflown() {
-                w.rollback(m);
-                self.frame.rewind(frame_mark);
-                return Err(BatchError::DidNotFit);
-            }
-        }
-        let body_bits = w.position() - m.position() - handle_bits - prefix_bits;
-        // Exports follow the state: the tokens the peer may not know yet (only a long
-        // form carries tags, hence tokens).
-        let mut exported = Vec::new();
-        if let Some(flag_pos) = exports_flag_pos {
-            let mut exports = lock(&self.exports);
-            let unacked: Vec<NetToken> = tokens
-                .iter()
-                .copied()
-                .filter(|t| !exports.is_acked(*t))
-                .collect();
-            if !unacked.is_empty() {
-                w.patch_bits(flag_pos, 1, 1);
-                exported = exports.write_exports(&unacked, w);
-                if w.is_overflown() {
-                    exports.on_delivery(&exported, DeliveryStatus::Lost);
-                    drop(exports);
-                    w.rollback(m);
-                    self.frame.rewind(frame_mark);
-                    return Err(BatchError::DidNotFit);
-                }
-            }
-        }
+        };
+        let batch = WrittenBatch {
+            index,
+            entry,
+            state,
+            creating,
+            tear_off,
+            send_tags,
+            mask,
+            plan,
+        };
+        self.record_batch(batch, st, framed, record);
+        Ok(true)
+    }
+
+    /// Records a batch that went in: statistics, network insights, the baseline it
+    /// nominates, the packet record and the object's state.
+    fn record_batch(
+        &mut self,
+        batch: WrittenBatch<'_>,
+        st: Option<&mut BaselineStorage>,
+        framed: FramedBatch,
+        record: &mut PacketRecord,
+    ) {
+        let WrittenBatch {
+            index,
+            entry,
+            state,
+            creating,
+            tear_off,
+            send_tags,
+            mask,
+            plan,
+        } = batch;
+        let desc = entry.descriptor();
+        let handle = entry.handle();
+        let total_bits = framed.total_bits();
+        let FramedBatch {
+            handle_bits,
+            prefix_bits,
+            exports_bits,
+            bits,
+            segment,
+            exported,
+            ..
+        } = framed;
         record.exports.extend(exported);
         let member_bits = bits.members;
         if !self.huge.wide {
@@ -1403,7 +1364,7 @@ impl ReplicationWriter {
                     head: bits.head,
                     mask: bits.mask,
                     members: bits.members,
-                    exports: w.position() - m.position() - handle_bits - prefix_bits - body_bits,
+                    exports: exports_bits,
                 },
                 measured,
             );
@@ -1469,7 +1430,7 @@ impl ReplicationWriter {
         if self.stats.bits_per_type.len() <= protocol {
             self.stats.bits_per_type.resize(protocol + 1, 0);
         }
-        self.stats.bits_per_type[protocol] += (w.position() - m.position()) as u64;
+        self.stats.bits_per_type[protocol] += total_bits as u64;
         if self.stats.member_bits_per_type.len() <= protocol {
             self.stats.member_bits_per_type.resize(protocol + 1, 0);
             self.stats.batches_per_type.resize(protocol + 1, 0);
@@ -1482,7 +1443,6 @@ impl ReplicationWriter {
         if tear_off {
             self.stats.tear_offs += 1;
         }
-        Ok(true)
     }
 
     /// The fate of the oldest packet this writer wrote into.
