@@ -262,7 +262,7 @@ impl ReplicationWriter {
         let exported = if plain {
             Vec::new()
         } else {
-            self.write_exports(w, &body.tokens, body.start)?
+            self.write_batch_exports(w, &body.tokens, body.start)?
         };
         Ok(FramedBatch {
             handle_bits,
@@ -377,7 +377,7 @@ impl ReplicationWriter {
 
     /// Writes the exports of the tokens the peer has not acknowledged after a long-form
     /// body starting at `flag_pos` (its exports flag), and returns them.
-    fn write_exports(
+    fn write_batch_exports(
         &mut self,
         w: &mut BitWriter,
         tokens: &[NetToken],
