@@ -887,13 +887,14 @@ impl ConnectionBaselines {
     }
 
     /// The synced masks of an object's baselines: the acknowledged one and those in
-    /// flight.
+    /// flight (the queue is searched only when the object has some).
     pub fn synced_masks(&self, object: InternalIndex) -> impl Iterator<Item = &ChangeMask> {
         let o = self.get(object).copied().unwrap_or(EMPTY);
         let acked = o.acked.is_live().then_some(o.acked.synced);
         let in_flight = self
             .in_flight
             .iter()
+            .take(if o.pending == 0 { 0 } else { usize::MAX })
             .filter(move |n| n.object == object && n.epoch == o.epoch)
             .map(|n| n.baseline.synced);
         acked
@@ -1003,14 +1004,9 @@ impl ConnectionBaselines {
         });
     }
 
-    /// Releases every baseline of an object (nominations in flight change nothing when
-    /// their packet's fate is known); returns the members its baselines held in sync,
-    /// merged (owed again: the next batch takes the full path).
-    pub fn release_object(
-        &mut self,
-        storage: &mut BaselineStorage,
-        object: InternalIndex,
-    ) -> Option<ChangeMask> {
+    /// The members an object's baselines hold in sync, merged: what is owed again when
+    /// they are released because what the connection may receive changed.
+    pub fn synced_union(&self, object: InternalIndex) -> Option<ChangeMask> {
         let mut merged: Option<ChangeMask> = None;
         for synced in self.synced_masks(object) {
             match merged.as_mut() {
@@ -1018,13 +1014,19 @@ impl ConnectionBaselines {
                 None => merged = Some(synced.clone()),
             }
         }
-        let o = self.objects.get_mut(object as usize)?;
-        release(storage, o.acked);
-        *o = ObjectBaselines {
-            epoch: o.epoch.wrapping_add(1),
-            ..EMPTY
-        };
         merged
+    }
+
+    /// Releases every baseline of an object (nominations in flight change nothing when
+    /// their packet's fate is known): the next batch takes the full path.
+    pub fn release_object(&mut self, storage: &mut BaselineStorage, object: InternalIndex) {
+        if let Some(o) = self.objects.get_mut(object as usize) {
+            release(storage, o.acked);
+            *o = ObjectBaselines {
+                epoch: o.epoch.wrapping_add(1),
+                ..EMPTY
+            };
+        }
     }
 
     /// Releases everything (the connection goes away).
@@ -1654,7 +1656,8 @@ mod tests {
         assert_eq!(c.acked(1).unwrap().1.prior, Some(snap));
         assert_eq!(s.ref_count(snap), 2, "still the prior of slot 7");
         // Releasing the object drops both the slot and its prior.
-        assert_eq!(c.release_object(&mut s, 1), Some(all));
+        assert_eq!(c.synced_union(1), Some(all));
+        c.release_object(&mut s, 1);
         assert_eq!(s.ref_count(snap), 1);
         assert_eq!(s.ref_count(snap2), 1);
     }

@@ -124,10 +124,11 @@ impl ReplicationWriter {
             }
             Some(_) => {
                 // A member the client's baseline does not hold is now allowed.
-                if let Some(mut merged) = self.baselines.release_object(st, index) {
+                if let Some(mut merged) = self.baselines.synced_union(index) {
                     merged.and_with(&allowed);
                     mask.or_with(&merged);
                 }
+                self.baselines.release_object(st, index);
             }
             None => {}
         }

@@ -338,18 +338,25 @@ impl ReplicationWriter {
             .map(|e| e.subobjects().to_vec())
             .unwrap_or_default();
         for j in std::iter::once(index).chain(subs) {
-            if let Some(merged) = self.drop_baselines(j) {
+            if let Some(merged) = self.take_baselines(j) {
                 self.mark_members_dirty(table, j, &merged);
             }
         }
     }
 
-    /// Releases an object's baselines for this connection; returns their merged masks.
-    fn drop_baselines(&mut self, index: InternalIndex) -> Option<ChangeMask> {
-        match &self.storage {
-            Some(s) => self.baselines.release_object(&mut lock_storage(s), index),
-            None => None,
+    /// Releases an object's baselines for this connection.
+    fn drop_baselines(&mut self, index: InternalIndex) {
+        if let Some(s) = &self.storage {
+            self.baselines.release_object(&mut lock_storage(s), index);
         }
+    }
+
+    /// Releases an object's baselines for this connection; returns the members they
+    /// held in sync, merged (owed again).
+    fn take_baselines(&mut self, index: InternalIndex) -> Option<ChangeMask> {
+        let merged = self.baselines.synced_union(index);
+        self.drop_baselines(index);
+        merged
     }
 
     /// The ordinal of the packet being written (the count of packets written before).
@@ -580,7 +587,7 @@ impl ReplicationWriter {
         for i in owner_changed {
             // Baselines holding the old owner's view of conditional members go.
             if self.owner_change_affects_baselines(table, i)
-                && let Some(merged) = self.drop_baselines(i)
+                && let Some(merged) = self.take_baselines(i)
             {
                 self.mark_members_dirty(table, i, &merged);
             }
