@@ -17,7 +17,7 @@ pub fn replicated(err: &syn::Error, input: &syn::DeriveInput, krate: &syn::Path)
         .unwrap_or_default();
     for t in input.generics.type_params() {
         let ident = &t.ident;
-        preds.push(quote!(#ident: ::core::marker::Send + 'static));
+        preds.push(quote!(#ident: ::core::marker::Send + ::core::marker::Sync + 'static));
     }
     let where_clause = if preds.is_empty() {
         quote!()

@@ -507,7 +507,7 @@ impl<'a> Model<'a> {
         for p in &self.cont.generics.params {
             if let syn::GenericParam::Type(t) = p {
                 let ident = &t.ident;
-                preds.push(quote!(#ident: ::core::marker::Send + 'static));
+                preds.push(quote!(#ident: ::core::marker::Send + ::core::marker::Sync + 'static));
             }
         }
         // Every member's serializer requirement, spanned at the field's type. For

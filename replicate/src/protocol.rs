@@ -126,7 +126,7 @@ impl<T: ReplicatedState> ErasedState for T {
 }
 
 /// A game object of any replicated type.
-pub trait ErasedObject: Any + Send {
+pub trait ErasedObject: Any + Send + Sync {
     /// The type's descriptor.
     fn type_descriptor(&self) -> &'static StateDescriptor;
     /// Quantizes into `out` (a state of the same type; otherwise nothing happens and

@@ -393,11 +393,14 @@ impl ChangeMask {
 }
 
 /// A game type replicated by the system (`#[derive(Replicated)]`).
+///
+/// `Send + Sync`: the server's writer threads read the object table together (see
+/// [`ReplicationConfig::writer_threads`](crate::internals::replication::ReplicationConfig::writer_threads)).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a replicated type",
     note = "add `#[derive(Replicated)]` to `{Self}`"
 )]
-pub trait Replicated: Send + 'static {
+pub trait Replicated: Send + Sync + 'static {
     /// The quantized twin.
     type State: ReplicatedState;
 

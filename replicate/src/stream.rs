@@ -101,7 +101,7 @@ pub trait DataStream<C: ?Sized>: Any + Send {
     fn name(&self) -> &str;
 
     /// Writes what fits in `writer` (whose capacity is the stream's budget).
-    fn write_data(&mut self, ctx: &mut C, writer: &mut BitWriter) -> WriteResult;
+    fn write_data(&mut self, ctx: &C, writer: &mut BitWriter) -> WriteResult;
 
     /// Reads the stream's section of a received packet.
     fn read_data(&mut self, ctx: &mut C, reader: &mut BitReader) -> Result<(), StreamError>;
@@ -130,7 +130,11 @@ pub const STREAM_COUNT_BITS: u32 = 5;
 #[derive(Debug, Clone, Copy)]
 struct ManagerRecord {
     sequence: PacketSequence,
+    /// The streams with a section in the packet.
     mask: u32,
+    /// The streams whose section overflowed and was dropped: told `Lost` whatever
+    /// the packet's fate.
+    dropped: u32,
 }
 
 /// Multiplexes up to [`MAX_STREAM_COUNT`](DataStreamManager::MAX_STREAM_COUNT) streams
@@ -145,7 +149,7 @@ struct ManagerRecord {
 /// struct Counter { next: u8, pending: Option<u8>, got: Vec<u8>, acked: u32 }
 /// impl DataStream<()> for Counter {
 ///     fn name(&self) -> &str { "counter" }
-///     fn write_data(&mut self, _: &mut (), w: &mut BitWriter) -> WriteResult {
+///     fn write_data(&mut self, _: &(), w: &mut BitWriter) -> WriteResult {
 ///         let Some(v) = self.pending.take() else { return WriteResult::NoData };
 ///         w.write_bits(v as u64, 8);
 ///         WriteResult::Ok
@@ -165,7 +169,7 @@ struct ManagerRecord {
 /// rx.add_stream(Box::new(Counter { next: 0, pending: None, got: vec![], acked: 0 })).unwrap();
 ///
 /// let mut w = BitWriter::with_capacity_bytes(64);
-/// tx.write_packet(&mut (), PacketSequence(1), &mut w);
+/// tx.write_packet(&(), PacketSequence(1), &mut w);
 /// let bytes = w.finish().unwrap();
 /// rx.read_packet(&mut (), &mut BitReader::new(&bytes)).unwrap();
 /// assert_eq!(rx.stream::<Counter>("counter").unwrap().got, vec![7]);
@@ -176,6 +180,9 @@ pub struct DataStreamManager<C: ?Sized + 'static> {
     streams: Vec<Box<dyn DataStream<C>>>,
     status: Vec<SendStatus>,
     records: VecDeque<ManagerRecord>,
+    /// Per stream: losses owed for records dropped while writing (too many in
+    /// flight), told before the next delivery.
+    owed_losses: Vec<u32>,
     /// What the last written packet's sections took (network insights), when on.
     sections: Option<Box<SectionBits>>,
     /// What the last read packet's sections took, when on.
@@ -235,6 +242,7 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
             streams: Vec::new(),
             status: Vec::new(),
             records: VecDeque::new(),
+            owed_losses: Vec::new(),
             sections: None,
             read_sections: None,
         }
@@ -334,12 +342,13 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
     /// [`process_delivery`](Self::process_delivery) for every sequence written.
     pub fn write_packet(
         &mut self,
-        ctx: &mut C,
+        ctx: &C,
         sequence: PacketSequence,
         writer: &mut BitWriter,
     ) -> WriteResult {
         let count = self.streams.len() as u32;
         let mut mask = 0u32;
+        let mut dropped = 0u32;
         let mut result = WriteResult::NoData;
         if let Some(s) = self.sections.as_mut() {
             s.framing = 0;
@@ -375,7 +384,8 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
                                 "data stream `{}` overflowed its budget ({e}); its data is dropped",
                                 stream.name()
                             );
-                            stream.process_delivery(ctx, DeliveryStatus::Lost);
+                            // Its record for this packet is told `Lost` in its turn.
+                            dropped |= 1 << i;
                         }
                     }
                 }
@@ -387,20 +397,27 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
         }
         if mask == 0 {
             // Nothing written: no record (the caller may cancel the packet and reuse
-            // its sequence; a record here would then shadow the real packet's).
+            // its sequence; a record here would then shadow the real packet's). A
+            // dropped section is told lost before the next delivery.
+            self.owe_losses(dropped);
             return result;
         }
         if self.records.len() >= Self::MAX_RECORDS_IN_FLIGHT
             && let Some(oldest) = self.records.pop_front()
         {
-            // A caller that never reports delivery must not grow this without bound.
+            // A caller that never reports delivery must not grow this without bound;
+            // the streams hear of the loss before the next delivery.
             tracing::warn!(
                 "data stream manager: packet {:?} never got a delivery status; treating it as lost",
                 oldest.sequence
             );
-            self.dispatch(ctx, oldest.mask, DeliveryStatus::Lost);
+            self.owe_losses(oldest.mask | oldest.dropped);
         }
-        self.records.push_back(ManagerRecord { sequence, mask });
+        self.records.push_back(ManagerRecord {
+            sequence,
+            mask,
+            dropped,
+        });
         result
     }
 
@@ -481,6 +498,7 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
         sequence: PacketSequence,
         status: DeliveryStatus,
     ) {
+        self.tell_owed_losses(ctx);
         loop {
             let Some(front) = self.records.front().copied() else {
                 // A packet written without the manager (an ack-only packet): nothing to do.
@@ -494,7 +512,7 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
                     front.sequence
                 );
                 self.records.pop_front();
-                self.dispatch(ctx, front.mask, DeliveryStatus::Lost);
+                self.dispatch(ctx, front, DeliveryStatus::Lost);
                 continue;
             }
             if front.sequence != sequence {
@@ -502,14 +520,45 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
                 return;
             }
             self.records.pop_front();
-            self.dispatch(ctx, front.mask, status);
+            self.dispatch(ctx, front, status);
             return;
         }
     }
 
-    fn dispatch(&mut self, ctx: &mut C, mask: u32, status: DeliveryStatus) {
-        for (i, stream) in self.streams.iter_mut().enumerate() {
+    /// Owes a loss to each stream in `mask` (see `owed_losses`).
+    fn owe_losses(&mut self, mask: u32) {
+        if mask == 0 {
+            return;
+        }
+        self.owed_losses.resize(self.streams.len(), 0);
+        for (i, owed) in self.owed_losses.iter_mut().enumerate() {
             if mask & (1 << i) != 0 {
+                *owed += 1;
+            }
+        }
+    }
+
+    /// Tells each stream the losses owed to it (see `owed_losses`).
+    fn tell_owed_losses(&mut self, ctx: &mut C) {
+        for (i, owed) in self.owed_losses.iter_mut().enumerate() {
+            for _ in 0..std::mem::take(owed) {
+                self.streams[i].process_delivery(ctx, DeliveryStatus::Lost);
+            }
+        }
+    }
+
+    /// Tells a packet's fate to the streams it carried (a dropped section is lost
+    /// whatever the packet's fate, unless discarded).
+    fn dispatch(&mut self, ctx: &mut C, record: ManagerRecord, status: DeliveryStatus) {
+        for (i, stream) in self.streams.iter_mut().enumerate() {
+            let bit = 1 << i;
+            if record.dropped & bit != 0 {
+                let lost = match status {
+                    DeliveryStatus::Discard => DeliveryStatus::Discard,
+                    _ => DeliveryStatus::Lost,
+                };
+                stream.process_delivery(ctx, lost);
+            } else if record.mask & bit != 0 {
                 stream.process_delivery(ctx, status);
             }
         }
@@ -517,8 +566,9 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
 
     /// Discards every in-flight record (connection closing).
     pub fn discard_all(&mut self, ctx: &mut C) {
+        self.tell_owed_losses(ctx);
         while let Some(front) = self.records.pop_front() {
-            self.dispatch(ctx, front.mask, DeliveryStatus::Discard);
+            self.dispatch(ctx, front, DeliveryStatus::Discard);
         }
     }
 }
@@ -541,7 +591,7 @@ mod tests {
         fn name(&self) -> &str {
             &self.name
         }
-        fn write_data(&mut self, _: &mut (), w: &mut BitWriter) -> WriteResult {
+        fn write_data(&mut self, _: &(), w: &mut BitWriter) -> WriteResult {
             let Some(v) = self.to_send.pop_front() else {
                 return WriteResult::NoData;
             };
@@ -591,7 +641,7 @@ mod tests {
         tx.add_stream(probe("c", &[3])).unwrap();
         let mut w = BitWriter::with_capacity_bytes(64);
         assert_eq!(
-            tx.write_packet(&mut (), PacketSequence(0), &mut w),
+            tx.write_packet(&(), PacketSequence(0), &mut w),
             WriteResult::Ok
         );
         assert_eq!(w.position(), 5 + 3 + 8 + 8);
@@ -619,11 +669,11 @@ mod tests {
         assert!(tx.set_send_status("replication", SendStatus::Pause));
         assert!(!tx.set_send_status("nope", SendStatus::Pause));
         let mut w = BitWriter::with_capacity_bytes(64);
-        tx.write_packet(&mut (), PacketSequence(0), &mut w);
+        tx.write_packet(&(), PacketSequence(0), &mut w);
         assert_eq!(w.position(), 5 + 2 + 8, "only the token stream wrote");
         tx.set_send_status("replication", SendStatus::Send);
         let mut w = BitWriter::with_capacity_bytes(64);
-        tx.write_packet(&mut (), PacketSequence(1), &mut w);
+        tx.write_packet(&(), PacketSequence(1), &mut w);
         assert_eq!(w.position(), 5 + 2 + 8);
         assert_eq!(tx.send_status("replication"), Some(SendStatus::Send));
     }
@@ -635,7 +685,7 @@ mod tests {
         tx.add_stream(probe("b", &[9])).unwrap();
         for s in 0..3u16 {
             let mut w = BitWriter::with_capacity_bytes(64);
-            tx.write_packet(&mut (), PacketSequence(s), &mut w);
+            tx.write_packet(&(), PacketSequence(s), &mut w);
         }
         // The third packet carried nothing: it has no record.
         assert_eq!(tx.packets_in_flight(), 2);
@@ -655,7 +705,7 @@ mod tests {
         tx.add_stream(probe("a", &[1, 2])).unwrap();
         for s in 0..2u16 {
             let mut w = BitWriter::with_capacity_bytes(64);
-            tx.write_packet(&mut (), PacketSequence(s), &mut w);
+            tx.write_packet(&(), PacketSequence(s), &mut w);
         }
         tx.process_delivery(&mut (), PacketSequence(1), DeliveryStatus::Delivered);
         let a = tx.stream::<Probe>("a").unwrap();
@@ -670,7 +720,7 @@ mod tests {
         }
         assert_eq!(m.add_stream(probe("x", &[])), Err(TooManyStreams));
         let mut w = BitWriter::with_capacity_bytes(64);
-        m.write_packet(&mut (), PacketSequence(0), &mut w);
+        m.write_packet(&(), PacketSequence(0), &mut w);
         assert_eq!(w.position(), 5 + 32);
         let mut one = DataStreamManager::<()>::new();
         one.add_stream(probe("a", &[])).unwrap();
@@ -701,7 +751,7 @@ mod tests {
                 }
             }
             let mut w = BitWriter::with_capacity_bytes(256);
-            tx.write_packet(&mut (), PacketSequence(0), &mut w);
+            tx.write_packet(&(), PacketSequence(0), &mut w);
             let sent = data.iter().zip(&paused).filter(|(d, p)| d.is_some() && !**p).count();
             proptest::prop_assert_eq!(w.position(), 5 + data.len() + 8 * sent);
             let bytes = w.finish().unwrap();
@@ -722,7 +772,7 @@ mod tests {
         m.read_packet(&mut (), &mut BitReader::with_bit_len(&[0], 5))
             .unwrap();
         let mut w = BitWriter::with_capacity_bytes(64);
-        m.write_packet(&mut (), PacketSequence(7), &mut w);
+        m.write_packet(&(), PacketSequence(7), &mut w);
         // Sequence 6 was an ack-only packet the manager never saw.
         m.process_delivery(&mut (), PacketSequence(6), DeliveryStatus::Delivered);
         assert_eq!(m.packets_in_flight(), 1);
@@ -736,11 +786,32 @@ mod tests {
         tx.add_stream(probe("a", &[5])).unwrap();
         let mut w = BitWriter::with_capacity_bits(5 + 1 + 4);
         assert_eq!(
-            tx.write_packet(&mut (), PacketSequence(0), &mut w),
+            tx.write_packet(&(), PacketSequence(0), &mut w),
             WriteResult::NoData
         );
         assert_eq!(w.position(), 6);
         assert!(!w.is_overflown());
+        // Told at the next delivery (writing reads the context only).
+        assert!(tx.stream::<Probe>("a").unwrap().lost.is_empty());
+        tx.process_delivery(&mut (), PacketSequence(1), DeliveryStatus::Delivered);
         assert_eq!(tx.stream::<Probe>("a").unwrap().lost, vec![5]);
+    }
+
+    #[test]
+    fn a_dropped_section_beside_others_is_lost_in_its_packets_turn() {
+        let mut tx = DataStreamManager::<()>::new();
+        tx.add_stream(probe("a", &[1])).unwrap();
+        tx.add_stream(probe("b", &[7])).unwrap();
+        // Header (5 + 2) and stream a's 8 bits fit; b's do not.
+        let mut w = BitWriter::with_capacity_bits(5 + 2 + 8 + 4);
+        assert_ne!(
+            tx.write_packet(&(), PacketSequence(0), &mut w),
+            WriteResult::NoData
+        );
+        assert!(tx.stream::<Probe>("b").unwrap().lost.is_empty());
+        tx.process_delivery(&mut (), PacketSequence(0), DeliveryStatus::Delivered);
+        assert_eq!(tx.stream::<Probe>("a").unwrap().delivered, vec![1]);
+        assert_eq!(tx.stream::<Probe>("b").unwrap().lost, vec![7]);
+        assert!(tx.stream::<Probe>("b").unwrap().delivered.is_empty());
     }
 }

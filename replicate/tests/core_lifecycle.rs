@@ -975,7 +975,7 @@ fn extra_streams_ride_along_with_replication() {
         fn name(&self) -> &str {
             "chat"
         }
-        fn write_data(&mut self, _: &mut C, w: &mut BitWriter) -> WriteResult {
+        fn write_data(&mut self, _: &C, w: &mut BitWriter) -> WriteResult {
             let Some(b) = self.outbox.pop() else {
                 return WriteResult::NoData;
             };

@@ -877,7 +877,7 @@ impl DataStream<ObjectTable> for MessageStream {
     fn name(&self) -> &str {
         Self::NAME
     }
-    fn write_data(&mut self, _ctx: &mut ObjectTable, w: &mut BitWriter) -> WriteResult {
+    fn write_data(&mut self, _ctx: &ObjectTable, w: &mut BitWriter) -> WriteResult {
         self.write_channels(w)
     }
     fn read_data(&mut self, ctx: &mut ObjectTable, r: &mut BitReader) -> Result<(), StreamError> {
@@ -900,7 +900,7 @@ impl DataStream<ClientWorld> for MessageStream {
     fn name(&self) -> &str {
         Self::NAME
     }
-    fn write_data(&mut self, _ctx: &mut ClientWorld, w: &mut BitWriter) -> WriteResult {
+    fn write_data(&mut self, _ctx: &ClientWorld, w: &mut BitWriter) -> WriteResult {
         self.write_channels(w)
     }
     fn read_data(&mut self, ctx: &mut ClientWorld, r: &mut BitReader) -> Result<(), StreamError> {

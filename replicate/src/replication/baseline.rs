@@ -96,7 +96,7 @@ use crate::serialize::SerializeError;
 use crate::state::ChangeMask;
 use crate::{connection::DeliveryStatus, handle::NetRefHandle};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Most baselines per (object, connection): the acknowledged one and the nominations
 /// in flight, which cover a round trip of up to seven packets (slots `0..8`, named on
@@ -208,11 +208,6 @@ struct StateInfo {
     live: bool,
     /// The frame the snapshot was taken in.
     frame: u32,
-    /// The last predictions made from this snapshot: linear, quadratic. Connections
-    /// with acks in step share them.
-    predicted: [Option<PredictionCache>; 2],
-    /// The last choice between predictions (see [`BaselineStorage::best_prediction`]).
-    choice: Option<PredictionChoice>,
 }
 
 /// Which prediction coded an object's state in fewer bits in a frame, for the
@@ -225,13 +220,70 @@ struct PredictionChoice {
 }
 
 /// A prediction made from a snapshot: what it was made from (the priors, by
-/// address), for which members and how, and the prediction (`None` when it could not
-/// be made).
+/// address, kept alive so that no other state takes their address while cached), for
+/// which members and how, and the prediction (`None` when it could not be made).
 struct PredictionCache {
     priors: (usize, usize),
+    _keep: (Arc<dyn ErasedState>, Option<Arc<dyn ErasedState>>),
     mask: ChangeMask,
     kind: Prediction,
     predicted: Option<Arc<dyn ErasedState>>,
+}
+
+/// The predictions made from one snapshot this tick.
+#[derive(Default)]
+struct SnapshotPredictions {
+    generation: u32,
+    /// The snapshot's state: the entry is valid only for it (kept alive, so its
+    /// address names it).
+    base: Option<Arc<dyn ErasedState>>,
+    /// The last predictions made: linear, quadratic. Connections with acks in step
+    /// share them.
+    predicted: [Option<PredictionCache>; 2],
+    /// The last choice between predictions (see [`BaselineStorage::best_prediction`]).
+    choice: Option<PredictionChoice>,
+}
+
+/// The predictions made this tick, per snapshot: each writer thread keeps its own,
+/// so that connections are written reading the [`BaselineStorage`] only. Emptied
+/// every tick ([`clear`](Self::clear), O(1)).
+#[derive(Default)]
+pub(crate) struct Predictions {
+    /// Per snapshot index.
+    entries: Vec<SnapshotPredictions>,
+    generation: u32,
+}
+
+impl Predictions {
+    /// Forgets every prediction.
+    pub(crate) fn clear(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            // Wrapped: no stale entry may look current.
+            self.entries.clear();
+            self.generation = 1;
+        }
+    }
+
+    /// The entry of snapshot `info`, whose state is `base`: emptied if it was made
+    /// in another tick or for another state.
+    fn entry(&mut self, info: u32, base: &Arc<dyn ErasedState>) -> &mut SnapshotPredictions {
+        let i = info as usize;
+        if self.entries.len() <= i {
+            self.entries
+                .resize_with(i + 1, SnapshotPredictions::default);
+        }
+        let e = &mut self.entries[i];
+        if e.generation != self.generation || e.base.as_ref().map(address) != Some(address(base)) {
+            *e = SnapshotPredictions {
+                generation: self.generation,
+                base: Some(base.clone()),
+                predicted: [None, None],
+                choice: None,
+            };
+        }
+        e
+    }
 }
 
 #[derive(Default)]
@@ -261,8 +313,6 @@ pub struct BaselineStorage {
     reservations: Vec<u32>,
     type_overrides: HashMap<ProtocolIndex, bool>,
     prediction_overrides: HashMap<ProtocolIndex, bool>,
-    /// Per protocol index.
-    defaults: Vec<Option<Arc<dyn ErasedState>>>,
     stats: BaselineStats,
 }
 
@@ -276,13 +326,21 @@ impl std::fmt::Debug for BaselineStorage {
     }
 }
 
-/// A [`BaselineStorage`] shared by the writers of one server.
-pub type SharedBaselineStorage = Arc<Mutex<BaselineStorage>>;
+/// A [`BaselineStorage`] shared by the writers of one server: read by every writer
+/// while packets are written (by several threads at once, see
+/// [`ReplicationConfig::writer_threads`](super::ReplicationConfig::writer_threads)),
+/// changed only between write passes (nominations settled, acks, releases).
+pub type SharedBaselineStorage = Arc<RwLock<BaselineStorage>>;
 
-/// Locks a shared storage (a poisoned lock still yields the data: the storage has no
+/// Reads a shared storage (a poisoned lock still yields the data: the storage has no
 /// invariant a panic elsewhere could half-update in a harmful way).
-pub fn lock_storage(s: &SharedBaselineStorage) -> std::sync::MutexGuard<'_, BaselineStorage> {
-    s.lock().unwrap_or_else(|e| e.into_inner())
+pub fn read_storage(s: &SharedBaselineStorage) -> RwLockReadGuard<'_, BaselineStorage> {
+    s.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Changes a shared storage (see [`read_storage`]).
+pub fn write_storage(s: &SharedBaselineStorage) -> RwLockWriteGuard<'_, BaselineStorage> {
+    s.write().unwrap_or_else(|e| e.into_inner())
 }
 
 impl BaselineStorage {
@@ -297,7 +355,6 @@ impl BaselineStorage {
             reservations: Vec::new(),
             type_overrides: HashMap::new(),
             prediction_overrides: HashMap::new(),
-            defaults: Vec::new(),
             stats: BaselineStats::default(),
         }
     }
@@ -353,10 +410,11 @@ impl BaselineStorage {
     }
 
     /// The prediction `kind` from snapshot `info`, its `prior` and (quadratic) the
-    /// prior's prior `prior2` for the members in `mask` (see [`extrapolate`]), cached on
-    /// the snapshot so connections whose acks are in step compute it once.
+    /// prior's prior `prior2` for the members in `mask` (see [`extrapolate`]), cached in
+    /// `cache` so connections whose acks are in step compute it once.
     pub(crate) fn prediction(
-        &mut self,
+        &self,
+        cache: &mut Predictions,
         info: u32,
         prior: u32,
         prior2: Option<u32>,
@@ -368,42 +426,37 @@ impl BaselineStorage {
             (Prediction::Quadratic, p) => p,
             _ => None,
         };
-        let priors = (
-            self.state_address(prior)?,
-            match prior2 {
-                Some(p) => self.state_address(p)?,
-                None => 0,
-            },
-        );
-        let i = self.infos.get(info as usize).filter(|i| i.live)?;
+        let base = self.state_arc(info)?;
+        let prior_state = self.state_arc(prior)?;
+        let prior2_state = match prior2 {
+            Some(p) => Some(self.state_arc(p)?),
+            None => None,
+        };
+        let priors = (address(prior_state), prior2_state.map_or(0, address));
+        let entry = cache.entry(info, base);
         let cached = usize::from(kind == Prediction::Quadratic);
-        if let Some(c) = &i.predicted[cached]
+        if let Some(c) = &entry.predicted[cached]
             && c.kind == kind
             && c.priors == priors
             && c.mask == *mask
         {
             return c.predicted.clone();
         }
-        let state = i.state.clone()?;
-        let prior_state = self.state(prior)?;
-        let prior2_state = prior2.and_then(|p| self.state(p));
         let predicted = extrapolate(
-            state.as_ref(),
+            base.as_ref(),
             prior_state.as_ref(),
-            prior2_state.as_deref(),
+            prior2_state.map(|p| p.as_ref()),
             mask,
             kind,
         )
         .map(Arc::from);
-        if let Some(i) = self.infos.get_mut(info as usize) {
-            let cache = PredictionCache {
-                priors,
-                mask: mask.clone(),
-                kind,
-                predicted: predicted.clone(),
-            };
-            i.predicted[cached] = Some(cache);
-        }
+        entry.predicted[cached] = Some(PredictionCache {
+            priors,
+            _keep: (prior_state.clone(), prior2_state.cloned()),
+            mask: mask.clone(),
+            kind,
+            predicted: predicted.clone(),
+        });
         predicted
     }
 
@@ -414,10 +467,11 @@ impl BaselineStorage {
     /// frames apart, the quadratic one if it codes the
     /// members in `mask` in fewer bits (a steady turn or a ballistic arc; a random
     /// walk favours the linear one). Decided once per frame for the snapshot and
-    /// priors, so connections in step share the choice. `None` when no prediction
-    /// can be made.
+    /// priors (in `cache`), so connections in step share the choice. `None` when no
+    /// prediction can be made.
     pub(crate) fn best_prediction(
-        &mut self,
+        &self,
+        cache: &mut Predictions,
         info: u32,
         prior: u32,
         prior2: Option<u32>,
@@ -436,27 +490,27 @@ impl BaselineStorage {
                 .is_some_and(|f| prior_frame.wrapping_sub(f) == interval);
         if !quadratic {
             return self
-                .prediction(info, prior, None, mask, linear)
+                .prediction(cache, info, prior, None, mask, linear)
                 .map(|p| (linear, p));
         }
         let priors = (
             self.state_address(prior)?,
             prior2.and_then(|p| self.state_address(p)).unwrap_or(0),
         );
-        let now = self.frame;
-        let chosen = self.infos.get(info as usize).and_then(|i| {
-            i.choice
-                .as_ref()
-                .filter(|c| c.frame == now && c.priors == priors && c.mask == *mask)
-                .map(|c| c.kind)
-        });
+        let base = self.state_arc(info)?;
+        let chosen = cache
+            .entry(info, base)
+            .choice
+            .as_ref()
+            .filter(|c| c.frame == self.frame && c.priors == priors && c.mask == *mask)
+            .map(|c| c.kind);
         if let Some(kind) = chosen {
             return self
-                .prediction(info, prior, prior2, mask, kind)
+                .prediction(cache, info, prior, prior2, mask, kind)
                 .map(|p| (kind, p));
         }
-        let by_linear = self.prediction(info, prior, None, mask, linear);
-        let by_quadratic = self.prediction(info, prior, prior2, mask, Prediction::Quadratic);
+        let by_linear = self.prediction(cache, info, prior, None, mask, linear);
+        let by_quadratic = self.prediction(cache, info, prior, prior2, mask, Prediction::Quadratic);
         let best = match (by_linear, by_quadratic) {
             (Some(l), Some(q)) => {
                 if delta_bits(state, q.as_ref(), mask) < delta_bits(state, l.as_ref(), mask) {
@@ -469,9 +523,9 @@ impl BaselineStorage {
                 .map(|l| (linear, l))
                 .or(q.map(|q| (Prediction::Quadratic, q))),
         };
-        if let (Some((kind, _)), Some(i)) = (&best, self.infos.get_mut(info as usize)) {
-            i.choice = Some(PredictionChoice {
-                frame: now,
+        if let Some((kind, _)) = &best {
+            cache.entry(info, base).choice = Some(PredictionChoice {
+                frame: self.frame,
                 priors,
                 mask: mask.clone(),
                 kind: *kind,
@@ -496,12 +550,10 @@ impl BaselineStorage {
         &self.stats
     }
 
-    pub(crate) fn count_batch(&mut self, delta: bool) {
-        if delta {
-            self.stats.delta_batches += 1;
-        } else {
-            self.stats.full_batches += 1;
-        }
+    /// Counts batches written: `delta` on the delta path, `full` on the full path.
+    pub(crate) fn count_batches(&mut self, delta: u64, full: u64) {
+        self.stats.delta_batches += delta;
+        self.stats.full_batches += full;
     }
 
     /// Snapshots alive (reserved or committed).
@@ -534,21 +586,6 @@ impl BaselineStorage {
         self.state_arc(info).map(address)
     }
 
-    /// The type's default state (cached per type).
-    pub fn default_state(
-        &mut self,
-        protocol: ProtocolIndex,
-        new_state: impl FnOnce() -> Box<dyn ErasedState>,
-    ) -> Arc<dyn ErasedState> {
-        let i = usize::from(protocol);
-        if self.defaults.len() <= i {
-            self.defaults.resize(i + 1, None);
-        }
-        self.defaults[i]
-            .get_or_insert_with(|| Arc::from(new_state()))
-            .clone()
-    }
-
     /// Phase 1: reserves a snapshot of an object's current state without copying it
     /// (the reservation holds one reference).
     pub fn reserve(&mut self, object: InternalIndex) -> u32 {
@@ -558,8 +595,6 @@ impl BaselineStorage {
             refs: 1,
             live: true,
             frame: self.frame,
-            predicted: [None, None],
-            choice: None,
         };
         let idx = match self.free.pop() {
             Some(i) => {
@@ -593,8 +628,6 @@ impl BaselineStorage {
             let object = i.object;
             i.live = false;
             i.state = None;
-            i.predicted = [None, None];
-            i.choice = None;
             self.free.push(info);
             if let Some(o) = self.objects.get_mut(object)
                 && o.shared.is_some_and(|(_, s)| s == info)
@@ -804,6 +837,13 @@ struct Nomination {
 pub struct ConnectionBaselines {
     objects: Vec<ObjectBaselines>,
     in_flight: std::collections::VecDeque<Nomination>,
+    /// Nominations of the packet being written, which take their snapshot when the
+    /// write pass is settled ([`settle`](Self::settle)): while packets are written the
+    /// storage is only read.
+    unsettled: Vec<Unsettled>,
+    /// Snapshots this connection stopped referring to while a packet was written,
+    /// released when the write pass is settled.
+    released: Vec<u32>,
     /// The distinct synced masks, by index (never shrinks; see [`Self::intern`]).
     synced: Vec<ChangeMask>,
     synced_index: HashMap<ChangeMask, u32>,
@@ -1029,8 +1069,79 @@ impl ConnectionBaselines {
         }
     }
 
+    /// [`release_object`](Self::release_object) while a packet is written: the
+    /// connection's baselines of the object are gone at once, the storage's
+    /// references are dropped when the write pass is settled.
+    pub fn release_object_later(&mut self, object: InternalIndex) {
+        if let Some(o) = self.objects.get_mut(object as usize) {
+            if o.acked.is_live() {
+                let a = o.acked;
+                self.released.extend(
+                    [a.snapshot, a.prior, a.prior2]
+                        .into_iter()
+                        .filter(|&s| s != NO_SNAPSHOT),
+                );
+            }
+            *o = ObjectBaselines {
+                epoch: o.epoch.wrapping_add(1),
+                ..EMPTY
+            };
+        }
+    }
+
+    /// Nominates, while packet `ordinal` is written, a new baseline of an object (its
+    /// state now, `handle` naming it) in `slot`; built from the acknowledged baseline
+    /// `prior` (and its own `prior2`), holding `synced` in sync. The nomination takes
+    /// its snapshot when the write pass is settled ([`settle`](Self::settle)).
+    #[allow(clippy::too_many_arguments)]
+    pub fn nominate_later(
+        &mut self,
+        object: InternalIndex,
+        handle: NetRefHandle,
+        slot: u8,
+        synced: &ChangeMask,
+        prior: Option<u32>,
+        prior2: Option<u32>,
+        ordinal: u64,
+    ) {
+        self.unsettled.push(Unsettled {
+            object,
+            handle,
+            slot,
+            synced: synced.clone(),
+            prior,
+            prior2,
+            ordinal,
+        });
+    }
+
+    /// Settles the write pass (no packet is being written now): the snapshots let go
+    /// of are released, and each nomination made takes the snapshot of its object's
+    /// state in this frame (created by the first connection settled, shared by the
+    /// others; committed by [`BaselineStorage::commit_reservations`]).
+    pub fn settle(&mut self, storage: &mut BaselineStorage) {
+        for s in std::mem::take(&mut self.released) {
+            storage.release(s);
+        }
+        let mut unsettled = std::mem::take(&mut self.unsettled);
+        for n in unsettled.drain(..) {
+            // The plan checked the creation throttle when it nominated.
+            if let Some(snapshot) = storage.create_baseline(n.object, n.handle, true) {
+                self.nominate(
+                    storage, n.object, n.slot, snapshot, &n.synced, n.prior, n.prior2, n.ordinal,
+                );
+            }
+        }
+        // The buffer is kept for the next packet.
+        self.unsettled = unsettled;
+    }
+
     /// Releases everything (the connection goes away).
     pub fn release_all(&mut self, storage: &mut BaselineStorage) {
+        for s in std::mem::take(&mut self.released) {
+            storage.release(s);
+        }
+        self.unsettled.clear();
         for o in std::mem::take(&mut self.objects) {
             release(storage, o.acked);
         }
@@ -1084,6 +1195,18 @@ impl ConnectionBaselines {
         }
         promoted
     }
+}
+
+/// A nomination made while a packet is written (see [`ConnectionBaselines::settle`]).
+#[derive(Debug, Clone)]
+struct Unsettled {
+    object: InternalIndex,
+    handle: NetRefHandle,
+    slot: u8,
+    synced: ChangeMask,
+    prior: Option<u32>,
+    prior2: Option<u32>,
+    ordinal: u64,
 }
 
 /// Drops a baseline's references (its snapshot and its priors).

@@ -286,7 +286,7 @@ impl ReplicationWriter {
         // No size: the reader knows the type from the index (see `wire`).
         w.write_bool(false);
         let start = w.position();
-        let (bits, head) = write_plain(w, c, &self.frame, &mut self.segments, segment);
+        let (bits, head) = write_plain(w, c, &self.frame, &mut self.cache.segments, segment);
         if w.is_overflown() {
             return Err(BatchError::DidNotFit);
         }
@@ -313,7 +313,14 @@ impl ReplicationWriter {
         w.write_bits(0, 32);
         let start = w.position();
         let mut bits = BodyBits::default();
-        let tokens = write_long(w, c, &self.exports, &mut self.segments, segment, &mut bits);
+        let tokens = write_long(
+            w,
+            c,
+            &self.exports,
+            &mut self.cache.segments,
+            segment,
+            &mut bits,
+        );
         if w.is_overflown() {
             return Err(BatchError::DidNotFit);
         }
@@ -349,7 +356,7 @@ impl ReplicationWriter {
             scratch,
             c,
             &self.exports,
-            &mut self.segments,
+            &mut self.cache.segments,
             segment,
             &mut bits,
         );

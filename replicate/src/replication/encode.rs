@@ -15,13 +15,75 @@
 //! ([`clear`](EncodedSegments::clear): each server tick, and each mutable access to the
 //! object table).
 
-use super::baseline::SegmentKind;
+use super::baseline::{Predictions, SegmentKind};
 use super::insights::MemberMeasure;
 use crate::handle::NetRefHandle;
 use crate::object::InternalIndex;
-use crate::protocol::ErasedState;
+use crate::protocol::{ErasedState, ProtocolIndex};
 use crate::state::ChangeMask;
 use std::sync::Arc;
+
+/// What one writer thread keeps for a tick besides the baseline storage it reads: the
+/// tick's encoded segments, the predictions made from baselines, the types' default
+/// states and the batches it counted. The server keeps one per writer thread and lends
+/// it to each connection's writer it writes, so connections written by one thread
+/// share its encodings, and threads share nothing they change.
+#[derive(Default)]
+pub(crate) struct TickCache {
+    pub(crate) segments: EncodedSegments,
+    pub(crate) predictions: Predictions,
+    /// Per protocol index.
+    defaults: Vec<Option<Arc<dyn ErasedState>>>,
+    /// Batches planned on the delta path and on the full path, not yet counted in the
+    /// storage's statistics.
+    batches: (u64, u64),
+}
+
+impl std::fmt::Debug for TickCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TickCache")
+            .field("segments", &self.segments)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TickCache {
+    /// Forgets what the tick encoded and predicted (the objects' states change).
+    pub(crate) fn clear(&mut self) {
+        self.segments.clear();
+        self.predictions.clear();
+    }
+
+    /// The type's default state (made once per type).
+    pub(crate) fn default_state(
+        &mut self,
+        protocol: ProtocolIndex,
+        new_state: impl FnOnce() -> Box<dyn ErasedState>,
+    ) -> Arc<dyn ErasedState> {
+        let i = usize::from(protocol);
+        if self.defaults.len() <= i {
+            self.defaults.resize(i + 1, None);
+        }
+        self.defaults[i]
+            .get_or_insert_with(|| Arc::from(new_state()))
+            .clone()
+    }
+
+    /// Counts a batch planned with delta compression: against a reference (`delta`)
+    /// or not.
+    pub(crate) fn count_batch(&mut self, delta: bool) {
+        if delta {
+            self.batches.0 += 1;
+        } else {
+            self.batches.1 += 1;
+        }
+    }
+
+    /// The batches counted since the last call: (delta, full).
+    pub(crate) fn take_batch_counts(&mut self) -> (u64, u64) {
+        std::mem::take(&mut self.batches)
+    }
+}
 
 /// No entry (end of an object's chain).
 const NONE: u32 = u32::MAX;

@@ -725,7 +725,7 @@ impl DataStream<ObjectTable> for HugeObjectStream {
         Self::NAME
     }
 
-    fn write_data(&mut self, ctx: &mut ObjectTable, w: &mut BitWriter) -> WriteResult {
+    fn write_data(&mut self, ctx: &ObjectTable, w: &mut BitWriter) -> WriteResult {
         let mut q = lock(&self.queue);
         q.fill();
         let mut record = Vec::new();
@@ -957,7 +957,7 @@ impl DataStream<ClientWorld> for HugeObjectReceiver {
         Self::NAME
     }
 
-    fn write_data(&mut self, _ctx: &mut ClientWorld, _w: &mut BitWriter) -> WriteResult {
+    fn write_data(&mut self, _ctx: &ClientWorld, _w: &mut BitWriter) -> WriteResult {
         WriteResult::NoData
     }
 

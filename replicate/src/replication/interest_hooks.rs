@@ -4,8 +4,8 @@
 //! filters, groups, positions, views, allow/deny lists, prioritizers, owners, custom
 //! conditions, bandwidth budgets.
 //!
-//! The server keeps one [`InterestManager`] shared (behind a mutex, never contended:
-//! the driver is single-threaded) between itself and its writers' hooks. Each tick,
+//! The server keeps one [`InterestManager`] shared (behind a mutex) between itself and
+//! its writers' hooks, which lock it only for objects with `Custom` conditions. Each tick,
 //! before the writers take the tick's changes, the manager's scope decisions are
 //! applied through [`ReplicationWriter::set_in_scope`]: leaving scope destroys the
 //! object on that client through the normal lifecycle, re-entering creates it again
@@ -23,7 +23,6 @@
 //! deny lists instead.
 
 use super::{ReplicationServer, ReplicationWriter, WriterHooks};
-use crate::bits::BitWriter;
 use crate::handle::NetRefHandle;
 use crate::interest::{
     BandwidthBudget, FilterKind, InterestConfig, InterestManager, ObjectFilter, Prioritizer,
@@ -32,14 +31,13 @@ use crate::interest::{
 use crate::object::{ConnectionId, InternalIndex, ObjectError, ObjectTable};
 use crate::protocol::ErasedState;
 use crate::state::{ChangeMask, Condition};
-use crate::stream::WriteResult;
 use glam::Vec3;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The interest state shared by a server and its writers' hooks.
 pub type SharedInterest = Arc<Mutex<InterestManager>>;
 
-fn lock(shared: &SharedInterest) -> MutexGuard<'_, InterestManager> {
+pub(super) fn lock(shared: &SharedInterest) -> MutexGuard<'_, InterestManager> {
     shared.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -112,38 +110,6 @@ impl ReplicationServer {
                 w.set_in_scope(&mut self.objects, ch.object, ch.in_scope);
             }
         }
-    }
-
-    /// Writes a packet's streams within the connection's budget and packet allowance.
-    pub(super) fn write_packet_budgeted(
-        &mut self,
-        id: ConnectionId,
-        sequence: crate::connection::PacketSequence,
-        writer: &mut BitWriter,
-    ) -> WriteResult {
-        let Some(conn) = self
-            .connections
-            .get_mut(id as usize)
-            .and_then(Option::as_mut)
-        else {
-            return WriteResult::NoData;
-        };
-        let allowed = lock(&self.interest).begin_packet(id);
-        if allowed == Some(0) {
-            return WriteResult::NoData;
-        }
-        let start = writer.position();
-        let sub = writer.begin_substream(allowed.unwrap_or(usize::MAX));
-        let result = conn
-            .streams
-            .write_packet(&mut self.objects, sequence, writer);
-        if writer.commit_substream(sub).is_err() {
-            // Every stream rolls back its own overflow; nothing is left to pay for.
-            tracing::error!("connection {id}: the packet's streams overflowed the budget");
-        }
-        let bits = writer.position().saturating_sub(start);
-        lock(&self.interest).end_packet(id, bits);
-        result
     }
 
     /// The interest state (read it, or change it directly; the per-handle methods below

@@ -146,6 +146,10 @@ pub struct ReplicationConfig {
     pub attachments: crate::replication::attachment::AttachmentConfig,
     /// Delta compression against acknowledged baselines (on by default).
     pub delta: DeltaSettings,
+    /// Threads [`ReplicationServer::write_packets`] writes connections on (default 1:
+    /// the calling thread only). The packets are the same bytes whatever the count;
+    /// more threads pay off from a few dozen connections.
+    pub writer_threads: usize,
 }
 
 impl Default for ReplicationConfig {
@@ -163,6 +167,7 @@ impl Default for ReplicationConfig {
             max_client_objects: 1 << 20,
             attachments: Default::default(),
             delta: DeltaSettings::default(),
+            writer_threads: 1,
         }
     }
 }
@@ -228,6 +233,78 @@ impl ServerConnection {
     }
 }
 
+/// A packet for [`ReplicationServer::write_packets`] to write: the connection, the
+/// packet's sequence, the writer (after the transport's header) and, once written,
+/// the result.
+#[derive(Debug)]
+pub struct PacketWrite {
+    /// The connection.
+    pub connection: ConnectionId,
+    /// The packet's sequence (call [`ReplicationServer::process_delivery`] with it).
+    pub sequence: PacketSequence,
+    /// Where the packet's streams go, up to its capacity.
+    pub writer: BitWriter,
+    /// What was written (`NoData` before).
+    pub result: WriteResult,
+}
+
+impl PacketWrite {
+    /// A packet to write for `connection` into `writer`.
+    pub fn new(connection: ConnectionId, sequence: PacketSequence, writer: BitWriter) -> Self {
+        Self {
+            connection,
+            sequence,
+            writer,
+            result: WriteResult::NoData,
+        }
+    }
+}
+
+/// One packet of a write pass.
+struct WriteJob<'w> {
+    connection: ConnectionId,
+    sequence: PacketSequence,
+    writer: &'w mut BitWriter,
+    result: WriteResult,
+}
+
+/// Writes a share of a pass's packets on one thread, lending `cache` to each
+/// connection's writer: `allowed` is the connection's allowance in bits.
+fn write_chunk(
+    objects: &ObjectTable,
+    cache: &mut encode::TickCache,
+    chunk: &mut [(
+        &mut WriteJob<'_>,
+        Option<&mut ServerConnection>,
+        Option<usize>,
+    )],
+) {
+    for (job, conn, allowed) in chunk.iter_mut() {
+        let Some(conn) = conn.as_deref_mut() else {
+            continue;
+        };
+        if *allowed == Some(0) {
+            continue;
+        }
+        let writer = &mut *job.writer;
+        let sub = writer.begin_substream(allowed.unwrap_or(usize::MAX));
+        if let Some(w) = conn.writer_mut() {
+            std::mem::swap(w.cache_mut(), cache);
+        }
+        job.result = conn.streams.write_packet(objects, job.sequence, writer);
+        if let Some(w) = conn.writer_mut() {
+            std::mem::swap(w.cache_mut(), cache);
+        }
+        if writer.commit_substream(sub).is_err() {
+            // Every stream rolls back its own overflow; nothing is left to pay for.
+            tracing::error!(
+                "connection {}: the packet's streams overflowed the budget",
+                job.connection
+            );
+        }
+    }
+}
+
 /// Connection `id`'s writer, borrowed apart from the object table the caller also needs.
 fn writer_of(
     connections: &mut [Option<ServerConnection>],
@@ -251,9 +328,10 @@ pub struct ReplicationServer {
     interest: SharedInterest,
     /// Network insights: how much of each packet is attributed.
     attribution: crate::insights::AttributionLevel,
-    /// The tick's encoded segments, shared by every connection's writer: each batch
-    /// segment is encoded once per tick and copied for the other connections.
-    segments: encode::EncodedSegments,
+    /// One tick cache per writer thread, lent to each connection's writer the thread
+    /// writes: each batch segment is encoded once per tick and thread and copied for
+    /// the other connections.
+    caches: Vec<encode::TickCache>,
 }
 
 impl std::fmt::Debug for ReplicationServer {
@@ -271,12 +349,14 @@ impl ReplicationServer {
         Self {
             objects: ObjectTable::new(registry, 0),
             connections: Vec::new(),
-            baselines: Arc::new(std::sync::Mutex::new(BaselineStorage::new(config.delta))),
+            baselines: Arc::new(std::sync::RwLock::new(BaselineStorage::new(config.delta))),
+            caches: (0..config.writer_threads.max(1))
+                .map(|_| encode::TickCache::default())
+                .collect(),
             config,
             now: Duration::ZERO,
             interest: Self::new_interest(),
             attribution: crate::insights::AttributionLevel::Off,
-            segments: encode::EncodedSegments::default(),
         }
     }
 
@@ -388,7 +468,9 @@ impl ReplicationServer {
     /// The object table, to spawn, change, poll and destroy objects.
     pub fn objects_mut(&mut self) -> &mut ObjectTable {
         // States may change: segments encoded from them are void.
-        self.segments.clear();
+        for cache in &mut self.caches {
+            cache.clear();
+        }
         &mut self.objects
     }
 
@@ -562,11 +644,14 @@ impl ReplicationServer {
     /// them. Poll-mode objects must have been polled before.
     pub fn tick(&mut self, now: Duration) {
         self.now = now;
-        self.segments.clear();
-        // Segments are kept for other connections to copy: worth it with two or more.
-        self.segments
-            .set_shared(self.connections.iter().flatten().nth(1).is_some());
-        baseline::lock_storage(&self.baselines).begin_frame();
+        // Segments are kept for other connections to copy: worth it with two or more
+        // per thread.
+        let shared = self.connections.iter().flatten().count() > self.caches.len();
+        for cache in &mut self.caches {
+            cache.clear();
+            cache.segments.set_shared(shared);
+        }
+        baseline::write_storage(&self.baselines).begin_frame();
         self.objects.begin_tick();
         self.interest_begin_tick();
         for conn in self.connections.iter_mut().flatten() {
@@ -583,36 +668,152 @@ impl ReplicationServer {
     /// sequence written, in send order. The streams write at most what the connection's
     /// bandwidth budget allows, and nothing once the tick's packets
     /// (`1 + max_extra_packets`) are used up: then the result is `NoData`.
+    ///
+    /// [`write_packets`](Self::write_packets) writes many connections' packets at once
+    /// (on [`ReplicationConfig::writer_threads`] threads).
     pub fn write_packet(
         &mut self,
         id: ConnectionId,
         sequence: PacketSequence,
         writer: &mut BitWriter,
     ) -> WriteResult {
-        // The connection's writer encodes with (and adds to) the tick's shared segments.
-        if let Some(w) = writer_of(&mut self.connections, id) {
-            std::mem::swap(w.segments_mut(), &mut self.segments);
+        let mut jobs = [WriteJob {
+            connection: id,
+            sequence,
+            writer,
+            result: WriteResult::NoData,
+        }];
+        self.write_jobs(&mut jobs);
+        jobs[0].result
+    }
+
+    /// Writes one packet for each of several connections, as
+    /// [`write_packet`](Self::write_packet) would one after the other, on up to
+    /// [`ReplicationConfig::writer_threads`] threads: the connections are written
+    /// reading the object table and the baseline storage only, and what they change in
+    /// common (baselines nominated, budgets spent) is settled after them, in the
+    /// order of `packets`. The bytes are the same whatever the thread count. A
+    /// connection named twice, or not open, writes nothing (`NoData`).
+    ///
+    /// ```
+    /// use replicate::bits::BitWriter;
+    /// use replicate::internals::connection::PacketSequence;
+    /// use replicate::internals::protocol::ProtocolRegistry;
+    /// use replicate::internals::replication::{PacketWrite, ReplicationConfig, ReplicationServer};
+    /// use replicate::internals::stream::WriteResult;
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let config = ReplicationConfig { writer_threads: 2, ..Default::default() };
+    /// let mut server = ReplicationServer::new(Arc::new(ProtocolRegistry::default()), config);
+    /// let a = server.add_connection();
+    /// let b = server.add_connection();
+    /// server.tick(Duration::ZERO);
+    /// let mut packets: Vec<PacketWrite> = [a, b]
+    ///     .into_iter()
+    ///     .map(|c| PacketWrite::new(c, PacketSequence(0), BitWriter::with_capacity_bytes(1200)))
+    ///     .collect();
+    /// server.write_packets(&mut packets);
+    /// // Nothing is replicated yet: nothing to write.
+    /// assert!(packets.iter().all(|p| p.result == WriteResult::NoData));
+    /// ```
+    pub fn write_packets(&mut self, packets: &mut [PacketWrite]) {
+        let mut jobs: Vec<WriteJob<'_>> = packets
+            .iter_mut()
+            .map(|p| WriteJob {
+                connection: p.connection,
+                sequence: p.sequence,
+                writer: &mut p.writer,
+                result: WriteResult::NoData,
+            })
+            .collect();
+        self.write_jobs(&mut jobs);
+        let results: Vec<WriteResult> = jobs.iter().map(|j| j.result).collect();
+        for (p, result) in packets.iter_mut().zip(results) {
+            p.result = result;
         }
-        // Within the connection's bandwidth budget and packets per tick (interest layer).
-        let result = self.write_packet_budgeted(id, sequence, writer);
-        if let Some(w) = writer_of(&mut self.connections, id) {
-            std::mem::swap(w.segments_mut(), &mut self.segments);
+    }
+
+    /// The write pass behind [`write_packets`](Self::write_packets): budgets, then the
+    /// connections (in parallel), then what they changed in common, in job order.
+    fn write_jobs(&mut self, jobs: &mut [WriteJob<'_>]) {
+        // Each connection's allowance (interest layer: budget, packets per tick).
+        let mut allowed = Vec::with_capacity(jobs.len());
+        {
+            let mut interest = interest_hooks::lock(&self.interest);
+            for job in jobs.iter() {
+                allowed.push(interest.begin_packet(job.connection));
+            }
         }
-        // Baselines reserved by this packet are cloned (once) or cancelled now, while
+        let starts: Vec<usize> = jobs.iter().map(|j| j.writer.position()).collect();
+        // Each open connection once, borrowed apart from the table and the caches.
+        let mut open: Vec<Option<&mut ServerConnection>> =
+            self.connections.iter_mut().map(Option::as_mut).collect();
+        let mut work: Vec<(
+            &mut WriteJob<'_>,
+            Option<&mut ServerConnection>,
+            Option<usize>,
+        )> = jobs
+            .iter_mut()
+            .zip(allowed)
+            .map(|(job, allowed)| {
+                let conn = open.get_mut(job.connection as usize).and_then(Option::take);
+                (job, conn, allowed)
+            })
+            .collect();
+        let objects = &self.objects;
+        let threads = self.caches.len().min(work.len()).max(1);
+        let per_thread = work.len().div_ceil(threads);
+        let (first_cache, other_caches) = self.caches.split_at_mut(1);
+        let mut chunks = work.chunks_mut(per_thread.max(1));
+        let first = chunks.next();
+        std::thread::scope(|scope| {
+            for (chunk, cache) in chunks.zip(other_caches.iter_mut()) {
+                scope.spawn(move || write_chunk(objects, cache, chunk));
+            }
+            if let Some(chunk) = first {
+                write_chunk(objects, &mut first_cache[0], chunk);
+            }
+        });
+        // Settled in job order: nominations take their snapshots, budgets are paid.
+        let mut storage = baseline::write_storage(&self.baselines);
+        let mut interest = interest_hooks::lock(&self.interest);
+        for ((job, conn, _), start) in work.iter_mut().zip(starts) {
+            let Some(conn) = conn else {
+                continue;
+            };
+            if let Some(w) = conn.writer_mut() {
+                w.settle(&mut storage);
+            }
+            let bits = job.writer.position().saturating_sub(start);
+            interest.end_packet(job.connection, bits);
+        }
+        for cache in &mut self.caches {
+            let (delta, full) = cache.take_batch_counts();
+            storage.count_batches(delta, full);
+        }
+        // Baselines reserved by these packets are cloned (once) or cancelled now, while
         // the objects' state is still the one written.
-        baseline::lock_storage(&self.baselines).commit_reservations(&self.objects);
-        result
+        storage.commit_reservations(&self.objects);
     }
 
     /// Batch segments copied from another connection's encoding in the same tick, and
     /// segments encoded, since the server started (see [`write_packet`](Self::write_packet)).
     pub fn segment_counts(&self) -> (u64, u64) {
-        self.segments.counts()
+        self.caches.iter().fold((0, 0), |(h, m), c| {
+            let (ch, cm) = c.segments.counts();
+            (h + ch, m + cm)
+        })
     }
 
     /// The baseline storage shared by every connection (counters, run-time settings).
-    pub fn baselines(&self) -> std::sync::MutexGuard<'_, BaselineStorage> {
-        baseline::lock_storage(&self.baselines)
+    pub fn baselines(&self) -> std::sync::RwLockReadGuard<'_, BaselineStorage> {
+        baseline::read_storage(&self.baselines)
+    }
+
+    /// The baseline storage, to change its run-time settings.
+    pub fn baselines_mut(&mut self) -> std::sync::RwLockWriteGuard<'_, BaselineStorage> {
+        baseline::write_storage(&self.baselines)
     }
 
     /// Turns prediction (coding against a constant-velocity extrapolation of the two
@@ -622,7 +823,7 @@ impl ReplicationServer {
     pub fn set_type_prediction<T: 'static>(&mut self, enabled: bool) -> bool {
         match self.objects.registry().index_of::<T>() {
             Some(p) => {
-                baseline::lock_storage(&self.baselines).set_type_prediction(p, enabled);
+                baseline::write_storage(&self.baselines).set_type_prediction(p, enabled);
                 true
             }
             None => false,
@@ -635,7 +836,7 @@ impl ReplicationServer {
     pub fn set_type_delta_compression<T: 'static>(&mut self, enabled: bool) -> bool {
         match self.objects.registry().index_of::<T>() {
             Some(p) => {
-                baseline::lock_storage(&self.baselines).set_type_enabled(p, enabled);
+                baseline::write_storage(&self.baselines).set_type_enabled(p, enabled);
                 true
             }
             None => false,
@@ -802,7 +1003,7 @@ impl ReplicationClient {
         sequence: PacketSequence,
         writer: &mut BitWriter,
     ) -> WriteResult {
-        self.streams.write_packet(&mut self.world, sequence, writer)
+        self.streams.write_packet(&self.world, sequence, writer)
     }
 
     /// The fate of a packet the client sent.

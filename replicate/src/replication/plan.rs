@@ -63,7 +63,7 @@ impl ReplicationWriter {
     /// and adds to `mask` what a nominated baseline needs.
     pub(super) fn plan_delta(
         &mut self,
-        st: &mut BaselineStorage,
+        st: &BaselineStorage,
         table: &ObjectTable,
         index: InternalIndex,
         creation: CreationStage,
@@ -97,8 +97,8 @@ impl ReplicationWriter {
                 .map(|(k, b)| (k, b.snapshot));
             let default = reference
                 .is_none()
-                .then(|| st.default_state(entry.protocol(), new_state));
-            st.count_batch(reference.is_some());
+                .then(|| self.cache.default_state(entry.protocol(), new_state));
+            self.cache.count_batch(reference.is_some());
             return Some(DeltaPlan {
                 reference,
                 predicted: None,
@@ -128,7 +128,7 @@ impl ReplicationWriter {
                     merged.and_with(&allowed);
                     mask.or_with(&merged);
                 }
-                self.baselines.release_object(st, index);
+                self.baselines.release_object_later(index);
             }
             None => {}
         }
@@ -145,8 +145,8 @@ impl ReplicationWriter {
             .filter(|_| st.may_create(index, entry.handle(), unthrottled));
         let default = reference
             .is_none()
-            .then(|| st.default_state(entry.protocol(), new_state));
-        st.count_batch(reference.is_some());
+            .then(|| self.cache.default_state(entry.protocol(), new_state));
+        self.cache.count_batch(reference.is_some());
         if nominate.is_some() {
             // The client builds the new baseline from the reference and this batch:
             // carry every allowed member that differs from the reference. The
@@ -158,13 +158,14 @@ impl ReplicationWriter {
                 (None, None) => None,
             };
             if let Some(against) = against {
-                let mut d = self
-                    .segments
-                    .difference(index, entry.handle(), against, |against| {
-                        let mut d = ChangeMask::new(desc.change_mask_bits);
-                        entry.state().diff(against, &mut d);
-                        d
-                    });
+                let mut d =
+                    self.cache
+                        .segments
+                        .difference(index, entry.handle(), against, |against| {
+                            let mut d = ChangeMask::new(desc.change_mask_bits);
+                            entry.state().diff(against, &mut d);
+                            d
+                        });
                 d.and_with(&allowed);
                 mask.or_with(&d);
             }
@@ -175,7 +176,14 @@ impl ReplicationWriter {
         let predicted = match (reference, prior) {
             (Some((_, snapshot)), Some(prior)) => {
                 Some(if st.is_prediction_enabled(entry.protocol()) {
-                    st.best_prediction(snapshot, prior, prior2, mask, entry.state())
+                    st.best_prediction(
+                        &mut self.cache.predictions,
+                        snapshot,
+                        prior,
+                        prior2,
+                        mask,
+                        entry.state(),
+                    )
                 } else {
                     None
                 })

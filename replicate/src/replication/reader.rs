@@ -191,7 +191,6 @@ pub struct ClientWorld {
     packet_seq: u64,
     latest_seq: Option<u64>,
     tombstones: HashMap<NetRefHandle, u64>,
-    to_report: Vec<NetRefHandle>,
     /// Connection-local object index → the handle its latest creation named.
     locals: Vec<Option<NetRefHandle>>,
     /// The index each handle was last bound to (an object created again comes under a
@@ -230,7 +229,6 @@ impl ClientWorld {
             packet_seq: 0,
             latest_seq: None,
             tombstones: HashMap::new(),
-            to_report: Vec::new(),
             locals: Vec::new(),
             local_of: HashMap::new(),
         }
@@ -789,6 +787,8 @@ struct Dispatch {
 pub struct ReplicationReader {
     to_dispatch: Vec<Dispatch>,
     ends: Vec<(NetRefHandle, bool)>,
+    /// Objects found broken, to report to the server.
+    to_report: Vec<NetRefHandle>,
     reports_in_flight: std::collections::VecDeque<Vec<NetRefHandle>>,
 }
 
@@ -936,7 +936,7 @@ impl ReplicationReader {
                 world.broken.insert(handle);
                 world.stats.broken_objects += 1;
                 // Tell the server to stop replicating it here (Iris's ReplicationDisabled).
-                world.to_report.push(handle);
+                self.to_report.push(handle);
             }
             world
                 .events
@@ -1216,12 +1216,12 @@ impl DataStream<ClientWorld> for ReplicationReader {
         Self::NAME
     }
 
-    fn write_data(&mut self, ctx: &mut ClientWorld, w: &mut BitWriter) -> WriteResult {
-        if ctx.to_report.is_empty() {
+    fn write_data(&mut self, _ctx: &ClientWorld, w: &mut BitWriter) -> WriteResult {
+        if self.to_report.is_empty() {
             return WriteResult::NoData;
         }
         let mut sent = Vec::new();
-        while let Some(&h) = ctx.to_report.last() {
+        while let Some(&h) = self.to_report.last() {
             let m = w.mark();
             w.write_bool(true);
             h.write(w);
@@ -1229,7 +1229,7 @@ impl DataStream<ClientWorld> for ReplicationReader {
                 w.rollback(m);
                 break;
             }
-            ctx.to_report.pop();
+            self.to_report.pop();
             sent.push(h);
         }
         if sent.is_empty() {
@@ -1237,7 +1237,7 @@ impl DataStream<ClientWorld> for ReplicationReader {
         }
         w.write_bool(false);
         self.reports_in_flight.push_back(sent);
-        if ctx.to_report.is_empty() {
+        if self.to_report.is_empty() {
             WriteResult::Ok
         } else {
             WriteResult::HasMoreData
@@ -1261,7 +1261,7 @@ impl DataStream<ClientWorld> for ReplicationReader {
             && status == DeliveryStatus::Lost
         {
             // Still broken (not destroyed since): report again.
-            ctx.to_report
+            self.to_report
                 .extend(sent.into_iter().filter(|h| ctx.broken.contains(h)));
         }
     }

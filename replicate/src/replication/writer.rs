@@ -40,9 +40,10 @@
 
 use super::ReplicationConfig;
 use super::baseline::{
-    BaselineStorage, ConnectionBaselines, DeltaPlan, SharedBaselineStorage, lock_storage,
+    BaselineStorage, ConnectionBaselines, DeltaPlan, SharedBaselineStorage, read_storage,
+    write_storage,
 };
-use super::encode::EncodedSegments;
+use super::encode::TickCache;
 use super::insights::{BatchLayout, WriterAttribution};
 use super::record::{
     INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
@@ -264,9 +265,10 @@ pub struct ReplicationWriter {
     frame: SectionFrame,
     /// Network insights: where the section's bits go (off: `None`).
     attribution: Option<Box<WriterAttribution>>,
-    /// The tick's encoded segments: this writer's own, or, while the server writes
-    /// this connection's packet, the store every connection shares (see `encode`).
-    segments: EncodedSegments,
+    /// The tick's encodings and predictions: this writer's own, or, while the server
+    /// writes this connection's packet, the cache of the thread writing it (see
+    /// `encode`).
+    cache: TickCache,
 }
 
 impl ReplicationWriter {
@@ -314,7 +316,7 @@ impl ReplicationWriter {
             locals: LocalIndices::default(),
             frame: SectionFrame::default(),
             attribution: None,
-            segments: EncodedSegments::default(),
+            cache: TickCache::default(),
         }
     }
 
@@ -347,7 +349,7 @@ impl ReplicationWriter {
     /// Releases an object's baselines for this connection.
     fn drop_baselines(&mut self, index: InternalIndex) {
         if let Some(s) = &self.storage {
-            self.baselines.release_object(&mut lock_storage(s), index);
+            self.baselines.release_object(&mut write_storage(s), index);
         }
     }
 
@@ -436,10 +438,18 @@ impl ReplicationWriter {
         self.connection
     }
 
-    /// The store of encoded segments this writer writes with (the server swaps its
-    /// shared one in for the time it writes this connection's packet).
-    pub(crate) fn segments_mut(&mut self) -> &mut EncodedSegments {
-        &mut self.segments
+    /// The tick cache this writer writes with (the server swaps a writer thread's in
+    /// for the time it writes this connection's packet).
+    pub(crate) fn cache_mut(&mut self) -> &mut TickCache {
+        &mut self.cache
+    }
+
+    /// Settles the packet just written (no packet is being written now): its
+    /// nominations take their snapshots and the baselines it let go of are released,
+    /// in `storage`, which only this writer changes now. Then the storage's
+    /// reservations can be committed.
+    pub(crate) fn settle(&mut self, storage: &mut BaselineStorage) {
+        self.baselines.settle(storage);
     }
 
     /// Counters.
@@ -560,7 +570,7 @@ impl ReplicationWriter {
         // Priorities accumulate below: the order of the last tick is void.
         self.schedule.invalidate();
         // The objects' states were quantized anew.
-        self.segments.clear();
+        self.cache.clear();
         self.release_huge_tear_offs(table);
         let created = table.tick_created().to_vec();
         for i in created {
@@ -1002,8 +1012,8 @@ impl ReplicationWriter {
         //    packet (see `scheduler::Schedule`), built afresh only when invalid. The
         //    shared baseline storage is locked once for the packet.
         let storage = self.storage.clone();
-        let mut guard = storage.as_ref().map(lock_storage);
-        let mut st = guard.as_deref_mut();
+        let guard = storage.as_ref().map(read_storage);
+        let st = guard.as_deref();
         self.frame = SectionFrame::begin_write(w, self.locals.end());
         let outer = w.begin_substream(w.bits_left().saturating_sub(self.frame.end_bits()));
         if !self.schedule.is_valid() || !self.reuse_schedule {
@@ -1033,7 +1043,7 @@ impl ReplicationWriter {
                 break;
             }
             pos += 1;
-            match self.write_root(table, entry.index, w, &mut record, st.as_deref_mut()) {
+            match self.write_root(table, entry.index, w, &mut record, st) {
                 Fit::Wrote => failures = 0,
                 Fit::Nothing => {}
                 Fit::NoRoom => {
@@ -1095,7 +1105,7 @@ impl ReplicationWriter {
         root: InternalIndex,
         w: &mut BitWriter,
         record: &mut PacketRecord,
-        mut st: Option<&mut BaselineStorage>,
+        st: Option<&BaselineStorage>,
     ) -> Fit {
         let Some(info) = self.infos.get(root as usize).copied() else {
             self.dirty.clear(root);
@@ -1108,7 +1118,7 @@ impl ReplicationWriter {
         let priority = self.priorities[root as usize];
         let mut wrote = false;
         if Self::needs_batch(&info) {
-            match self.write_batch(table, root, w, record, st.as_deref_mut()) {
+            match self.write_batch(table, root, w, record, st) {
                 Ok(true) => wrote = true,
                 Ok(false) => {}
                 Err(e) => {
@@ -1143,7 +1153,7 @@ impl ReplicationWriter {
                         self.dirty.clear(s);
                         continue;
                     }
-                    match self.write_batch(table, s, w, record, st.as_deref_mut()) {
+                    match self.write_batch(table, s, w, record, st) {
                         Ok(true) => wrote = true,
                         Ok(false) => {}
                         Err(e) => {
@@ -1224,7 +1234,7 @@ impl ReplicationWriter {
         index: InternalIndex,
         w: &mut BitWriter,
         record: &mut PacketRecord,
-        mut st: Option<&mut BaselineStorage>,
+        st: Option<&BaselineStorage>,
     ) -> Result<bool, BatchError> {
         let Some(entry) = table.entry_at(index) else {
             self.dirty.clear(index);
@@ -1254,7 +1264,7 @@ impl ReplicationWriter {
             return Ok(false);
         }
         // A huge object's blob is never a delta: its baseline could not be tied to a packet.
-        let plan = match st.as_deref_mut() {
+        let plan = match st {
             Some(st) if !tear_off && !self.huge.wide => {
                 let creation = if creating {
                     CreationStage::Writing
@@ -1281,7 +1291,7 @@ impl ReplicationWriter {
             tear_off,
             send_tags,
             plan: plan.as_ref(),
-            st: st.as_deref(),
+            st,
             mask: &mask,
         };
         // Everything the frame stage wrote is undone here, whatever failed.
@@ -1314,7 +1324,7 @@ impl ReplicationWriter {
     fn record_batch(
         &mut self,
         batch: WrittenBatch<'_>,
-        st: Option<&mut BaselineStorage>,
+        st: Option<&BaselineStorage>,
         framed: FramedBatch,
         record: &mut PacketRecord,
     ) {
@@ -1355,13 +1365,13 @@ impl ReplicationWriter {
         if let Some(a) = self.attribution.as_mut().filter(|_| !self.huge.wide) {
             // Member measures are the segment's: taken by the first connection that
             // writes it this tick.
-            let measured = segment.and_then(|id| self.segments.measures(id));
+            let measured = segment.and_then(|id| self.cache.segments.measures(id));
             let measures = a.on_batch(
                 desc,
                 entry.protocol(),
                 entry.state(),
                 &mask,
-                encoding_of(plan.as_ref(), st.as_deref()),
+                encoding_of(plan.as_ref(), st),
                 creating,
                 BatchLayout {
                     handle: handle_bits,
@@ -1376,7 +1386,7 @@ impl ReplicationWriter {
                 measured,
             );
             if let (Some(id), Some(measures)) = (segment, measures) {
-                self.segments.set_measures(id, measures);
+                self.cache.segments.set_measures(id, measures);
             }
         }
 
@@ -1385,21 +1395,17 @@ impl ReplicationWriter {
             if let Some((k, _)) = plan.reference {
                 reference_index = k;
             }
-            if let (Some(slot), Some(st)) = (plan.nominate, st) {
-                let unthrottled = self.baselines.unthrottled(index, st.settings());
-                if let Some(snapshot) = st.create_baseline(index, handle, unthrottled) {
-                    let ordinal = self.packet_ordinal();
-                    self.baselines.nominate(
-                        st,
-                        index,
-                        slot,
-                        snapshot,
-                        &plan.allowed,
-                        plan.reference_snapshot(),
-                        plan.reference_prior,
-                        ordinal,
-                    );
-                }
+            if let Some(slot) = plan.nominate {
+                let ordinal = self.packet_ordinal();
+                self.baselines.nominate_later(
+                    index,
+                    handle,
+                    slot,
+                    &plan.allowed,
+                    plan.reference_snapshot(),
+                    plan.reference_prior,
+                    ordinal,
+                );
             }
         }
 
@@ -1465,7 +1471,7 @@ impl ReplicationWriter {
         // members their batches carried are owed again through the record).
         if let Some(storage) = &self.storage {
             self.baselines
-                .on_delivery(&mut lock_storage(storage), ordinal, status);
+                .on_delivery(&mut write_storage(storage), ordinal, status);
         }
         if status == DeliveryStatus::Lost {
             self.stats.lost_records += 1;
@@ -1556,7 +1562,7 @@ impl ReplicationWriter {
     /// every tracked object is released in the table.
     pub fn release_all(&mut self, table: &mut ObjectTable) {
         if let Some(s) = &self.storage {
-            self.baselines.release_all(&mut lock_storage(s));
+            self.baselines.release_all(&mut write_storage(s));
         }
         self.records.clear();
         self.record_bytes = 0;
@@ -1623,7 +1629,7 @@ impl DataStream<ObjectTable> for ReplicationWriter {
         Self::NAME
     }
 
-    fn write_data(&mut self, ctx: &mut ObjectTable, writer: &mut BitWriter) -> WriteResult {
+    fn write_data(&mut self, ctx: &ObjectTable, writer: &mut BitWriter) -> WriteResult {
         // Leave huge-object parts their share of the packet (see `huge`).
         let reserve = self.huge_reserve_bits(writer.bits_left());
         if reserve == 0 {

@@ -223,7 +223,7 @@ impl<C: ?Sized> DataStream<C> for TokenStream {
         Self::NAME
     }
 
-    fn write_data(&mut self, _ctx: &mut C, w: &mut BitWriter) -> WriteResult {
+    fn write_data(&mut self, _ctx: &C, w: &mut BitWriter) -> WriteResult {
         let mut exports = lock(&self.exports);
         if !exports.has_pending() {
             return WriteResult::NoData;
@@ -291,11 +291,11 @@ mod tests {
 
         // Packet 0 lost.
         let mut w = BitWriter::with_capacity_bytes(128);
-        tx.write_packet(&mut (), PacketSequence(0), &mut w);
+        tx.write_packet(&(), PacketSequence(0), &mut w);
         tx.process_delivery(&mut (), PacketSequence(0), DeliveryStatus::Lost);
         // Packet 1 carries both again and is delivered.
         let mut w = BitWriter::with_capacity_bytes(128);
-        tx.write_packet(&mut (), PacketSequence(1), &mut w);
+        tx.write_packet(&(), PacketSequence(1), &mut w);
         let bytes = w.finish().unwrap();
         rx.read_packet(&mut (), &mut BitReader::new(&bytes))
             .unwrap();
@@ -310,7 +310,7 @@ mod tests {
 
         // Nothing more to send.
         let mut w = BitWriter::with_capacity_bytes(128);
-        tx.write_packet(&mut (), PacketSequence(2), &mut w);
+        tx.write_packet(&(), PacketSequence(2), &mut w);
         assert_eq!(w.position(), 5 + 1);
     }
 

@@ -95,7 +95,7 @@ impl<C: ?Sized> DataStream<C> for ServerTimeStream {
         NAME
     }
 
-    fn write_data(&mut self, _: &mut C, w: &mut BitWriter) -> WriteResult {
+    fn write_data(&mut self, _: &C, w: &mut BitWriter) -> WriteResult {
         let start = w.position();
         let tick = self.tick;
         let short = self
@@ -248,7 +248,7 @@ impl<C: ?Sized> DataStream<C> for ClientTimeStream {
         NAME
     }
 
-    fn write_data(&mut self, _: &mut C, w: &mut BitWriter) -> WriteResult {
+    fn write_data(&mut self, _: &C, w: &mut BitWriter) -> WriteResult {
         // Every packet is stamped: the more samples, the closer the delay minima.
         let stamp = ((self.now * STAMP_UNITS) as u64 & 0xFFFF) as u16;
         w.write_bool(true);
@@ -353,7 +353,7 @@ mod tests {
                 .unwrap()
                 .set_tick(i);
             let mut w = BitWriter::with_capacity_bytes(64);
-            server.write_packet(&mut (), PacketSequence(seq), &mut w);
+            server.write_packet(&(), PacketSequence(seq), &mut w);
             let bytes = w.finish().unwrap();
             client
                 .read_packet(&mut (), &mut BitReader::new(&bytes))
@@ -374,7 +374,7 @@ mod tests {
             .unwrap();
         let (_, mut client) = pair();
         let mut w = BitWriter::with_capacity_bytes(64);
-        server.write_packet(&mut (), PacketSequence(1), &mut w);
+        server.write_packet(&(), PacketSequence(1), &mut w);
         let bytes = w.finish().unwrap();
         client
             .read_packet(&mut (), &mut BitReader::new(&bytes))
@@ -432,7 +432,7 @@ mod tests {
         }
         assert!(!c.push_input(1004, vec![0]));
         let mut w = BitWriter::with_capacity_bytes(64);
-        client.write_packet(&mut (), PacketSequence(1), &mut w);
+        client.write_packet(&(), PacketSequence(1), &mut w);
         let bytes = w.finish().unwrap();
         server
             .read_packet(&mut (), &mut BitReader::new(&bytes))

@@ -7,7 +7,9 @@ use replicate::internals::connection::{Connection, ConnectionConfig};
 use replicate::internals::link::{LinkConditioner, LinkSimulator};
 use replicate::internals::object::ConnectionId;
 use replicate::internals::protocol::ProtocolRegistry;
-use replicate::internals::replication::{ReplicationClient, ReplicationConfig, ReplicationServer};
+use replicate::internals::replication::{
+    PacketWrite, ReplicationClient, ReplicationConfig, ReplicationServer,
+};
 use replicate::internals::stream::WriteResult;
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,6 +61,17 @@ pub struct Peer {
     pub sent_digest: u64,
 }
 
+impl Peer {
+    /// Sends a server packet down the link, adding it to the digest.
+    fn send_down(&mut self, now: Duration, w: BitWriter) {
+        let bytes = w.finish().expect("fits");
+        for &b in &bytes {
+            self.sent_digest = (self.sent_digest ^ u64::from(b)).wrapping_mul(0x100_0000_01B3);
+        }
+        self.down.send(now, &bytes);
+    }
+}
+
 /// A server and clients over sans-IO connections and seeded lossy links.
 pub struct Sim {
     pub server: ReplicationServer,
@@ -72,6 +85,10 @@ pub struct Sim {
     /// Each connection encodes its batches alone: the tick's shared segments are
     /// dropped before every connection's packets (for differential tests).
     pub unshared_encoding: bool,
+    /// Every client's packets of a tick are written in passes of one packet each
+    /// ([`ReplicationServer::write_packets`], on the config's writer threads) rather
+    /// than client by client.
+    pub batched_writes: bool,
     seed: u64,
     conditioner: LinkConditioner,
 }
@@ -89,6 +106,7 @@ impl Sim {
             registry: setup.registry,
             config: setup.config,
             unshared_encoding: false,
+            batched_writes: false,
             seed,
             conditioner,
         };
@@ -169,24 +187,26 @@ impl Sim {
             }
         }
         self.server.tick(now);
+        if self.batched_writes {
+            self.write_batched(now);
+        } else {
+            for p in &mut self.peers {
+                if self.unshared_encoding {
+                    // A mutable borrow of the table drops the shared segments.
+                    let _ = self.server.objects_mut();
+                }
+                for _ in 0..self.packets_per_tick {
+                    let mut w = BitWriter::with_capacity_bytes(self.mtu);
+                    let seq = p.server_conn.write_header(now, &mut w);
+                    let result = self.server.write_packet(p.conn, seq, &mut w);
+                    p.send_down(now, w);
+                    if result != WriteResult::HasMoreData {
+                        break;
+                    }
+                }
+            }
+        }
         for p in &mut self.peers {
-            if self.unshared_encoding {
-                // A mutable borrow of the table drops the shared segments.
-                let _ = self.server.objects_mut();
-            }
-            for _ in 0..self.packets_per_tick {
-                let mut w = BitWriter::with_capacity_bytes(self.mtu);
-                let seq = p.server_conn.write_header(now, &mut w);
-                let result = self.server.write_packet(p.conn, seq, &mut w);
-                let bytes = w.finish().expect("fits");
-                for &b in &bytes {
-                    p.sent_digest = (p.sent_digest ^ u64::from(b)).wrapping_mul(0x100_0000_01B3);
-                }
-                p.down.send(now, &bytes);
-                if result != WriteResult::HasMoreData {
-                    break;
-                }
-            }
             for _ in 0..self.client_packets_per_tick {
                 let mut w = BitWriter::with_capacity_bytes(self.mtu);
                 let seq = p.client_conn.write_header(now, &mut w);
@@ -197,6 +217,35 @@ impl Sim {
                 }
             }
             p.client.update(now);
+        }
+    }
+
+    /// The server's packets of a tick in passes: each pass writes one packet for
+    /// every client whose writer had more.
+    fn write_batched(&mut self, now: Duration) {
+        let mut active: Vec<usize> = (0..self.peers.len()).collect();
+        for _ in 0..self.packets_per_tick {
+            if active.is_empty() {
+                break;
+            }
+            let mut packets: Vec<PacketWrite> = active
+                .iter()
+                .map(|&i| {
+                    let p = &mut self.peers[i];
+                    let mut w = BitWriter::with_capacity_bytes(self.mtu);
+                    let seq = p.server_conn.write_header(now, &mut w);
+                    PacketWrite::new(p.conn, seq, w)
+                })
+                .collect();
+            self.server.write_packets(&mut packets);
+            let mut more = Vec::new();
+            for (&i, packet) in active.iter().zip(packets) {
+                self.peers[i].send_down(now, packet.writer);
+                if packet.result == WriteResult::HasMoreData {
+                    more.push(i);
+                }
+            }
+            active = more;
         }
     }
 
