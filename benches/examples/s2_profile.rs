@@ -2,13 +2,13 @@
 //!
 //! ```text
 //! cargo build --release -p replicate-bench --example s2_profile
-//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|spread|crowd]
+//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|spread|crowd] [passes|parallel]
 //! ```
 //!
 //! Prints the configuration's figures on one line (thread CPU time, as in S2's table).
 
 use replicate_bench::scenarios::DeltaMode;
-use replicate_bench::scenarios::s2::{AckTiming, ScopeMode, Setup, measure};
+use replicate_bench::scenarios::s2::{AckTiming, ScopeMode, Setup, Writers, measure};
 
 fn main() {
     let mut setup = Setup {
@@ -21,6 +21,7 @@ fn main() {
         seed: 0x5EED_0002,
         delta: DeltaMode::On,
         acks: AckTiming::Instant,
+        writers: Writers::PerConnection,
     };
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
@@ -33,6 +34,8 @@ fn main() {
                     max_ms: 200,
                 }
             }
+            "passes" => setup.writers = Writers::Passes(1),
+            "parallel" => setup.writers = Writers::Passes(2),
             "crowd" => {
                 setup.objects = setup.connections;
                 setup.dirty_fraction = 1.0;
@@ -40,7 +43,7 @@ fn main() {
             }
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|spread|crowd]"
+                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|spread|crowd] [passes|parallel]"
                 );
                 std::process::exit(2);
             }
@@ -48,12 +51,13 @@ fn main() {
     }
     match measure(setup) {
         Ok(m) => println!(
-            "{:.1} ns per dirty obj×conn, tick {:.2} ms CPU / {:.2} ms wall, idle {:.3} ms, \
+            "{:.1} ns per dirty obj×conn, tick {:.2} ms CPU / {:.2} ms wall / {:.2} ms all threads, idle {:.3} ms, \
              {:.2} B per pair, postcard {:.1} ns per pair, {:.1} segments copied per encoding, \
              peak RSS {} MB",
             m.ns_per_pair(),
             m.tick_ns / 1e6,
             m.tick_wall_ns / 1e6,
+            m.tick_process_ns / 1e6,
             m.idle_ns / 1e6,
             m.bytes_per_pair(),
             m.baseline_ns_per_pair(),

@@ -9,7 +9,7 @@
 //! ```
 
 use replicate::insights::AttributionLevel;
-use replicate_bench::scenarios::s2::{AckTiming, ScopeMode, Setup, measure};
+use replicate_bench::scenarios::s2::{AckTiming, ScopeMode, Setup, Writers, measure};
 use replicate_bench::scenarios::{DeltaMode, set_attribution};
 
 fn main() {
@@ -30,6 +30,7 @@ fn main() {
         seed: 0x5EED_0002,
         delta: DeltaMode::On,
         acks: AckTiming::Instant,
+        writers: Writers::PerConnection,
     };
     let levels = [
         AttributionLevel::Off,

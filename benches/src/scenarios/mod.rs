@@ -17,7 +17,7 @@ use replicate::bits::{BitReader, BitWriter};
 use replicate::internals::connection::{DeliveryStatus, MAX_HEADER_BITS, PacketSequence};
 use replicate::internals::object::ConnectionId;
 use replicate::internals::replication::{
-    DeltaSettings, ReplicationClient, ReplicationConfig, ReplicationServer,
+    DeltaSettings, PacketWrite, ReplicationClient, ReplicationConfig, ReplicationServer,
 };
 use replicate::internals::stream::WriteResult;
 use std::time::Duration;
@@ -148,6 +148,16 @@ pub struct Traffic {
     pub payload_bits: usize,
     /// Bytes on the wire ([`wire_bytes`] of each packet).
     pub wire_bytes: usize,
+    /// FNV-1a digest of the packets' bytes, per link in send order, combined over
+    /// links by addition (so the order links are written in does not matter).
+    pub digest: u64,
+}
+
+/// FNV-1a over `bytes`.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xCBF2_9CE4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
+    })
 }
 
 impl std::ops::AddAssign for Traffic {
@@ -155,6 +165,7 @@ impl std::ops::AddAssign for Traffic {
         self.packets += o.packets;
         self.payload_bits += o.payload_bits;
         self.wire_bytes += o.wire_bytes;
+        self.digest = self.digest.wrapping_add(o.digest);
     }
 }
 
@@ -267,66 +278,140 @@ impl Link {
         max_packets: usize,
     ) -> Traffic {
         let mut t = Traffic::default();
-        self.tick += 1;
-        self.report_fates(server, self.tick);
+        self.begin_tick(server);
         for _ in 0..max_packets {
-            let seq = PacketSequence(self.sequence);
-            let mut w = BitWriter::with_capacity_bytes(MTU_BYTES);
-            w.write_bits(0, 64);
-            w.write_bits(0, (MAX_HEADER_BITS - 64) as u32);
+            let (seq, mut w) = self.new_packet();
             let result = server.write_packet(self.conn, seq, &mut w);
-            if matches!(result, WriteResult::NoData) {
-                break;
-            }
-            self.sequence = self.sequence.wrapping_add(1);
-            if let Some(mut bits) = server.packet_attribution(self.conn) {
-                bits.header = MAX_HEADER_BITS as u64;
-                bits.wire_bits = w.byte_len() as u64 * 8;
-                bits.padding = bits.wire_bits - w.position() as u64;
-                self.attribution.add(&bits);
-            }
-            t.packets += 1;
-            t.payload_bits += w.position() - MAX_HEADER_BITS;
-            t.wire_bytes += wire_bytes(w.byte_len(), self.netcode_sequence);
-            self.netcode_sequence += 1;
-            let delivered =
-                self.conditions.loss <= 0.0 || self.rng.next_f64() >= self.conditions.loss;
-            if !delivered {
-                // Lost on the way: the client never sees it.
-            } else if self.defer && self.client.is_some() {
-                self.pending.push((seq, w.to_bytes()));
-            } else if let Some(client) = &mut self.client {
-                let bytes = w.to_bytes();
-                let mut r = BitReader::new(&bytes);
-                r.skip(MAX_HEADER_BITS);
-                // A stream error here would be a bug; convergence checks catch it.
-                let _ = client.read_packet(now, seq, &mut r);
-            }
-            if self.conditions.ack_delay_ticks == 0 {
-                let status = if delivered {
-                    DeliveryStatus::Delivered
-                } else {
-                    DeliveryStatus::Lost
-                };
-                server.process_delivery(self.conn, seq, status);
-            } else {
-                self.fates
-                    .push_back((self.tick + self.conditions.ack_delay_ticks, seq, delivered));
-            }
-            if !matches!(result, WriteResult::HasMoreData) {
+            if !self.on_written(server, now, seq, w, result, &mut t) {
                 break;
             }
         }
         t
     }
+
+    /// Starts a tick: the fates now due reach the server.
+    fn begin_tick(&mut self, server: &mut ReplicationServer) {
+        self.tick += 1;
+        self.report_fates(server, self.tick);
+    }
+
+    /// The next packet's sequence and a writer holding its connection header.
+    fn new_packet(&self) -> (PacketSequence, BitWriter) {
+        let mut w = BitWriter::with_capacity_bytes(MTU_BYTES);
+        w.write_bits(0, 64);
+        w.write_bits(0, (MAX_HEADER_BITS - 64) as u32);
+        (PacketSequence(self.sequence), w)
+    }
+
+    /// Sends a packet the server wrote (unless it wrote nothing), counting it in `t`;
+    /// returns whether the server has more for this connection.
+    fn on_written(
+        &mut self,
+        server: &mut ReplicationServer,
+        now: Duration,
+        seq: PacketSequence,
+        w: BitWriter,
+        result: WriteResult,
+        t: &mut Traffic,
+    ) -> bool {
+        if matches!(result, WriteResult::NoData) {
+            return false;
+        }
+        self.sequence = self.sequence.wrapping_add(1);
+        if let Some(mut bits) = server.packet_attribution(self.conn) {
+            bits.header = MAX_HEADER_BITS as u64;
+            bits.wire_bits = w.byte_len() as u64 * 8;
+            bits.padding = bits.wire_bits - w.position() as u64;
+            self.attribution.add(&bits);
+        }
+        let bytes = w.to_bytes();
+        t.packets += 1;
+        t.payload_bits += w.position() - MAX_HEADER_BITS;
+        t.wire_bytes += wire_bytes(w.byte_len(), self.netcode_sequence);
+        t.digest = t
+            .digest
+            .wrapping_add(fnv1a(&bytes) ^ u64::from(self.conn).wrapping_mul(0x9E37_79B9));
+        self.netcode_sequence += 1;
+        let delivered = self.conditions.loss <= 0.0 || self.rng.next_f64() >= self.conditions.loss;
+        if !delivered {
+            // Lost on the way: the client never sees it.
+        } else if self.defer && self.client.is_some() {
+            self.pending.push((seq, bytes));
+        } else if let Some(client) = &mut self.client {
+            let mut r = BitReader::new(&bytes);
+            r.skip(MAX_HEADER_BITS);
+            // A stream error here would be a bug; convergence checks catch it.
+            let _ = client.read_packet(now, seq, &mut r);
+        }
+        if self.conditions.ack_delay_ticks == 0 {
+            let status = if delivered {
+                DeliveryStatus::Delivered
+            } else {
+                DeliveryStatus::Lost
+            };
+            server.process_delivery(self.conn, seq, status);
+        } else {
+            self.fates
+                .push_back((self.tick + self.conditions.ack_delay_ticks, seq, delivered));
+        }
+        matches!(result, WriteResult::HasMoreData)
+    }
+}
+
+/// [`Link::send`] for every link at once, in passes: each pass writes one packet for
+/// every link whose connection has more, with [`ReplicationServer::write_packets`]
+/// (on the server's writer threads), at most `max_packets` passes.
+pub fn send_all(
+    links: &mut [Link],
+    server: &mut ReplicationServer,
+    now: Duration,
+    max_packets: usize,
+) -> Traffic {
+    let mut t = Traffic::default();
+    for l in links.iter_mut() {
+        l.begin_tick(server);
+    }
+    let mut active: Vec<usize> = (0..links.len()).collect();
+    let mut packets = Vec::with_capacity(links.len());
+    for _ in 0..max_packets {
+        if active.is_empty() {
+            break;
+        }
+        packets.clear();
+        packets.extend(active.iter().map(|&i| {
+            let (seq, w) = links[i].new_packet();
+            PacketWrite::new(links[i].conn, seq, w)
+        }));
+        server.write_packets(&mut packets);
+        let mut more = Vec::with_capacity(active.len());
+        for (&i, p) in active.iter().zip(packets.drain(..)) {
+            if links[i].on_written(server, now, p.sequence, p.writer, p.result, &mut t) {
+                more.push(i);
+            }
+        }
+        active = more;
+    }
+    t
 }
 
 /// CPU time consumed by the calling thread, in nanoseconds (Linux
 /// `CLOCK_THREAD_CPUTIME_ID`; `None` elsewhere). The harness machine is shared, so the
 /// S2 tables report thread CPU time, which other processes' load inflates far less than
 /// wall time; wall time is kept in the JSON.
-#[allow(unsafe_code)] // FFI to clock_gettime
 pub fn thread_cpu_ns() -> Option<u64> {
+    // CLOCK_THREAD_CPUTIME_ID
+    cpu_clock_ns(3)
+}
+
+/// CPU time consumed by every thread of the process so far, in nanoseconds (Linux
+/// `CLOCK_PROCESS_CPUTIME_ID`; `None` elsewhere): what writer threads cost together.
+pub fn process_cpu_ns() -> Option<u64> {
+    // CLOCK_PROCESS_CPUTIME_ID
+    cpu_clock_ns(2)
+}
+
+#[allow(unsafe_code)] // FFI to clock_gettime
+fn cpu_clock_ns(clock: i32) -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
         #[repr(C)]
@@ -337,14 +422,13 @@ pub fn thread_cpu_ns() -> Option<u64> {
         unsafe extern "C" {
             fn clock_gettime(clock: i32, tp: *mut Timespec) -> i32;
         }
-        const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
         let mut ts = Timespec {
             tv_sec: 0,
             tv_nsec: 0,
         };
         // SAFETY: `ts` is a valid, writable timespec (64-bit Linux layout); the call
         // only writes into it.
-        let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        let rc = unsafe { clock_gettime(clock, &mut ts) };
         if rc == 0 {
             return Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
         }
@@ -352,6 +436,7 @@ pub fn thread_cpu_ns() -> Option<u64> {
     }
     #[cfg(not(target_os = "linux"))]
     {
+        let _ = clock;
         None
     }
 }
@@ -361,6 +446,7 @@ pub fn thread_cpu_ns() -> Option<u64> {
 pub struct Stopwatch {
     wall: std::time::Instant,
     cpu: Option<u64>,
+    process: Option<u64>,
 }
 
 impl Stopwatch {
@@ -368,6 +454,7 @@ impl Stopwatch {
     pub fn start() -> Self {
         Self {
             cpu: thread_cpu_ns(),
+            process: process_cpu_ns(),
             wall: std::time::Instant::now(),
         }
     }
@@ -380,6 +467,15 @@ impl Stopwatch {
             _ => wall,
         };
         (wall, cpu)
+    }
+
+    /// CPU ns of every thread of the process since the start (thread CPU time where
+    /// there is no process clock, wall time where there is neither).
+    pub fn process_cpu(&self) -> f64 {
+        match (self.process, process_cpu_ns()) {
+            (Some(a), Some(b)) => b.saturating_sub(a) as f64,
+            _ => self.stop().1,
+        }
     }
 }
 
@@ -507,6 +603,7 @@ mod tests {
             seed: 3,
             delta: DeltaMode::On,
             acks: s2::AckTiming::Instant,
+            writers: s2::Writers::PerConnection,
         };
         let all = s2::measure(setup).unwrap();
         assert_eq!(all.converged, 600);
@@ -522,6 +619,36 @@ mod tests {
     }
 
     #[test]
+    fn s2_parallel_writers_write_the_bytes_of_one_and_converge() {
+        let setup = s2::Setup {
+            objects: 500,
+            players: 7,
+            connections: 7,
+            dirty_fraction: 0.2,
+            scope: s2::ScopeMode::All,
+            ticks: 4,
+            seed: 9,
+            delta: DeltaMode::On,
+            acks: s2::AckTiming::Spread {
+                min_ms: 20,
+                max_ms: 200,
+            },
+            writers: s2::Writers::Passes(1),
+        };
+        let one = s2::measure(setup).unwrap();
+        let two = s2::measure(s2::Setup {
+            writers: s2::Writers::Passes(2),
+            ..setup
+        })
+        .unwrap();
+        assert_eq!(one.converged, 500);
+        assert_eq!(two.converged, 500);
+        assert_ne!(one.digest, 0);
+        assert_eq!(one.digest, two.digest, "other packets on two threads");
+        assert_eq!(one.payload_bytes, two.payload_bytes);
+    }
+
+    #[test]
     fn s2_converges_with_round_trips_spread_and_shares_fewer_segments() {
         let setup = s2::Setup {
             objects: 400,
@@ -533,6 +660,7 @@ mod tests {
             seed: 5,
             delta: DeltaMode::On,
             acks: s2::AckTiming::Instant,
+            writers: s2::Writers::PerConnection,
         };
         let in_step = s2::measure(setup).unwrap();
         assert_eq!(in_step.converged, 400);

@@ -15,7 +15,10 @@
 //! check, happens outside the timed part. The hand-rolled baseline is timed on the same
 //! dirty sets: per connection, postcard-serialize every dirty object in scope in full.
 
-use super::{DeltaMode, Link, Outcome, SanityError, Stopwatch, ensure, median, replication_config};
+use super::{
+    DeltaMode, Link, Outcome, SanityError, Stopwatch, Traffic, ensure, median, replication_config,
+    send_all,
+};
 use crate::report::svg::{self, Series};
 use crate::report::{Json, Table, f, peak_rss_bytes, reset_peak_rss, write_file};
 use glam::Vec3;
@@ -147,6 +150,16 @@ impl AckTiming {
     }
 }
 
+/// How the server's packets of a tick are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writers {
+    /// Connection after connection (`ReplicationServer::write_packet`).
+    PerConnection,
+    /// In passes over every connection (`ReplicationServer::write_packets`), on this
+    /// many writer threads.
+    Passes(usize),
+}
+
 /// One measured configuration.
 #[derive(Debug, Clone, Copy)]
 pub struct Setup {
@@ -168,6 +181,8 @@ pub struct Setup {
     pub delta: DeltaMode,
     /// When packets' fates reach the server.
     pub acks: AckTiming,
+    /// How packets are written.
+    pub writers: Writers,
 }
 
 /// Results of one configuration.
@@ -177,6 +192,10 @@ pub struct Measured {
     pub tick_ns: f64,
     /// Median timed tick, wall time.
     pub tick_wall_ns: f64,
+    /// Median timed tick, CPU time of every thread of the process (writer threads).
+    pub tick_process_ns: f64,
+    /// Digest of every packet written in the timed ticks (see `Traffic::digest`).
+    pub digest: u64,
     /// Median tick with nothing dirty.
     pub idle_ns: f64,
     /// Dirty object × connection pairs per tick (in scope), mean.
@@ -228,6 +247,25 @@ const SETTLE_TICKS: usize = 60;
 /// No bandwidth limit: every connection's packets are written until nothing is left
 /// (a 100 000-object tick needs about 110 packets per connection).
 const MAX_PACKETS_PER_TICK: usize = 100_000;
+
+/// Writes every connection's packets of a tick until nothing is left.
+fn send(
+    writers: Writers,
+    links: &mut [Link],
+    server: &mut ReplicationServer,
+    now: Duration,
+) -> Traffic {
+    match writers {
+        Writers::PerConnection => {
+            let mut t = Traffic::default();
+            for l in links.iter_mut() {
+                t += l.send(server, now, MAX_PACKETS_PER_TICK);
+            }
+            t
+        }
+        Writers::Passes(_) => send_all(links, server, now, MAX_PACKETS_PER_TICK),
+    }
+}
 
 fn update_object(server: &mut ReplicationServer, h: NetRefHandle, kind: Kind, m: &Mirror) {
     let o = server.objects_mut();
@@ -314,7 +352,10 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     let registry = Arc::new(
         ProtocolRegistry::from_inventory().map_err(|e| SanityError(format!("registry: {e}")))?,
     );
-    let config = replication_config(s.delta);
+    let mut config = replication_config(s.delta);
+    if let Writers::Passes(threads) = s.writers {
+        config.writer_threads = threads;
+    }
     let mut server = ReplicationServer::new(registry.clone(), config.clone());
     if s.scope == ScopeMode::Grid {
         // Every object under the library's grid filter (cell 5000, cull 50 000).
@@ -439,7 +480,7 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     };
     let mut out = Measured::default();
     let (mut tick_times, mut base_times, mut idle_times) = (Vec::new(), Vec::new(), Vec::new());
-    let mut wall_times = Vec::new();
+    let (mut wall_times, mut process_times) = (Vec::new(), Vec::new());
     let mut buf: Vec<u8> = Vec::new();
     let warm = 3;
     let mut segments_at_warm = (0, 0);
@@ -467,11 +508,9 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
             ctx.feed(&mut server, &links, &mirrors, &dirty)?;
         }
         server.tick(now);
-        let mut payload_bits = 0;
-        for l in &mut links {
-            payload_bits += l.send(&mut server, now, MAX_PACKETS_PER_TICK).payload_bits;
-        }
+        let traffic = send(s.writers, &mut links, &mut server, now);
         let (wall, elapsed) = watch.stop();
+        let process = watch.process_cpu();
         if grid_mode {
             ctx.expect(&mirrors, &mut scope, &dirty, &mut grid, &mut visible);
         }
@@ -501,9 +540,11 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
         } else {
             tick_times.push(elapsed);
             wall_times.push(wall);
+            process_times.push(process);
+            out.digest = out.digest.wrapping_add(traffic.digest);
             base_times.push(base_elapsed);
             out.pairs += pairs as f64 / s.ticks as f64;
-            out.payload_bytes += payload_bits as f64 / 8.0 / s.ticks as f64;
+            out.payload_bytes += traffic.payload_bits as f64 / 8.0 / s.ticks as f64;
             out.baseline_bytes += base_bytes as f64 / s.ticks as f64;
         }
     }
@@ -512,6 +553,7 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
         (copied - segments_at_warm.0) as f64 / (encoded - segments_at_warm.1).max(1) as f64;
     out.tick_ns = median(&tick_times);
     out.tick_wall_ns = median(&wall_times);
+    out.tick_process_ns = median(&process_times);
     out.idle_ns = median(&idle_times);
     out.baseline_ns = median(&base_times);
     // Settle (untimed): a few quiet ticks so whatever the interest layer's
@@ -519,9 +561,7 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     for _ in 0..SETTLE_TICKS {
         now += TICK;
         server.tick(now);
-        for l in &mut links {
-            l.send(&mut server, now, MAX_PACKETS_PER_TICK);
-        }
+        send(s.writers, &mut links, &mut server, now);
         links[0].flush(now);
     }
     let client = links[0]
@@ -622,6 +662,14 @@ fn json_measured(name: &str, s: &Setup, m: &Measured) -> Json {
         ("delta", Json::Bool(s.delta == DeltaMode::On)),
         ("median_tick_cpu_ns", Json::Num(m.tick_ns)),
         ("median_tick_wall_ns", Json::Num(m.tick_wall_ns)),
+        ("median_tick_process_cpu_ns", Json::Num(m.tick_process_ns)),
+        (
+            "writer_threads",
+            Json::Num(match s.writers {
+                Writers::PerConnection => 0.0,
+                Writers::Passes(n) => n as f64,
+            }),
+        ),
         (
             "segments_copied_per_encoding",
             Json::Num(m.copies_per_encoding),
@@ -656,6 +704,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         seed: 0x5EED_0002,
         delta: DeltaMode::On,
         acks: AckTiming::Instant,
+        writers: Writers::PerConnection,
     };
     let variants = [
         ("all in scope", base),
@@ -737,6 +786,51 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         ]);
         json_rows.push(json_measured(name, setup, &m));
     }
+    // Parallel writers: passes over every connection on one thread, then on two; the
+    // packets must be the same bytes.
+    let mut par_table = Table::new(&[
+        "writer threads",
+        "median tick ms wall",
+        "median tick ms CPU (all threads)",
+        "ns per dirty obj×conn (wall)",
+        "wall-time speed-up",
+        "packets",
+    ]);
+    let mut single: Option<Measured> = None;
+    for threads in [1, 2] {
+        let setup = Setup {
+            writers: Writers::Passes(threads),
+            ..base
+        };
+        let m = measure(setup)?;
+        let (speedup, same) = match &single {
+            None => (1.0, true),
+            Some(one) => (one.tick_wall_ns / m.tick_wall_ns, one.digest == m.digest),
+        };
+        ensure(same, || {
+            format!("S2 parallel: {threads} writer threads wrote other packets than one")
+        })?;
+        par_table.row(vec![
+            threads.to_string(),
+            ms(m.tick_wall_ns),
+            ms(m.tick_process_ns),
+            f(m.tick_wall_ns / m.pairs.max(1.0), 1),
+            format!("{}×", f(speedup, 2)),
+            if threads == 1 {
+                "reference".into()
+            } else {
+                "identical bytes".into()
+            },
+        ]);
+        json_rows.push(json_measured(
+            &format!("all in scope, passes on {threads} writer threads"),
+            &setup,
+            &m,
+        ));
+        if threads == 1 {
+            single = Some(m);
+        }
+    }
     // Scale curves (everything in scope).
     let mut obj_table = Table::new(&[
         "objects",
@@ -810,6 +904,14 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
             "Peak RSS is the process high-water mark so far (cumulative: this platform cannot reset it)."
         }
     ));
+    md.push_str(&format!(
+        "Parallel writers (all in scope, delta on): every connection's packets written in passes \
+         (`ReplicationServer::write_packets`) on 1 and 2 threads of a {}-core machine; wall time, \
+         since the work is spread over threads:\n\n",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    ));
+    md.push_str(&par_table.markdown());
+    md.push('\n');
     md.push_str("Scale with objects (everything in scope):\n\n");
     md.push_str(&obj_table.markdown());
     md.push_str("\nScale with connections (everything in scope):\n\n");

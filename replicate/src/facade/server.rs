@@ -18,7 +18,7 @@ use crate::interest::BandwidthBudget;
 use crate::object::{ConnectionId, ObjectError, ObjectTable};
 use crate::protocol::ProtocolRegistry;
 use crate::replication::attachment::{MessageError, ReceivedMessage};
-use crate::replication::{ReplicationConfig, ReplicationServer};
+use crate::replication::{PacketWrite, ReplicationConfig, ReplicationServer};
 use crate::state::Replicated;
 use crate::stream::WriteResult;
 use crate::time::wire::{self, ServerTimeStream};
@@ -415,10 +415,7 @@ impl<T: ServerTransport> Server<T> {
         let active = self.active_connections();
         self.ownership.announce(&mut self.replication, &active);
         self.replication.tick(now);
-        let ids: Vec<ClientId> = self.peers.keys().copied().collect();
-        for id in ids {
-            self.flush_peer(id);
-        }
+        self.flush_peers();
         self.tick = self.tick.saturating_add(1);
         Ok(())
     }
@@ -761,20 +758,68 @@ impl<T: ServerTransport> Server<T> {
         }
     }
 
-    fn flush_peer(&mut self, client: ClientId) {
+    /// Sends every client what the tick has for it: deliveries are processed first,
+    /// then every client's packets are written in passes of one packet each
+    /// ([`ReplicationServer::write_packets`], on the replication config's writer
+    /// threads), then idle clients get a keep-alive or an ack.
+    fn flush_peers(&mut self) {
         let now = self.now;
-        let Some(peer) = self.peers.get_mut(&client) else {
-            return;
-        };
+        let ids: Vec<ClientId> = self.peers.keys().copied().collect();
+        // Clients with an open connection, and whether a packet was sent to each.
+        let mut active: Vec<(ClientId, ConnectionId, bool)> = Vec::new();
+        for &client in &ids {
+            if let Some(conn) = self.take_deliveries(client) {
+                active.push((client, conn, false));
+            }
+        }
+        let mut writing: Vec<usize> = (0..active.len()).collect();
+        let mut packets = Vec::with_capacity(active.len());
+        for _ in 0..self.config.max_packets_per_tick {
+            if writing.is_empty() {
+                break;
+            }
+            packets.clear();
+            let mut headers = Vec::with_capacity(writing.len());
+            for &i in &writing {
+                let (client, conn, _) = active[i];
+                let mut w = BitWriter::with_capacity_bytes(self.config.max_packet_bytes);
+                let seq = match self.peers.get_mut(&client).map(|p| &mut p.phase) {
+                    Some(Phase::Active { connection, .. }) => connection.write_header(now, &mut w),
+                    _ => continue,
+                };
+                headers.push((i, w.position()));
+                packets.push(PacketWrite::new(conn, seq, w));
+            }
+            self.replication.write_packets(&mut packets);
+            let mut more = Vec::with_capacity(writing.len());
+            for ((i, header_bits), packet) in headers.into_iter().zip(packets.drain(..)) {
+                let (client, conn, _) = active[i];
+                let result = packet.result;
+                if self.send_packet(client, conn, header_bits, packet) {
+                    active[i].2 = true;
+                    if result == WriteResult::HasMoreData {
+                        more.push(i);
+                    }
+                }
+            }
+            writing = more;
+        }
+        for (client, conn, sent_any) in active {
+            self.finish_peer(client, conn, sent_any);
+        }
+    }
+
+    /// Processes a client's deliveries (and reports recovered objects); returns its
+    /// connection if it is active.
+    fn take_deliveries(&mut self, client: ClientId) -> Option<ConnectionId> {
+        let now = self.now;
+        let peer = self.peers.get_mut(&client)?;
         let Phase::Active {
-            conn,
-            connection,
-            liveness,
-            ..
+            conn, connection, ..
         } = &mut peer.phase
         else {
             peer.stats.update(now, None);
-            return;
+            return None;
         };
         let conn = *conn;
         connection.update(now);
@@ -785,37 +830,64 @@ impl<T: ServerTransport> Server<T> {
             self.events
                 .push_back(ServerEvent::ObjectRecovered { client, handle });
         }
-        let mut sent_any = false;
-        for _ in 0..self.config.max_packets_per_tick {
-            let mut w = BitWriter::with_capacity_bytes(self.config.max_packet_bytes);
-            let seq = connection.write_header(now, &mut w);
-            let header_bits = w.position();
-            let result = self.replication.write_packet(conn, seq, &mut w);
-            if result == WriteResult::NoData {
-                connection.cancel_header(seq);
-                break;
-            }
-            match w.finish() {
-                Ok(bytes) => {
-                    Self::send_raw(&mut self.transport, client, &mut peer.stats, &bytes);
-                    sent_any = true;
-                    if let Some(i) = self.insights.as_mut()
-                        && let Some(mut bits) = self.replication.packet_attribution(conn)
-                    {
-                        bits.wire_bits = bytes.len() as u64 * 8;
-                        bits.header = header_bits as u64;
-                        bits.padding = bits.wire_bits.saturating_sub(w.position() as u64);
-                        i.on_packet(now, client, bits);
-                    }
-                }
-                // Cannot happen with a writer bounded by its capacity; the stamped
-                // packet is then reported lost and its contents re-sent.
-                Err(e) => tracing::warn!("client {client}: packet overflow: {e}"),
-            }
-            if result != WriteResult::HasMoreData {
-                break;
-            }
+        Some(conn)
+    }
+    /// Sends a packet the replication server wrote for `client` (after its
+    /// `header_bits` of connection header); a packet it wrote nothing into is
+    /// cancelled instead. Returns whether it was sent.
+    fn send_packet(
+        &mut self,
+        client: ClientId,
+        conn: ConnectionId,
+        header_bits: usize,
+        packet: PacketWrite,
+    ) -> bool {
+        let now = self.now;
+        let Some(peer) = self.peers.get_mut(&client) else {
+            return false;
+        };
+        let Phase::Active { connection, .. } = &mut peer.phase else {
+            return false;
+        };
+        if packet.result == WriteResult::NoData {
+            connection.cancel_header(packet.sequence);
+            return false;
         }
+        let w = packet.writer;
+        match w.finish() {
+            Ok(bytes) => {
+                Self::send_raw(&mut self.transport, client, &mut peer.stats, &bytes);
+                if let Some(i) = self.insights.as_mut()
+                    && let Some(mut bits) = self.replication.packet_attribution(conn)
+                {
+                    bits.wire_bits = bytes.len() as u64 * 8;
+                    bits.header = header_bits as u64;
+                    bits.padding = bits.wire_bits.saturating_sub(w.position() as u64);
+                    i.on_packet(now, client, bits);
+                }
+            }
+            // Cannot happen with a writer bounded by its capacity; the stamped
+            // packet is then reported lost and its contents re-sent.
+            Err(e) => tracing::warn!("client {client}: packet overflow: {e}"),
+        }
+        true
+    }
+
+    /// After a tick's packets: a keep-alive or an ack for a client that got none,
+    /// then its statistics.
+    fn finish_peer(&mut self, client: ClientId, conn: ConnectionId, sent_any: bool) {
+        let now = self.now;
+        let Some(peer) = self.peers.get_mut(&client) else {
+            return;
+        };
+        let Phase::Active {
+            connection,
+            liveness,
+            ..
+        } = &mut peer.phase
+        else {
+            return;
+        };
         if sent_any {
             liveness.last_eliciting = now;
         } else if liveness.keep_alive_due(now, self.config.keep_alive_interval) {
