@@ -48,7 +48,7 @@ pub struct ObjectFilterInfo {
 ///     }
 /// }
 /// ```
-pub trait ObjectFilter: Send {
+pub trait ObjectFilter: Send + Sync {
     /// Whether `object` is in scope for `view`'s connection.
     fn is_relevant(&self, object: &ObjectFilterInfo, view: &ViewInfo) -> bool;
 }

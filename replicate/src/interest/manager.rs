@@ -116,7 +116,7 @@ struct ConnectionInterest {
     bytes_sent: u64,
 }
 
-type LocationFn = Box<dyn Fn(&dyn ErasedState) -> Option<Vec3> + Send>;
+type LocationFn = Box<dyn Fn(&dyn ErasedState) -> Option<Vec3> + Send + Sync>;
 
 /// The server's interest state and decisions (see the module docs).
 ///
@@ -239,7 +239,10 @@ impl InterestManager {
     /// Computes the world position of every object of state type `S` from its quantized
     /// state (on creation and whenever it changes), instead of
     /// [`set_position`](Self::set_position).
-    pub fn set_location_fn<S: ErasedState>(&mut self, f: impl Fn(&S) -> Vec3 + Send + 'static) {
+    pub fn set_location_fn<S: ErasedState>(
+        &mut self,
+        f: impl Fn(&S) -> Vec3 + Send + Sync + 'static,
+    ) {
         self.location_fns.insert(
             TypeId::of::<S>(),
             Box::new(move |s: &dyn ErasedState| s.as_any().downcast_ref::<S>().map(&f)),

@@ -8,7 +8,7 @@
 use super::filter::{ObjectFilterInfo, ViewInfo};
 
 /// Computes an object's priority for a connection.
-pub trait Prioritizer: Send {
+pub trait Prioritizer: Send + Sync {
     /// The priority of `object` for `view` (≥ 0; 1.0 is "normal").
     fn priority(&self, object: &ObjectFilterInfo, view: &ViewInfo) -> f32;
 }

@@ -837,10 +837,11 @@ struct Nomination {
 pub struct ConnectionBaselines {
     objects: Vec<ObjectBaselines>,
     in_flight: std::collections::VecDeque<Nomination>,
-    /// Nominations of the packet being written, which take their snapshot when the
-    /// write pass is settled ([`settle`](Self::settle)): while packets are written the
-    /// storage is only read.
-    unsettled: Vec<Unsettled>,
+    /// The handles of the objects of the last nominations in `in_flight`, made while
+    /// packets were written: they take their snapshot (and their references on it and
+    /// on their priors) when the write pass is settled ([`settle`](Self::settle));
+    /// while packets are written the storage is only read.
+    unsettled: Vec<NetRefHandle>,
     /// Snapshots this connection stopped referring to while a packet was written,
     /// released when the write pass is settled.
     released: Vec<u32>,
@@ -872,6 +873,15 @@ impl ConnectionBaselines {
             && self.synced[i as usize] == *mask
         {
             return i;
+        }
+        // Few distinct masks (a type's members restricted by a role): a scan beats
+        // hashing the mask.
+        const SCANNED: usize = 16;
+        if self.synced.len() <= SCANNED
+            && let Some(i) = self.synced.iter().position(|m| m == mask)
+        {
+            self.last_synced = Some(i as u32);
+            return i as u32;
         }
         let i = match self.synced_index.get(mask) {
             Some(&i) => i,
@@ -1016,6 +1026,29 @@ impl ConnectionBaselines {
             storage.release(snapshot);
             return;
         }
+        let n = self.push_nomination(
+            storage, object, index, snapshot, synced, prior, prior2, ordinal,
+        );
+        for p in [n.prior, n.prior2] {
+            if p != NO_SNAPSHOT {
+                storage.add_ref(p);
+            }
+        }
+    }
+
+    /// Records a nomination in flight (no reference taken); returns its baseline.
+    #[allow(clippy::too_many_arguments)]
+    fn push_nomination(
+        &mut self,
+        storage: &BaselineStorage,
+        object: InternalIndex,
+        index: u8,
+        snapshot: u32,
+        synced: &ChangeMask,
+        prior: Option<u32>,
+        prior2: Option<u32>,
+        ordinal: u64,
+    ) -> Slot {
         let synced = self.intern(synced);
         // The prior's prior serves only a quadratic prediction, which needs baselines
         // at least `QUADRATIC_MIN_INTERVAL` frames apart: with acks in step, none is kept.
@@ -1023,25 +1056,24 @@ impl ConnectionBaselines {
             .and_then(|p| storage.snapshot_frame(p))
             .filter(|&f| storage.frame().wrapping_sub(f) >= QUADRATIC_MIN_INTERVAL)
             .and(prior2);
-        for p in [prior, prior2].into_iter().flatten() {
-            storage.add_ref(p);
-        }
         let o = self.get_mut(object);
         o.pending |= 1 << index;
         o.newest = index;
         let epoch = o.epoch;
+        let baseline = Slot {
+            snapshot,
+            prior: prior.unwrap_or(NO_SNAPSHOT),
+            prior2: prior2.unwrap_or(NO_SNAPSHOT),
+            synced,
+        };
         self.in_flight.push_back(Nomination {
             ordinal,
             object,
-            baseline: Slot {
-                snapshot,
-                prior: prior.unwrap_or(NO_SNAPSHOT),
-                prior2: prior2.unwrap_or(NO_SNAPSHOT),
-                synced,
-            },
+            baseline,
             slot: index,
             epoch,
         });
+        baseline
     }
 
     /// The members an object's baselines hold in sync, merged: what is owed again when
@@ -1091,11 +1123,13 @@ impl ConnectionBaselines {
 
     /// Nominates, while packet `ordinal` is written, a new baseline of an object (its
     /// state now, `handle` naming it) in `slot`; built from the acknowledged baseline
-    /// `prior` (and its own `prior2`), holding `synced` in sync. The nomination takes
-    /// its snapshot when the write pass is settled ([`settle`](Self::settle)).
+    /// `prior` (and its own `prior2`), holding `synced` in sync. The storage is only
+    /// read: the nomination takes its snapshot when the write pass is settled
+    /// ([`settle`](Self::settle)). A slot in use is not nominated.
     #[allow(clippy::too_many_arguments)]
     pub fn nominate_later(
         &mut self,
+        storage: &BaselineStorage,
         object: InternalIndex,
         handle: NetRefHandle,
         slot: u8,
@@ -1104,44 +1138,59 @@ impl ConnectionBaselines {
         prior2: Option<u32>,
         ordinal: u64,
     ) {
-        self.unsettled.push(Unsettled {
+        if slot >= MAX_BASELINE_COUNT
+            || self
+                .get(object)
+                .is_some_and(|o| o.pending & (1 << slot) != 0 || o.acked_slot == slot)
+        {
+            return;
+        }
+        self.unsettled.push(handle);
+        // The snapshot is taken when settled.
+        self.push_nomination(
+            storage,
             object,
-            handle,
             slot,
-            synced: synced.clone(),
+            NO_SNAPSHOT,
+            synced,
             prior,
             prior2,
             ordinal,
-        });
+        );
     }
 
     /// Settles the write pass (no packet is being written now): the snapshots let go
     /// of are released, and each nomination made takes the snapshot of its object's
     /// state in this frame (created by the first connection settled, shared by the
-    /// others; committed by [`BaselineStorage::commit_reservations`]).
+    /// others; committed by [`BaselineStorage::commit_reservations`]) and references
+    /// on its priors.
     pub fn settle(&mut self, storage: &mut BaselineStorage) {
-        for s in std::mem::take(&mut self.released) {
+        for s in self.released.drain(..) {
             storage.release(s);
         }
-        let mut unsettled = std::mem::take(&mut self.unsettled);
-        for n in unsettled.drain(..) {
+        let start = self.in_flight.len() - self.unsettled.len();
+        for (n, handle) in self
+            .in_flight
+            .range_mut(start..)
+            .zip(self.unsettled.drain(..))
+        {
             // The plan checked the creation throttle when it nominated.
-            if let Some(snapshot) = storage.create_baseline(n.object, n.handle, true) {
-                self.nominate(
-                    storage, n.object, n.slot, snapshot, &n.synced, n.prior, n.prior2, n.ordinal,
-                );
+            let Some(snapshot) = storage.create_baseline(n.object, handle, true) else {
+                continue;
+            };
+            n.baseline.snapshot = snapshot;
+            for p in [n.baseline.prior, n.baseline.prior2] {
+                if p != NO_SNAPSHOT {
+                    storage.add_ref(p);
+                }
             }
         }
-        // The buffer is kept for the next packet.
-        self.unsettled = unsettled;
     }
 
     /// Releases everything (the connection goes away).
     pub fn release_all(&mut self, storage: &mut BaselineStorage) {
-        for s in std::mem::take(&mut self.released) {
-            storage.release(s);
-        }
-        self.unsettled.clear();
+        // Unsettled nominations hold no reference yet.
+        self.settle(storage);
         for o in std::mem::take(&mut self.objects) {
             release(storage, o.acked);
         }
@@ -1195,18 +1244,6 @@ impl ConnectionBaselines {
         }
         promoted
     }
-}
-
-/// A nomination made while a packet is written (see [`ConnectionBaselines::settle`]).
-#[derive(Debug, Clone)]
-struct Unsettled {
-    object: InternalIndex,
-    handle: NetRefHandle,
-    slot: u8,
-    synced: ChangeMask,
-    prior: Option<u32>,
-    prior2: Option<u32>,
-    ordinal: u64,
 }
 
 /// Drops a baseline's references (its snapshot and its priors).

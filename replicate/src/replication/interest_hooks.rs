@@ -4,8 +4,9 @@
 //! filters, groups, positions, views, allow/deny lists, prioritizers, owners, custom
 //! conditions, bandwidth budgets.
 //!
-//! The server keeps one [`InterestManager`] shared (behind a mutex) between itself and
-//! its writers' hooks, which lock it only for objects with `Custom` conditions. Each tick,
+//! The server keeps one [`InterestManager`] shared (behind a read-write lock) between
+//! itself and its writers' hooks, which only read it: once per tick for the priorities,
+//! and per batch only for objects with `Custom` conditions. Each tick,
 //! before the writers take the tick's changes, the manager's scope decisions are
 //! applied through [`ReplicationWriter::set_in_scope`]: leaving scope destroys the
 //! object on that client through the normal lifecycle, re-entering creates it again
@@ -32,13 +33,20 @@ use crate::object::{ConnectionId, InternalIndex, ObjectError, ObjectTable};
 use crate::protocol::ErasedState;
 use crate::state::{ChangeMask, Condition};
 use glam::Vec3;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-/// The interest state shared by a server and its writers' hooks.
-pub type SharedInterest = Arc<Mutex<InterestManager>>;
+/// The interest state shared by a server and its writers' hooks (which only read it,
+/// several writer threads at once).
+pub type SharedInterest = Arc<RwLock<InterestManager>>;
 
-pub(super) fn lock(shared: &SharedInterest) -> MutexGuard<'_, InterestManager> {
-    shared.lock().unwrap_or_else(|e| e.into_inner())
+/// Changes the interest state (a poisoned lock still yields it).
+pub(super) fn lock(shared: &SharedInterest) -> RwLockWriteGuard<'_, InterestManager> {
+    shared.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Reads the interest state.
+fn read(shared: &SharedInterest) -> RwLockReadGuard<'_, InterestManager> {
+    shared.read().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A connection's writer hooks backed by the server's [`InterestManager`].
@@ -66,7 +74,16 @@ fn has_custom(table: &ObjectTable, index: InternalIndex) -> bool {
 
 impl WriterHooks for InterestHooks {
     fn priority(&mut self, table: &ObjectTable, index: InternalIndex) -> f32 {
-        lock(&self.shared).priority(table, self.connection, index)
+        read(&self.shared).priority(table, self.connection, index)
+    }
+
+    fn priorities(&mut self, table: &ObjectTable, objects: &[InternalIndex], out: &mut Vec<f32>) {
+        let interest = read(&self.shared);
+        out.extend(
+            objects
+                .iter()
+                .map(|&i| interest.priority(table, self.connection, i)),
+        );
     }
 
     fn filter_members(
@@ -77,14 +94,14 @@ impl WriterHooks for InterestHooks {
         mask: &mut ChangeMask,
     ) {
         if has_custom(table, index) {
-            lock(&self.shared).filter_custom(table, index, mask);
+            read(&self.shared).filter_custom(table, index, mask);
         }
     }
 }
 
 impl ReplicationServer {
     pub(super) fn new_interest() -> SharedInterest {
-        Arc::new(Mutex::new(InterestManager::default()))
+        Arc::new(RwLock::new(InterestManager::default()))
     }
 
     /// Registers a new connection with the interest layer and installs its hooks.
@@ -114,7 +131,7 @@ impl ReplicationServer {
 
     /// The interest state (read it, or change it directly; the per-handle methods below
     /// are the usual way).
-    pub fn interest(&self) -> MutexGuard<'_, InterestManager> {
+    pub fn interest(&self) -> RwLockWriteGuard<'_, InterestManager> {
         lock(&self.interest)
     }
 
@@ -205,7 +222,10 @@ impl ReplicationServer {
 
     /// Derives the position of every object with quantized state `S` from that state
     /// (evaluated when such an object is created or changes).
-    pub fn set_location_fn<S: ErasedState>(&mut self, f: impl Fn(&S) -> Vec3 + Send + 'static) {
+    pub fn set_location_fn<S: ErasedState>(
+        &mut self,
+        f: impl Fn(&S) -> Vec3 + Send + Sync + 'static,
+    ) {
         lock(&self.interest).set_location_fn(f);
     }
 

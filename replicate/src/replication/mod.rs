@@ -654,10 +654,32 @@ impl ReplicationServer {
         baseline::write_storage(&self.baselines).begin_frame();
         self.objects.begin_tick();
         self.interest_begin_tick();
+        // The tick's changes: what changes the table one connection after another,
+        // then the dirty objects on the writer threads.
         for conn in self.connections.iter_mut().flatten() {
             if let Some(w) = conn.writer_mut() {
-                w.update(&mut self.objects);
+                w.update_lifecycle(&mut self.objects);
             }
+        }
+        let objects = &self.objects;
+        let mut writers: Vec<&mut ReplicationWriter> = self
+            .connections
+            .iter_mut()
+            .flatten()
+            .filter_map(ServerConnection::writer_mut)
+            .collect();
+        let per_thread = writers.len().div_ceil(self.caches.len()).max(1);
+        let mut chunks = writers.chunks_mut(per_thread);
+        let first = chunks.next();
+        std::thread::scope(|scope| {
+            for chunk in chunks {
+                scope.spawn(move || chunk.iter_mut().for_each(|w| w.update_dirty(objects)));
+            }
+            if let Some(chunk) = first {
+                chunk.iter_mut().for_each(|w| w.update_dirty(objects));
+            }
+        });
+        for conn in self.connections.iter_mut().flatten() {
             crate::replication::attachment::after_tick(&mut conn.streams, &self.objects, now);
         }
         self.objects.end_tick();

@@ -152,6 +152,12 @@ pub trait WriterHooks: Send {
         table.entry_at(index).map_or(0.0, |e| e.priority())
     }
 
+    /// [`priority`](Self::priority) of each of `objects`, pushed onto `out` in order
+    /// (override to take a lock once per tick rather than once per object).
+    fn priorities(&mut self, table: &ObjectTable, objects: &[InternalIndex], out: &mut Vec<f32>) {
+        out.extend(objects.iter().map(|&i| self.priority(table, i)));
+    }
+
     /// Restricts the members a batch carries, after the built-in conditions (clear
     /// bits in `mask`; setting bits has no effect). A member filtered out is not owed
     /// any more: when the hook allows it again, call
@@ -269,6 +275,10 @@ pub struct ReplicationWriter {
     /// writes this connection's packet, the cache of the thread writing it (see
     /// `encode`).
     cache: TickCache,
+    /// Scratch of [`update_dirty`](Self::update_dirty): the dirty roots and the
+    /// priorities they gain.
+    roots: Vec<InternalIndex>,
+    added: Vec<f32>,
 }
 
 impl ReplicationWriter {
@@ -317,6 +327,8 @@ impl ReplicationWriter {
             frame: SectionFrame::default(),
             attribution: None,
             cache: TickCache::default(),
+            roots: Vec::new(),
+            added: Vec::new(),
         }
     }
 
@@ -567,6 +579,13 @@ impl ReplicationWriter {
     /// change masks of the objects that changed; then accumulates the priority of every
     /// object with something to send.
     pub fn update(&mut self, table: &mut ObjectTable) {
+        self.update_lifecycle(table);
+        self.update_dirty(table);
+    }
+
+    /// The first part of [`update`](Self::update), which changes the table: the
+    /// tick's creations, tear-offs, destroys and owner changes.
+    pub(crate) fn update_lifecycle(&mut self, table: &mut ObjectTable) {
         // Priorities accumulate below: the order of the last tick is void.
         self.schedule.invalidate();
         // The objects' states were quantized anew.
@@ -610,6 +629,12 @@ impl ReplicationWriter {
                 self.on_conditions_changed(table, i, &bits);
             }
         }
+    }
+
+    /// The second part of [`update`](Self::update), which only reads the table (the
+    /// server runs it for several connections at once): the change masks of the
+    /// objects that changed, then the priority of every object with something to send.
+    pub(crate) fn update_dirty(&mut self, table: &ObjectTable) {
         for &i in table.tick_tags_changed() {
             let Some(info) = self.infos.get_mut(i as usize) else {
                 continue;
@@ -637,16 +662,26 @@ impl ReplicationWriter {
                 self.mark_dirty(table, i);
             }
         }
-        let hooks = &mut self.hooks.0;
-        for i in self.dirty.iter_and_not(Some(table.subobject_set())) {
-            let p = match hooks {
-                Some(h) => h.priority(table, i),
-                None => table.entry_at(i).map_or(0.0, |e| e.priority()),
-            };
+        let mut roots = std::mem::take(&mut self.roots);
+        roots.clear();
+        roots.extend(self.dirty.iter_and_not(Some(table.subobject_set())));
+        let mut added = std::mem::take(&mut self.added);
+        added.clear();
+        match &mut self.hooks.0 {
+            Some(h) => h.priorities(table, &roots, &mut added),
+            None => added.extend(
+                roots
+                    .iter()
+                    .map(|&i| table.entry_at(i).map_or(0.0, |e| e.priority())),
+            ),
+        }
+        for (&i, &p) in roots.iter().zip(&added) {
             if let Some(slot) = self.priorities.get_mut(i as usize) {
                 *slot += if p.is_finite() { p.max(0.0) } else { 0.0 };
             }
         }
+        self.roots = roots;
+        self.added = added;
     }
 
     /// The members this connection may receive of an object changed: its owner or
@@ -1395,9 +1430,10 @@ impl ReplicationWriter {
             if let Some((k, _)) = plan.reference {
                 reference_index = k;
             }
-            if let Some(slot) = plan.nominate {
+            if let (Some(slot), Some(st)) = (plan.nominate, st) {
                 let ordinal = self.packet_ordinal();
                 self.baselines.nominate_later(
+                    st,
                     index,
                     handle,
                     slot,
