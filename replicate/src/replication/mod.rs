@@ -13,6 +13,17 @@
 //!     server.process_delivery(conn, seq, status)
 //! ```
 //!
+//! Or, for many connections at once, in passes of one packet each:
+//! [`ReplicationServer::write_packets`] writes every connection of a pass on
+//! [`ReplicationConfig::writer_threads`] threads. While a pass is written each
+//! connection's writer reads the object table, the baseline storage and the interest
+//! state, and changes only its own state and its thread's tick cache (`encode`: the
+//! tick's encoded segments and predictions); what connections change in common —
+//! the snapshots their nominations take, references, budgets — is settled after the
+//! pass, in the order of the packets, so the bytes do not depend on the thread count.
+//! [`ReplicationServer::tick`] hands the tick's dirty objects to the writers on the
+//! same threads.
+//!
 //! and the client feeds each received packet (after the connection header, with the
 //! header's sequence) to [`ReplicationClient::read_packet`], then drains
 //! [`ReplicationEvent`]s. The client also writes its streams into every packet it sends

@@ -1519,6 +1519,11 @@ impl ReplicationWriter {
             return;
         }
         for ri in record.infos {
+            if status == DeliveryStatus::Delivered && ri.kind == RecordKind::State {
+                // A delivered update settles nothing per object (its baseline, if it
+                // nominated one, was promoted above).
+                continue;
+            }
             let i = ri.index;
             // A record about an object whose index was since reused is stale.
             if table.entry_at(i).map(|e| e.handle()) != Some(ri.handle) {
