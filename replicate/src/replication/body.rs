@@ -64,26 +64,39 @@ pub(super) struct BodyBits {
     pub members: usize,
 }
 
+/// What a plain update wrote, for the frame to record once the batch is in: its head
+/// and the ranks of the recent head and mask it repeats.
+pub(super) struct PlainHead {
+    head: BatchHead,
+    head_rank: Option<usize>,
+    mask_rank: Option<usize>,
+}
+
 /// Writes a plain update after its object index and form bit: head and mask (one to
-/// three bits when one of the section's latest), then the members. Returns the bits and the head,
-/// which the caller records in the frame once the batch is in.
+/// three bits when one of the section's latest), then the members. Returns the bits and
+/// what the caller records in the frame once the batch is in.
 pub(super) fn write_plain(
     w: &mut BitWriter,
     c: &BatchCoding<'_>,
     frame: &SectionFrame,
     segments: &mut EncodedSegments,
     segment_id: &mut Option<u32>,
-) -> (BodyBits, BatchHead) {
+) -> (BodyBits, PlainHead) {
     let mut bits = BodyBits::default();
     let head = c.head();
     let start = w.position();
-    frame.write_head(w, &head);
+    let head_rank = frame.write_head(w, &head);
     bits.head = w.position() - start;
     let start = w.position();
-    frame.write_mask(w, c.entry.protocol(), c.mask, head.mask_hint(false));
+    let mask_rank = frame.write_mask(w, c.entry.protocol(), c.mask, head.mask_hint(false));
     bits.mask = w.position() - start;
     bits.members = write_members(w, c, segments, segment_id);
-    (bits, head)
+    let written = PlainHead {
+        head,
+        head_rank,
+        mask_rank,
+    };
+    (bits, written)
 }
 
 /// Writes a long-form body after its size prefix, from the exports flag to the last
@@ -286,11 +299,17 @@ impl ReplicationWriter {
         // No size: the reader knows the type from the index (see `wire`).
         w.write_bool(false);
         let start = w.position();
-        let (bits, head) = write_plain(w, c, &self.frame, &mut self.cache.segments, segment);
+        let (bits, written) = write_plain(w, c, &self.frame, &mut self.cache.segments, segment);
         if w.is_overflown() {
             return Err(BatchError::DidNotFit);
         }
-        self.frame.note_plain(head, c.entry.protocol(), c.mask);
+        self.frame.note_written(
+            written.head,
+            written.head_rank,
+            c.entry.protocol(),
+            c.mask,
+            written.mask_rank,
+        );
         Ok(FormBody {
             bits,
             tokens: Vec::new(),

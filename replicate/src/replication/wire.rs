@@ -565,11 +565,13 @@ impl SectionFrame {
     /// third latest plain update head in this section; else `[000]`, then `[1]` and the
     /// prediction code for the latest head's baselines with another prediction, or
     /// `[0]` and the head.
-    pub fn write_head(&self, w: &mut BitWriter, head: &BatchHead) {
+    /// Returns the rank of the recent head it repeats, for
+    /// [`note_written`](Self::note_written).
+    pub fn write_head(&self, w: &mut BitWriter, head: &BatchHead) -> Option<usize> {
         let rank = self.rank_of(head);
         write_rank(w, rank, HEAD_HISTORY);
         if rank.is_some() {
-            return;
+            return rank;
         }
         match (*head, self.heads.first()) {
             (
@@ -587,6 +589,7 @@ impl SectionFrame {
                 head.write(w);
             }
         }
+        None
     }
 
     /// Reads what [`write_head`](Self::write_head) wrote; `has_prior` as for
@@ -648,18 +651,21 @@ impl SectionFrame {
     /// Writes a plain update's change mask: `[1]`, `[01]`, `[001]` for the type's
     /// latest, second and third latest plain update mask in this section, else
     /// `[000]` and the mask in the form `hint` names.
+    /// Returns the rank of the recent mask it repeats, for
+    /// [`note_written`](Self::note_written).
     pub fn write_mask(
         &self,
         w: &mut BitWriter,
         protocol: ProtocolIndex,
         mask: &ChangeMask,
         hint: Option<bool>,
-    ) {
+    ) -> Option<usize> {
         let rank = self.recent_masks(protocol).iter().position(|m| m == mask);
         write_rank(w, rank, MASK_HISTORY);
         if rank.is_none() {
             write_mask(w, mask, hint);
         }
+        rank
     }
 
     /// Reads what [`write_mask`](Self::write_mask) wrote, for a type with `bits`
@@ -689,7 +695,22 @@ impl SectionFrame {
     /// long form that fails to decode leaves both ends in step). A head that repeats a
     /// recent one moves it to the front unchanged.
     pub fn note_plain(&mut self, head: BatchHead, protocol: ProtocolIndex, mask: &ChangeMask) {
-        match self.rank_of(&head) {
+        let head_rank = self.rank_of(&head);
+        let mask_rank = self.recent_masks(protocol).iter().position(|m| m == mask);
+        self.note_written(head, head_rank, protocol, mask, mask_rank);
+    }
+
+    /// [`note_plain`](Self::note_plain) with the ranks [`write_head`](Self::write_head)
+    /// and [`write_mask`](Self::write_mask) returned.
+    pub fn note_written(
+        &mut self,
+        head: BatchHead,
+        head_rank: Option<usize>,
+        protocol: ProtocolIndex,
+        mask: &ChangeMask,
+        mask_rank: Option<usize>,
+    ) {
+        match head_rank {
             Some(rank) => self.heads[..=rank].rotate_right(1),
             None => {
                 self.heads.truncate(HEAD_HISTORY - 1);
@@ -705,7 +726,7 @@ impl SectionFrame {
             }
         };
         let recent = &mut self.masks[i].1;
-        match recent.iter().position(|m| m == mask) {
+        match mask_rank {
             Some(rank) => recent[..=rank].rotate_right(1),
             None => {
                 if recent.len() == MASK_HISTORY {
