@@ -60,25 +60,23 @@ impl ReplicationWriter {
     }
 
     /// Decides the delta encoding of a batch (None: written without delta compression)
-    /// and adds to `mask` what a nominated baseline needs.
+    /// and adds to `mask` what a nominated baseline needs; `allowed` holds the members
+    /// the connection may receive now.
     pub(super) fn plan_delta(
         &mut self,
         st: &BaselineStorage,
         table: &ObjectTable,
         index: InternalIndex,
         creation: CreationStage,
-        is_owner: bool,
+        allowed: ChangeMask,
         mask: &mut ChangeMask,
     ) -> Option<DeltaPlan> {
-        let creating = creation == CreationStage::Writing;
         let entry = table.entry_at(index)?;
         let desc = entry.descriptor();
         let new_state = table.registry().get(entry.protocol())?.new_state;
         if !st.is_enabled(entry.protocol(), desc.delta_compression) {
             return None;
         }
-        let mut allowed = ChangeMask::all(desc.change_mask_bits);
-        self.restrict_members(table, index, creating, is_owner, &mut allowed);
         // The reference and its prior, by snapshot: no state is touched here.
         let mut reference: Option<(u8, u32)> = None;
         let mut prior = None;

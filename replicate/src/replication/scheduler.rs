@@ -238,6 +238,12 @@ impl Schedule {
     /// sorting the next chunk when `pos` reaches the unsorted part (`chunk` entries
     /// for the first, doubling for each further one); `None` past the end.
     pub fn get(&mut self, pos: usize, chunk: usize) -> Option<ScheduledObject> {
+        if pos >= self.sorted_end
+            && self.entries[self.sorted_end.min(self.entries.len())..].is_sorted_by_key(order_key)
+        {
+            // Already in order (priorities alike, roots in index order): nothing to sort.
+            self.sorted_end = self.entries.len();
+        }
         while pos >= self.sorted_end {
             let size = chunk
                 .max(1)

@@ -158,9 +158,11 @@ pub trait WriterHooks: Send {
         out.extend(objects.iter().map(|&i| self.priority(table, i)));
     }
 
-    /// Restricts the members a batch carries, after the built-in conditions (clear
-    /// bits in `mask`; setting bits has no effect). A member filtered out is not owed
-    /// any more: when the hook allows it again, call
+    /// Restricts the members this connection may receive of an object, after the
+    /// built-in conditions: `mask` holds the members they allow; clear the bits of
+    /// those to withhold (setting bits has no effect). A batch carries the owed
+    /// members the mask leaves. A member filtered out is not owed any more: when the
+    /// hook allows it again, call
     /// [`ReplicationWriter::mark_members_dirty`] (or
     /// [`ReplicationServer::mark_members_dirty`](super::ReplicationServer::mark_members_dirty)).
     fn filter_members(
@@ -1284,13 +1286,18 @@ impl ReplicationWriter {
         let creating = !info.is_creation_confirmed() && !unconfirmed;
         let desc = entry.descriptor();
         let full = creating || tear_off;
-        let mut mask = if full {
-            ChangeMask::all(desc.change_mask_bits)
-        } else {
-            info.change_mask(&self.pool)
-        };
+        // The members this connection may receive now: the batch carries those of
+        // them that are owed (all of them in full).
         let is_owner = entry.owner_connection() == Some(self.connection);
-        self.restrict_members(table, index, creating, is_owner, &mut mask);
+        let mut allowed = ChangeMask::all(desc.change_mask_bits);
+        self.restrict_members(table, index, creating, is_owner, &mut allowed);
+        let mut mask = if full {
+            allowed.clone()
+        } else {
+            let mut owed = info.change_mask(&self.pool);
+            owed.and_with(&allowed);
+            owed
+        };
         let send_tags = info.has_dirty_tags() || (creating && !entry.tags().is_empty());
         if !full && !mask.any() && !send_tags {
             let info = &mut self.infos[index as usize];
@@ -1308,7 +1315,7 @@ impl ReplicationWriter {
                 } else {
                     CreationStage::Confirmed
                 };
-                self.plan_delta(st, table, index, creation, is_owner, &mut mask)
+                self.plan_delta(st, table, index, creation, allowed, &mut mask)
             }
             _ => None,
         };
