@@ -156,6 +156,15 @@ pub fn exp_golomb_len(z: u64, k: u32, bits: u32) -> u32 {
 #[inline]
 pub fn write_exp_golomb(w: &mut BitWriter, z: u64, k: u32, bits: u32) {
     let g = group(z, k);
+    let terminator = u32::from(g < max_group(bits, k));
+    let n = g + k;
+    if g + terminator + n <= 64 {
+        // The whole code in one write (written low bit first): g ones, the zero, then
+        // the low n bits of z + 2^k.
+        let low = ((z as u128 + (1u128 << k)) as u64) & mask(n);
+        w.write_bits(mask(g) | low << (g + terminator), g + terminator + n);
+        return;
+    }
     // g one bits, then the terminating zero unless g is the largest group.
     let mut ones = g;
     while ones > 0 {
@@ -524,7 +533,35 @@ mod tests {
         )
     }
 
+    /// Exp-Golomb bit by bit, as the code is defined: `g` ones, a zero unless `g` is
+    /// the largest group, then the low `g + k` bits of `z + 2^k`, lowest first.
+    fn exp_golomb_bits(z: u64, k: u32, bits: u32) -> Vec<bool> {
+        let g = group(z, k);
+        let mut out = vec![true; g as usize];
+        if g < max_group(bits, k) {
+            out.push(false);
+        }
+        let v = z as u128 + (1u128 << k);
+        out.extend((0..g + k).map(|i| v >> i & 1 == 1));
+        out
+    }
+
     proptest! {
+        #[test]
+        fn exp_golomb_writes_the_code_bit_by_bit(bits in 1u32..=64, k in 0u32..8, z in any::<u64>()) {
+            let k = k.min(bits - 1);
+            let z = z & mask(bits);
+            let mut w = BitWriter::with_capacity_bits(256);
+            w.write_bool(true); // unaligned
+            write_exp_golomb(&mut w, z, k, bits);
+            let len = w.position() - 1;
+            let bytes = w.finish().unwrap();
+            let mut r = BitReader::new(&bytes);
+            r.read_bool();
+            let written: Vec<bool> = (0..len).map(|_| r.read_bool()).collect();
+            prop_assert_eq!(written, exp_golomb_bits(z, k, bits));
+        }
+
         #[test]
         fn members_round_trip_within_full_plus_one(comps in arb_member()) {
             member_roundtrip(&comps);
