@@ -233,7 +233,6 @@ struct PredictionCache {
 /// The predictions made from one snapshot this tick.
 #[derive(Default)]
 struct SnapshotPredictions {
-    generation: u32,
     /// The snapshot's state: the entry is valid only for it (kept alive, so its
     /// address names it).
     base: Option<Arc<dyn ErasedState>>,
@@ -246,27 +245,25 @@ struct SnapshotPredictions {
 
 /// The predictions made this tick, per snapshot: each writer thread keeps its own,
 /// so that connections are written reading the [`BaselineStorage`] only. Emptied
-/// every tick ([`clear`](Self::clear), O(1)).
+/// every tick ([`clear`](Self::clear)), which lets go of the states they hold.
 #[derive(Default)]
 pub(crate) struct Predictions {
-    /// Per snapshot index.
+    /// Per snapshot index (empty: `base` is `None`).
     entries: Vec<SnapshotPredictions>,
-    generation: u32,
+    /// The entries filled since the last clear.
+    filled: Vec<u32>,
 }
 
 impl Predictions {
     /// Forgets every prediction.
     pub(crate) fn clear(&mut self) {
-        self.generation = self.generation.wrapping_add(1);
-        if self.generation == 0 {
-            // Wrapped: no stale entry may look current.
-            self.entries.clear();
-            self.generation = 1;
+        for i in self.filled.drain(..) {
+            self.entries[i as usize] = SnapshotPredictions::default();
         }
     }
 
-    /// The entry of snapshot `info`, whose state is `base`: emptied if it was made
-    /// in another tick or for another state.
+    /// The entry of snapshot `info`, whose state is `base`: emptied if it was made for
+    /// another state.
     fn entry(&mut self, info: u32, base: &Arc<dyn ErasedState>) -> &mut SnapshotPredictions {
         let i = info as usize;
         if self.entries.len() <= i {
@@ -274,9 +271,11 @@ impl Predictions {
                 .resize_with(i + 1, SnapshotPredictions::default);
         }
         let e = &mut self.entries[i];
-        if e.generation != self.generation || e.base.as_ref().map(address) != Some(address(base)) {
+        if e.base.as_ref().map(address) != Some(address(base)) {
+            if e.base.is_none() {
+                self.filled.push(info);
+            }
             *e = SnapshotPredictions {
-                generation: self.generation,
                 base: Some(base.clone()),
                 predicted: [None, None],
                 choice: None,
