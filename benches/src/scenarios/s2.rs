@@ -2,11 +2,14 @@
 //! lossless link, 10 000 objects (100 players; 9 900 world objects: half NPCs that
 //! move, half pickups that do not), 10% of objects dirty per tick.
 //!
-//! Variants: everything in scope of every connection; the spatial grid filter (cell
-//! 5000, cull distance 50 000) on a 200 000 × 200 000 world, driven through
-//! `ReplicationServer::set_in_scope` by [`GridFilter`] (not through the interest
-//! layer's `InterestManager`); and "crowd" — 100 players in one place, all moving, each
-//! seeing all of them (100 × 100 = 10 000 object × connection updates per tick).
+//! Variants: everything in scope of every connection; the library's spatial grid
+//! filter (`FilterKind::Spatial`, cell 5000, cull distance 50 000) on a 200 000 ×
+//! 200 000 world, fed as a game feeds it (moved objects' positions, each connection's
+//! view), with the harness's own [`GridFilter`] as the untimed oracle of what each
+//! client must hold; connections at round trips spread from 20 to 200 ms; packets
+//! written in passes over every connection on one and two writer threads (the same
+//! bytes); and "crowd" — 100 players in one place, all moving, each seeing all of them
+//! (100 × 100 = 10 000 object × connection updates per tick).
 //!
 //! The timed server tick is: apply the dirty objects' new values (`get_mut`), the scope
 //! update (grid variant), `ReplicationServer::tick` (quantize, hand changes to every
