@@ -29,6 +29,8 @@ use std::sync::Arc;
 /// it to each connection's writer it writes, so connections written by one thread
 /// share its encodings, and threads share nothing they change.
 #[derive(Default)]
+// Each on cache lines of its own: the writer threads update theirs for every batch.
+#[repr(align(128))]
 pub(crate) struct TickCache {
     pub(crate) segments: EncodedSegments,
     pub(crate) predictions: Predictions,
