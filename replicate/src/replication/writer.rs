@@ -664,22 +664,30 @@ impl ReplicationWriter {
                 self.mark_dirty(table, i);
             }
         }
+        // In chunks, so the scratch stays small after a tick that dirtied everything.
+        const CHUNK: usize = 256;
         let mut roots = std::mem::take(&mut self.roots);
-        roots.clear();
-        roots.extend(self.dirty.iter_and_not(Some(table.subobject_set())));
         let mut added = std::mem::take(&mut self.added);
-        added.clear();
-        match &mut self.hooks.0 {
-            Some(h) => h.priorities(table, &roots, &mut added),
-            None => added.extend(
-                roots
-                    .iter()
-                    .map(|&i| table.entry_at(i).map_or(0.0, |e| e.priority())),
-            ),
-        }
-        for (&i, &p) in roots.iter().zip(&added) {
-            if let Some(slot) = self.priorities.get_mut(i as usize) {
-                *slot += if p.is_finite() { p.max(0.0) } else { 0.0 };
+        let mut dirty = self.dirty.iter_and_not(Some(table.subobject_set()));
+        loop {
+            roots.clear();
+            added.clear();
+            roots.extend(dirty.by_ref().take(CHUNK));
+            if roots.is_empty() {
+                break;
+            }
+            match &mut self.hooks.0 {
+                Some(h) => h.priorities(table, &roots, &mut added),
+                None => added.extend(
+                    roots
+                        .iter()
+                        .map(|&i| table.entry_at(i).map_or(0.0, |e| e.priority())),
+                ),
+            }
+            for (&i, &p) in roots.iter().zip(&added) {
+                if let Some(slot) = self.priorities.get_mut(i as usize) {
+                    *slot += if p.is_finite() { p.max(0.0) } else { 0.0 };
+                }
             }
         }
         self.roots = roots;
