@@ -832,6 +832,7 @@ impl<T: ServerTransport> Server<T> {
         }
         Some(conn)
     }
+
     /// Sends a packet the replication server wrote for `client` (after its
     /// `header_bits` of connection header); a packet it wrote nothing into is
     /// cancelled instead. Returns whether it was sent.

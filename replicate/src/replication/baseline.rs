@@ -774,6 +774,21 @@ impl Slot {
     fn is_live(&self) -> bool {
         self.snapshot != NO_SNAPSHOT
     }
+
+    /// The snapshots it was built from (the references it holds besides its own).
+    fn priors(&self) -> impl Iterator<Item = u32> {
+        [self.prior, self.prior2]
+            .into_iter()
+            .filter(|&s| s != NO_SNAPSHOT)
+    }
+
+    /// Every snapshot a live baseline holds a reference on: its own and its priors.
+    fn references(&self) -> impl Iterator<Item = u32> {
+        let live = self.is_live();
+        std::iter::once(self.snapshot)
+            .chain(self.priors())
+            .filter(move |_| live)
+    }
 }
 
 /// [`ObjectBaselines::newest`]'s flag: the newest nomination is acknowledged.
@@ -1017,22 +1032,25 @@ impl ConnectionBaselines {
         prior2: Option<u32>,
         ordinal: u64,
     ) {
-        if index >= MAX_BASELINE_COUNT
-            || self
-                .get(object)
-                .is_some_and(|o| o.pending & (1 << index) != 0 || o.acked_slot == index)
-        {
+        if self.is_slot_taken(object, index) {
             storage.release(snapshot);
             return;
         }
         let n = self.push_nomination(
             storage, object, index, snapshot, synced, prior, prior2, ordinal,
         );
-        for p in [n.prior, n.prior2] {
-            if p != NO_SNAPSHOT {
-                storage.add_ref(p);
-            }
+        for p in n.priors() {
+            storage.add_ref(p);
         }
+    }
+
+    /// Whether `index` names no slot, or one of the object's in use (acknowledged or
+    /// nominated in flight).
+    fn is_slot_taken(&self, object: InternalIndex, index: u8) -> bool {
+        index >= MAX_BASELINE_COUNT
+            || self
+                .get(object)
+                .is_some_and(|o| o.pending & (1 << index) != 0 || o.acked_slot == index)
     }
 
     /// Records a nomination in flight (no reference taken); returns its baseline.
@@ -1091,12 +1109,8 @@ impl ConnectionBaselines {
     /// Releases every baseline of an object (nominations in flight change nothing when
     /// their packet's fate is known): the next batch takes the full path.
     pub fn release_object(&mut self, storage: &mut BaselineStorage, object: InternalIndex) {
-        if let Some(o) = self.objects.get_mut(object as usize) {
-            release(storage, o.acked);
-            *o = ObjectBaselines {
-                epoch: o.epoch.wrapping_add(1),
-                ..EMPTY
-            };
+        if let Some(acked) = self.forget_object(object) {
+            release(storage, acked);
         }
     }
 
@@ -1104,20 +1118,21 @@ impl ConnectionBaselines {
     /// connection's baselines of the object are gone at once, the storage's
     /// references are dropped when the write pass is settled.
     pub fn release_object_later(&mut self, object: InternalIndex) {
-        if let Some(o) = self.objects.get_mut(object as usize) {
-            if o.acked.is_live() {
-                let a = o.acked;
-                self.released.extend(
-                    [a.snapshot, a.prior, a.prior2]
-                        .into_iter()
-                        .filter(|&s| s != NO_SNAPSHOT),
-                );
-            }
-            *o = ObjectBaselines {
-                epoch: o.epoch.wrapping_add(1),
-                ..EMPTY
-            };
+        if let Some(acked) = self.forget_object(object) {
+            self.released.extend(acked.references());
         }
+    }
+
+    /// Empties an object's baselines (a new epoch makes its nominations in flight
+    /// stale); returns the acknowledged one, whose references the caller drops.
+    fn forget_object(&mut self, object: InternalIndex) -> Option<Slot> {
+        let o = self.objects.get_mut(object as usize)?;
+        let acked = o.acked;
+        *o = ObjectBaselines {
+            epoch: o.epoch.wrapping_add(1),
+            ..EMPTY
+        };
+        Some(acked)
     }
 
     /// Nominates, while packet `ordinal` is written, a new baseline of an object (its
@@ -1137,11 +1152,7 @@ impl ConnectionBaselines {
         prior2: Option<u32>,
         ordinal: u64,
     ) {
-        if slot >= MAX_BASELINE_COUNT
-            || self
-                .get(object)
-                .is_some_and(|o| o.pending & (1 << slot) != 0 || o.acked_slot == slot)
-        {
+        if self.is_slot_taken(object, slot) {
             return;
         }
         self.unsettled.push(handle);
@@ -1178,10 +1189,8 @@ impl ConnectionBaselines {
                 continue;
             };
             n.baseline.snapshot = snapshot;
-            for p in [n.baseline.prior, n.baseline.prior2] {
-                if p != NO_SNAPSHOT {
-                    storage.add_ref(p);
-                }
+            for p in n.baseline.priors() {
+                storage.add_ref(p);
             }
         }
     }
@@ -1247,12 +1256,8 @@ impl ConnectionBaselines {
 
 /// Drops a baseline's references (its snapshot and its priors).
 fn release(storage: &mut BaselineStorage, slot: Slot) {
-    if slot.is_live() {
-        for s in [slot.snapshot, slot.prior, slot.prior2] {
-            if s != NO_SNAPSHOT {
-                storage.release(s);
-            }
-        }
+    for s in slot.references() {
+        storage.release(s);
     }
 }
 

@@ -14,7 +14,8 @@ use crate::replication::baseline::{BaselineStorage, DeltaPlan, SegmentKind};
 use crate::replication::encode::EncodedSegments;
 use crate::replication::insights::Encoding;
 use crate::replication::wire::{
-    BATCH_SIZE_BITS, BatchHead, SectionFrame, WIDE_BATCH_SIZE, write_batch_size, write_mask,
+    BATCH_SIZE_BITS, BatchHead, PlainRanks, SectionFrame, WIDE_BATCH_SIZE, write_batch_size,
+    write_mask,
 };
 use crate::state::ChangeMask;
 use crate::stream::tokens::{NetToken, SharedExports, lock};
@@ -64,24 +65,17 @@ pub(super) struct BodyBits {
     pub members: usize,
 }
 
-/// What a plain update wrote, for the frame to record once the batch is in: its head
-/// and the ranks of the recent head and mask it repeats.
-pub(super) struct PlainHead {
-    head: BatchHead,
-    head_rank: Option<usize>,
-    mask_rank: Option<usize>,
-}
-
 /// Writes a plain update after its object index and form bit: head and mask (one to
-/// three bits when one of the section's latest), then the members. Returns the bits and
-/// what the caller records in the frame once the batch is in.
+/// three bits when one of the section's latest), then the members. Returns the bits, and
+/// the head and the ranks it was written at, which the caller records in the frame once
+/// the batch is in.
 pub(super) fn write_plain(
     w: &mut BitWriter,
     c: &BatchCoding<'_>,
     frame: &SectionFrame,
     segments: &mut EncodedSegments,
     segment_id: &mut Option<u32>,
-) -> (BodyBits, PlainHead) {
+) -> (BodyBits, BatchHead, PlainRanks) {
     let mut bits = BodyBits::default();
     let head = c.head();
     let start = w.position();
@@ -91,12 +85,11 @@ pub(super) fn write_plain(
     let mask_rank = frame.write_mask(w, c.entry.protocol(), c.mask, head.mask_hint(false));
     bits.mask = w.position() - start;
     bits.members = write_members(w, c, segments, segment_id);
-    let written = PlainHead {
-        head,
-        head_rank,
-        mask_rank,
+    let ranks = PlainRanks {
+        head: head_rank,
+        mask: mask_rank,
     };
-    (bits, written)
+    (bits, head, ranks)
 }
 
 /// Writes a long-form body after its size prefix, from the exports flag to the last
@@ -299,17 +292,12 @@ impl ReplicationWriter {
         // No size: the reader knows the type from the index (see `wire`).
         w.write_bool(false);
         let start = w.position();
-        let (bits, written) = write_plain(w, c, &self.frame, &mut self.cache.segments, segment);
+        let (bits, head, ranks) = write_plain(w, c, &self.frame, &mut self.cache.segments, segment);
         if w.is_overflown() {
             return Err(BatchError::DidNotFit);
         }
-        self.frame.note_written(
-            written.head,
-            written.head_rank,
-            c.entry.protocol(),
-            c.mask,
-            written.mask_rank,
-        );
+        self.frame
+            .note_written(head, c.entry.protocol(), c.mask, ranks);
         Ok(FormBody {
             bits,
             tokens: Vec::new(),

@@ -316,6 +316,31 @@ fn write_chunk(
     }
 }
 
+/// Runs `work` over `items` split into one contiguous share per cache (at most as many
+/// shares as items), each share with its own cache: the first on the calling thread,
+/// the others on scoped threads.
+fn on_writer_threads<T: Send, C: Send>(
+    items: &mut [T],
+    caches: &mut [C],
+    work: impl Fn(&mut C, &mut [T]) + Sync,
+) {
+    let Some((first_cache, other_caches)) = caches.split_first_mut() else {
+        return;
+    };
+    let per_thread = items.len().div_ceil(other_caches.len() + 1).max(1);
+    let mut shares = items.chunks_mut(per_thread);
+    let first = shares.next();
+    let work = &work;
+    std::thread::scope(|scope| {
+        for (share, cache) in shares.zip(other_caches.iter_mut()) {
+            scope.spawn(move || work(cache, share));
+        }
+        if let Some(share) = first {
+            work(first_cache, share);
+        }
+    });
+}
+
 /// Connection `id`'s writer, borrowed apart from the object table the caller also needs.
 fn writer_of(
     connections: &mut [Option<ServerConnection>],
@@ -679,16 +704,8 @@ impl ReplicationServer {
             .flatten()
             .filter_map(ServerConnection::writer_mut)
             .collect();
-        let per_thread = writers.len().div_ceil(self.caches.len()).max(1);
-        let mut chunks = writers.chunks_mut(per_thread);
-        let first = chunks.next();
-        std::thread::scope(|scope| {
-            for chunk in chunks {
-                scope.spawn(move || chunk.iter_mut().for_each(|w| w.update_dirty(objects)));
-            }
-            if let Some(chunk) = first {
-                chunk.iter_mut().for_each(|w| w.update_dirty(objects));
-            }
+        on_writer_threads(&mut writers, &mut self.caches, |_, share| {
+            share.iter_mut().for_each(|w| w.update_dirty(objects));
         });
         for conn in self.connections.iter_mut().flatten() {
             crate::replication::attachment::after_tick(&mut conn.streams, &self.objects, now);
@@ -795,18 +812,8 @@ impl ReplicationServer {
             })
             .collect();
         let objects = &self.objects;
-        let threads = self.caches.len().min(work.len()).max(1);
-        let per_thread = work.len().div_ceil(threads);
-        let (first_cache, other_caches) = self.caches.split_at_mut(1);
-        let mut chunks = work.chunks_mut(per_thread.max(1));
-        let first = chunks.next();
-        std::thread::scope(|scope| {
-            for (chunk, cache) in chunks.zip(other_caches.iter_mut()) {
-                scope.spawn(move || write_chunk(objects, cache, chunk));
-            }
-            if let Some(chunk) = first {
-                write_chunk(objects, &mut first_cache[0], chunk);
-            }
+        on_writer_threads(&mut work, &mut self.caches, |cache, share| {
+            write_chunk(objects, cache, share)
         });
         // Settled in job order: nominations take their snapshots, budgets are paid.
         let mut storage = baseline::write_storage(&self.baselines);

@@ -414,6 +414,17 @@ pub struct SectionFrame {
     masks: Vec<(ProtocolIndex, Vec<ChangeMask>)>,
 }
 
+/// The ranks of the recent head and mask a plain update repeated (`None`: written in
+/// full), as [`SectionFrame::write_head`] and [`SectionFrame::write_mask`] returned
+/// them, for [`SectionFrame::note_written`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlainRanks {
+    /// The head's rank.
+    pub head: Option<usize>,
+    /// The change mask's rank.
+    pub mask: Option<usize>,
+}
+
 /// How many recent masks per type a plain update's mask may repeat.
 pub const MASK_HISTORY: usize = 3;
 
@@ -695,9 +706,11 @@ impl SectionFrame {
     /// long form that fails to decode leaves both ends in step). A head that repeats a
     /// recent one moves it to the front unchanged.
     pub fn note_plain(&mut self, head: BatchHead, protocol: ProtocolIndex, mask: &ChangeMask) {
-        let head_rank = self.rank_of(&head);
-        let mask_rank = self.recent_masks(protocol).iter().position(|m| m == mask);
-        self.note_written(head, head_rank, protocol, mask, mask_rank);
+        let ranks = PlainRanks {
+            head: self.rank_of(&head),
+            mask: self.recent_masks(protocol).iter().position(|m| m == mask),
+        };
+        self.note_written(head, protocol, mask, ranks);
     }
 
     /// [`note_plain`](Self::note_plain) with the ranks [`write_head`](Self::write_head)
@@ -705,12 +718,11 @@ impl SectionFrame {
     pub fn note_written(
         &mut self,
         head: BatchHead,
-        head_rank: Option<usize>,
         protocol: ProtocolIndex,
         mask: &ChangeMask,
-        mask_rank: Option<usize>,
+        ranks: PlainRanks,
     ) {
-        match head_rank {
+        match ranks.head {
             Some(rank) => self.heads[..=rank].rotate_right(1),
             None => {
                 self.heads.truncate(HEAD_HISTORY - 1);
@@ -726,7 +738,7 @@ impl SectionFrame {
             }
         };
         let recent = &mut self.masks[i].1;
-        match mask_rank {
+        match ranks.mask {
             Some(rank) => recent[..=rank].rotate_right(1),
             None => {
                 if recent.len() == MASK_HISTORY {
