@@ -2,13 +2,13 @@
 //!
 //! ```text
 //! cargo build --release -p replicate-bench --example s2_profile
-//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|spread|crowd] [passes|parallel]
+//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|spread|crowd|idle] [passes|parallel]
 //! ```
 //!
 //! Prints the configuration's figures on one line (thread CPU time, as in S2's table).
 
 use replicate_bench::scenarios::DeltaMode;
-use replicate_bench::scenarios::s2::{AckTiming, ScopeMode, Setup, Writers, measure};
+use replicate_bench::scenarios::s2::{AckTiming, ScopeMode, Setup, Writers, measure, measure_idle};
 
 fn main() {
     let mut setup = Setup {
@@ -36,6 +36,21 @@ fn main() {
             }
             "passes" => setup.writers = Writers::Passes(1),
             "parallel" => setup.writers = Writers::Passes(2),
+            "idle" => {
+                // The idle tick at 100 000 objects × 100 connections.
+                match measure_idle(100_000, 100, setup.ticks) {
+                    Ok(m) => println!(
+                        "idle tick {:.1} µs CPU / {:.1} µs wall",
+                        m.tick_ns / 1e3,
+                        m.tick_wall_ns / 1e3
+                    ),
+                    Err(e) => {
+                        eprintln!("S2 idle failed its sanity check: {e}");
+                        std::process::exit(1);
+                    }
+                }
+                return;
+            }
             "crowd" => {
                 setup.objects = setup.connections;
                 setup.dirty_fraction = 1.0;
@@ -43,7 +58,7 @@ fn main() {
             }
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|spread|crowd] [passes|parallel]"
+                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|spread|crowd|idle] [passes|parallel]"
                 );
                 std::process::exit(2);
             }

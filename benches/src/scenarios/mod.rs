@@ -191,6 +191,8 @@ pub struct Link {
     fates: std::collections::VecDeque<(u64, PacketSequence, bool)>,
     /// Every packet's split, summed (network insights; when attribution is on).
     pub attribution: replicate::insights::AttributionTotals,
+    /// The last packet's writer, reused for the next (a server keeps its buffers).
+    spare: Option<BitWriter>,
 }
 
 /// What the link does to packets: by default nothing (every packet arrives at once and
@@ -221,6 +223,7 @@ impl Link {
             tick: 0,
             fates: std::collections::VecDeque::new(),
             attribution: Default::default(),
+            spare: None,
         }
     }
 
@@ -296,8 +299,14 @@ impl Link {
     }
 
     /// The next packet's sequence and a writer holding its connection header.
-    fn new_packet(&self) -> (PacketSequence, BitWriter) {
-        let mut w = BitWriter::with_capacity_bytes(MTU_BYTES);
+    fn new_packet(&mut self) -> (PacketSequence, BitWriter) {
+        let mut w = match self.spare.take() {
+            Some(mut w) => {
+                w.reset(MTU_BYTES * 8);
+                w
+            }
+            None => BitWriter::with_capacity_bytes(MTU_BYTES),
+        };
         w.write_bits(0, 64);
         w.write_bits(0, (MAX_HEADER_BITS - 64) as u32);
         (PacketSequence(self.sequence), w)
@@ -315,6 +324,7 @@ impl Link {
         t: &mut Traffic,
     ) -> bool {
         if matches!(result, WriteResult::NoData) {
+            self.spare = Some(w);
             return false;
         }
         self.sequence = self.sequence.wrapping_add(1);
@@ -354,6 +364,7 @@ impl Link {
             self.fates
                 .push_back((self.tick + self.conditions.ack_delay_ticks, seq, delivered));
         }
+        self.spare = Some(w);
         matches!(result, WriteResult::HasMoreData)
     }
 }

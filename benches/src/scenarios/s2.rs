@@ -601,6 +601,81 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     Ok(out)
 }
 
+/// An idle tick in a large world: what a server pays per tick when nothing changed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IdleMeasured {
+    /// Median idle tick, thread CPU time.
+    pub tick_ns: f64,
+    /// Median idle tick, wall time.
+    pub tick_wall_ns: f64,
+}
+
+/// Ticks with nothing dirty over `objects` objects, all in scope of `connections`
+/// connections, after every creation is sent and acknowledged: the server's tick plus
+/// a packet write per connection (each finding nothing to send).
+pub fn measure_idle(
+    objects: usize,
+    connections: usize,
+    ticks: usize,
+) -> Result<IdleMeasured, SanityError> {
+    let registry = Arc::new(
+        ProtocolRegistry::from_inventory().map_err(|e| SanityError(format!("registry: {e}")))?,
+    );
+    let mut server = ReplicationServer::new(registry, replication_config(DeltaMode::On));
+    server.set_max_extra_packets(super::UNCAPPED_EXTRA_PACKETS);
+    let mut rng = SplitMix64::new(0x5EED_0003);
+    for i in 0..objects {
+        let position = Vec3::new(
+            rng.next_f64() as f32 * WORLD_SIZE,
+            rng.next_f64() as f32 * WORLD_SIZE,
+            0.0,
+        );
+        server
+            .objects_mut()
+            .spawn(Pickup {
+                position,
+                kind: (i % 8) as u8,
+                amount: 1,
+            })
+            .map_err(|e| SanityError(format!("spawn: {e:?}")))?;
+    }
+    let mut links: Vec<Link> = (0..connections)
+        .map(|_| {
+            let mut l = Link::new(super::add_uncapped_connection(&mut server), None);
+            l.defer = true;
+            l
+        })
+        .collect();
+    let mut now = Duration::ZERO;
+    let mut tick = |server: &mut ReplicationServer, links: &mut [Link]| {
+        now += TICK;
+        server.tick(now);
+        send(Writers::PerConnection, links, server, now)
+    };
+    // The creations, then one tick for their acknowledgements.
+    for _ in 0..2 {
+        tick(&mut server, &mut links);
+    }
+    let (mut cpu, mut wall) = (Vec::new(), Vec::new());
+    for _ in 0..ticks.max(1) {
+        let watch = Stopwatch::start();
+        let traffic = tick(&mut server, &mut links);
+        let (w, c) = watch.stop();
+        ensure(traffic.packets == 0, || {
+            format!(
+                "S2 idle: {} packets written with nothing dirty",
+                traffic.packets
+            )
+        })?;
+        cpu.push(c);
+        wall.push(w);
+    }
+    Ok(IdleMeasured {
+        tick_ns: median(&cpu),
+        tick_wall_ns: median(&wall),
+    })
+}
+
 /// Parameters of an S2 run.
 #[derive(Debug, Clone)]
 pub struct S2Params {
@@ -622,6 +697,8 @@ pub struct S2Params {
     pub scale_ticks: usize,
     /// Rounds of the parallel-writers comparison (one and two threads alternated).
     pub parallel_rounds: usize,
+    /// Objects and connections of the idle-tick point (nothing dirty, a large world).
+    pub idle_world: (usize, usize),
 }
 
 impl S2Params {
@@ -637,6 +714,7 @@ impl S2Params {
             scale_connections_objects: 10_000,
             scale_ticks: 15,
             parallel_rounds: 3,
+            idle_world: (100_000, 100),
         }
     }
 
@@ -652,6 +730,7 @@ impl S2Params {
             scale_connections_objects: 1_000,
             scale_ticks: 3,
             parallel_rounds: 1,
+            idle_world: (3_000, 20),
         }
     }
 }
@@ -916,6 +995,8 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         conn_idle.push((connections as f64, m.idle_ns / 1e6));
         scale_json.push(json_measured("scale connections", &setup, &m));
     }
+    let (idle_objects, idle_connections) = p.idle_world;
+    let idle = measure_idle(idle_objects, idle_connections, p.ticks)?;
     let mut md = format!(
         "### S2 battle royale — {} objects, {} connections, 10% dirty, {} measured ticks per configuration (medians)\n\n",
         p.objects, p.connections, p.ticks
@@ -943,6 +1024,27 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
     md.push_str(&obj_table.markdown());
     md.push_str("\nScale with connections (everything in scope):\n\n");
     md.push_str(&conn_table.markdown());
+    let mut idle_table = Table::new(&[
+        "objects",
+        "connections",
+        "idle tick ms (CPU / wall)",
+        "µs per connection (CPU)",
+    ]);
+    idle_table.row(vec![
+        idle_objects.to_string(),
+        idle_connections.to_string(),
+        format!(
+            "{} / {}",
+            f(idle.tick_ns / 1e6, 3),
+            f(idle.tick_wall_ns / 1e6, 3)
+        ),
+        f(idle.tick_ns / 1e3 / idle_connections.max(1) as f64, 2),
+    ]);
+    md.push_str(
+        "\nIdle tick in a large world (nothing dirty, everything in scope and acknowledged; \
+         the server's tick and one packet write per connection that finds nothing to send):\n\n",
+    );
+    md.push_str(&idle_table.markdown());
     let _ = write_file(
         "s2-objects.svg",
         &svg::line_chart(
@@ -983,6 +1085,15 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         ("scenario", Json::str("s2")),
         ("variants", Json::Arr(json_rows)),
         ("scale", Json::Arr(scale_json)),
+        (
+            "idle",
+            Json::obj(vec![
+                ("objects", Json::Num(idle_objects as f64)),
+                ("connections", Json::Num(idle_connections as f64)),
+                ("median_tick_cpu_ns", Json::Num(idle.tick_ns)),
+                ("median_tick_wall_ns", Json::Num(idle.tick_wall_ns)),
+            ]),
+        ),
     ]);
     let _ = write_file("s2.md", &md);
     let _ = write_file("s2.json", &json.render());

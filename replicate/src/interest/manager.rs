@@ -28,6 +28,7 @@ use super::priority::{Prioritizer, SpherePrioritizer, SpherePrioritizerConfig};
 use crate::handle::NetRefHandle;
 use crate::object::{ConnectionId, InternalIndex, ObjectTable};
 use crate::protocol::ErasedState;
+use crate::serialize::BitArray;
 use crate::state::{ChangeMask, Condition};
 use glam::Vec3;
 use std::any::TypeId;
@@ -104,8 +105,10 @@ struct ConnectionInterest {
     scope: ConnectionScope,
     /// Root objects this layer took out of the connection's scope.
     excluded: HashSet<u32>,
-    /// Objects in grid cells visible from the view at the last tick (a bit per index).
-    visible: Vec<u64>,
+    /// Objects in grid cells visible from the view at the last tick: a bit per index,
+    /// and the same objects listed (so a tick costs the visible objects, not the world).
+    visible: BitArray,
+    visible_list: Vec<InternalIndex>,
     /// Objects whose allow/deny entry changed since the last tick.
     touched: Vec<u32>,
     /// Evaluate every object at the next tick (a new connection, new settings).
@@ -413,7 +416,8 @@ impl InterestManager {
             view: Vec3::ZERO,
             scope: ConnectionScope::default(),
             excluded: HashSet::new(),
-            visible: Vec::new(),
+            visible: BitArray::default(),
+            visible_list: Vec::new(),
             touched: Vec::new(),
             full: true,
             budget,
@@ -635,9 +639,8 @@ impl InterestManager {
             self.config.default_filter,
             FilterKind::OwnerOnly | FilterKind::Custom(_)
         );
-        let words = table.index_capacity().div_ceil(64);
-        let mut visible_now = Vec::new();
         let mut seen = Vec::new();
+        let mut flipped = Vec::new();
         for id in 0..self.connections.len() {
             let Some(c) = self.connections[id].as_mut() else {
                 continue;
@@ -648,24 +651,9 @@ impl InterestManager {
             // are re-evaluated (cost follows the visible cells, not the world).
             seen.clear();
             self.grid.visible_objects(c.view, &mut seen);
-            visible_now.clear();
-            visible_now.resize(words.max(c.visible.len()), 0u64);
-            for &i in &seen {
-                if let Some(w) = visible_now.get_mut(i as usize / 64) {
-                    *w |= 1 << (i % 64);
-                }
-            }
-            c.visible.resize(visible_now.len(), 0);
-            let mut flipped = Vec::new();
-            for (wi, (now, before)) in visible_now.iter().zip(c.visible.iter()).enumerate() {
-                let mut x = now ^ before;
-                while x != 0 {
-                    let b = x.trailing_zeros();
-                    flipped.push((wi * 64) as u32 + b);
-                    x &= x - 1;
-                }
-            }
-            std::mem::swap(&mut c.visible, &mut visible_now);
+            flipped.clear();
+            visibility_flips(&mut c.visible, &c.visible_list, &seen, &mut flipped);
+            std::mem::swap(&mut c.visible_list, &mut seen);
             let Some(c) = self.connections[id].as_ref() else {
                 continue;
             };
@@ -780,11 +768,64 @@ impl InterestManager {
     }
 }
 
+/// The objects that entered or left a view's visible cells: `visible` holds the bits of
+/// `before` (the last tick's list) and is left holding those of `now`; `flipped` gets
+/// every object in one list and not the other. Costs the two lists, not the world.
+fn visibility_flips(
+    visible: &mut BitArray,
+    before: &[InternalIndex],
+    now: &[InternalIndex],
+    flipped: &mut Vec<InternalIndex>,
+) {
+    // Still visible: cleared for now, so the bits left over are the objects that left.
+    let mut kept = 0;
+    for &i in now {
+        if visible.get(i) {
+            visible.clear(i);
+            kept += 1;
+        } else {
+            flipped.push(i);
+        }
+    }
+    if kept < before.len() {
+        for &i in before {
+            if visible.get(i) {
+                visible.clear(i);
+                flipped.push(i);
+            }
+        }
+    }
+    for &i in now {
+        visible.set(i);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::protocol::ProtocolRegistry;
     use std::sync::Arc;
+
+    #[test]
+    fn visibility_flips_are_the_objects_in_one_list_only() {
+        let mut visible = BitArray::default();
+        let mut flipped = Vec::new();
+        visibility_flips(&mut visible, &[], &[3, 70, 5000], &mut flipped);
+        flipped.sort_unstable();
+        assert_eq!(flipped, [3, 70, 5000], "all entered");
+        let mut flipped = Vec::new();
+        visibility_flips(&mut visible, &[3, 70, 5000], &[70, 9, 5000], &mut flipped);
+        flipped.sort_unstable();
+        assert_eq!(flipped, [3, 9], "3 left, 9 entered");
+        assert_eq!(visible.iter().collect::<Vec<_>>(), [9, 70, 5000]);
+        let mut flipped = Vec::new();
+        visibility_flips(&mut visible, &[70, 9, 5000], &[9, 70, 5000], &mut flipped);
+        assert!(flipped.is_empty(), "same set, another order: {flipped:?}");
+        visibility_flips(&mut visible, &[9, 70, 5000], &[], &mut flipped);
+        flipped.sort_unstable();
+        assert_eq!(flipped, [9, 70, 5000], "all left");
+        assert!(visible.none());
+    }
 
     #[test]
     fn packet_allowance_follows_budget_and_packet_cap() {

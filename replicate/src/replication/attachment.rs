@@ -668,12 +668,12 @@ impl MessageStream {
     }
 
     fn write_channels(&mut self, w: &mut BitWriter) -> WriteResult {
+        if w.bits_left() < 3 || self.senders.iter().all(|s| s.waiting() == 0) {
+            return WriteResult::NoData;
+        }
         let start = w.mark();
         let mut record: [ChannelRecord; 3] = Default::default();
         let mut wrote = 0;
-        if w.bits_left() < 3 {
-            return WriteResult::NoData;
-        }
         for (i, sender) in self.senders.iter_mut().enumerate() {
             // Keep room for the flags of the channels after this one.
             let later = 2 - i;

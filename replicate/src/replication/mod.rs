@@ -284,13 +284,9 @@ struct WriteJob<'w> {
 fn write_chunk(
     objects: &ObjectTable,
     cache: &mut encode::TickCache,
-    chunk: &mut [(
-        &mut WriteJob<'_>,
-        Option<&mut ServerConnection>,
-        Option<usize>,
-    )],
+    chunk: &mut [PacketWork<'_, '_>],
 ) {
-    for (job, conn, allowed) in chunk.iter_mut() {
+    for (job, conn, allowed, _) in chunk.iter_mut() {
         let Some(conn) = conn.as_deref_mut() else {
             continue;
         };
@@ -316,6 +312,36 @@ fn write_chunk(
     }
 }
 
+/// One packet of a write pass: the job, its connection (`None`: not open, or named
+/// twice), the bits the interest layer allows it and where it started.
+type PacketWork<'j, 'w> = (
+    &'j mut WriteJob<'w>,
+    Option<&'j mut ServerConnection>,
+    Option<usize>,
+    usize,
+);
+
+/// The open connection of each job, in job order, each borrowed once (`None` for one
+/// not open or named by an earlier job).
+fn open_connections<'a>(
+    connections: &'a mut [Option<ServerConnection>],
+    jobs: &[WriteJob<'_>],
+) -> Vec<Option<&'a mut ServerConnection>> {
+    if let [job] = jobs {
+        // A pass of one: no walk over every connection.
+        return vec![
+            connections
+                .get_mut(job.connection as usize)
+                .and_then(Option::as_mut),
+        ];
+    }
+    let mut open: Vec<Option<&mut ServerConnection>> =
+        connections.iter_mut().map(Option::as_mut).collect();
+    jobs.iter()
+        .map(|job| open.get_mut(job.connection as usize).and_then(Option::take))
+        .collect()
+}
+
 /// Runs `work` over `items` split into one contiguous share per cache (at most as many
 /// shares as items), each share with its own cache: the first on the calling thread,
 /// the others on scoped threads.
@@ -328,6 +354,11 @@ fn on_writer_threads<T: Send, C: Send>(
         return;
     };
     let per_thread = items.len().div_ceil(other_caches.len() + 1).max(1);
+    if per_thread >= items.len() {
+        // One share: no thread to start.
+        work(first_cache, items);
+        return;
+    }
     let mut shares = items.chunks_mut(per_thread);
     let first = shares.next();
     let work = &work;
@@ -787,30 +818,18 @@ impl ReplicationServer {
     /// The write pass behind [`write_packets`](Self::write_packets): budgets, then the
     /// connections (in parallel), then what they changed in common, in job order.
     fn write_jobs(&mut self, jobs: &mut [WriteJob<'_>]) {
-        // Each connection's allowance (interest layer: budget, packets per tick).
-        let mut allowed = Vec::with_capacity(jobs.len());
+        // Each connection's allowance (interest layer: budget, packets per tick) and
+        // each open connection once, borrowed apart from the table and the caches.
+        let mut conns = open_connections(&mut self.connections, jobs);
+        let mut work: Vec<PacketWork<'_, '_>> = Vec::with_capacity(jobs.len());
         {
             let mut interest = interest_hooks::lock(&self.interest);
-            for job in jobs.iter() {
-                allowed.push(interest.begin_packet(job.connection));
+            for (job, conn) in jobs.iter_mut().zip(conns.drain(..)) {
+                let allowed = interest.begin_packet(job.connection);
+                let start = job.writer.position();
+                work.push((job, conn, allowed, start));
             }
         }
-        let starts: Vec<usize> = jobs.iter().map(|j| j.writer.position()).collect();
-        // Each open connection once, borrowed apart from the table and the caches.
-        let mut open: Vec<Option<&mut ServerConnection>> =
-            self.connections.iter_mut().map(Option::as_mut).collect();
-        let mut work: Vec<(
-            &mut WriteJob<'_>,
-            Option<&mut ServerConnection>,
-            Option<usize>,
-        )> = jobs
-            .iter_mut()
-            .zip(allowed)
-            .map(|(job, allowed)| {
-                let conn = open.get_mut(job.connection as usize).and_then(Option::take);
-                (job, conn, allowed)
-            })
-            .collect();
         let objects = &self.objects;
         on_writer_threads(&mut work, &mut self.caches, |cache, share| {
             write_chunk(objects, cache, share)
@@ -818,14 +837,14 @@ impl ReplicationServer {
         // Settled in job order: nominations take their snapshots, budgets are paid.
         let mut storage = baseline::write_storage(&self.baselines);
         let mut interest = interest_hooks::lock(&self.interest);
-        for ((job, conn, _), start) in work.iter_mut().zip(starts) {
+        for (job, conn, _, start) in &mut work {
             let Some(conn) = conn else {
                 continue;
             };
             if let Some(w) = conn.writer_mut() {
                 w.settle(&mut storage);
             }
-            let bits = job.writer.position().saturating_sub(start);
+            let bits = job.writer.position().saturating_sub(*start);
             interest.end_packet(job.connection, bits);
         }
         for cache in &mut self.caches {

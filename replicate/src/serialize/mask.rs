@@ -406,10 +406,15 @@ impl ChangeMask {
     }
 }
 
-/// A growable bit array over internal indices.
+/// A growable bit array over internal indices, with a summary bit per word that tells
+/// whether the word has any bit set: iterating, counting and clearing cost the set
+/// words (and one summary word per 4096 indices), not the whole array, so a writer
+/// with nothing dirty among 100 000 objects looks at 25 words, not 1 563.
 #[derive(Debug, Clone, Default)]
 pub struct BitArray {
     words: Vec<u64>,
+    /// Bit `k` is set when `words[k]` is not zero.
+    summary: Vec<u64>,
 }
 
 impl BitArray {
@@ -427,15 +432,21 @@ impl BitArray {
         let w = (i / 64) as usize;
         if w >= self.words.len() {
             self.words.resize(w + 1, 0);
+            self.summary.resize(self.words.len().div_ceil(64), 0);
         }
         self.words[w] |= 1 << (i % 64);
+        self.summary[w / 64] |= 1 << (w % 64);
     }
 
     /// Clears bit `i`.
     #[inline]
     pub fn clear(&mut self, i: u32) {
-        if let Some(w) = self.words.get_mut((i / 64) as usize) {
-            *w &= !(1 << (i % 64));
+        let w = (i / 64) as usize;
+        if let Some(word) = self.words.get_mut(w) {
+            *word &= !(1 << (i % 64));
+            if *word == 0 {
+                self.summary[w / 64] &= !(1 << (w % 64));
+            }
         }
     }
 
@@ -446,12 +457,25 @@ impl BitArray {
 
     /// Number of set bits.
     pub fn count(&self) -> usize {
-        self.words.iter().map(|w| w.count_ones() as usize).sum()
+        self.set_words()
+            .map(|w| self.words[w].count_ones() as usize)
+            .sum()
+    }
+
+    /// Whether no bit is set.
+    pub fn none(&self) -> bool {
+        self.summary.iter().all(|&s| s == 0)
     }
 
     /// Clears every bit.
     pub fn clear_all(&mut self) {
-        self.words.fill(0);
+        for k in 0..self.summary.len() {
+            let mut s = std::mem::take(&mut self.summary[k]);
+            while s != 0 {
+                self.words[k * 64 + s.trailing_zeros() as usize] = 0;
+                s &= s - 1;
+            }
+        }
     }
 
     /// Indices of set bits, ascending.
@@ -459,14 +483,29 @@ impl BitArray {
         self.iter_and_not(None)
     }
 
+    /// The indices of the words with a bit set, ascending.
+    fn set_words(&self) -> impl Iterator<Item = usize> + '_ {
+        self.summary.iter().enumerate().flat_map(|(k, &s)| {
+            let mut s = s;
+            std::iter::from_fn(move || {
+                if s == 0 {
+                    return None;
+                }
+                let b = s.trailing_zeros() as usize;
+                s &= s - 1;
+                Some(k * 64 + b)
+            })
+        })
+    }
+
     /// Indices set in `self` and not in `other` (or all of `self` when `None`).
     pub fn iter_and_not<'a>(
         &'a self,
         other: Option<&'a BitArray>,
     ) -> impl Iterator<Item = u32> + 'a {
-        self.words.iter().enumerate().flat_map(move |(i, &w)| {
+        self.set_words().flat_map(move |i| {
             let not = other.and_then(|o| o.words.get(i)).copied().unwrap_or(0);
-            let mut w = w & !not;
+            let mut w = self.words[i] & !not;
             std::iter::from_fn(move || {
                 if w == 0 {
                     return None;
@@ -529,5 +568,43 @@ mod tests {
         assert_eq!(a.count(), 4);
         a.clear(1);
         assert!(!a.get(1) && a.get(64));
+    }
+
+    #[test]
+    fn bit_array_summary_follows_the_words() {
+        // Against a plain set over 10 000 indices, through sets, clears and
+        // clear_all: iteration, count and emptiness must agree at every step.
+        let mut a = BitArray::default();
+        let mut model = std::collections::BTreeSet::new();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for step in 0..20_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let i = (x % 10_000) as u32;
+            if x >> 40 & 1 == 1 {
+                a.set(i);
+                model.insert(i);
+            } else {
+                a.clear(i);
+                model.remove(&i);
+            }
+            if step % 5_000 == 4_999 {
+                a.clear_all();
+                model.clear();
+            }
+            if step % 97 == 0 {
+                assert_eq!(
+                    a.iter().collect::<Vec<_>>(),
+                    model.iter().copied().collect::<Vec<_>>()
+                );
+                assert_eq!(a.count(), model.len());
+                assert_eq!(a.none(), model.is_empty());
+            }
+        }
+        assert_eq!(
+            a.iter().collect::<Vec<_>>(),
+            model.iter().copied().collect::<Vec<_>>()
+        );
     }
 }
