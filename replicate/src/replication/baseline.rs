@@ -210,13 +210,16 @@ struct StateInfo {
     frame: u32,
 }
 
-/// Which prediction coded an object's state in fewer bits in a frame, for the
-/// priors (by address) and members it was made for.
-struct PredictionChoice {
+/// The prediction a snapshot's batches code against in a frame (see
+/// [`BaselineStorage::best_prediction`]), for the priors (by address, kept alive so
+/// that no other state takes their address while remembered) and members it was
+/// chosen for: connections in step look it up instead of choosing again.
+struct BestPrediction {
     frame: u32,
     priors: (usize, usize),
+    _keep: (Arc<dyn ErasedState>, Option<Arc<dyn ErasedState>>),
     mask: ChangeMask,
-    kind: Prediction,
+    chosen: Option<(Prediction, Arc<dyn ErasedState>)>,
 }
 
 /// A prediction made from a snapshot: what it was made from (the priors, by
@@ -239,8 +242,8 @@ struct SnapshotPredictions {
     /// The last predictions made: linear, quadratic. Connections with acks in step
     /// share them.
     predicted: [Option<PredictionCache>; 2],
-    /// The last choice between predictions (see [`BaselineStorage::best_prediction`]).
-    choice: Option<PredictionChoice>,
+    /// The last prediction chosen (see [`BaselineStorage::best_prediction`]).
+    best: Option<BestPrediction>,
 }
 
 /// The predictions made this tick, per snapshot: each writer thread keeps its own,
@@ -248,17 +251,26 @@ struct SnapshotPredictions {
 /// every tick ([`clear`](Self::clear)), which lets go of the states they hold.
 #[derive(Default)]
 pub(crate) struct Predictions {
-    /// Per snapshot index (empty: `base` is `None`).
+    /// Per snapshot index: (generation, position in `entries`); a position is valid
+    /// only in the generation it was given in, so clearing is O(1) here.
+    slots: Vec<(u32, u32)>,
+    /// The snapshots predicted from this tick, densely (a few per object that
+    /// changed, not one per snapshot in the storage).
     entries: Vec<SnapshotPredictions>,
-    /// The entries filled since the last clear.
-    filled: Vec<u32>,
+    generation: u32,
 }
 
 impl Predictions {
     /// Forgets every prediction.
     pub(crate) fn clear(&mut self) {
-        for i in self.filled.drain(..) {
-            self.entries[i as usize] = SnapshotPredictions::default();
+        if self.entries.is_empty() {
+            return;
+        }
+        self.entries.clear();
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            // Wrapped: old slots could look current again.
+            self.slots.clear();
         }
     }
 
@@ -266,19 +278,20 @@ impl Predictions {
     /// another state.
     fn entry(&mut self, info: u32, base: &Arc<dyn ErasedState>) -> &mut SnapshotPredictions {
         let i = info as usize;
-        if self.entries.len() <= i {
-            self.entries
-                .resize_with(i + 1, SnapshotPredictions::default);
+        if self.slots.len() <= i {
+            self.slots.resize(i + 1, (0, u32::MAX));
         }
-        let e = &mut self.entries[i];
+        let (generation, at) = self.slots[i];
+        if generation != self.generation || at == u32::MAX {
+            self.slots[i] = (self.generation, self.entries.len() as u32);
+            self.entries.push(SnapshotPredictions::default());
+        }
+        let e = &mut self.entries[self.slots[i].1 as usize];
         if e.base.as_ref().map(address) != Some(address(base)) {
-            if e.base.is_none() {
-                self.filled.push(info);
-            }
             *e = SnapshotPredictions {
                 base: Some(base.clone()),
                 predicted: [None, None],
-                choice: None,
+                best: None,
             };
         }
         e
@@ -477,6 +490,38 @@ impl BaselineStorage {
         mask: &ChangeMask,
         state: &dyn ErasedState,
     ) -> Option<(Prediction, Arc<dyn ErasedState>)> {
+        let base = self.state_arc(info)?;
+        let prior_state = self.state_arc(prior)?;
+        let prior2_state = prior2.and_then(|p| self.state_arc(p));
+        let priors = (address(prior_state), prior2_state.map_or(0, address));
+        if let Some(best) = &cache.entry(info, base).best
+            && best.frame == self.frame
+            && best.priors == priors
+            && best.mask == *mask
+        {
+            return best.chosen.clone();
+        }
+        let chosen = self.choose_prediction(cache, info, prior, prior2, mask, state);
+        cache.entry(info, base).best = Some(BestPrediction {
+            frame: self.frame,
+            priors,
+            _keep: (prior_state.clone(), prior2_state.cloned()),
+            mask: mask.clone(),
+            chosen: chosen.clone(),
+        });
+        chosen
+    }
+
+    /// Chooses [`best_prediction`](Self::best_prediction)'s prediction.
+    fn choose_prediction(
+        &self,
+        cache: &mut Predictions,
+        info: u32,
+        prior: u32,
+        prior2: Option<u32>,
+        mask: &ChangeMask,
+        state: &dyn ErasedState,
+    ) -> Option<(Prediction, Arc<dyn ErasedState>)> {
         let frame = self.snapshot_frame(info)?;
         let prior_frame = self.snapshot_frame(prior)?;
         let steps = prediction_steps(prior_frame, frame, self.frame);
@@ -492,25 +537,9 @@ impl BaselineStorage {
                 .prediction(cache, info, prior, None, mask, linear)
                 .map(|p| (linear, p));
         }
-        let priors = (
-            self.state_address(prior)?,
-            prior2.and_then(|p| self.state_address(p)).unwrap_or(0),
-        );
-        let base = self.state_arc(info)?;
-        let chosen = cache
-            .entry(info, base)
-            .choice
-            .as_ref()
-            .filter(|c| c.frame == self.frame && c.priors == priors && c.mask == *mask)
-            .map(|c| c.kind);
-        if let Some(kind) = chosen {
-            return self
-                .prediction(cache, info, prior, prior2, mask, kind)
-                .map(|p| (kind, p));
-        }
         let by_linear = self.prediction(cache, info, prior, None, mask, linear);
         let by_quadratic = self.prediction(cache, info, prior, prior2, mask, Prediction::Quadratic);
-        let best = match (by_linear, by_quadratic) {
+        match (by_linear, by_quadratic) {
             (Some(l), Some(q)) => {
                 if delta_bits(state, q.as_ref(), mask) < delta_bits(state, l.as_ref(), mask) {
                     Some((Prediction::Quadratic, q))
@@ -521,16 +550,7 @@ impl BaselineStorage {
             (l, q) => l
                 .map(|l| (linear, l))
                 .or(q.map(|q| (Prediction::Quadratic, q))),
-        };
-        if let Some((kind, _)) = &best {
-            cache.entry(info, base).choice = Some(PredictionChoice {
-                frame: self.frame,
-                priors,
-                mask: mask.clone(),
-                kind: *kind,
-            });
         }
-        best
     }
 
     /// The current frame (advanced once per server tick).

@@ -185,6 +185,9 @@ pub enum EntryFate {
 /// one packet at one small chunk, as before. Entries before `head` are gone: a packet that stops early keeps the entries it
 /// passed over but did not write (compacted in place, order kept), so the next packet
 /// starts with them.
+/// The entries a used-up schedule keeps room for; a larger buffer is let go.
+const KEPT_CAPACITY: usize = 4096;
+
 #[derive(Debug, Default)]
 pub struct Schedule {
     entries: Vec<ScheduledObject>,
@@ -281,6 +284,13 @@ impl Schedule {
             }
         }
         self.head = dst;
+        if self.head == self.entries.len() && self.entries.capacity() > KEPT_CAPACITY {
+            // Everything written: a tick that scheduled many roots (the creation tick)
+            // leaves no large buffer behind in every connection.
+            self.entries = Vec::new();
+            self.head = 0;
+            self.sorted_end = 0;
+        }
         if reschedule {
             self.valid = false;
         }
@@ -457,6 +467,15 @@ mod tests {
         assert_eq!(schedule.get(n as usize, 64), None);
         // 64 + 128 + ... + 8192 >= 10 000: 8 chunks, not 10 000 / 64 = 157.
         assert_eq!(schedule.chunks, 8);
+        // Written in two packets: the first keeps its buffer (entries are left), the
+        // second uses the schedule up and lets the large buffer go.
+        schedule.retire(n as usize / 2, |_| EntryFate::Drop);
+        assert_eq!(schedule.start(), n as usize / 2);
+        assert!(schedule.entries.capacity() >= n as usize);
+        schedule.retire(n as usize, |_| EntryFate::Drop);
+        assert_eq!(schedule.entries.capacity(), 0);
+        assert!(schedule.is_valid());
+        assert_eq!(schedule.get(schedule.start(), 64), None, "nothing left");
     }
 
     #[test]

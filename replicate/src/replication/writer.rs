@@ -519,7 +519,7 @@ impl ReplicationWriter {
     /// with a clean mask (or gone) and no packet is in flight.
     pub fn is_idle(&self) -> bool {
         self.records.is_empty()
-            && self.dirty.count() == 0
+            && self.dirty.none()
             && self.pending_destroys.is_empty()
             && self
                 .infos
