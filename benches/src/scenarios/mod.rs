@@ -382,26 +382,15 @@ pub fn send_all(
     for l in links.iter_mut() {
         l.begin_tick(server);
     }
-    let mut active: Vec<usize> = (0..links.len()).collect();
-    let mut packets = Vec::with_capacity(links.len());
-    for _ in 0..max_packets {
-        if active.is_empty() {
-            break;
-        }
-        packets.clear();
-        packets.extend(active.iter().map(|&i| {
-            let (seq, w) = links[i].new_packet();
-            PacketWrite::new(links[i].conn, seq, w)
-        }));
-        server.write_packets(&mut packets);
-        let mut more = Vec::with_capacity(active.len());
-        for (&i, p) in active.iter().zip(packets.drain(..)) {
-            if links[i].on_written(server, now, p.sequence, p.writer, p.result, &mut t) {
-                more.push(i);
-            }
-        }
-        active = more;
-    }
+    server.write_passes(
+        links,
+        max_packets,
+        |l| {
+            let (seq, w) = l.new_packet();
+            Some(PacketWrite::new(l.conn, seq, w))
+        },
+        |server, l, p| l.on_written(server, now, p.sequence, p.writer, p.result, &mut t),
+    );
     t
 }
 

@@ -173,6 +173,17 @@ struct Peer {
     stats: StatsTracker,
 }
 
+/// A client being written to in a tick's write passes.
+struct Flush<'a> {
+    client: ClientId,
+    conn: ConnectionId,
+    peer: &'a mut Peer,
+    /// The connection header's bits in the packet being written.
+    header_bits: usize,
+    /// Whether a packet was sent to the client this tick.
+    sent_any: bool,
+}
+
 /// A replication server over a transport (netcode.io over UDP by default).
 ///
 /// One [`tick`](Self::tick) per frame receives what arrived, runs the handshake and
@@ -765,46 +776,53 @@ impl<T: ServerTransport> Server<T> {
     fn flush_peers(&mut self) {
         let now = self.now;
         let ids: Vec<ClientId> = self.peers.keys().copied().collect();
-        // Clients with an open connection, and whether a packet was sent to each.
-        let mut active: Vec<(ClientId, ConnectionId, bool)> = Vec::new();
-        for &client in &ids {
+        let mut open: Vec<(ClientId, ConnectionId)> = Vec::new();
+        for client in ids {
             if let Some(conn) = self.take_deliveries(client) {
-                active.push((client, conn, false));
+                open.push((client, conn));
             }
         }
-        let mut writing: Vec<usize> = (0..active.len()).collect();
-        let mut packets = Vec::with_capacity(active.len());
-        for _ in 0..self.config.max_packets_per_tick {
-            if writing.is_empty() {
-                break;
+        // The clients with an open connection, in id order (as `open`).
+        let mut flushes: Vec<Flush<'_>> = Vec::with_capacity(open.len());
+        let mut next = open.iter().peekable();
+        for (&client, peer) in self.peers.iter_mut() {
+            if let Some(&&(_, conn)) = next.peek().filter(|(c, _)| *c == client) {
+                next.next();
+                flushes.push(Flush {
+                    client,
+                    conn,
+                    peer,
+                    header_bits: 0,
+                    sent_any: false,
+                });
             }
-            packets.clear();
-            let mut headers = Vec::with_capacity(writing.len());
-            for &i in &writing {
-                let (client, conn, _) = active[i];
-                let mut w = BitWriter::with_capacity_bytes(self.config.max_packet_bytes);
-                let seq = match self.peers.get_mut(&client).map(|p| &mut p.phase) {
-                    Some(Phase::Active { connection, .. }) => connection.write_header(now, &mut w),
-                    _ => continue,
+        }
+        let (transport, insights) = (&mut self.transport, &mut self.insights);
+        let max_packet_bytes = self.config.max_packet_bytes;
+        self.replication.write_passes(
+            &mut flushes,
+            self.config.max_packets_per_tick,
+            |f| {
+                let Phase::Active { connection, .. } = &mut f.peer.phase else {
+                    return None;
                 };
-                headers.push((i, w.position()));
-                packets.push(PacketWrite::new(conn, seq, w));
-            }
-            self.replication.write_packets(&mut packets);
-            let mut more = Vec::with_capacity(writing.len());
-            for ((i, header_bits), packet) in headers.into_iter().zip(packets.drain(..)) {
-                let (client, conn, _) = active[i];
-                let result = packet.result;
-                if self.send_packet(client, conn, header_bits, packet) {
-                    active[i].2 = true;
-                    if result == WriteResult::HasMoreData {
-                        more.push(i);
-                    }
-                }
-            }
-            writing = more;
-        }
-        for (client, conn, sent_any) in active {
+                let mut w = BitWriter::with_capacity_bytes(max_packet_bytes);
+                let seq = connection.write_header(now, &mut w);
+                f.header_bits = w.position();
+                Some(PacketWrite::new(f.conn, seq, w))
+            },
+            |replication, f, packet| {
+                let more = packet.result == WriteResult::HasMoreData;
+                let sent = Self::send_packet(transport, insights, replication, now, f, packet);
+                f.sent_any |= sent;
+                sent && more
+            },
+        );
+        let finished: Vec<(ClientId, ConnectionId, bool)> = flushes
+            .into_iter()
+            .map(|f| (f.client, f.conn, f.sent_any))
+            .collect();
+        for (client, conn, sent_any) in finished {
             self.finish_peer(client, conn, sent_any);
         }
     }
@@ -833,36 +851,33 @@ impl<T: ServerTransport> Server<T> {
         Some(conn)
     }
 
-    /// Sends a packet the replication server wrote for `client` (after its
+    /// Sends a packet the replication server wrote for a client (after its
     /// `header_bits` of connection header); a packet it wrote nothing into is
     /// cancelled instead. Returns whether it was sent.
     fn send_packet(
-        &mut self,
-        client: ClientId,
-        conn: ConnectionId,
-        header_bits: usize,
+        transport: &mut T,
+        insights: &mut Option<Box<ServerInsights>>,
+        replication: &ReplicationServer,
+        now: Duration,
+        f: &mut Flush<'_>,
         packet: PacketWrite,
     ) -> bool {
-        let now = self.now;
-        let Some(peer) = self.peers.get_mut(&client) else {
-            return false;
-        };
-        let Phase::Active { connection, .. } = &mut peer.phase else {
+        let Phase::Active { connection, .. } = &mut f.peer.phase else {
             return false;
         };
         if packet.result == WriteResult::NoData {
             connection.cancel_header(packet.sequence);
             return false;
         }
-        let w = packet.writer;
+        let (client, w) = (f.client, packet.writer);
         match w.finish() {
             Ok(bytes) => {
-                Self::send_raw(&mut self.transport, client, &mut peer.stats, &bytes);
-                if let Some(i) = self.insights.as_mut()
-                    && let Some(mut bits) = self.replication.packet_attribution(conn)
+                Self::send_raw(transport, client, &mut f.peer.stats, &bytes);
+                if let Some(i) = insights.as_mut()
+                    && let Some(mut bits) = replication.packet_attribution(f.conn)
                 {
                     bits.wire_bits = bytes.len() as u64 * 8;
-                    bits.header = header_bits as u64;
+                    bits.header = f.header_bits as u64;
                     bits.padding = bits.wire_bits.saturating_sub(w.position() as u64);
                     i.on_packet(now, client, bits);
                 }

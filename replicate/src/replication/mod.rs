@@ -815,6 +815,76 @@ impl ReplicationServer {
         }
     }
 
+    /// Writes a tick's packets for several peers in passes: each pass asks `begin` for
+    /// a packet of every peer still writing (`None`: none for this peer, which then
+    /// stops), writes them all with [`write_packets`](Self::write_packets), and hands
+    /// each to `end` with the server (to send it, report its fate, …); `end` says
+    /// whether the peer writes another. At most `max_passes` passes.
+    ///
+    /// ```
+    /// use replicate::bits::BitWriter;
+    /// use replicate::internals::connection::{DeliveryStatus, PacketSequence};
+    /// use replicate::internals::protocol::ProtocolRegistry;
+    /// use replicate::internals::replication::{PacketWrite, ReplicationConfig, ReplicationServer};
+    /// use replicate::internals::stream::WriteResult;
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let mut server =
+    ///     ReplicationServer::new(Arc::new(ProtocolRegistry::default()), ReplicationConfig::default());
+    /// // A peer: its connection, its next sequence and the packets it sent.
+    /// let mut peers: Vec<_> = (0..2).map(|_| (server.add_connection(), 0u16, 0usize)).collect();
+    /// server.tick(Duration::ZERO);
+    /// server.write_passes(
+    ///     &mut peers,
+    ///     8,
+    ///     |(conn, seq, _)| {
+    ///         Some(PacketWrite::new(*conn, PacketSequence(*seq), BitWriter::with_capacity_bytes(1200)))
+    ///     },
+    ///     |server, (_, seq, sent), packet| {
+    ///         if packet.result == WriteResult::NoData {
+    ///             return false;
+    ///         }
+    ///         *seq = seq.wrapping_add(1);
+    ///         *sent += 1;
+    ///         server.process_delivery(packet.connection, packet.sequence, DeliveryStatus::Delivered);
+    ///         packet.result == WriteResult::HasMoreData
+    ///     },
+    /// );
+    /// // Nothing is replicated yet: nothing was sent.
+    /// assert!(peers.iter().all(|&(_, _, sent)| sent == 0));
+    /// ```
+    pub fn write_passes<P>(
+        &mut self,
+        peers: &mut [P],
+        max_passes: usize,
+        mut begin: impl FnMut(&mut P) -> Option<PacketWrite>,
+        mut end: impl FnMut(&mut Self, &mut P, PacketWrite) -> bool,
+    ) {
+        let mut writing: Vec<usize> = (0..peers.len()).collect();
+        let mut packets = Vec::with_capacity(peers.len());
+        let mut owners = Vec::with_capacity(peers.len());
+        for _ in 0..max_passes {
+            if writing.is_empty() {
+                break;
+            }
+            owners.clear();
+            for &i in &writing {
+                if let Some(packet) = begin(&mut peers[i]) {
+                    packets.push(packet);
+                    owners.push(i);
+                }
+            }
+            self.write_packets(&mut packets);
+            writing.clear();
+            for (&i, packet) in owners.iter().zip(packets.drain(..)) {
+                if end(self, &mut peers[i], packet) {
+                    writing.push(i);
+                }
+            }
+        }
+    }
+
     /// The write pass behind [`write_packets`](Self::write_packets): budgets, then the
     /// connections (in parallel), then what they changed in common, in job order.
     fn write_jobs(&mut self, jobs: &mut [WriteJob<'_>]) {

@@ -223,30 +223,21 @@ impl Sim {
     /// The server's packets of a tick in passes: each pass writes one packet for
     /// every client whose writer had more.
     fn write_batched(&mut self, now: Duration) {
-        let mut active: Vec<usize> = (0..self.peers.len()).collect();
-        for _ in 0..self.packets_per_tick {
-            if active.is_empty() {
-                break;
-            }
-            let mut packets: Vec<PacketWrite> = active
-                .iter()
-                .map(|&i| {
-                    let p = &mut self.peers[i];
-                    let mut w = BitWriter::with_capacity_bytes(self.mtu);
-                    let seq = p.server_conn.write_header(now, &mut w);
-                    PacketWrite::new(p.conn, seq, w)
-                })
-                .collect();
-            self.server.write_packets(&mut packets);
-            let mut more = Vec::new();
-            for (&i, packet) in active.iter().zip(packets) {
-                self.peers[i].send_down(now, packet.writer);
-                if packet.result == WriteResult::HasMoreData {
-                    more.push(i);
-                }
-            }
-            active = more;
-        }
+        let mtu = self.mtu;
+        self.server.write_passes(
+            &mut self.peers,
+            self.packets_per_tick,
+            |p| {
+                let mut w = BitWriter::with_capacity_bytes(mtu);
+                let seq = p.server_conn.write_header(now, &mut w);
+                Some(PacketWrite::new(p.conn, seq, w))
+            },
+            |_, p, packet| {
+                let more = packet.result == WriteResult::HasMoreData;
+                p.send_down(now, packet.writer);
+                more
+            },
+        );
     }
 
     /// `steps` ticks of 16 ms.
