@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo build --release -p replicate-bench --example s2_profile
-//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|spread|crowd|idle] [passes|parallel]
+//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|parallel]
 //! ```
 //!
 //! Prints the configuration's figures on one line (thread CPU time, as in S2's table).
@@ -28,6 +28,7 @@ fn main() {
             "delta" => setup.delta = DeltaMode::On,
             "nodelta" => setup.delta = DeltaMode::Off,
             "all" => {}
+            "grid" => setup.scope = ScopeMode::Grid,
             "spread" => {
                 setup.acks = AckTiming::Spread {
                     min_ms: 20,
@@ -58,7 +59,7 @@ fn main() {
             }
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|spread|crowd|idle] [passes|parallel]"
+                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|parallel]"
                 );
                 std::process::exit(2);
             }

@@ -390,17 +390,7 @@ impl ReplicationInfo {
 
     /// The accumulated change mask as a [`ChangeMask`].
     pub fn change_mask(&self, pool: &MaskPool) -> ChangeMask {
-        let bits = self.mask_bits();
-        let mut m = ChangeMask::new(bits);
-        for (i, w) in self.words(pool).iter().enumerate() {
-            let mut b = *w;
-            while b != 0 {
-                let t = b.trailing_zeros();
-                b &= b - 1;
-                m.set(i as u32 * 64 + t);
-            }
-        }
-        m
+        ChangeMask::from_words(self.mask_bits(), self.words(pool))
     }
 
     /// ORs `mask` into the accumulated change mask.

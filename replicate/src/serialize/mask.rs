@@ -203,6 +203,17 @@ impl ChangeMask {
         self.words()[0]
     }
 
+    /// A mask of `bits` bits taken from `words` (bit `i` is bit `i % 64` of word
+    /// `i / 64`; missing words are zero, extra words and bits are ignored).
+    pub fn from_words(bits: u32, words: &[u64]) -> Self {
+        let mut m = Self::new(bits);
+        for (a, b) in m.words_mut().iter_mut().zip(words) {
+            *a = *b;
+        }
+        m.trim();
+        m
+    }
+
     /// A mask of `bits` bits whose first 64 bits are `value`.
     pub fn from_u64(bits: u32, value: u64) -> Self {
         let mut m = Self::new(bits);
@@ -521,6 +532,23 @@ impl BitArray {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn from_words_takes_each_bit_and_nothing_past_the_length() {
+        let words = [0xF0F0_0000_0000_0001u64, u64::MAX, 0b1011, 0xDEAD];
+        for bits in [0u32, 1, 5, 63, 64, 65, 130, 200, 300] {
+            let m = ChangeMask::from_words(bits, &words);
+            assert_eq!(m.len(), bits);
+            for i in 0..bits {
+                let want = words
+                    .get((i / 64) as usize)
+                    .is_some_and(|w| w >> (i % 64) & 1 == 1);
+                assert_eq!(m.get(i), want, "{bits} bits, bit {i}");
+            }
+            let set = (0..bits).filter(|&i| m.get(i)).count() as u32;
+            assert_eq!(m.count_ones(), set, "{bits} bits: no bit past the length");
+        }
+    }
 
     #[test]
     fn written_bits_is_what_write_writes() {
