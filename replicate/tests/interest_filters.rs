@@ -11,7 +11,10 @@ use common::interest_suite::*;
 use glam::Vec3;
 use replicate::NetRefHandle;
 use replicate::Replicated;
-use replicate::interest::{FilterKind, InterestConfig, ObjectFilter, ObjectFilterInfo, ViewInfo};
+use replicate::interest::{
+    FilterKind, GridFilter, GridFilterConfig, InterestConfig, ObjectFilter, ObjectFilterInfo,
+    ViewInfo,
+};
 
 fn destroyed(sent: &[WirePacket], h: NetRefHandle) -> bool {
     sent.iter().any(|p| p.destroys.contains(&h))
@@ -214,4 +217,68 @@ fn owner_only_allow_deny_groups_and_user_filters() {
     let fresh = spawn(&mut net);
     net.tick();
     assert!(has(&net, 0, fresh) && has(&net, 1, fresh));
+}
+
+#[test]
+fn grid_scope_follows_moving_objects_and_views_as_a_full_evaluation_would() {
+    // Scope is evaluated incrementally (objects that changed cell, cells that entered
+    // or left a moving view's range); every tick, each client must hold exactly the
+    // objects a grid of its own says are visible from its view.
+    let grid_config = GridFilterConfig {
+        cell_size: 1000.0,
+        max_cull_distance: 4000.0,
+    };
+    let mut net = Net::new(3);
+    net.server.set_interest_config(InterestConfig {
+        default_filter: FilterKind::Spatial,
+        grid: grid_config,
+        ..InterestConfig::default()
+    });
+    let mut rng = 0x5EED_u64;
+    let mut next = |m: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % m
+    };
+    let mut model = GridFilter::new(grid_config);
+    let mut objects = Vec::new();
+    for i in 0..120u32 {
+        let h = net.server.objects_mut().spawn(Rock::default()).unwrap();
+        let p = Vec3::new(next(20_000) as f32, next(20_000) as f32, 0.0);
+        net.server.set_object_position(h, p).unwrap();
+        model.update_object(i, p);
+        objects.push((h, p));
+    }
+    let mut views: Vec<Vec3> = (0..3)
+        .map(|_| Vec3::new(next(20_000) as f32, next(20_000) as f32, 0.0))
+        .collect();
+    for tick in 0..80 {
+        // Some objects walk (often across a cell), some views move (or jump).
+        for (i, (h, p)) in objects.iter_mut().enumerate() {
+            if next(4) == 0 {
+                *p += Vec3::new(next(1500) as f32 - 750.0, next(1500) as f32 - 750.0, 0.0);
+                net.server.set_object_position(*h, *p).unwrap();
+                model.update_object(i as u32, *p);
+            }
+        }
+        for (c, v) in views.iter_mut().enumerate() {
+            match next(6) {
+                0 => *v = Vec3::new(next(20_000) as f32, next(20_000) as f32, 0.0),
+                1 | 2 => *v += Vec3::new(next(900) as f32 - 450.0, next(900) as f32 - 450.0, 0.0),
+                _ => {}
+            }
+            net.server.set_view_position(net.clients[c].conn, *v);
+        }
+        net.tick();
+        for (c, &v) in views.iter().enumerate() {
+            for (i, &(h, _)) in objects.iter().enumerate() {
+                assert_eq!(
+                    net.client(c).contains(h),
+                    model.is_visible(i as u32, v),
+                    "tick {tick}, client {c}, object {i}"
+                );
+            }
+        }
+    }
 }

@@ -182,6 +182,37 @@ impl GridFilter {
         dx * dx + dy * dy <= self.config.max_cull_distance * self.config.max_cull_distance
     }
 
+    /// Appends the objects of every cell visible from exactly one of the views `from`
+    /// and `to` (what a view moving from `from` to `to` may gain or lose) to `out`.
+    /// Costs the cells around the two views, and a lookup per cell that changed.
+    pub fn view_changes(&self, from: Vec3, to: Vec3, out: &mut Vec<u32>) {
+        let r = self.config.max_cull_distance;
+        let reach = Vec3::new(r, r, 0.0);
+        let (a0, b0) = (self.cell_of(from - reach), self.cell_of(to - reach));
+        let (a1, b1) = (self.cell_of(from + reach), self.cell_of(to + reach));
+        let (x0, y0) = (a0.0.min(b0.0), a0.1.min(b0.1));
+        let (x1, y1) = (a1.0.max(b1.0), a1.1.max(b1.1));
+        let span = (x1 as i64 - x0 as i64 + 1) * (y1 as i64 - y0 as i64 + 1);
+        let changed = |cx, cy| self.cell_visible(cx, cy, from) != self.cell_visible(cx, cy, to);
+        if span > self.cells.len() as i64 {
+            for (&(cx, cy), objects) in &self.cells {
+                if changed(cx, cy) {
+                    out.extend_from_slice(objects);
+                }
+            }
+            return;
+        }
+        for cx in x0..=x1 {
+            for cy in y0..=y1 {
+                if changed(cx, cy)
+                    && let Some(objects) = self.cells.get(&(cx, cy))
+                {
+                    out.extend_from_slice(objects);
+                }
+            }
+        }
+    }
+
     /// Appends every object visible from `view` to `out`.
     pub fn visible_objects(&self, view: Vec3, out: &mut Vec<u32>) {
         let r = self.config.max_cull_distance;
@@ -300,6 +331,46 @@ mod tests {
             seen.sort();
             let expected: Vec<u32> = (0..500).filter(|&i| g.is_visible(i, view)).collect();
             assert_eq!(seen, expected);
+        }
+    }
+
+    #[test]
+    fn view_changes_are_the_objects_one_view_sees_and_the_other_does_not() {
+        let mut g = GridFilter::new(GridFilterConfig {
+            cell_size: 100.0,
+            max_cull_distance: 450.0,
+        });
+        let mut rng = 777u64;
+        let mut next = |m: u64| {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (rng >> 33) % m
+        };
+        for i in 0..800u32 {
+            let (x, y) = (next(6000) as f32 - 3000.0, next(6000) as f32 - 3000.0);
+            g.update_object(i, Vec3::new(x, y, 0.0));
+        }
+        let mut views = vec![
+            (Vec3::ZERO, Vec3::ZERO),
+            (Vec3::ZERO, Vec3::new(1.0, 0.0, 0.0)),
+            (Vec3::new(-2500.0, 0.0, 0.0), Vec3::new(2500.0, 0.0, 0.0)),
+            // Far apart: every cell of the grid is looked at instead.
+            (Vec3::new(-1e6, 0.0, 0.0), Vec3::new(1e6, 0.0, 0.0)),
+        ];
+        for _ in 0..40 {
+            let from = Vec3::new(next(6000) as f32 - 3000.0, next(6000) as f32 - 3000.0, 0.0);
+            let step = Vec3::new(next(300) as f32 - 150.0, next(300) as f32 - 150.0, 0.0);
+            views.push((from, from + step));
+        }
+        for (from, to) in views {
+            let mut changed = Vec::new();
+            g.view_changes(from, to, &mut changed);
+            changed.sort_unstable();
+            let expected: Vec<u32> = (0..800)
+                .filter(|&i| g.is_visible(i, from) != g.is_visible(i, to))
+                .collect();
+            assert_eq!(changed, expected, "{from} -> {to}");
         }
     }
 

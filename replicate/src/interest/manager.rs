@@ -28,7 +28,6 @@ use super::priority::{Prioritizer, SpherePrioritizer, SpherePrioritizerConfig};
 use crate::handle::NetRefHandle;
 use crate::object::{ConnectionId, InternalIndex, ObjectTable};
 use crate::protocol::ErasedState;
-use crate::serialize::BitArray;
 use crate::state::{ChangeMask, Condition};
 use glam::Vec3;
 use std::any::TypeId;
@@ -105,10 +104,8 @@ struct ConnectionInterest {
     scope: ConnectionScope,
     /// Root objects this layer took out of the connection's scope.
     excluded: HashSet<u32>,
-    /// Objects in grid cells visible from the view at the last tick: a bit per index,
-    /// and the same objects listed (so a tick costs the visible objects, not the world).
-    visible: BitArray,
-    visible_list: Vec<InternalIndex>,
+    /// The view position scope was last evaluated from (`None`: never).
+    evaluated_view: Option<Vec3>,
     /// Objects whose allow/deny entry changed since the last tick.
     touched: Vec<u32>,
     /// Evaluate every object at the next tick (a new connection, new settings).
@@ -333,8 +330,11 @@ impl InterestManager {
             self.touched.push(index);
         }
         match position {
+            // A new cell: every connection evaluates the object again.
             Some(p) => {
-                self.grid.update_object(index, p);
+                if self.grid.update_object(index, p) {
+                    self.touched.push(index);
+                }
             }
             None => self.grid.remove_object(index),
         }
@@ -416,8 +416,7 @@ impl InterestManager {
             view: Vec3::ZERO,
             scope: ConnectionScope::default(),
             excluded: HashSet::new(),
-            visible: BitArray::default(),
-            visible_list: Vec::new(),
+            evaluated_view: None,
             touched: Vec::new(),
             full: true,
             budget,
@@ -639,7 +638,6 @@ impl InterestManager {
             self.config.default_filter,
             FilterKind::OwnerOnly | FilterKind::Custom(_)
         );
-        let mut seen = Vec::new();
         let mut flipped = Vec::new();
         for id in 0..self.connections.len() {
             let Some(c) = self.connections[id].as_mut() else {
@@ -647,13 +645,19 @@ impl InterestManager {
             };
             let conn_touched = std::mem::take(&mut c.touched);
             let full = std::mem::take(&mut c.full);
-            // Grid visibility: only objects whose cell entered or left the view's range
-            // are re-evaluated (cost follows the visible cells, not the world).
-            seen.clear();
-            self.grid.visible_objects(c.view, &mut seen);
+            // Grid visibility: objects that moved to another cell are in `touched`;
+            // besides them, only the objects of cells that entered or left the view's
+            // range since the last evaluation are re-evaluated (nothing when the view
+            // stayed put).
             flipped.clear();
-            visibility_flips(&mut c.visible, &c.visible_list, &seen, &mut flipped);
-            std::mem::swap(&mut c.visible_list, &mut seen);
+            match c.evaluated_view {
+                // Every object is evaluated anyway.
+                _ if all || full => {}
+                Some(from) if from != c.view => self.grid.view_changes(from, c.view, &mut flipped),
+                Some(_) => {}
+                None => self.grid.visible_objects(c.view, &mut flipped),
+            }
+            c.evaluated_view = Some(c.view);
             let Some(c) = self.connections[id].as_ref() else {
                 continue;
             };
@@ -768,64 +772,11 @@ impl InterestManager {
     }
 }
 
-/// The objects that entered or left a view's visible cells: `visible` holds the bits of
-/// `before` (the last tick's list) and is left holding those of `now`; `flipped` gets
-/// every object in one list and not the other. Costs the two lists, not the world.
-fn visibility_flips(
-    visible: &mut BitArray,
-    before: &[InternalIndex],
-    now: &[InternalIndex],
-    flipped: &mut Vec<InternalIndex>,
-) {
-    // Still visible: cleared for now, so the bits left over are the objects that left.
-    let mut kept = 0;
-    for &i in now {
-        if visible.get(i) {
-            visible.clear(i);
-            kept += 1;
-        } else {
-            flipped.push(i);
-        }
-    }
-    if kept < before.len() {
-        for &i in before {
-            if visible.get(i) {
-                visible.clear(i);
-                flipped.push(i);
-            }
-        }
-    }
-    for &i in now {
-        visible.set(i);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::protocol::ProtocolRegistry;
     use std::sync::Arc;
-
-    #[test]
-    fn visibility_flips_are_the_objects_in_one_list_only() {
-        let mut visible = BitArray::default();
-        let mut flipped = Vec::new();
-        visibility_flips(&mut visible, &[], &[3, 70, 5000], &mut flipped);
-        flipped.sort_unstable();
-        assert_eq!(flipped, [3, 70, 5000], "all entered");
-        let mut flipped = Vec::new();
-        visibility_flips(&mut visible, &[3, 70, 5000], &[70, 9, 5000], &mut flipped);
-        flipped.sort_unstable();
-        assert_eq!(flipped, [3, 9], "3 left, 9 entered");
-        assert_eq!(visible.iter().collect::<Vec<_>>(), [9, 70, 5000]);
-        let mut flipped = Vec::new();
-        visibility_flips(&mut visible, &[70, 9, 5000], &[9, 70, 5000], &mut flipped);
-        assert!(flipped.is_empty(), "same set, another order: {flipped:?}");
-        visibility_flips(&mut visible, &[9, 70, 5000], &[], &mut flipped);
-        flipped.sort_unstable();
-        assert_eq!(flipped, [9, 70, 5000], "all left");
-        assert!(visible.none());
-    }
 
     #[test]
     fn packet_allowance_follows_budget_and_packet_cap() {
