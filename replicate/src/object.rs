@@ -345,6 +345,8 @@ pub struct ObjectTable {
     handles: NetRefHandleManager,
     entries: Vec<Option<ObjectEntry>>,
     subobject_set: BitArray,
+    /// The objects with dependents (see [`add_dependent`](Self::add_dependent)).
+    parent_set: BitArray,
     created: Vec<InternalIndex>,
     destroyed: Vec<InternalIndex>,
     torn_off: Vec<InternalIndex>,
@@ -373,6 +375,7 @@ impl ObjectTable {
             handles: NetRefHandleManager::new(replication_system_id),
             entries: Vec::new(),
             subobject_set: BitArray::default(),
+            parent_set: BitArray::default(),
             created: Vec::new(),
             destroyed: Vec::new(),
             torn_off: Vec::new(),
@@ -555,6 +558,18 @@ impl ObjectTable {
     /// Whether `index` is a subobject.
     pub fn is_subobject(&self, index: InternalIndex) -> bool {
         self.subobject_set.get(index)
+    }
+
+    /// Whether the object at `index` has dependents.
+    pub fn has_dependents(&self, index: InternalIndex) -> bool {
+        let has = self.parent_set.get(index);
+        debug_assert_eq!(
+            has,
+            self.entry_at(index)
+                .is_some_and(|e| !e.dependents().is_empty()),
+            "the parent set disagrees with object {index}'s dependents"
+        );
+        has
     }
 
     /// The set of subobject indices.
@@ -799,6 +814,7 @@ impl ObjectTable {
                 Some(x) => x.hint = hint,
                 None => e.dependents.push(DependentObjectInfo { index: d, hint }),
             }
+            self.parent_set.set(p);
         }
         if let Some(Some(e)) = self.entries.get_mut(d as usize)
             && !e.parents.contains(&p)
@@ -815,6 +831,7 @@ impl ObjectTable {
         };
         if let Some(Some(e)) = self.entries.get_mut(p as usize) {
             e.dependents.retain(|x| x.index != d);
+            self.parent_set.assign(p, !e.dependents.is_empty());
         }
         if let Some(Some(e)) = self.entries.get_mut(d as usize) {
             e.parents.retain(|x| *x != p);
@@ -837,9 +854,11 @@ impl ObjectTable {
         let root = e.root;
         self.handles.unmap(handle);
         self.alive_count = self.alive_count.saturating_sub(1);
+        self.parent_set.clear(i);
         for p in parents {
             if let Some(Some(pe)) = self.entries.get_mut(p as usize) {
                 pe.dependents.retain(|x| x.index != i);
+                self.parent_set.assign(p, !pe.dependents.is_empty());
             }
         }
         for d in dependents {

@@ -101,11 +101,7 @@ pub fn schedule_objects(
     let subobjects = table.subobject_set();
     for index in dirty.iter_and_not(Some(subobjects)) {
         let p = priorities.get(index as usize).copied().unwrap_or(0.0);
-        if p >= threshold
-            && table
-                .entry_at(index)
-                .is_some_and(|e| !e.dependents().is_empty())
-        {
+        if p >= threshold && table.has_dependents(index) {
             bump_dependents(table, infos, dirty, priorities, index, p, 0);
         }
     }

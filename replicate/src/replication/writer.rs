@@ -647,6 +647,11 @@ impl ReplicationWriter {
             }
         }
         for &i in table.tick_dirty() {
+            // Out of scope (a root): not replicated here, and the small bit array
+            // answers without touching the object's send state.
+            if self.excluded.get(i) {
+                continue;
+            }
             let Some(info) = self.infos.get_mut(i as usize) else {
                 continue;
             };
