@@ -891,6 +891,12 @@ impl ConnectionBaselines {
         self.objects.get(object as usize)
     }
 
+    /// Makes room for the baselines of objects `0..objects` at once.
+    pub(crate) fn reserve(&mut self, objects: usize) {
+        self.objects
+            .reserve_exact(objects.saturating_sub(self.objects.len()));
+    }
+
     fn get_mut(&mut self, object: InternalIndex) -> &mut ObjectBaselines {
         let i = object as usize;
         if self.objects.len() <= i {

@@ -570,6 +570,12 @@ impl ReplicationWriter {
     /// Starts replicating every live object in scope (a new connection).
     pub fn start_all(&mut self, table: &mut ObjectTable) {
         let n = table.index_capacity() as InternalIndex;
+        // Sized once for the objects there are (growing object by object would leave
+        // the smaller copies behind).
+        if let Some(last) = n.checked_sub(1) {
+            self.ensure(last);
+            self.baselines.reserve(n as usize);
+        }
         for i in 0..n {
             if table.entry_at(i).is_some_and(|e| e.is_alive()) && self.in_scope(table, i) {
                 self.start_replication(table, i);
