@@ -818,12 +818,16 @@ impl<T: ServerTransport> Server<T> {
                 sent && more
             },
         );
-        let finished: Vec<(ClientId, ConnectionId, bool)> = flushes
-            .into_iter()
-            .map(|f| (f.client, f.conn, f.sent_any))
-            .collect();
-        for (client, conn, sent_any) in finished {
-            self.finish_peer(client, conn, sent_any);
+        let keep_alive_interval = self.config.keep_alive_interval;
+        for f in flushes {
+            Self::finish_peer(
+                transport,
+                insights,
+                &mut self.replication,
+                keep_alive_interval,
+                now,
+                f,
+            );
         }
     }
 
@@ -891,11 +895,15 @@ impl<T: ServerTransport> Server<T> {
 
     /// After a tick's packets: a keep-alive or an ack for a client that got none,
     /// then its statistics.
-    fn finish_peer(&mut self, client: ClientId, conn: ConnectionId, sent_any: bool) {
-        let now = self.now;
-        let Some(peer) = self.peers.get_mut(&client) else {
-            return;
-        };
+    fn finish_peer(
+        transport: &mut T,
+        insights: &mut Option<Box<ServerInsights>>,
+        replication: &mut ReplicationServer,
+        keep_alive_interval: Duration,
+        now: Duration,
+        f: Flush<'_>,
+    ) {
+        let (client, peer) = (f.client, f.peer);
         let Phase::Active {
             connection,
             liveness,
@@ -904,27 +912,27 @@ impl<T: ServerTransport> Server<T> {
         else {
             return;
         };
-        if sent_any {
+        if f.sent_any {
             liveness.last_eliciting = now;
-        } else if liveness.keep_alive_due(now, self.config.keep_alive_interval) {
+        } else if liveness.keep_alive_due(now, keep_alive_interval) {
             // Nothing to send for a while: an empty packet the client must ack.
             let mut w = BitWriter::with_capacity_bytes(MAX_HEADER_BITS.div_ceil(8));
             connection.write_header(now, &mut w);
             if let Ok(bytes) = w.finish() {
-                Self::send_raw(&mut self.transport, client, &mut peer.stats, &bytes);
+                Self::send_raw(transport, client, &mut peer.stats, &bytes);
             }
             liveness.last_eliciting = now;
         } else if connection.needs_ack() {
             let (_, bytes) = connection.ack_only_packet(now);
-            Self::send_raw(&mut self.transport, client, &mut peer.stats, &bytes);
-            if let Some(i) = self.insights.as_mut() {
+            Self::send_raw(transport, client, &mut peer.stats, &bytes);
+            if let Some(i) = insights.as_mut() {
                 i.on_ack_only(now, client, bytes.len());
             }
         }
         peer.stats.update(now, Some(connection));
-        if let Some(i) = self.insights.as_mut() {
+        if let Some(i) = insights.as_mut() {
             i.on_stats(now, client, &peer.stats.stats);
-            i.add_ranges(self.replication.take_member_ranges(conn));
+            i.add_ranges(replication.take_member_ranges(f.conn));
         }
     }
 
