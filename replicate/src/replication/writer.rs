@@ -1006,6 +1006,10 @@ impl ReplicationWriter {
     /// `NoData` (and writes nothing) when there was nothing to send or nothing fit.
     pub fn write(&mut self, table: &ObjectTable, w: &mut BitWriter) -> WriteResult {
         self.pump_huge(table);
+        if self.pending_destroys.is_empty() && self.dirty.none() {
+            // Nothing to write (the common case of a quiet connection).
+            return WriteResult::NoData;
+        }
         let start = w.mark();
         let mut record = PacketRecord::default();
         let mut more = false;
