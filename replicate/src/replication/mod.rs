@@ -321,27 +321,6 @@ type PacketWork<'j, 'w> = (
     usize,
 );
 
-/// The open connection of each job, in job order, each borrowed once (`None` for one
-/// not open or named by an earlier job).
-fn open_connections<'a>(
-    connections: &'a mut [Option<ServerConnection>],
-    jobs: &[WriteJob<'_>],
-) -> Vec<Option<&'a mut ServerConnection>> {
-    if let [job] = jobs {
-        // A pass of one: no walk over every connection.
-        return vec![
-            connections
-                .get_mut(job.connection as usize)
-                .and_then(Option::as_mut),
-        ];
-    }
-    let mut open: Vec<Option<&mut ServerConnection>> =
-        connections.iter_mut().map(Option::as_mut).collect();
-    jobs.iter()
-        .map(|job| open.get_mut(job.connection as usize).and_then(Option::take))
-        .collect()
-}
-
 /// Runs `work` over `items` split into one contiguous share per cache (at most as many
 /// shares as items), each share with its own cache: the first on the calling thread,
 /// the others on scoped threads.
@@ -890,14 +869,27 @@ impl ReplicationServer {
     fn write_jobs(&mut self, jobs: &mut [WriteJob<'_>]) {
         // Each connection's allowance (interest layer: budget, packets per tick) and
         // each open connection once, borrowed apart from the table and the caches.
-        let mut conns = open_connections(&mut self.connections, jobs);
         let mut work: Vec<PacketWork<'_, '_>> = Vec::with_capacity(jobs.len());
         {
             let mut interest = interest_hooks::lock(&self.interest);
-            for (job, conn) in jobs.iter_mut().zip(conns.drain(..)) {
-                let allowed = interest.begin_packet(job.connection);
-                let start = job.writer.position();
+            let mut admit =
+                |job: &WriteJob<'_>| (interest.begin_packet(job.connection), job.writer.position());
+            if let [job] = jobs {
+                // A pass of one: no walk over every connection.
+                let conn = self
+                    .connections
+                    .get_mut(job.connection as usize)
+                    .and_then(Option::as_mut);
+                let (allowed, start) = admit(job);
                 work.push((job, conn, allowed, start));
+            } else {
+                let mut open: Vec<Option<&mut ServerConnection>> =
+                    self.connections.iter_mut().map(Option::as_mut).collect();
+                for job in jobs.iter_mut() {
+                    let conn = open.get_mut(job.connection as usize).and_then(Option::take);
+                    let (allowed, start) = admit(job);
+                    work.push((job, conn, allowed, start));
+                }
             }
         }
         let objects = &self.objects;

@@ -426,6 +426,8 @@ pub struct BitArray {
     words: Vec<u64>,
     /// Bit `k` is set when `words[k]` is not zero.
     summary: Vec<u64>,
+    /// Words not zero (the summary's set bits): an empty array answers at once.
+    set_words: usize,
 }
 
 impl BitArray {
@@ -445,18 +447,24 @@ impl BitArray {
             self.words.resize(w + 1, 0);
             self.summary.resize(self.words.len().div_ceil(64), 0);
         }
+        if self.words[w] == 0 {
+            self.summary[w / 64] |= 1 << (w % 64);
+            self.set_words += 1;
+        }
         self.words[w] |= 1 << (i % 64);
-        self.summary[w / 64] |= 1 << (w % 64);
     }
 
     /// Clears bit `i`.
     #[inline]
     pub fn clear(&mut self, i: u32) {
         let w = (i / 64) as usize;
-        if let Some(word) = self.words.get_mut(w) {
+        if let Some(word) = self.words.get_mut(w)
+            && *word != 0
+        {
             *word &= !(1 << (i % 64));
             if *word == 0 {
                 self.summary[w / 64] &= !(1 << (w % 64));
+                self.set_words -= 1;
             }
         }
     }
@@ -475,11 +483,12 @@ impl BitArray {
 
     /// Whether no bit is set.
     pub fn none(&self) -> bool {
-        self.summary.iter().all(|&s| s == 0)
+        self.set_words == 0
     }
 
     /// Clears every bit.
     pub fn clear_all(&mut self) {
+        self.set_words = 0;
         for k in 0..self.summary.len() {
             let mut s = std::mem::take(&mut self.summary[k]);
             while s != 0 {
@@ -496,17 +505,27 @@ impl BitArray {
 
     /// The indices of the words with a bit set, ascending.
     fn set_words(&self) -> impl Iterator<Item = usize> + '_ {
-        self.summary.iter().enumerate().flat_map(|(k, &s)| {
-            let mut s = s;
-            std::iter::from_fn(move || {
-                if s == 0 {
-                    return None;
-                }
-                let b = s.trailing_zeros() as usize;
-                s &= s - 1;
-                Some(k * 64 + b)
+        // The summary is read up to its last set bit only.
+        let mut left = self.set_words;
+        self.summary
+            .iter()
+            .enumerate()
+            .take_while(move |&(_, &s)| {
+                let go = left > 0;
+                left = left.saturating_sub(s.count_ones() as usize);
+                go
             })
-        })
+            .flat_map(|(k, &s)| {
+                let mut s = s;
+                std::iter::from_fn(move || {
+                    if s == 0 {
+                        return None;
+                    }
+                    let b = s.trailing_zeros() as usize;
+                    s &= s - 1;
+                    Some(k * 64 + b)
+                })
+            })
     }
 
     /// Indices set in `self` and not in `other` (or all of `self` when `None`).
