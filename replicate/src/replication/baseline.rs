@@ -1045,9 +1045,11 @@ impl ConnectionBaselines {
     /// slot `index` (one [`free_slot`](Self::free_slot) gave), nominated by the packet
     /// with `ordinal`; it holds `synced` in sync and was built from the snapshot `prior`,
     /// whose own prior was `prior2` (references are taken on both; `prior2` is kept only
-    /// for baselines far enough apart for a quadratic prediction).
+    /// for baselines far enough apart for a quadratic prediction). The tests' eager form
+    /// of [`nominate_later`](Self::nominate_later) and [`settle`](Self::settle).
+    #[cfg(test)]
     #[allow(clippy::too_many_arguments)]
-    pub fn nominate(
+    fn nominate(
         &mut self,
         storage: &mut BaselineStorage,
         object: InternalIndex,
@@ -1204,7 +1206,15 @@ impl ConnectionBaselines {
         for s in self.released.drain(..) {
             storage.release(s);
         }
+        // The pass's nominations are the newest in flight: no delivery settles a
+        // packet before its pass is settled.
         let start = self.in_flight.len() - self.unsettled.len();
+        debug_assert!(
+            self.in_flight
+                .range(start..)
+                .all(|n| n.baseline.snapshot == NO_SNAPSHOT),
+            "the unsettled nominations are not the newest in flight"
+        );
         for (n, handle) in self
             .in_flight
             .range_mut(start..)
