@@ -186,53 +186,52 @@ impl GridFilter {
     /// and `to` (what a view moving from `from` to `to` may gain or lose) to `out`.
     /// Costs the cells around the two views, and a lookup per cell that changed.
     pub fn view_changes(&self, from: Vec3, to: Vec3, out: &mut Vec<u32>) {
-        let r = self.config.max_cull_distance;
-        let reach = Vec3::new(r, r, 0.0);
-        let (a0, b0) = (self.cell_of(from - reach), self.cell_of(to - reach));
-        let (a1, b1) = (self.cell_of(from + reach), self.cell_of(to + reach));
-        let (x0, y0) = (a0.0.min(b0.0), a0.1.min(b0.1));
-        let (x1, y1) = (a1.0.max(b1.0), a1.1.max(b1.1));
-        let span = (x1 as i64 - x0 as i64 + 1) * (y1 as i64 - y0 as i64 + 1);
-        let changed = |cx, cy| self.cell_visible(cx, cy, from) != self.cell_visible(cx, cy, to);
-        if span > self.cells.len() as i64 {
-            for (&(cx, cy), objects) in &self.cells {
-                if changed(cx, cy) {
-                    out.extend_from_slice(objects);
-                }
-            }
-            return;
-        }
-        for cx in x0..=x1 {
-            for cy in y0..=y1 {
-                if changed(cx, cy)
-                    && let Some(objects) = self.cells.get(&(cx, cy))
-                {
-                    out.extend_from_slice(objects);
-                }
-            }
-        }
+        let ((a0, a1), (b0, b1)) = (self.reach_of(from), self.reach_of(to));
+        let low = (a0.0.min(b0.0), a0.1.min(b0.1));
+        let high = (a1.0.max(b1.0), a1.1.max(b1.1));
+        self.objects_of_cells(low, high, out, |cx, cy| {
+            self.cell_visible(cx, cy, from) != self.cell_visible(cx, cy, to)
+        });
     }
 
     /// Appends every object visible from `view` to `out`.
     pub fn visible_objects(&self, view: Vec3, out: &mut Vec<u32>) {
+        let (low, high) = self.reach_of(view);
+        self.objects_of_cells(low, high, out, |cx, cy| self.cell_visible(cx, cy, view));
+    }
+
+    /// The lowest and highest cells a view at `view` may see.
+    fn reach_of(&self, view: Vec3) -> (Cell, Cell) {
         let r = self.config.max_cull_distance;
-        let (x0, y0) = self.cell_of(view - Vec3::new(r, r, 0.0));
-        let (x1, y1) = self.cell_of(view + Vec3::new(r, r, 0.0));
-        let span = (x1 as i64 - x0 as i64 + 1) * (y1 as i64 - y0 as i64 + 1);
+        let reach = Vec3::new(r, r, 0.0);
+        (self.cell_of(view - reach), self.cell_of(view + reach))
+    }
+
+    /// Appends the objects of the cells from `low` to `high` that `keep` accepts:
+    /// looked up cell by cell, or, when the range holds more cells than the grid has
+    /// occupied, by walking the occupied cells.
+    fn objects_of_cells(
+        &self,
+        low: Cell,
+        high: Cell,
+        out: &mut Vec<u32>,
+        keep: impl Fn(i32, i32) -> bool,
+    ) {
+        let span = (high.0 as i64 - low.0 as i64 + 1) * (high.1 as i64 - low.1 as i64 + 1);
         if span > self.cells.len() as i64 {
             for (&(cx, cy), objects) in &self.cells {
-                if self.cell_visible(cx, cy, view) {
+                if keep(cx, cy) {
                     out.extend_from_slice(objects);
                 }
             }
             return;
         }
-        for cx in x0..=x1 {
-            for cy in y0..=y1 {
-                if let Some(objects) = self.cells.get(&(cx, cy)) {
-                    if self.cell_visible(cx, cy, view) {
-                        out.extend_from_slice(objects);
-                    }
+        for cx in low.0..=high.0 {
+            for cy in low.1..=high.1 {
+                if keep(cx, cy)
+                    && let Some(objects) = self.cells.get(&(cx, cy))
+                {
+                    out.extend_from_slice(objects);
                 }
             }
         }
@@ -306,21 +305,35 @@ mod tests {
         assert_eq!(seen.len(), 2);
     }
 
-    #[test]
-    fn visible_objects_matches_is_visible() {
+    /// A seeded generator of integers below `m`.
+    fn draws(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut rng = seed;
+        move |m| {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (rng >> 33) % m
+        }
+    }
+
+    /// A grid of 100-unit cells seen 450 units around a view, holding `count` objects
+    /// scattered over a square of side `span` centred on the origin.
+    fn scattered_grid(count: u32, span: u64, next: &mut impl FnMut(u64) -> u64) -> GridFilter {
         let mut g = GridFilter::new(GridFilterConfig {
             cell_size: 100.0,
             max_cull_distance: 450.0,
         });
-        let mut rng = 12345u64;
-        for i in 0..500u32 {
-            rng = rng
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let x = ((rng >> 33) % 4000) as f32 - 2000.0;
-            let y = ((rng >> 13) % 4000) as f32 - 2000.0;
+        let half = (span / 2) as f32;
+        for i in 0..count {
+            let (x, y) = (next(span) as f32 - half, next(span) as f32 - half);
             g.update_object(i, Vec3::new(x, y, 0.0));
         }
+        g
+    }
+
+    #[test]
+    fn visible_objects_matches_is_visible() {
+        let g = scattered_grid(500, 4000, &mut draws(12345));
         for view in [
             Vec3::ZERO,
             Vec3::new(1234.0, -800.0, 5.0),
@@ -336,21 +349,8 @@ mod tests {
 
     #[test]
     fn view_changes_are_the_objects_one_view_sees_and_the_other_does_not() {
-        let mut g = GridFilter::new(GridFilterConfig {
-            cell_size: 100.0,
-            max_cull_distance: 450.0,
-        });
-        let mut rng = 777u64;
-        let mut next = |m: u64| {
-            rng = rng
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (rng >> 33) % m
-        };
-        for i in 0..800u32 {
-            let (x, y) = (next(6000) as f32 - 3000.0, next(6000) as f32 - 3000.0);
-            g.update_object(i, Vec3::new(x, y, 0.0));
-        }
+        let mut next = draws(777);
+        let g = scattered_grid(800, 6000, &mut next);
         let mut views = vec![
             (Vec3::ZERO, Vec3::ZERO),
             (Vec3::ZERO, Vec3::new(1.0, 0.0, 0.0)),
