@@ -66,7 +66,7 @@ fn lost_baseline_merges_its_mask_back() {
     );
     assert_eq!(pending & 1 << acked, 0, "in another slot");
     assert_eq!(w.baselines().count(i), 2);
-    assert_eq!(w.change_mask(i).unwrap().to_u64(), 0);
+    assert_eq!(w.change_mask(m.server.objects(), i).unwrap().to_u64(), 0);
     m.server.objects_mut().get_mut::<Pawn>(h).unwrap().alive = true; // D
     m.now += Duration::from_millis(16);
     m.server.tick(m.now);
@@ -74,7 +74,7 @@ fn lost_baseline_merges_its_mask_back() {
         m.server
             .writer(m.conn)
             .unwrap()
-            .change_mask(i)
+            .change_mask(m.server.objects(), i)
             .unwrap()
             .to_u64(),
         0b1000
@@ -82,7 +82,7 @@ fn lost_baseline_merges_its_mask_back() {
     m.ack(lost_seq, DeliveryStatus::Lost);
     let w = m.server.writer(m.conn).unwrap();
     assert_eq!(
-        w.change_mask(i).unwrap().to_u64(),
+        w.change_mask(m.server.objects(), i).unwrap().to_u64(),
         0b1111,
         "A, B, C merged back with D"
     );

@@ -238,7 +238,9 @@ fn members_marked_dirty_between_two_packets_of_a_tick_are_sent_in_that_tick() {
 /// Whether the writer still owes members of `h` (false once a batch carried them).
 fn owed(m: &Manual, h: NetRefHandle) -> bool {
     let i = m.server.objects().index_of(h).expect("live object");
-    writer(m).change_mask(i).is_some_and(|mask| mask.any())
+    writer(m)
+        .change_mask(m.server.objects(), i)
+        .is_some_and(|mask| mask.any())
 }
 
 struct Run {

@@ -673,7 +673,7 @@ impl ReplicationWriter {
             info.set_state(S::Created);
         } else {
             info.set_state(S::PendingCreate);
-            info.set_all(&mut self.pool);
+            info.set_all(super::mask_bits(table, index), &mut self.pool);
         }
         if info.has_dirty_mask() || info.has_dirty_subobjects() || info.has_dirty_tags() {
             self.mark_dirty(table, index);

@@ -1,4 +1,4 @@
-//! Per-connection bookkeeping of the replication writer: the 16-byte per-object send
+//! Per-connection bookkeeping of the replication writer: the 8-byte per-object send
 //! state ([`ReplicationInfo`]) with its lifecycle state machine
 //! ([`ReplicatedObjectState`]), the per-packet records of what was sent
 //! ([`PacketRecord`]), and a growable bit array ([`BitArray`]) for the dirty, scope and
@@ -161,88 +161,121 @@ impl ReplicatedObjectState {
     }
 }
 
-/// Where a change mask of more than 64 bits lives: a slot in a per-writer pool.
+/// Where the change masks wider than [`INLINE_MASK_BITS`] live: one writer's pool of
+/// words. A mask takes a header word (its width in words) and its words, at an offset
+/// the [`ReplicationInfo`] keeps; released masks are reused by width.
 #[derive(Debug, Default)]
 pub struct MaskPool {
-    slots: Vec<Box<[u64]>>,
-    free: Vec<u32>,
+    words: Vec<u64>,
+    /// Released offsets, by width in words.
+    free: Vec<(u32, Vec<u32>)>,
+    in_use: usize,
 }
+
+/// The most words a pool holds: its offsets fit the bits an info has left.
+const POOL_WORDS: usize = 1 << INLINE_MASK_BITS;
 
 impl MaskPool {
-    fn alloc(&mut self, words: usize) -> u64 {
-        if let Some(slot) = self.free.pop() {
-            let s = &mut self.slots[slot as usize];
-            if s.len() != words {
-                *s = vec![0; words].into_boxed_slice();
-            } else {
-                s.fill(0);
+    /// A cleared mask of `words` words, or `None` when the pool is full.
+    fn alloc(&mut self, words: u32) -> Option<u32> {
+        let reused = self
+            .free
+            .iter_mut()
+            .find(|(w, _)| *w == words)
+            .and_then(|(_, free)| free.pop());
+        let offset = match reused {
+            Some(offset) => {
+                self.get_mut(offset).fill(0);
+                offset
             }
-            return slot as u64;
+            None => {
+                let offset = self.words.len();
+                if offset + 1 + words as usize > POOL_WORDS {
+                    return None;
+                }
+                self.words.push(u64::from(words));
+                self.words.resize(offset + 1 + words as usize, 0);
+                offset as u32
+            }
+        };
+        self.in_use += 1;
+        Some(offset)
+    }
+
+    fn release(&mut self, offset: u32) {
+        let words = self.words.get(offset as usize).map_or(0, |w| *w as u32);
+        match self.free.iter_mut().find(|(w, _)| *w == words) {
+            Some((_, free)) => free.push(offset),
+            None => self.free.push((words, vec![offset])),
         }
-        self.slots.push(vec![0; words].into_boxed_slice());
-        (self.slots.len() - 1) as u64
+        self.in_use -= 1;
     }
 
-    fn release(&mut self, slot: u64) {
-        self.free.push(slot as u32);
+    fn range(&self, offset: u32) -> std::ops::Range<usize> {
+        let start = offset as usize + 1;
+        let words = self.words.get(offset as usize).map_or(0, |w| *w as usize);
+        start..(start + words).min(self.words.len())
     }
 
-    fn get(&self, slot: u64) -> &[u64] {
-        self.slots.get(slot as usize).map_or(&[], |s| s)
+    fn get(&self, offset: u32) -> &[u64] {
+        &self.words[self.range(offset)]
     }
 
-    fn get_mut(&mut self, slot: u64) -> &mut [u64] {
-        self.slots.get_mut(slot as usize).map_or(&mut [], |s| s)
+    fn get_mut(&mut self, offset: u32) -> &mut [u64] {
+        let range = self.range(offset);
+        &mut self.words[range]
     }
 
-    /// Number of heap masks in use.
+    /// Number of pooled masks in use.
     pub fn in_use(&self) -> usize {
-        self.slots.len() - self.free.len()
+        self.in_use
     }
 }
 
-// Bit layout of `ReplicationInfo::flags`.
-const BITS_SHIFT: u32 = 0; // 16 bits: change-mask bit count
-const STATE_SHIFT: u32 = 16; // 5 bits
-const IS_SUBOBJECT: u64 = 1 << 21;
-const HAS_DIRTY_MASK: u64 = 1 << 22;
-const CREATION_CONFIRMED: u64 = 1 << 23;
-const TEAR_OFF: u64 = 1 << 24;
-const DELTA_ENABLED: u64 = 1 << 25;
-const CREATION_RESENT: u64 = 1 << 26;
-// Bits 27 to 29 are free.
-const HAS_DIRTY_SUBOBJECTS: u64 = 1 << 30;
-const CREATION_SENT: u64 = 1 << 31;
-const MASK_ALLOCATED: u64 = 1 << 32;
-const TAGS_DIRTY: u64 = 1 << 33;
-const LOCAL_SHIFT: u32 = 34; // 24 bits: the connection-local object index + 1 (0: none)
+// Bit layout of `ReplicationInfo::bits`.
+const STATE_SHIFT: u32 = 0; // 5 bits
+const IS_SUBOBJECT: u64 = 1 << 5;
+const HAS_DIRTY_MASK: u64 = 1 << 6;
+const CREATION_CONFIRMED: u64 = 1 << 7;
+const TEAR_OFF: u64 = 1 << 8;
+const CREATION_RESENT: u64 = 1 << 9;
+const HAS_DIRTY_SUBOBJECTS: u64 = 1 << 10;
+const CREATION_SENT: u64 = 1 << 11;
+const MASK_POOLED: u64 = 1 << 12;
+const TAGS_DIRTY: u64 = 1 << 13;
+const LOCAL_SHIFT: u32 = 14; // 24 bits: the connection-local object index + 1 (0: none)
 const LOCAL_MASK: u64 = (1 << 24) - 1;
+const MASK_SHIFT: u32 = LOCAL_SHIFT + 24; // the rest: the inline mask or the pool offset
+
+/// The widest change mask a [`ReplicationInfo`] holds inline; a wider one lives in the
+/// writer's [`MaskPool`].
+pub const INLINE_MASK_BITS: u32 = 64 - MASK_SHIFT;
+const INLINE_MASK: u64 = (1 << INLINE_MASK_BITS) - 1;
 
 /// "No baseline" where a baseline slot is stored in a byte (= the slot count,
 /// [`MAX_BASELINE_COUNT`](super::MAX_BASELINE_COUNT)).
 pub const INVALID_BASELINE_INDEX: u8 = 1 << super::wire::BASELINE_SLOT_BITS;
 
-/// One object's send state for one connection: exactly 16 bytes (Iris's
-/// `FReplicationInfo`): a change mask stored inline (up to 64 bits) or as a slot in a
-/// [`MaskPool`], and a 64-bit word of bit fields (mask bit count, lifecycle state, flags,
-/// the connection-local index).
+/// One object's send state for one connection (Iris's `FReplicationInfo`) in one
+/// 64-bit word: the lifecycle state, flags, the connection-local index, and the
+/// accumulated change mask, inline up to [`INLINE_MASK_BITS`] bits or else the offset
+/// of its words in a [`MaskPool`]. The mask's width is the object type's (its
+/// descriptor's `change_mask_bits`), which the caller passes.
 ///
 /// ```
 /// use replicate::internals::replication::ReplicationInfo;
-/// assert_eq!(std::mem::size_of::<ReplicationInfo>(), 16);
+/// assert_eq!(std::mem::size_of::<ReplicationInfo>(), 8);
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
-#[repr(C)]
 pub struct ReplicationInfo {
-    mask_or_slot: u64,
-    flags: u64,
+    bits: u64,
 }
 
 impl ReplicationInfo {
     /// The lifecycle state.
     #[inline]
     pub fn state(&self) -> ReplicatedObjectState {
-        ReplicatedObjectState::from_bits((self.flags >> STATE_SHIFT) & 0x1F)
+        ReplicatedObjectState::from_bits((self.bits >> STATE_SHIFT) & 0x1F)
     }
 
     /// Sets the state, validating the transition: an illegal one is a debug assertion
@@ -261,24 +294,18 @@ impl ReplicationInfo {
     }
 
     fn force_state(&mut self, to: ReplicatedObjectState) {
-        self.flags = (self.flags & !(0x1F << STATE_SHIFT)) | ((to as u64) << STATE_SHIFT);
-    }
-
-    /// Change-mask bits of the object's type.
-    #[inline]
-    pub fn mask_bits(&self) -> u32 {
-        ((self.flags >> BITS_SHIFT) & 0xFFFF) as u32
+        self.bits = (self.bits & !(0x1F << STATE_SHIFT)) | ((to as u64) << STATE_SHIFT);
     }
 
     fn flag(&self, f: u64) -> bool {
-        self.flags & f != 0
+        self.bits & f != 0
     }
 
     fn set_flag(&mut self, f: u64, on: bool) {
         if on {
-            self.flags |= f;
+            self.bits |= f;
         } else {
-            self.flags &= !f;
+            self.bits &= !f;
         }
     }
 
@@ -297,10 +324,6 @@ impl ReplicationInfo {
     /// Whether the object is being torn off.
     pub fn is_tear_off(&self) -> bool {
         self.flag(TEAR_OFF)
-    }
-    /// Whether delta compression is on for the object (reserved for the delta layer).
-    pub fn is_delta_enabled(&self) -> bool {
-        self.flag(DELTA_ENABLED)
     }
     /// Whether one of the object's subobjects has something to send.
     pub fn has_dirty_subobjects(&self) -> bool {
@@ -343,80 +366,88 @@ impl ReplicationInfo {
     }
     /// The connection-local index the object is named by on the wire, once assigned.
     pub fn local_index(&self) -> Option<u32> {
-        let stored = (self.flags >> LOCAL_SHIFT) & LOCAL_MASK;
+        let stored = (self.bits >> LOCAL_SHIFT) & LOCAL_MASK;
         (stored != 0).then(|| stored as u32 - 1)
     }
 
     pub(crate) fn set_local_index(&mut self, index: Option<u32>) {
         let stored = index.map_or(0, |i| u64::from(i) + 1) & LOCAL_MASK;
-        self.flags = (self.flags & !(LOCAL_MASK << LOCAL_SHIFT)) | stored << LOCAL_SHIFT;
+        self.bits = (self.bits & !(LOCAL_MASK << LOCAL_SHIFT)) | stored << LOCAL_SHIFT;
+    }
+
+    /// The mask field: the inline mask, or the pool offset.
+    fn mask_field(&self) -> u64 {
+        self.bits >> MASK_SHIFT
+    }
+
+    fn set_mask_field(&mut self, value: u64) {
+        self.bits =
+            (self.bits & !(INLINE_MASK << MASK_SHIFT)) | (value & INLINE_MASK) << MASK_SHIFT;
     }
 
     /// Starts tracking an object whose type has `mask_bits` change-mask bits; the state
-    /// is `Invalid` and the mask clear.
-    pub(crate) fn init(&mut self, mask_bits: u32, pool: &mut MaskPool) {
+    /// is `Invalid` and the mask clear. `false` when the mask needs the pool and the
+    /// pool is full (2²⁶ words, 512 MiB of masks).
+    #[must_use]
+    pub(crate) fn init(&mut self, mask_bits: u32, pool: &mut MaskPool) -> bool {
         self.release(pool);
-        self.flags = (mask_bits.min(0xFFFF) as u64) << BITS_SHIFT;
-        self.mask_or_slot = 0;
-        if mask_bits > 64 {
-            self.mask_or_slot = pool.alloc(mask_bits.div_ceil(64) as usize);
-            self.flags |= MASK_ALLOCATED;
+        if mask_bits > INLINE_MASK_BITS {
+            let Some(offset) = pool.alloc(mask_bits.div_ceil(64)) else {
+                return false;
+            };
+            self.set_mask_field(u64::from(offset));
+            self.bits |= MASK_POOLED;
         }
+        true
     }
 
-    /// Forgets the object (state `Invalid`, heap mask returned to the pool).
+    /// Forgets the object (state `Invalid`, pooled mask returned to the pool).
     pub(crate) fn release(&mut self, pool: &mut MaskPool) {
-        if self.flag(MASK_ALLOCATED) {
-            pool.release(self.mask_or_slot);
+        if self.flag(MASK_POOLED) {
+            pool.release(self.mask_field() as u32);
         }
         *self = Self::default();
     }
 
-    fn words<'a>(&'a self, pool: &'a MaskPool) -> &'a [u64] {
-        if self.flag(MASK_ALLOCATED) {
-            pool.get(self.mask_or_slot)
+    /// The accumulated change mask, `mask_bits` wide (the object type's).
+    pub fn change_mask(&self, mask_bits: u32, pool: &MaskPool) -> ChangeMask {
+        if self.flag(MASK_POOLED) {
+            ChangeMask::from_words(mask_bits, pool.get(self.mask_field() as u32))
         } else {
-            std::slice::from_ref(&self.mask_or_slot)
+            ChangeMask::from_u64(mask_bits, self.mask_field())
         }
-    }
-
-    fn words_mut<'a>(&'a mut self, pool: &'a mut MaskPool) -> &'a mut [u64] {
-        if self.flag(MASK_ALLOCATED) {
-            pool.get_mut(self.mask_or_slot)
-        } else {
-            std::slice::from_mut(&mut self.mask_or_slot)
-        }
-    }
-
-    /// The accumulated change mask as a [`ChangeMask`].
-    pub fn change_mask(&self, pool: &MaskPool) -> ChangeMask {
-        ChangeMask::from_words(self.mask_bits(), self.words(pool))
     }
 
     /// ORs `mask` into the accumulated change mask.
     pub(crate) fn or_mask(&mut self, mask: &ChangeMask, pool: &mut MaskPool) {
-        let mut any = false;
-        for (a, b) in self.words_mut(pool).iter_mut().zip(mask.words()) {
-            *a |= *b;
-            any |= *a != 0;
-        }
-        if !any {
-            any = self.words(pool).iter().any(|w| *w != 0);
-        }
+        let any = if self.flag(MASK_POOLED) {
+            let words = pool.get_mut(self.mask_field() as u32);
+            for (a, b) in words.iter_mut().zip(mask.words()) {
+                *a |= *b;
+            }
+            words.iter().any(|w| *w != 0)
+        } else {
+            let merged = self.mask_field() | mask.words().first().copied().unwrap_or(0);
+            self.set_mask_field(merged);
+            merged & INLINE_MASK != 0
+        };
         self.set_flag(HAS_DIRTY_MASK, any);
     }
 
-    /// Sets every bit of the change mask.
-    pub(crate) fn set_all(&mut self, pool: &mut MaskPool) {
-        let bits = self.mask_bits();
-        self.or_mask(&ChangeMask::all(bits), pool);
+    /// Sets every bit of the change mask, `mask_bits` wide.
+    pub(crate) fn set_all(&mut self, mask_bits: u32, pool: &mut MaskPool) {
+        self.or_mask(&ChangeMask::all(mask_bits), pool);
         // A type without members still has "something to send" when asked.
         self.set_flag(HAS_DIRTY_MASK, true);
     }
 
     /// Clears the change mask.
     pub(crate) fn clear_mask(&mut self, pool: &mut MaskPool) {
-        self.words_mut(pool).fill(0);
+        if self.flag(MASK_POOLED) {
+            pool.get_mut(self.mask_field() as u32).fill(0);
+        } else {
+            self.set_mask_field(0);
+        }
         self.set_flag(HAS_DIRTY_MASK, false);
     }
 }
@@ -467,23 +498,30 @@ mod tests {
     use ReplicatedObjectState::*;
 
     #[test]
-    fn info_is_16_bytes_and_packs_fields() {
-        assert_eq!(std::mem::size_of::<ReplicationInfo>(), 16);
+    fn info_is_8_bytes_and_packs_fields() {
+        assert_eq!(std::mem::size_of::<ReplicationInfo>(), 8);
         let mut pool = MaskPool::default();
         let mut info = ReplicationInfo::default();
-        info.init(3, &mut pool);
+        assert!(info.init(3, &mut pool));
         assert_eq!(info.state(), Invalid);
-        assert_eq!(info.mask_bits(), 3);
         info.set_state(PendingCreate);
-        info.set_all(&mut pool);
-        assert_eq!(info.change_mask(&pool).to_u64(), 0b111);
+        info.set_all(3, &mut pool);
+        assert_eq!(info.change_mask(3, &pool).to_u64(), 0b111);
         info.set_subobject(true);
         info.set_creation_confirmed(true);
+        info.set_local_index(Some((1 << 24) - 2));
         assert_eq!(info.state(), PendingCreate);
         assert!(info.is_subobject() && info.is_creation_confirmed() && info.has_dirty_mask());
+        assert_eq!(info.local_index(), Some((1 << 24) - 2));
         info.clear_mask(&mut pool);
         assert!(!info.has_dirty_mask());
-        assert_eq!(info.change_mask(&pool).to_u64(), 0);
+        assert_eq!(info.change_mask(3, &pool).to_u64(), 0);
+        assert_eq!(
+            info.local_index(),
+            Some((1 << 24) - 2),
+            "the mask leaves the index alone"
+        );
+        assert_eq!(pool.in_use(), 0, "a narrow mask is inline");
     }
 
     proptest::proptest! {
@@ -497,11 +535,12 @@ mod tests {
             sent: bool,
             resent: bool,
             tags: bool,
+            local in proptest::option::of(0u32..(1 << 24) - 1),
             set in proptest::collection::vec(0u32..300, 0..10),
         ) {
             let mut pool = MaskPool::default();
             let mut info = ReplicationInfo::default();
-            info.init(bits, &mut pool);
+            proptest::prop_assert!(info.init(bits, &mut pool));
             info.force_state(ReplicatedObjectState::ALL[state]);
             info.set_subobject(sub);
             info.set_creation_confirmed(confirmed);
@@ -509,12 +548,12 @@ mod tests {
             info.set_creation_sent(sent);
             info.set_creation_resent(resent);
             info.set_tags_dirty(tags);
+            info.set_local_index(local);
             let mut m = ChangeMask::new(bits);
             for b in &set {
-                m.set(*b);
+                m.set(*b % bits);
             }
             info.or_mask(&m, &mut pool);
-            proptest::prop_assert_eq!(info.mask_bits(), bits);
             proptest::prop_assert_eq!(info.state(), ReplicatedObjectState::ALL[state]);
             proptest::prop_assert_eq!(
                 (info.is_subobject(), info.is_creation_confirmed(), info.is_tear_off()),
@@ -522,24 +561,37 @@ mod tests {
             );
             proptest::prop_assert_eq!((info.is_creation_sent(), info.has_dirty_tags()), (sent, tags));
             proptest::prop_assert_eq!(info.is_creation_resent(), resent);
-            proptest::prop_assert_eq!(info.change_mask(&pool), m.clone());
+            proptest::prop_assert_eq!(info.local_index(), local);
+            proptest::prop_assert_eq!(info.change_mask(bits, &pool), m.clone());
             proptest::prop_assert_eq!(info.has_dirty_mask(), m.any());
+            proptest::prop_assert_eq!(pool.in_use(), usize::from(bits > INLINE_MASK_BITS));
         }
     }
 
     #[test]
-    fn wide_masks_live_in_the_pool() {
+    fn wide_masks_live_in_the_pool_and_are_reused_by_width() {
         let mut pool = MaskPool::default();
-        let mut info = ReplicationInfo::default();
-        info.init(130, &mut pool);
-        assert_eq!(pool.in_use(), 1);
+        let [mut a, mut b, mut c] = [ReplicationInfo::default(); 3];
+        assert!(a.init(130, &mut pool) && b.init(40, &mut pool) && c.init(130, &mut pool));
+        assert_eq!(pool.in_use(), 3);
         let mut m = ChangeMask::new(130);
         m.set(129);
         m.set(5);
-        info.or_mask(&m, &mut pool);
-        assert_eq!(info.change_mask(&pool), m);
-        info.release(&mut pool);
-        assert_eq!(pool.in_use(), 0);
+        a.or_mask(&m, &mut pool);
+        let mut narrow = ChangeMask::new(40);
+        narrow.set(39);
+        b.or_mask(&narrow, &mut pool);
+        assert_eq!(a.change_mask(130, &pool), m);
+        assert_eq!(b.change_mask(40, &pool), narrow);
+        assert!(!c.change_mask(130, &pool).any(), "masks do not share words");
+        let words = pool.words.len();
+        a.release(&mut pool);
+        assert_eq!(pool.in_use(), 2);
+        // A mask of the released width takes its words back, cleared.
+        assert!(a.init(130, &mut pool));
+        assert_eq!(pool.words.len(), words);
+        assert!(!a.change_mask(130, &pool).any());
+        assert_eq!(b.change_mask(40, &pool), narrow);
     }
 
     #[test]

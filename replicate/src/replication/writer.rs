@@ -1,7 +1,7 @@
 //! [`ReplicationWriter`]: the sending half of the replication stream, one per
 //! connection (Iris's `FReplicationWriter`).
 //!
-//! Per object it keeps a 16-byte [`ReplicationInfo`] (lifecycle state + accumulated
+//! Per object it keeps an 8-byte [`ReplicationInfo`] (lifecycle state + accumulated
 //! change mask) and a scheduling priority. Each tick it takes the object table's changes
 //! (only the objects that changed: cost follows dirty data); each packet it writes
 //! pending destroys first, then the scheduled objects in priority order, each as a
@@ -545,10 +545,10 @@ impl ReplicationWriter {
     }
 
     /// The accumulated (unsent) change mask of an object.
-    pub fn change_mask(&self, index: InternalIndex) -> Option<ChangeMask> {
+    pub fn change_mask(&self, table: &ObjectTable, index: InternalIndex) -> Option<ChangeMask> {
         self.infos
             .get(index as usize)
-            .map(|i| i.change_mask(&self.pool))
+            .map(|i| i.change_mask(mask_bits(table, index), &self.pool))
     }
 
     fn ensure(&mut self, index: InternalIndex) {
@@ -782,12 +782,19 @@ impl ReplicationWriter {
         if info.state() != S::Invalid {
             return;
         }
-        info.init(bits, &mut self.pool);
+        if !info.init(bits, &mut self.pool) {
+            tracing::error!(
+                "replication writer: connection {} holds too many wide change masks; {} is not replicated to it",
+                self.connection,
+                entry.handle()
+            );
+            return;
+        }
         info.set_local_index(self.locals.assign());
         info.set_subobject(is_sub);
         info.set_dirty_subobjects(dirty_subs);
         info.set_state(S::PendingCreate);
-        info.set_all(&mut self.pool);
+        info.set_all(bits, &mut self.pool);
         self.priorities[index as usize] = 0.0;
         table.add_ref(index);
         self.tracked += 1;
@@ -951,7 +958,7 @@ impl ReplicationWriter {
                 } else {
                     info.set_state(S::PendingCreate);
                 }
-                info.set_all(&mut self.pool);
+                info.set_all(mask_bits(table, index), &mut self.pool);
                 self.pending_destroys.retain(|&i| i != index);
                 self.mark_dirty(table, index);
             }
@@ -995,7 +1002,7 @@ impl ReplicationWriter {
         let info = &mut self.infos[index as usize];
         info.set_state(S::PendingCreate);
         info.set_creation_confirmed(false);
-        info.set_all(&mut self.pool);
+        info.set_all(mask_bits(table, index), &mut self.pool);
         if info.is_tear_off() {
             info.set_state(S::PendingTearOff);
         }
@@ -1317,7 +1324,7 @@ impl ReplicationWriter {
         let mut mask = if full {
             allowed.clone()
         } else {
-            let mut owed = info.change_mask(&self.pool);
+            let mut owed = info.change_mask(desc.change_mask_bits, &self.pool);
             owed.and_with(&allowed);
             owed
         };
@@ -1593,10 +1600,10 @@ impl ReplicationWriter {
                     match state {
                         S::WaitOnCreateConfirmation if ri.kind == RecordKind::Creation => {
                             info.set_state(S::PendingCreate);
-                            info.set_all(&mut self.pool);
+                            info.set_all(mask_bits(table, i), &mut self.pool);
                         }
                         S::PendingCreate | S::WaitOnCreateConfirmation => {
-                            info.set_all(&mut self.pool);
+                            info.set_all(mask_bits(table, i), &mut self.pool);
                         }
                         S::Created => {
                             info.or_mask(&ri.mask, &mut self.pool);
@@ -1655,6 +1662,13 @@ impl ReplicationWriter {
 /// a fresh [`schedule_objects`](super::scheduler::schedule_objects) would keep at the
 /// same place), is done with (written, cleaned, below the threshold), or is owed at
 /// another priority (its place in the order is wrong).
+/// The change-mask width of the object at `index` (its type's; 0 when there is none).
+pub(super) fn mask_bits(table: &ObjectTable, index: InternalIndex) -> u32 {
+    table
+        .entry_at(index)
+        .map_or(0, |e| e.descriptor().change_mask_bits)
+}
+
 fn entry_fate(
     dirty: &BitArray,
     priorities: &[f32],
