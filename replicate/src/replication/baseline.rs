@@ -19,7 +19,7 @@
 //!   creation throttle (`min_frames_between_baselines`, a connection's first baseline is
 //!   always allowed), the per-type switches, the types' default states and the
 //!   predictions made from each snapshot.
-//! - [`ConnectionBaselines`]: one connection's baselines. Per object, 20 bytes stored
+//! - [`ConnectionBaselines`]: one connection's baselines. Per object, 16 bytes stored
 //!   densely by object index: the acknowledged baseline (its snapshot, the two it was
 //!   built from, and the members the client holds in sync, an index into the
 //!   connection's few distinct masks) and which slots are in flight. The nominations
@@ -102,6 +102,11 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 /// in flight, which cover a round trip of up to seven packets (slots `0..8`, named on
 /// the wire in [`BASELINE_SLOT_BITS`] bits).
 pub const MAX_BASELINE_COUNT: u8 = 1 << BASELINE_SLOT_BITS;
+
+/// Most distinct synced masks one connection records (see
+/// [`ConnectionBaselines::can_sync`]): a type's members restricted by a role or a
+/// member filter hook make a handful.
+pub const MAX_SYNCED_MASKS: usize = 256;
 
 /// Settings of delta compression (part of
 /// [`ReplicationConfig`](super::ReplicationConfig)).
@@ -773,22 +778,15 @@ pub struct BaselineSlot<'a> {
     pub prior2: Option<u32>,
 }
 
-/// A baseline as stored: 16 bytes.
+/// A baseline as a nomination in flight keeps it.
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     snapshot: u32,
     prior: u32,
     prior2: u32,
     /// Index of the synced mask in [`ConnectionBaselines::synced`].
-    synced: u32,
+    synced: u8,
 }
-
-const EMPTY_SLOT: Slot = Slot {
-    snapshot: NO_SNAPSHOT,
-    prior: NO_SNAPSHOT,
-    prior2: NO_SNAPSHOT,
-    synced: 0,
-};
 
 impl Slot {
     fn is_live(&self) -> bool {
@@ -811,40 +809,87 @@ impl Slot {
     }
 }
 
-/// [`ObjectBaselines::newest`]'s flag: the newest nomination is acknowledged.
-const NEWEST_ACKED: u8 = 0x80;
-
 /// One (object, connection)'s baselines: the acknowledged one and which slots packets
-/// in flight nominate. 20 bytes, stored densely by object index, so that a
-/// connection's state for 10 000 objects is 200 KB; the nominations themselves wait
+/// in flight nominate. 16 bytes, stored densely by object index, so that a
+/// connection's state for 10 000 objects is 160 KB; the nominations themselves wait
 /// in [`ConnectionBaselines`]'s queue of nominations in flight.
 #[derive(Debug, Clone, Copy)]
 struct ObjectBaselines {
-    acked: Slot,
-    /// The acknowledged baseline's slot on the wire ([`INVALID_BASELINE_INDEX`]: none).
-    acked_slot: u8,
+    /// The acknowledged baseline's snapshot ([`NO_SNAPSHOT`]: none) and the two it was
+    /// built from.
+    snapshot: u32,
+    prior: u32,
+    prior2: u32,
+    /// Index of its synced mask in [`ConnectionBaselines::synced`].
+    synced: u8,
+    /// The acknowledged baseline's slot on the wire (low nibble) and the slot of the
+    /// newest nomination since the last release (high nibble), each
+    /// [`INVALID_BASELINE_INDEX`] when there is none. The newest nomination was
+    /// acknowledged when both name one slot: a new one never takes the acknowledged
+    /// slot.
+    slots: u8,
     /// The slots nominated by packets in flight, one bit each.
     pending: u8,
     /// Counts the releases of the object's baselines: a nomination in flight from an
     /// older epoch changes nothing when its packet's fate is known.
     epoch: u8,
-    /// The slot of the newest nomination ([`INVALID_BASELINE_INDEX`]: none since the
-    /// last release), with [`NEWEST_ACKED`] once it is acknowledged: the client's
-    /// newest stored baseline is then the acknowledged one.
-    newest: u8,
 }
 
 const EMPTY: ObjectBaselines = ObjectBaselines {
-    acked: EMPTY_SLOT,
-    acked_slot: INVALID_BASELINE_INDEX,
+    snapshot: NO_SNAPSHOT,
+    prior: NO_SNAPSHOT,
+    prior2: NO_SNAPSHOT,
+    synced: 0,
+    slots: INVALID_BASELINE_INDEX << 4 | INVALID_BASELINE_INDEX,
     pending: 0,
     epoch: 0,
-    newest: INVALID_BASELINE_INDEX,
 };
 
 impl ObjectBaselines {
     fn live(&self) -> usize {
-        usize::from(self.acked.is_live()) + self.pending.count_ones() as usize
+        usize::from(self.acked().is_live()) + self.pending.count_ones() as usize
+    }
+
+    /// The acknowledged baseline (not live when there is none).
+    fn acked(&self) -> Slot {
+        Slot {
+            snapshot: self.snapshot,
+            prior: self.prior,
+            prior2: self.prior2,
+            synced: self.synced,
+        }
+    }
+
+    /// The acknowledged baseline's slot ([`INVALID_BASELINE_INDEX`]: none).
+    fn acked_slot(&self) -> u8 {
+        self.slots & 0xF
+    }
+
+    /// The newest nomination's slot ([`INVALID_BASELINE_INDEX`]: none since the last
+    /// release).
+    fn newest(&self) -> u8 {
+        self.slots >> 4
+    }
+
+    /// Whether the newest nomination was acknowledged: the client's newest stored
+    /// baseline is then the acknowledged one.
+    fn is_newest_acked(&self) -> bool {
+        self.newest() < MAX_BASELINE_COUNT && self.newest() == self.acked_slot()
+    }
+
+    fn set_newest(&mut self, slot: u8) {
+        self.slots = slot << 4 | self.acked_slot();
+    }
+
+    /// Makes `baseline`, in `slot`, the acknowledged one; returns the previous.
+    fn promote(&mut self, baseline: Slot, slot: u8) -> Slot {
+        let old = self.acked();
+        self.snapshot = baseline.snapshot;
+        self.prior = baseline.prior;
+        self.prior2 = baseline.prior2;
+        self.synced = baseline.synced;
+        self.slots = self.newest() << 4 | slot;
+        old
     }
 }
 
@@ -864,9 +909,9 @@ struct Nomination {
 ///
 /// A baseline is a snapshot reference, the reference on its prior, and the index of
 /// its synced mask in a per-connection table of the distinct masks seen (a handful: one
-/// per type and role). Per object the connection keeps 16 bytes; each nomination in
-/// flight waits in a queue ordered by packet, so a packet's fate is settled by popping
-/// its nominations from the front.
+/// per type and role, at most [`MAX_SYNCED_MASKS`]). Per object the connection keeps
+/// 16 bytes; each nomination in flight waits in a queue ordered by packet, so a
+/// packet's fate is settled by popping its nominations from the front.
 #[derive(Debug, Default)]
 pub struct ConnectionBaselines {
     objects: Vec<ObjectBaselines>,
@@ -881,9 +926,9 @@ pub struct ConnectionBaselines {
     released: Vec<u32>,
     /// The distinct synced masks, by index (never shrinks; see [`Self::intern`]).
     synced: Vec<ChangeMask>,
-    synced_index: HashMap<ChangeMask, u32>,
+    synced_index: HashMap<ChangeMask, u8>,
     /// The last mask interned (most nominations repeat it).
-    last_synced: Option<u32>,
+    last_synced: Option<u8>,
 }
 
 impl ConnectionBaselines {
@@ -905,35 +950,46 @@ impl ConnectionBaselines {
         &mut self.objects[i]
     }
 
-    /// The index of `mask` in the table of synced masks (added if new). Distinct masks
-    /// are few (a type's members restricted by a role, or by a member filter hook),
-    /// and the table keeps each once.
-    fn intern(&mut self, mask: &ChangeMask) -> u32 {
+    /// The index of `mask` in the table of synced masks (added if new; `None` when
+    /// the table is full). Distinct masks are few (a type's members restricted by a
+    /// role, or by a member filter hook), and the table keeps each once.
+    fn intern(&mut self, mask: &ChangeMask) -> Option<u8> {
         if let Some(i) = self.last_synced
             && self.synced[i as usize] == *mask
         {
-            return i;
+            return Some(i);
         }
         // Few distinct masks (a type's members restricted by a role): a scan beats
         // hashing the mask.
         const SCANNED: usize = 16;
-        if self.synced.len() <= SCANNED
+        let i = if self.synced.len() <= SCANNED
             && let Some(i) = self.synced.iter().position(|m| m == mask)
         {
-            self.last_synced = Some(i as u32);
-            return i as u32;
-        }
-        let i = match self.synced_index.get(mask) {
-            Some(&i) => i,
-            None => {
-                let i = self.synced.len() as u32;
-                self.synced.push(mask.clone());
-                self.synced_index.insert(mask.clone(), i);
-                i
+            i as u8
+        } else {
+            match self.synced_index.get(mask) {
+                Some(&i) => i,
+                None => {
+                    let i = u8::try_from(self.synced.len()).ok()?;
+                    self.synced.push(mask.clone());
+                    self.synced_index.insert(mask.clone(), i);
+                    i
+                }
             }
         };
         self.last_synced = Some(i);
-        i
+        Some(i)
+    }
+
+    /// Whether a baseline holding `mask` in sync can be recorded: the connection
+    /// keeps up to [`MAX_SYNCED_MASKS`] distinct synced masks (a handful in practice);
+    /// past them, a batch with a new one nominates no baseline.
+    pub fn can_sync(&self, mask: &ChangeMask) -> bool {
+        self.synced.len() < MAX_SYNCED_MASKS
+            || self
+                .last_synced
+                .is_some_and(|i| self.synced[i as usize] == *mask)
+            || self.synced_index.contains_key(mask)
     }
 
     fn view(&self, slot: &Slot) -> BaselineSlot<'_> {
@@ -948,9 +1004,8 @@ impl ConnectionBaselines {
     /// The acknowledged baseline of an object and its slot.
     pub fn acked(&self, object: InternalIndex) -> Option<(u8, BaselineSlot<'_>)> {
         let o = self.get(object)?;
-        o.acked
-            .is_live()
-            .then(|| (o.acked_slot, self.view(&o.acked)))
+        let acked = o.acked();
+        acked.is_live().then(|| (o.acked_slot(), self.view(&acked)))
     }
 
     /// The baseline an object's creation nominated, while it is the object's only one
@@ -960,7 +1015,8 @@ impl ConnectionBaselines {
     /// when it does not know the object, see `wire`).
     pub fn creation(&self, object: InternalIndex) -> Option<(u8, BaselineSlot<'_>)> {
         let o = self.get(object)?;
-        if o.newest >= MAX_BASELINE_COUNT || o.acked.is_live() || o.pending != 1 << o.newest {
+        let newest = o.newest();
+        if newest >= MAX_BASELINE_COUNT || o.acked().is_live() || o.pending != 1 << newest {
             return None;
         }
         // Its entry is among the last ones queued: those of the packets since.
@@ -980,7 +1036,7 @@ impl ConnectionBaselines {
     /// flight (the queue is searched only when the object has some).
     pub fn synced_masks(&self, object: InternalIndex) -> impl Iterator<Item = &ChangeMask> {
         let o = self.get(object).copied().unwrap_or(EMPTY);
-        let acked = o.acked.is_live().then_some(o.acked.synced);
+        let acked = o.acked().is_live().then_some(o.synced);
         let in_flight = self
             .in_flight
             .iter()
@@ -1009,7 +1065,7 @@ impl ConnectionBaselines {
     /// acknowledged baseline is then the newest the client stored).
     pub fn is_last_nomination_acked(&self, object: InternalIndex) -> bool {
         self.get(object)
-            .is_some_and(|o| o.newest & NEWEST_ACKED != 0 && o.pending == 0)
+            .is_some_and(|o| o.is_newest_acked() && o.pending == 0)
     }
 
     /// The slot a nomination of `object` by the packet with `ordinal` takes: the
@@ -1019,8 +1075,8 @@ impl ConnectionBaselines {
     pub fn free_slot(&self, object: InternalIndex, ordinal: u64) -> Option<u8> {
         let taken = self.get(object).map_or(0, |o| {
             o.pending
-                | if o.acked_slot < MAX_BASELINE_COUNT {
-                    1 << o.acked_slot
+                | if o.acked_slot() < MAX_BASELINE_COUNT {
+                    1 << o.acked_slot()
                 } else {
                     0
                 }
@@ -1064,11 +1120,11 @@ impl ConnectionBaselines {
             storage.release(snapshot);
             return;
         }
-        let n = self.push_nomination(
+        match self.push_nomination(
             storage, object, index, snapshot, synced, prior, prior2, ordinal,
-        );
-        for p in n.priors() {
-            storage.add_ref(p);
+        ) {
+            Some(n) => n.priors().for_each(|p| storage.add_ref(p)),
+            None => storage.release(snapshot),
         }
     }
 
@@ -1078,10 +1134,11 @@ impl ConnectionBaselines {
         index >= MAX_BASELINE_COUNT
             || self
                 .get(object)
-                .is_some_and(|o| o.pending & (1 << index) != 0 || o.acked_slot == index)
+                .is_some_and(|o| o.pending & (1 << index) != 0 || o.acked_slot() == index)
     }
 
-    /// Records a nomination in flight (no reference taken); returns its baseline.
+    /// Records a nomination in flight (no reference taken); returns its baseline
+    /// (`None` when the table of synced masks is full, see [`Self::can_sync`]).
     #[allow(clippy::too_many_arguments)]
     fn push_nomination(
         &mut self,
@@ -1093,8 +1150,11 @@ impl ConnectionBaselines {
         prior: Option<u32>,
         prior2: Option<u32>,
         ordinal: u64,
-    ) -> Slot {
-        let synced = self.intern(synced);
+    ) -> Option<Slot> {
+        let Some(synced) = self.intern(synced) else {
+            debug_assert!(false, "the plan nominates only a mask the table can hold");
+            return None;
+        };
         // The prior's prior serves only a quadratic prediction, which needs baselines
         // at least `QUADRATIC_MIN_INTERVAL` frames apart: with acks in step, none is kept.
         let prior2 = prior
@@ -1103,7 +1163,7 @@ impl ConnectionBaselines {
             .and(prior2);
         let o = self.get_mut(object);
         o.pending |= 1 << index;
-        o.newest = index;
+        o.set_newest(index);
         let epoch = o.epoch;
         let baseline = Slot {
             snapshot,
@@ -1118,7 +1178,7 @@ impl ConnectionBaselines {
             slot: index,
             epoch,
         });
-        baseline
+        Some(baseline)
     }
 
     /// The members an object's baselines hold in sync, merged: what is owed again when
@@ -1155,7 +1215,7 @@ impl ConnectionBaselines {
     /// stale); returns the acknowledged one, whose references the caller drops.
     fn forget_object(&mut self, object: InternalIndex) -> Option<Slot> {
         let o = self.objects.get_mut(object as usize)?;
-        let acked = o.acked;
+        let acked = o.acked();
         *o = ObjectBaselines {
             epoch: o.epoch.wrapping_add(1),
             ..EMPTY
@@ -1183,18 +1243,22 @@ impl ConnectionBaselines {
         if self.is_slot_taken(object, slot) {
             return;
         }
-        self.unsettled.push(handle);
         // The snapshot is taken when settled.
-        self.push_nomination(
-            storage,
-            object,
-            slot,
-            NO_SNAPSHOT,
-            synced,
-            prior,
-            prior2,
-            ordinal,
-        );
+        if self
+            .push_nomination(
+                storage,
+                object,
+                slot,
+                NO_SNAPSHOT,
+                synced,
+                prior,
+                prior2,
+                ordinal,
+            )
+            .is_some()
+        {
+            self.unsettled.push(handle);
+        }
     }
 
     /// Settles the write pass (no packet is being written now): the snapshots let go
@@ -1236,7 +1300,7 @@ impl ConnectionBaselines {
         // Unsettled nominations hold no reference yet.
         self.settle(storage);
         for o in std::mem::take(&mut self.objects) {
-            release(storage, o.acked);
+            release(storage, o.acked());
         }
         for n in std::mem::take(&mut self.in_flight) {
             release(storage, n.baseline);
@@ -1275,11 +1339,7 @@ impl ConnectionBaselines {
             };
             o.pending &= !(1 << n.slot);
             if status == DeliveryStatus::Delivered {
-                let old = std::mem::replace(&mut o.acked, n.baseline);
-                o.acked_slot = n.slot;
-                if o.newest == n.slot {
-                    o.newest |= NEWEST_ACKED;
-                }
+                let old = o.promote(n.baseline, n.slot);
                 release(storage, old);
                 promoted += 1;
             } else {
@@ -1821,6 +1881,81 @@ mod tests {
     }
 
     #[test]
+    fn object_baselines_take_16_bytes() {
+        assert_eq!(std::mem::size_of::<ObjectBaselines>(), 16);
+        let mut o = EMPTY;
+        assert_eq!(
+            (o.acked_slot(), o.newest()),
+            (INVALID_BASELINE_INDEX, INVALID_BASELINE_INDEX)
+        );
+        assert!(
+            !o.is_newest_acked(),
+            "no nomination is not an acknowledged one"
+        );
+        o.set_newest(3);
+        assert_eq!((o.acked_slot(), o.newest()), (INVALID_BASELINE_INDEX, 3));
+        let b = Slot {
+            snapshot: 7,
+            prior: 5,
+            prior2: NO_SNAPSHOT,
+            synced: 2,
+        };
+        assert!(!o.promote(b, 3).is_live());
+        assert_eq!((o.acked_slot(), o.newest()), (3, 3));
+        assert!(o.is_newest_acked());
+        assert_eq!(
+            (o.acked().snapshot, o.acked().prior, o.acked().synced),
+            (7, 5, 2)
+        );
+    }
+
+    #[test]
+    fn an_older_nomination_acknowledged_is_not_the_newest() {
+        let mut s = BaselineStorage::new(DeltaSettings::default());
+        let mut c = ConnectionBaselines::default();
+        let h = NetRefHandle::new(9, false, 0);
+        let all = ChangeMask::all(4);
+        let a = s.create_baseline(1, h, true).unwrap();
+        c.nominate(&mut s, 1, 1, a, &all, None, None, 1);
+        s.begin_frame();
+        let b = s.create_baseline(1, h, true).unwrap();
+        c.nominate(&mut s, 1, 2, b, &all, None, None, 2);
+        assert_eq!(c.on_delivery(&mut s, 1, DeliveryStatus::Delivered), 1);
+        assert!(
+            !c.is_last_nomination_acked(1),
+            "slot 2 is newer and in flight"
+        );
+        assert_eq!(c.on_delivery(&mut s, 2, DeliveryStatus::Delivered), 1);
+        assert!(c.is_last_nomination_acked(1));
+        assert_eq!(c.acked(1).map(|(k, b)| (k, b.snapshot)), Some((2, b)));
+    }
+
+    #[test]
+    fn a_full_table_of_synced_masks_takes_no_new_mask() {
+        let mut c = ConnectionBaselines::default();
+        let mask = |i: usize| {
+            let mut m = ChangeMask::new(16);
+            for bit in 0..16 {
+                if i >> bit & 1 == 1 {
+                    m.set(bit);
+                }
+            }
+            m
+        };
+        for i in 0..MAX_SYNCED_MASKS {
+            assert!(c.can_sync(&mask(i)));
+            assert_eq!(c.intern(&mask(i)), Some(i as u8));
+        }
+        let new = mask(MAX_SYNCED_MASKS);
+        assert!(!c.can_sync(&new));
+        assert_eq!(c.intern(&new), None);
+        // The masks it holds are still taken, the last and any other.
+        assert!(c.can_sync(&mask(MAX_SYNCED_MASKS - 1)) && c.can_sync(&mask(17)));
+        assert_eq!(c.intern(&mask(17)), Some(17));
+        assert_eq!(c.intern(&mask(3)), Some(3));
+    }
+
+    #[test]
     fn lost_nomination_is_released_and_ack_promotes() {
         let mut s = BaselineStorage::new(DeltaSettings::default());
         let mut c = ConnectionBaselines::default();
@@ -1853,6 +1988,7 @@ mod tests {
         assert_eq!(s.ref_count(snap), 3, "reservation, acked, prior of slot 7");
         assert_eq!(c.on_delivery(&mut s, 7, DeliveryStatus::Delivered), 1);
         assert_eq!(c.count(1), 1, "the previous acked baseline is destroyed");
+        assert!(c.is_last_nomination_acked(1));
         assert_eq!(c.acked(1).unwrap().1.prior, Some(snap));
         assert_eq!(s.ref_count(snap), 2, "still the prior of slot 7");
         // Releasing the object drops both the slot and its prior.
@@ -1909,10 +2045,5 @@ mod tests {
         for snap in snaps {
             assert_eq!(s.ref_count(snap), 1, "only the reservation is left");
         }
-    }
-
-    #[test]
-    fn a_connection_keeps_20_bytes_per_object() {
-        assert_eq!(std::mem::size_of::<ObjectBaselines>(), 20);
     }
 }

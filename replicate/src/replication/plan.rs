@@ -140,6 +140,7 @@ impl ReplicationWriter {
         let nominate = self
             .baselines
             .free_slot(index, self.packet_ordinal())
+            .filter(|_| self.baselines.can_sync(&allowed))
             .filter(|_| st.may_create(index, entry.handle(), unthrottled));
         let default = reference
             .is_none()
