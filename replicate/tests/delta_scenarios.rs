@@ -48,7 +48,10 @@ fn lost_baseline_merges_its_mask_back() {
     m.round_trip();
     m.round_trip();
     let w = m.server.writer(m.conn).unwrap();
-    assert!(w.baselines().acked(i).is_some(), "creation baseline acked");
+    assert!(
+        w.baselines().acked(&m.server.baselines(), i).is_some(),
+        "creation baseline acked"
+    );
     {
         let p = m.server.objects_mut().get_mut::<Pawn>(h).unwrap();
         p.x = 10; // A
@@ -57,7 +60,7 @@ fn lost_baseline_merges_its_mask_back() {
     }
     let (lost_seq, _lost_bytes) = m.tick_and_write();
     let w = m.server.writer(m.conn).unwrap();
-    let acked = w.baselines().acked(i).unwrap().0;
+    let acked = w.baselines().acked(&m.server.baselines(), i).unwrap().0;
     let pending = w.baselines().pending(i);
     assert_eq!(
         pending.count_ones(),
@@ -88,7 +91,9 @@ fn lost_baseline_merges_its_mask_back() {
     );
     assert_eq!(w.baselines().pending(i), 0);
     assert_eq!(
-        w.baselines().acked(i).map(|(k, _)| k),
+        w.baselines()
+            .acked(&m.server.baselines(), i)
+            .map(|(k, _)| k),
         Some(acked),
         "acked kept"
     );
@@ -224,7 +229,7 @@ fn owner_change_releases_the_old_owners_baselines() {
     // The old and the new owner's baselines are gone; the bystander keeps its own.
     let wa = m.server.writer(a).unwrap();
     assert_eq!(wa.baselines().count(i), 0);
-    assert!(wa.baselines().acked(i).is_none());
+    assert!(wa.baselines().acked(&m.server.baselines(), i).is_none());
     assert_eq!(m.server.writer(b).unwrap().baselines().count(i), 0);
     assert!(m.server.writer(c).unwrap().baselines().count(i) > 0);
     // Drain the tick's packets without a new tick.
@@ -288,15 +293,25 @@ fn a_hundred_connections_share_one_snapshot_cloned_once() {
     assert_eq!(server.baselines().live_snapshots(), 1);
     for &c in &conns {
         server.process_delivery(c, PacketSequence(1), DeliveryStatus::Delivered);
-        let acked = server.writer(c).unwrap().baselines().acked(i);
+        let acked = server
+            .writer(c)
+            .unwrap()
+            .baselines()
+            .acked(&server.baselines(), i);
         assert_eq!(acked.map(|(k, b)| (k, b.snapshot)).unwrap().0, 0);
     }
     assert_eq!(server.baselines().live_snapshots(), 1);
+    assert_eq!(
+        server.baselines().live_lineages(),
+        1,
+        "connections that hold the same baseline share its lineage"
+    );
     // Connections leave: the last reference frees the snapshot.
     for &c in &conns {
         server.remove_connection(c);
     }
     assert_eq!(server.baselines().live_snapshots(), 0);
+    assert_eq!(server.baselines().live_lineages(), 0);
 }
 
 #[test]
@@ -440,7 +455,7 @@ fn a_lost_nomination_does_not_stop_the_next() {
         .writer(m.conn)
         .unwrap()
         .baselines()
-        .acked(i)
+        .acked(&m.server.baselines(), i)
         .unwrap()
         .0;
     // Lose one nominating packet: its slot frees, the acknowledged baseline stays, and
@@ -450,7 +465,10 @@ fn a_lost_nomination_does_not_stop_the_next() {
     m.ack(seq, DeliveryStatus::Lost);
     let w = m.server.writer(m.conn).unwrap();
     assert_eq!(w.baselines().pending(i), 0);
-    assert_eq!(w.baselines().acked(i).unwrap().0, acked);
+    assert_eq!(
+        w.baselines().acked(&m.server.baselines(), i).unwrap().0,
+        acked
+    );
     assert_eq!(m.server.baselines().stats().reserved, 6);
     for _ in 0..20 {
         m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x += 1;
@@ -613,7 +631,7 @@ fn a_packet_in_flight_during_an_invalidation_still_decodes() {
             .writer(m.conn)
             .unwrap()
             .baselines()
-            .acked(i)
+            .acked(&m.server.baselines(), i)
             .is_some()
     );
     m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x = 5;
@@ -624,7 +642,7 @@ fn a_packet_in_flight_during_an_invalidation_still_decodes() {
     m.server.objects_mut().get_mut::<Pawn>(h).unwrap().y = 6;
     let (seq, bytes) = m.tick_and_write();
     let w = m.server.writer(m.conn).unwrap();
-    assert!(w.baselines().acked(i).is_none());
+    assert!(w.baselines().acked(&m.server.baselines(), i).is_none());
     assert_eq!(w.baselines().pending(i).count_ones(), 1);
     // The packet written before the invalidation arrives first (packets are read in
     // send order) and decodes against the slot the new nomination left alone.

@@ -154,6 +154,21 @@ pub struct Traffic {
 }
 
 /// FNV-1a over `bytes`.
+/// Hands a packet (header reserved in front) to the client, then takes its events as a
+/// game would every frame (the scenarios check state, not events).
+fn hand_to_client(
+    client: &mut ReplicationClient,
+    now: Duration,
+    seq: PacketSequence,
+    bytes: &[u8],
+) {
+    let mut r = BitReader::new(bytes);
+    r.skip(MAX_HEADER_BITS);
+    // A stream error here would be a bug; convergence checks catch it.
+    let _ = client.read_packet(now, seq, &mut r);
+    drop(client.drain_events());
+}
+
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xCBF2_9CE4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
@@ -262,9 +277,7 @@ impl Link {
             return;
         };
         for (seq, bytes) in self.pending.drain(..) {
-            let mut r = BitReader::new(&bytes);
-            r.skip(MAX_HEADER_BITS);
-            let _ = client.read_packet(now, seq, &mut r);
+            hand_to_client(client, now, seq, &bytes);
         }
     }
 
@@ -348,10 +361,7 @@ impl Link {
         } else if self.defer && self.client.is_some() {
             self.pending.push((seq, bytes));
         } else if let Some(client) = &mut self.client {
-            let mut r = BitReader::new(&bytes);
-            r.skip(MAX_HEADER_BITS);
-            // A stream error here would be a bug; convergence checks catch it.
-            let _ = client.read_packet(now, seq, &mut r);
+            hand_to_client(client, now, seq, &bytes);
         }
         if self.conditions.ack_delay_ticks == 0 {
             let status = if delivered {

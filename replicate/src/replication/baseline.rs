@@ -309,6 +309,31 @@ struct ObjectShared {
     prev_creation_frame: u32,
     /// The snapshot created for the object this frame (the sharing context).
     shared: Option<(u32, u32)>,
+    /// The last lineage made for the object: the next connection that nominates the
+    /// same snapshot from the same priors shares it.
+    lineage: Option<u32>,
+}
+
+/// A baseline as connections hold it: a snapshot and the two it was built from (its
+/// prior and the prior's prior, [`NO_SNAPSHOT`] when absent), on each of which it
+/// holds one reference. Connections that nominate the same snapshot from the same
+/// priors (acks in step) share one, so a connection keeps only its index per object.
+#[derive(Debug, Clone, Copy)]
+struct Lineage {
+    snapshot: u32,
+    prior: u32,
+    prior2: u32,
+    /// The baselines that hold it (acknowledged or in flight); freed at zero.
+    refs: u32,
+}
+
+impl Lineage {
+    /// Every snapshot it holds a reference on.
+    fn snapshots(&self) -> impl Iterator<Item = u32> {
+        [self.snapshot, self.prior, self.prior2]
+            .into_iter()
+            .filter(|&s| s != NO_SNAPSHOT)
+    }
 }
 
 /// The server's baseline snapshots and per-object creation state, shared by every
@@ -325,6 +350,8 @@ pub struct BaselineStorage {
     settings: DeltaSettings,
     infos: Vec<StateInfo>,
     free: Vec<u32>,
+    lineages: Vec<Lineage>,
+    free_lineages: Vec<u32>,
     frame: u32,
     objects: IndexMap<ObjectShared>,
     reservations: Vec<u32>,
@@ -367,6 +394,8 @@ impl BaselineStorage {
             settings,
             infos: Vec::new(),
             free: Vec::new(),
+            lineages: Vec::new(),
+            free_lineages: Vec::new(),
             frame: 0,
             objects: IndexMap::default(),
             reservations: Vec::new(),
@@ -661,6 +690,77 @@ impl BaselineStorage {
         }
     }
 
+    /// The baseline of `snapshot` built from `prior` and `prior2`, for one more holder:
+    /// the object's last one when it is the same three, else a new one, which takes
+    /// the caller's reference on `snapshot` and one on each prior. Returns its index.
+    pub(crate) fn take_lineage(&mut self, snapshot: u32, prior: u32, prior2: u32) -> u32 {
+        let object = self.infos.get(snapshot as usize).map(|i| i.object);
+        let last = object
+            .and_then(|o| self.objects.get(o))
+            .and_then(|o| o.lineage);
+        if let Some(l) = last
+            && let Some(lineage) = self.lineages.get_mut(l as usize)
+            && lineage.refs > 0
+            && (lineage.snapshot, lineage.prior, lineage.prior2) == (snapshot, prior, prior2)
+        {
+            lineage.refs += 1;
+            // The lineage holds its own reference on the snapshot.
+            self.release(snapshot);
+            return l;
+        }
+        for p in [prior, prior2] {
+            if p != NO_SNAPSHOT {
+                self.add_ref(p);
+            }
+        }
+        let lineage = Lineage {
+            snapshot,
+            prior,
+            prior2,
+            refs: 1,
+        };
+        let l = match self.free_lineages.pop() {
+            Some(l) => {
+                self.lineages[l as usize] = lineage;
+                l
+            }
+            None => {
+                self.lineages.push(lineage);
+                (self.lineages.len() - 1) as u32
+            }
+        };
+        if let Some(o) = object.and_then(|o| self.objects.get_mut(o)) {
+            o.lineage = Some(l);
+        }
+        l
+    }
+
+    /// A live lineage's snapshot and priors (each [`NO_SNAPSHOT`] when absent).
+    fn lineage(&self, l: u32) -> Option<&Lineage> {
+        self.lineages.get(l as usize).filter(|l| l.refs > 0)
+    }
+
+    /// Drops a holder of a lineage; at zero it releases its snapshots.
+    pub(crate) fn release_lineage(&mut self, l: u32) {
+        let Some(lineage) = self.lineages.get_mut(l as usize).filter(|l| l.refs > 0) else {
+            return;
+        };
+        lineage.refs -= 1;
+        if lineage.refs == 0 {
+            let lineage = *lineage;
+            self.free_lineages.push(l);
+            for s in lineage.snapshots() {
+                self.release(s);
+            }
+        }
+    }
+
+    /// Lineages alive (baselines distinct by snapshot and priors, shared by the
+    /// connections that hold them).
+    pub fn live_lineages(&self) -> usize {
+        self.lineages.len() - self.free_lineages.len()
+    }
+
     /// Phase 2, at the end of a write pass: each reservation drops its own reference;
     /// one nobody kept is cancelled (no copy), one that was kept is cloned exactly once
     /// from the object's current state in `table`.
@@ -778,48 +878,15 @@ pub struct BaselineSlot<'a> {
     pub prior2: Option<u32>,
 }
 
-/// A baseline as a nomination in flight keeps it.
-#[derive(Debug, Clone, Copy)]
-struct Slot {
-    snapshot: u32,
-    prior: u32,
-    prior2: u32,
-    /// Index of the synced mask in [`ConnectionBaselines::synced`].
-    synced: u8,
-}
-
-impl Slot {
-    fn is_live(&self) -> bool {
-        self.snapshot != NO_SNAPSHOT
-    }
-
-    /// The snapshots it was built from (the references it holds besides its own).
-    fn priors(&self) -> impl Iterator<Item = u32> {
-        [self.prior, self.prior2]
-            .into_iter()
-            .filter(|&s| s != NO_SNAPSHOT)
-    }
-
-    /// Every snapshot a live baseline holds a reference on: its own and its priors.
-    fn references(&self) -> impl Iterator<Item = u32> {
-        let live = self.is_live();
-        std::iter::once(self.snapshot)
-            .chain(self.priors())
-            .filter(move |_| live)
-    }
-}
-
 /// One (object, connection)'s baselines: the acknowledged one and which slots packets
-/// in flight nominate. 16 bytes, stored densely by object index, so that a
-/// connection's state for 10 000 objects is 160 KB; the nominations themselves wait
+/// in flight nominate. 8 bytes, stored densely by object index, so that a
+/// connection's state for 10 000 objects is 80 KB; the nominations themselves wait
 /// in [`ConnectionBaselines`]'s queue of nominations in flight.
 #[derive(Debug, Clone, Copy)]
 struct ObjectBaselines {
-    /// The acknowledged baseline's snapshot ([`NO_SNAPSHOT`]: none) and the two it was
-    /// built from.
-    snapshot: u32,
-    prior: u32,
-    prior2: u32,
+    /// The acknowledged baseline: its lineage in the storage ([`NO_SNAPSHOT`]: none),
+    /// which holds its snapshot and priors.
+    acked: u32,
     /// Index of its synced mask in [`ConnectionBaselines::synced`].
     synced: u8,
     /// The acknowledged baseline's slot on the wire (low nibble) and the slot of the
@@ -836,9 +903,7 @@ struct ObjectBaselines {
 }
 
 const EMPTY: ObjectBaselines = ObjectBaselines {
-    snapshot: NO_SNAPSHOT,
-    prior: NO_SNAPSHOT,
-    prior2: NO_SNAPSHOT,
+    acked: NO_SNAPSHOT,
     synced: 0,
     slots: INVALID_BASELINE_INDEX << 4 | INVALID_BASELINE_INDEX,
     pending: 0,
@@ -847,17 +912,11 @@ const EMPTY: ObjectBaselines = ObjectBaselines {
 
 impl ObjectBaselines {
     fn live(&self) -> usize {
-        usize::from(self.acked().is_live()) + self.pending.count_ones() as usize
+        usize::from(self.has_acked()) + self.pending.count_ones() as usize
     }
 
-    /// The acknowledged baseline (not live when there is none).
-    fn acked(&self) -> Slot {
-        Slot {
-            snapshot: self.snapshot,
-            prior: self.prior,
-            prior2: self.prior2,
-            synced: self.synced,
-        }
+    fn has_acked(&self) -> bool {
+        self.acked != NO_SNAPSHOT
     }
 
     /// The acknowledged baseline's slot ([`INVALID_BASELINE_INDEX`]: none).
@@ -881,14 +940,13 @@ impl ObjectBaselines {
         self.slots = slot << 4 | self.acked_slot();
     }
 
-    /// Makes `baseline`, in `slot`, the acknowledged one; returns the previous.
-    fn promote(&mut self, baseline: Slot, slot: u8) -> Slot {
-        let old = self.acked();
-        self.snapshot = baseline.snapshot;
-        self.prior = baseline.prior;
-        self.prior2 = baseline.prior2;
-        self.synced = baseline.synced;
-        self.slots = self.newest() << 4 | slot;
+    /// Makes the nomination `n` the acknowledged baseline; returns the previous one's
+    /// lineage ([`NO_SNAPSHOT`]: none).
+    fn promote(&mut self, n: &Nomination) -> u32 {
+        let old = self.acked;
+        self.acked = n.lineage;
+        self.synced = n.synced;
+        self.slots = self.newest() << 4 | n.slot;
         old
     }
 }
@@ -899,7 +957,14 @@ struct Nomination {
     /// The packet's ordinal (the writer's count of packets).
     ordinal: u64,
     object: InternalIndex,
-    baseline: Slot,
+    /// Its lineage in the storage, on which it holds a reference ([`NO_SNAPSHOT`]
+    /// until the write pass is settled).
+    lineage: u32,
+    /// The snapshots it is built from, for its lineage.
+    prior: u32,
+    prior2: u32,
+    /// Index of its synced mask in [`ConnectionBaselines::synced`].
+    synced: u8,
     slot: u8,
     epoch: u8,
 }
@@ -907,22 +972,23 @@ struct Nomination {
 /// One connection's baselines per object: the acknowledged one and the nominations in
 /// flight, up to [`MAX_BASELINE_COUNT`] slots per object.
 ///
-/// A baseline is a snapshot reference, the reference on its prior, and the index of
-/// its synced mask in a per-connection table of the distinct masks seen (a handful: one
-/// per type and role, at most [`MAX_SYNCED_MASKS`]). Per object the connection keeps
-/// 16 bytes; each nomination in flight waits in a queue ordered by packet, so a
+/// A baseline is a reference on a lineage in the storage (a snapshot and the two it
+/// was built from, shared by the connections that hold the same three) and the index
+/// of its synced mask in a per-connection table of the distinct masks seen (a handful:
+/// one per type and role, at most [`MAX_SYNCED_MASKS`]). Per object the connection
+/// keeps 8 bytes; each nomination in flight waits in a queue ordered by packet, so a
 /// packet's fate is settled by popping its nominations from the front.
 #[derive(Debug, Default)]
 pub struct ConnectionBaselines {
     objects: Vec<ObjectBaselines>,
     in_flight: std::collections::VecDeque<Nomination>,
     /// The handles of the objects of the last nominations in `in_flight`, made while
-    /// packets were written: they take their snapshot (and their references on it and
-    /// on their priors) when the write pass is settled ([`settle`](Self::settle));
-    /// while packets are written the storage is only read.
+    /// packets were written: they take their snapshot and lineage when the write pass
+    /// is settled ([`settle`](Self::settle)); while packets are written the storage is
+    /// only read.
     unsettled: Vec<NetRefHandle>,
-    /// Snapshots this connection stopped referring to while a packet was written,
-    /// released when the write pass is settled.
+    /// Lineages this connection stopped holding while a packet was written, released
+    /// when the write pass is settled.
     released: Vec<u32>,
     /// The distinct synced masks, by index (never shrinks; see [`Self::intern`]).
     synced: Vec<ChangeMask>,
@@ -992,20 +1058,32 @@ impl ConnectionBaselines {
             || self.synced_index.contains_key(mask)
     }
 
-    fn view(&self, slot: &Slot) -> BaselineSlot<'_> {
-        BaselineSlot {
-            snapshot: slot.snapshot,
-            synced: &self.synced[slot.synced as usize],
-            prior: (slot.prior != NO_SNAPSHOT).then_some(slot.prior),
-            prior2: (slot.prior2 != NO_SNAPSHOT).then_some(slot.prior2),
-        }
+    /// The baseline of `lineage` (live in `storage`) holding synced mask `synced`.
+    fn view(
+        &self,
+        storage: &BaselineStorage,
+        lineage: u32,
+        synced: u8,
+    ) -> Option<BaselineSlot<'_>> {
+        let l = storage.lineage(lineage)?;
+        let some = |s: u32| (s != NO_SNAPSHOT).then_some(s);
+        Some(BaselineSlot {
+            snapshot: l.snapshot,
+            synced: &self.synced[synced as usize],
+            prior: some(l.prior),
+            prior2: some(l.prior2),
+        })
     }
 
     /// The acknowledged baseline of an object and its slot.
-    pub fn acked(&self, object: InternalIndex) -> Option<(u8, BaselineSlot<'_>)> {
+    pub fn acked(
+        &self,
+        storage: &BaselineStorage,
+        object: InternalIndex,
+    ) -> Option<(u8, BaselineSlot<'_>)> {
         let o = self.get(object)?;
-        let acked = o.acked();
-        acked.is_live().then(|| (o.acked_slot(), self.view(&acked)))
+        let view = self.view(storage, o.acked, o.synced)?;
+        Some((o.acked_slot(), view))
     }
 
     /// The baseline an object's creation nominated, while it is the object's only one
@@ -1013,18 +1091,23 @@ impl ConnectionBaselines {
     /// object holds it, since both came in one packet; so updates written before the
     /// creation is acknowledged can be coded against it (in a form the client skips
     /// when it does not know the object, see `wire`).
-    pub fn creation(&self, object: InternalIndex) -> Option<(u8, BaselineSlot<'_>)> {
+    pub fn creation(
+        &self,
+        storage: &BaselineStorage,
+        object: InternalIndex,
+    ) -> Option<(u8, BaselineSlot<'_>)> {
         let o = self.get(object)?;
         let newest = o.newest();
-        if newest >= MAX_BASELINE_COUNT || o.acked().is_live() || o.pending != 1 << newest {
+        if newest >= MAX_BASELINE_COUNT || o.has_acked() || o.pending != 1 << newest {
             return None;
         }
         // Its entry is among the last ones queued: those of the packets since.
-        self.in_flight
+        let n = self
+            .in_flight
             .iter()
             .rev()
-            .find(|n| n.object == object && n.epoch == o.epoch)
-            .map(|n| (n.slot, self.view(&n.baseline)))
+            .find(|n| n.object == object && n.epoch == o.epoch)?;
+        Some((n.slot, self.view(storage, n.lineage, n.synced)?))
     }
 
     /// The slots packets in flight nominated for an object, one bit each.
@@ -1036,13 +1119,13 @@ impl ConnectionBaselines {
     /// flight (the queue is searched only when the object has some).
     pub fn synced_masks(&self, object: InternalIndex) -> impl Iterator<Item = &ChangeMask> {
         let o = self.get(object).copied().unwrap_or(EMPTY);
-        let acked = o.acked().is_live().then_some(o.synced);
+        let acked = o.has_acked().then_some(o.synced);
         let in_flight = self
             .in_flight
             .iter()
             .take(if o.pending == 0 { 0 } else { usize::MAX })
             .filter(move |n| n.object == object && n.epoch == o.epoch)
-            .map(|n| n.baseline.synced);
+            .map(|n| n.synced);
         acked
             .into_iter()
             .chain(in_flight)
@@ -1116,15 +1199,14 @@ impl ConnectionBaselines {
         prior2: Option<u32>,
         ordinal: u64,
     ) {
-        if self.is_slot_taken(object, index) {
+        if self.is_slot_taken(object, index)
+            || !self.push_nomination(storage, object, index, synced, prior, prior2, ordinal)
+        {
             storage.release(snapshot);
             return;
         }
-        match self.push_nomination(
-            storage, object, index, snapshot, synced, prior, prior2, ordinal,
-        ) {
-            Some(n) => n.priors().for_each(|p| storage.add_ref(p)),
-            None => storage.release(snapshot),
+        if let Some(n) = self.in_flight.back_mut() {
+            n.lineage = storage.take_lineage(snapshot, n.prior, n.prior2);
         }
     }
 
@@ -1137,23 +1219,22 @@ impl ConnectionBaselines {
                 .is_some_and(|o| o.pending & (1 << index) != 0 || o.acked_slot() == index)
     }
 
-    /// Records a nomination in flight (no reference taken); returns its baseline
-    /// (`None` when the table of synced masks is full, see [`Self::can_sync`]).
+    /// Records a nomination in flight, with no lineage yet (no reference taken);
+    /// `false` when the table of synced masks is full (see [`Self::can_sync`]).
     #[allow(clippy::too_many_arguments)]
     fn push_nomination(
         &mut self,
         storage: &BaselineStorage,
         object: InternalIndex,
         index: u8,
-        snapshot: u32,
         synced: &ChangeMask,
         prior: Option<u32>,
         prior2: Option<u32>,
         ordinal: u64,
-    ) -> Option<Slot> {
+    ) -> bool {
         let Some(synced) = self.intern(synced) else {
             debug_assert!(false, "the plan nominates only a mask the table can hold");
-            return None;
+            return false;
         };
         // The prior's prior serves only a quadratic prediction, which needs baselines
         // at least `QUADRATIC_MIN_INTERVAL` frames apart: with acks in step, none is kept.
@@ -1165,20 +1246,17 @@ impl ConnectionBaselines {
         o.pending |= 1 << index;
         o.set_newest(index);
         let epoch = o.epoch;
-        let baseline = Slot {
-            snapshot,
-            prior: prior.unwrap_or(NO_SNAPSHOT),
-            prior2: prior2.unwrap_or(NO_SNAPSHOT),
-            synced,
-        };
         self.in_flight.push_back(Nomination {
             ordinal,
             object,
-            baseline,
+            lineage: NO_SNAPSHOT,
+            prior: prior.unwrap_or(NO_SNAPSHOT),
+            prior2: prior2.unwrap_or(NO_SNAPSHOT),
+            synced,
             slot: index,
             epoch,
         });
-        Some(baseline)
+        true
     }
 
     /// The members an object's baselines hold in sync, merged: what is owed again when
@@ -1198,29 +1276,29 @@ impl ConnectionBaselines {
     /// their packet's fate is known): the next batch takes the full path.
     pub fn release_object(&mut self, storage: &mut BaselineStorage, object: InternalIndex) {
         if let Some(acked) = self.forget_object(object) {
-            release(storage, acked);
+            storage.release_lineage(acked);
         }
     }
 
     /// [`release_object`](Self::release_object) while a packet is written: the
-    /// connection's baselines of the object are gone at once, the storage's
-    /// references are dropped when the write pass is settled.
+    /// connection's baselines of the object are gone at once, its hold on their
+    /// lineage is dropped when the write pass is settled.
     pub fn release_object_later(&mut self, object: InternalIndex) {
         if let Some(acked) = self.forget_object(object) {
-            self.released.extend(acked.references());
+            self.released.push(acked);
         }
     }
 
     /// Empties an object's baselines (a new epoch makes its nominations in flight
-    /// stale); returns the acknowledged one, whose references the caller drops.
-    fn forget_object(&mut self, object: InternalIndex) -> Option<Slot> {
+    /// stale); returns the acknowledged one's lineage, which the caller releases.
+    fn forget_object(&mut self, object: InternalIndex) -> Option<u32> {
         let o = self.objects.get_mut(object as usize)?;
-        let acked = o.acked();
+        let acked = o.acked;
         *o = ObjectBaselines {
             epoch: o.epoch.wrapping_add(1),
             ..EMPTY
         };
-        Some(acked)
+        (acked != NO_SNAPSHOT).then_some(acked)
     }
 
     /// Nominates, while packet `ordinal` is written, a new baseline of an object (its
@@ -1243,40 +1321,27 @@ impl ConnectionBaselines {
         if self.is_slot_taken(object, slot) {
             return;
         }
-        // The snapshot is taken when settled.
-        if self
-            .push_nomination(
-                storage,
-                object,
-                slot,
-                NO_SNAPSHOT,
-                synced,
-                prior,
-                prior2,
-                ordinal,
-            )
-            .is_some()
-        {
+        // The snapshot and lineage are taken when settled.
+        if self.push_nomination(storage, object, slot, synced, prior, prior2, ordinal) {
             self.unsettled.push(handle);
         }
     }
 
-    /// Settles the write pass (no packet is being written now): the snapshots let go
-    /// of are released, and each nomination made takes the snapshot of its object's
-    /// state in this frame (created by the first connection settled, shared by the
-    /// others; committed by [`BaselineStorage::commit_reservations`]) and references
-    /// on its priors.
+    /// Settles the write pass (no packet is being written now): each nomination made
+    /// takes the snapshot of its object's state in this frame (created by the first
+    /// connection settled, shared by the others; committed by
+    /// [`BaselineStorage::commit_reservations`]) and its lineage (shared with the
+    /// connections that nominated it from the same priors); then the lineages let go
+    /// of are released (after the nominations took theirs: a prior they name stays
+    /// alive).
     pub fn settle(&mut self, storage: &mut BaselineStorage) {
-        for s in self.released.drain(..) {
-            storage.release(s);
-        }
         // The pass's nominations are the newest in flight: no delivery settles a
         // packet before its pass is settled.
         let start = self.in_flight.len() - self.unsettled.len();
         debug_assert!(
             self.in_flight
                 .range(start..)
-                .all(|n| n.baseline.snapshot == NO_SNAPSHOT),
+                .all(|n| n.lineage == NO_SNAPSHOT),
             "the unsettled nominations are not the newest in flight"
         );
         for (n, handle) in self
@@ -1288,10 +1353,10 @@ impl ConnectionBaselines {
             let Some(snapshot) = storage.create_baseline(n.object, handle, true) else {
                 continue;
             };
-            n.baseline.snapshot = snapshot;
-            for p in n.baseline.priors() {
-                storage.add_ref(p);
-            }
+            n.lineage = storage.take_lineage(snapshot, n.prior, n.prior2);
+        }
+        for l in self.released.drain(..) {
+            storage.release_lineage(l);
         }
     }
 
@@ -1300,10 +1365,10 @@ impl ConnectionBaselines {
         // Unsettled nominations hold no reference yet.
         self.settle(storage);
         for o in std::mem::take(&mut self.objects) {
-            release(storage, o.acked());
+            storage.release_lineage(o.acked);
         }
         for n in std::mem::take(&mut self.in_flight) {
-            release(storage, n.baseline);
+            storage.release_lineage(n.lineage);
         }
     }
 
@@ -1333,27 +1398,20 @@ impl ConnectionBaselines {
                     o
                 }
                 _ => {
-                    release(storage, n.baseline);
+                    storage.release_lineage(n.lineage);
                     continue;
                 }
             };
             o.pending &= !(1 << n.slot);
             if status == DeliveryStatus::Delivered {
-                let old = o.promote(n.baseline, n.slot);
-                release(storage, old);
+                let old = o.promote(&n);
+                storage.release_lineage(old);
                 promoted += 1;
             } else {
-                release(storage, n.baseline);
+                storage.release_lineage(n.lineage);
             }
         }
         promoted
-    }
-}
-
-/// Drops a baseline's references (its snapshot and its priors).
-fn release(storage: &mut BaselineStorage, slot: Slot) {
-    for s in slot.references() {
-        storage.release(s);
     }
 }
 
@@ -1881,8 +1939,8 @@ mod tests {
     }
 
     #[test]
-    fn object_baselines_take_16_bytes() {
-        assert_eq!(std::mem::size_of::<ObjectBaselines>(), 16);
+    fn object_baselines_take_8_bytes() {
+        assert_eq!(std::mem::size_of::<ObjectBaselines>(), 8);
         let mut o = EMPTY;
         assert_eq!(
             (o.acked_slot(), o.newest()),
@@ -1894,18 +1952,69 @@ mod tests {
         );
         o.set_newest(3);
         assert_eq!((o.acked_slot(), o.newest()), (INVALID_BASELINE_INDEX, 3));
-        let b = Slot {
-            snapshot: 7,
+        let n = Nomination {
+            ordinal: 1,
+            object: 0,
+            lineage: 7,
             prior: 5,
             prior2: NO_SNAPSHOT,
             synced: 2,
+            slot: 3,
+            epoch: 0,
         };
-        assert!(!o.promote(b, 3).is_live());
+        assert_eq!(o.promote(&n), NO_SNAPSHOT);
         assert_eq!((o.acked_slot(), o.newest()), (3, 3));
         assert!(o.is_newest_acked());
+        assert_eq!((o.acked, o.synced), (7, 2));
+    }
+
+    #[test]
+    fn connections_share_a_lineage_when_snapshot_and_priors_match() {
+        let mut s = BaselineStorage::new(DeltaSettings::default());
+        let (mut a, mut b, mut c) = Default::default();
+        let _: [&ConnectionBaselines; 3] = [&a, &b, &c];
+        let h = NetRefHandle::new(9, false, 0);
+        let all = ChangeMask::all(4);
+        let prior = s.create_baseline(1, h, true).unwrap();
+        s.release(prior); // Only its reservation holds it now.
+        s.begin_frame();
+        let nominate = |c: &mut ConnectionBaselines, s: &mut BaselineStorage, p| {
+            let snap = s.create_baseline(1, h, true).unwrap();
+            c.nominate(s, 1, 1, snap, &all, p, None, 1);
+            snap
+        };
+        let snap = nominate(&mut a, &mut s, Some(prior));
         assert_eq!(
-            (o.acked().snapshot, o.acked().prior, o.acked().synced),
-            (7, 5, 2)
+            nominate(&mut b, &mut s, Some(prior)),
+            snap,
+            "one snapshot a frame"
+        );
+        assert_eq!(s.live_lineages(), 1, "same snapshot, same prior: shared");
+        nominate(&mut c, &mut s, None);
+        assert_eq!(s.live_lineages(), 2, "another prior: another lineage");
+        // The reservation, and one reference per lineage (not per connection).
+        assert_eq!(s.ref_count(snap), 3);
+        assert_eq!(
+            s.ref_count(prior),
+            2,
+            "its reservation and the shared lineage"
+        );
+        for c in [&mut a, &mut b, &mut c] {
+            assert_eq!(c.on_delivery(&mut s, 1, DeliveryStatus::Delivered), 1);
+        }
+        let seen = |c: &ConnectionBaselines| c.acked(&s, 1).map(|(k, b)| (k, b.snapshot, b.prior));
+        assert_eq!(seen(&a), Some((1, snap, Some(prior))));
+        assert_eq!(seen(&b), seen(&a));
+        assert_eq!(seen(&c), Some((1, snap, None)));
+        a.release_object(&mut s, 1);
+        assert_eq!(s.live_lineages(), 2, "b still holds the shared one");
+        b.release_object(&mut s, 1);
+        c.release_object(&mut s, 1);
+        assert_eq!(s.live_lineages(), 0);
+        assert_eq!(
+            (s.ref_count(snap), s.ref_count(prior)),
+            (1, 1),
+            "the reservations"
         );
     }
 
@@ -1927,7 +2036,7 @@ mod tests {
         );
         assert_eq!(c.on_delivery(&mut s, 2, DeliveryStatus::Delivered), 1);
         assert!(c.is_last_nomination_acked(1));
-        assert_eq!(c.acked(1).map(|(k, b)| (k, b.snapshot)), Some((2, b)));
+        assert_eq!(c.acked(&s, 1).map(|(k, b)| (k, b.snapshot)), Some((2, b)));
     }
 
     #[test]
@@ -1977,7 +2086,10 @@ mod tests {
         let snap = s.create_baseline(1, h, true).unwrap();
         c.nominate(&mut s, 1, 6, snap, &all, None, None, 6);
         assert_eq!(c.on_delivery(&mut s, 6, DeliveryStatus::Delivered), 1);
-        assert_eq!(c.acked(1).map(|(k, b)| (k, b.snapshot)), Some((6, snap)));
+        assert_eq!(
+            c.acked(&s, 1).map(|(k, b)| (k, b.snapshot)),
+            Some((6, snap))
+        );
         assert!(c.is_last_nomination_acked(1));
         // Built from the acknowledged one: it holds a reference on its prior.
         s.begin_frame();
@@ -1989,7 +2101,7 @@ mod tests {
         assert_eq!(c.on_delivery(&mut s, 7, DeliveryStatus::Delivered), 1);
         assert_eq!(c.count(1), 1, "the previous acked baseline is destroyed");
         assert!(c.is_last_nomination_acked(1));
-        assert_eq!(c.acked(1).unwrap().1.prior, Some(snap));
+        assert_eq!(c.acked(&s, 1).unwrap().1.prior, Some(snap));
         assert_eq!(s.ref_count(snap), 2, "still the prior of slot 7");
         // Releasing the object drops both the slot and its prior.
         assert_eq!(c.synced_union(1), Some(all));
@@ -2027,7 +2139,7 @@ mod tests {
         // and slot 0 (the previous acknowledged) frees.
         c.on_delivery(&mut s, 1, DeliveryStatus::Lost);
         c.on_delivery(&mut s, 2, DeliveryStatus::Delivered);
-        assert_eq!(c.acked(1).unwrap().0, 2);
+        assert_eq!(c.acked(&s, 1).unwrap().0, 2);
         assert_eq!(c.free_slot(1, 8), Some(0));
         assert_eq!(c.free_slot(1, 9), Some(1));
         assert_eq!(

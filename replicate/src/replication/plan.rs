@@ -87,7 +87,7 @@ impl ReplicationWriter {
             // after a creation counted lost: the client may know the object from it,
             // without the baseline of the one in flight.
             reference = (!self.infos[index as usize].is_creation_resent())
-                .then(|| self.baselines.creation(index))
+                .then(|| self.baselines.creation(st, index))
                 .flatten()
                 .filter(|(_, b)| {
                     st.state_address(b.snapshot).is_some() && is_subset(&allowed, b.synced)
@@ -108,7 +108,7 @@ impl ReplicationWriter {
                 newest: false,
             });
         }
-        match self.baselines.acked(index) {
+        match self.baselines.acked(st, index) {
             Some((acked, slot)) if is_subset(&allowed, slot.synced) => {
                 reference = st
                     .state_address(slot.snapshot)
