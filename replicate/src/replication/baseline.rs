@@ -735,6 +735,38 @@ impl BaselineStorage {
         l
     }
 
+    /// A baseline of an object's state in this frame (see
+    /// [`create_baseline`](Self::create_baseline); the creation throttle is the
+    /// caller's) built from `prior` and `prior2`, for one more holder: its lineage, or
+    /// `None` when the object has none. The connections that nominate the object from
+    /// the same priors in one frame (acks in step) share one lineage: after the first,
+    /// each costs a reference count.
+    pub(crate) fn nominated_lineage(
+        &mut self,
+        object: InternalIndex,
+        handle: NetRefHandle,
+        prior: u32,
+        prior2: u32,
+    ) -> Option<u32> {
+        let frame = self.frame;
+        let shared = self
+            .objects
+            .get(object)
+            .filter(|o| o.handle == handle)
+            .and_then(|o| o.shared.filter(|(f, _)| *f == frame).zip(o.lineage));
+        if let Some(((_, snapshot), l)) = shared
+            && let Some(lineage) = self.lineages.get_mut(l as usize)
+            && lineage.refs > 0
+            && (lineage.snapshot, lineage.prior, lineage.prior2) == (snapshot, prior, prior2)
+        {
+            lineage.refs += 1;
+            self.stats.baselines_created += 1;
+            return Some(l);
+        }
+        let snapshot = self.create_baseline(object, handle, true)?;
+        Some(self.take_lineage(snapshot, prior, prior2))
+    }
+
     /// A live lineage's snapshot and priors (each [`NO_SNAPSHOT`] when absent).
     fn lineage(&self, l: u32) -> Option<&Lineage> {
         self.lineages.get(l as usize).filter(|l| l.refs > 0)
@@ -1350,10 +1382,9 @@ impl ConnectionBaselines {
             .zip(self.unsettled.drain(..))
         {
             // The plan checked the creation throttle when it nominated.
-            let Some(snapshot) = storage.create_baseline(n.object, handle, true) else {
-                continue;
-            };
-            n.lineage = storage.take_lineage(snapshot, n.prior, n.prior2);
+            if let Some(l) = storage.nominated_lineage(n.object, handle, n.prior, n.prior2) {
+                n.lineage = l;
+            }
         }
         for l in self.released.drain(..) {
             storage.release_lineage(l);

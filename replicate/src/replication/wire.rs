@@ -47,7 +47,7 @@
 use crate::bits::{BitReader, BitWriter};
 use crate::protocol::ProtocolIndex;
 use crate::serialize::SerializeError;
-use crate::serialize::delta::{exp_golomb_len, read_exp_golomb, write_exp_golomb};
+use crate::serialize::delta::{exp_golomb_word, read_exp_golomb};
 use crate::state::ChangeMask;
 use thiserror::Error;
 
@@ -500,17 +500,14 @@ impl SectionFrame {
         if index == self.next {
             w.write_bool(false);
         } else {
-            w.write_bool(true);
+            // `1`, then `0` and the gap's code, or `1` and the index: one write.
             let gap = (index > self.next).then(|| u64::from(index - self.next - 1));
-            match gap.filter(|&g| exp_golomb_len(g, 0, 24) <= self.width) {
-                Some(gap) => {
-                    w.write_bool(false);
-                    write_exp_golomb(w, gap, 0, 24);
-                }
-                None => {
-                    w.write_bool(true);
-                    w.write_bits(u64::from(index), self.width);
-                }
+            match gap
+                .and_then(|g| exp_golomb_word(g, 0, 24))
+                .filter(|&(_, len)| len <= self.width)
+            {
+                Some((code, len)) => w.write_bits(0b01 | code << 2, len + 2),
+                None => w.write_bits(0b11 | u64::from(index) << 2, self.width + 2),
             }
         }
         self.next = index.wrapping_add(1);

@@ -152,19 +152,38 @@ pub fn exp_golomb_len(z: u64, k: u32, bits: u32) -> u32 {
     2 * g + k + terminator
 }
 
-/// Writes `z` (below `2^bits`) in the Exp-Golomb code of order `k`.
+/// `z`'s Exp-Golomb code of order `k` (`z < 2^bits`) as one word, its first bit
+/// lowest, and its length: `None` when it is longer than 64 bits. Lets a caller join
+/// the code with bits around it in one write.
+///
+/// ```
+/// use replicate::serialize::delta::{exp_golomb_len, exp_golomb_word};
+/// assert_eq!(exp_golomb_word(0, 0, 17), Some((0, 1)));
+/// // Two ones (group 2), the terminating zero, then the low bits of 5 + 1 = 0b110.
+/// assert_eq!(exp_golomb_word(5, 0, 17), Some((0b10_0_11, 5)));
+/// assert_eq!(exp_golomb_word(40, 2, 17).map(|(_, n)| n), Some(exp_golomb_len(40, 2, 17)));
+/// ```
 #[inline]
-pub fn write_exp_golomb(w: &mut BitWriter, z: u64, k: u32, bits: u32) {
+pub fn exp_golomb_word(z: u64, k: u32, bits: u32) -> Option<(u64, u32)> {
     let g = group(z, k);
     let terminator = u32::from(g < max_group(bits, k));
     let n = g + k;
-    if g + terminator + n <= 64 {
-        // The whole code in one write (written low bit first): g ones, the zero, then
-        // the low n bits of z + 2^k.
+    let len = g + terminator + n;
+    // g ones, the zero, then the low n bits of z + 2^k (its top bit is implied).
+    (len <= 64).then(|| {
         let low = ((z as u128 + (1u128 << k)) as u64) & mask(n);
-        w.write_bits(mask(g) | low << (g + terminator), g + terminator + n);
+        (mask(g) | low << (g + terminator), len)
+    })
+}
+
+/// Writes `z` (below `2^bits`) in the Exp-Golomb code of order `k`.
+#[inline]
+pub fn write_exp_golomb(w: &mut BitWriter, z: u64, k: u32, bits: u32) {
+    if let Some((code, len)) = exp_golomb_word(z, k, bits) {
+        w.write_bits(code, len);
         return;
     }
+    let g = group(z, k);
     // g one bits, then the terminating zero unless g is the largest group.
     let mut ones = g;
     while ones > 0 {
