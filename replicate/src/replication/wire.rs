@@ -217,6 +217,32 @@ impl BatchHead {
         }
     }
 
+    /// The head packed in one integer, equal for equal heads: the section frame
+    /// compares recent heads by it.
+    fn key(&self) -> u64 {
+        let slot = |s: Option<u8>| s.map_or(0, |k| u64::from(k) + 1);
+        match *self {
+            BatchHead::Full => 0,
+            BatchHead::Reference {
+                reference,
+                nominate,
+                prediction,
+            } => {
+                let (code, steps) = match prediction {
+                    None => (0, 0),
+                    Some(None) => (1, 0),
+                    Some(Some(Prediction::Quadratic)) => (2, 0),
+                    Some(Some(Prediction::Linear(n))) => (3, u64::from(n)),
+                };
+                1 | slot(reference) << 2 | slot(nominate) << 11 | code << 20 | steps << 32
+            }
+            BatchHead::Fresh {
+                created,
+                vs_default,
+            } => 2 | slot(created) << 2 | u64::from(vs_default) << 11,
+        }
+    }
+
     /// The head without its prediction code: what names the baselines, which the
     /// batches of a packet share.
     pub fn baseline_part(&self) -> Self {
@@ -408,8 +434,8 @@ pub fn read_mask(
 pub struct SectionFrame {
     next: u32,
     width: u32,
-    /// The heads of the last plain updates, most recent first.
-    heads: Vec<BatchHead>,
+    /// The heads of the last plain updates (with their keys), most recent first.
+    heads: Vec<(u64, BatchHead)>,
     /// Per type, the masks of its last plain updates, most recent first.
     masks: Vec<(ProtocolIndex, Vec<ChangeMask>)>,
 }
@@ -427,6 +453,9 @@ pub struct PlainRanks {
 
 /// How many recent masks per type a plain update's mask may repeat.
 pub const MASK_HISTORY: usize = 3;
+
+/// The bits of a [`BatchHead`]'s key that hold its prediction code.
+const PREDICTION_KEY: u64 = 0b11 << 20 | 0xFFFF_FFFF << 32;
 
 /// How many recent heads a plain update's head may repeat.
 pub const HEAD_HISTORY: usize = 3;
@@ -562,11 +591,15 @@ impl SectionFrame {
                 ..
             }
         );
-        let same = self.heads.iter().position(|h| h == head);
+        let key = head.key();
+        let same = self.heads.iter().position(|(k, _)| *k == key);
         if same.is_some() || !no_prior {
             return same;
         }
-        self.heads.iter().position(|h| h.baseline_part() == *head)
+        // The head without a prediction code: its key with the code cleared.
+        self.heads
+            .iter()
+            .position(|(k, _)| k & !PREDICTION_KEY == key)
     }
 
     /// Writes a plain update's head: `[1]`, `[01]`, `[001]` for the latest, second and
@@ -581,7 +614,7 @@ impl SectionFrame {
         if rank.is_some() {
             return rank;
         }
-        match (*head, self.heads.first()) {
+        match (*head, self.heads.first().map(|(_, h)| h)) {
             (
                 BatchHead::Reference {
                     prediction: Some(p),
@@ -611,7 +644,7 @@ impl SectionFrame {
             || SerializeError::invalid("batch head", "repeats a head the section has not carried");
         let head = match read_rank(r, HEAD_HISTORY)? {
             Some(rank) => {
-                let head = *self.heads.get(rank).ok_or_else(unknown)?;
+                let (_, head) = *self.heads.get(rank).ok_or_else(unknown)?;
                 match head {
                     BatchHead::Reference { reference, .. } if !has_prior(reference) => {
                         head.baseline_part()
@@ -628,7 +661,7 @@ impl SectionFrame {
                 }
             }
             None if r.read_bool() => {
-                let latest = self.heads.first().ok_or_else(unknown)?.baseline_part();
+                let latest = self.heads.first().ok_or_else(unknown)?.1.baseline_part();
                 let BatchHead::Reference { reference, .. } = latest else {
                     return Err(SerializeError::invalid(
                         "batch head",
@@ -723,7 +756,7 @@ impl SectionFrame {
             Some(rank) => self.heads[..=rank].rotate_right(1),
             None => {
                 self.heads.truncate(HEAD_HISTORY - 1);
-                self.heads.insert(0, head);
+                self.heads.insert(0, (head.key(), head));
             }
         }
         let i = match self.masks.iter().position(|(p, _)| *p == protocol) {
@@ -827,6 +860,45 @@ mod tests {
             assert_eq!(got.unwrap(), head);
             assert!(len <= 12, "{head:?}: {len} bits");
             assert_eq!(left, 0, "{head:?}");
+        }
+    }
+
+    #[test]
+    fn head_keys_are_equal_exactly_for_equal_heads() {
+        let slots = [None, Some(0), Some(7), Some(255)];
+        let predictions = [
+            None,
+            Some(None),
+            Some(Some(Prediction::Quadratic)),
+            Some(Some(Prediction::Linear(1))),
+            Some(Some(Prediction::Linear(3))),
+            Some(Some(Prediction::Linear(u32::MAX))),
+        ];
+        let mut heads = vec![BatchHead::Full];
+        for created in slots {
+            for vs_default in [false, true] {
+                heads.push(BatchHead::Fresh {
+                    created,
+                    vs_default,
+                });
+            }
+        }
+        for reference in slots {
+            for nominate in slots {
+                for prediction in predictions {
+                    heads.push(BatchHead::Reference {
+                        reference,
+                        nominate,
+                        prediction,
+                    });
+                }
+            }
+        }
+        for a in &heads {
+            assert_eq!(a.key() & !PREDICTION_KEY, a.baseline_part().key(), "{a:?}");
+            for b in &heads {
+                assert_eq!(a.key() == b.key(), a == b, "{a:?} / {b:?}");
+            }
         }
     }
 
