@@ -281,7 +281,7 @@ impl Predictions {
 
     /// The entry of snapshot `info`, whose state is `base`: emptied if it was made for
     /// another state.
-    fn entry(&mut self, info: u32, base: &Arc<dyn ErasedState>) -> &mut SnapshotPredictions {
+    fn entry(&mut self, info: u32, base: &Arc<dyn ErasedState>) -> (u32, &mut SnapshotPredictions) {
         let i = info as usize;
         if self.slots.len() <= i {
             self.slots.resize(i + 1, (0, u32::MAX));
@@ -291,7 +291,8 @@ impl Predictions {
             self.slots[i] = (self.generation, self.entries.len() as u32);
             self.entries.push(SnapshotPredictions::default());
         }
-        let e = &mut self.entries[self.slots[i].1 as usize];
+        let at = self.slots[i].1;
+        let e = &mut self.entries[at as usize];
         if e.base.as_ref().map(address) != Some(address(base)) {
             *e = SnapshotPredictions {
                 base: Some(base.clone()),
@@ -299,7 +300,61 @@ impl Predictions {
                 best: None,
             };
         }
-        e
+        (at, e)
+    }
+}
+
+/// Names the prediction a plan codes against: the one last chosen for a snapshot in a
+/// writer thread's [`Predictions`] (its entry). Valid until the thread chooses again,
+/// that is for the batch that planned it; so a batch holds no reference count on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PredictionRef {
+    entry: u32,
+}
+
+impl Predictions {
+    /// The prediction `r` names.
+    fn chosen(&self, r: PredictionRef) -> Option<&Arc<dyn ErasedState>> {
+        let best = self.entries.get(r.entry as usize)?.best.as_ref()?;
+        best.chosen.as_ref().map(|(_, p)| p)
+    }
+}
+
+/// The states a writer thread's plans code against besides the storage's snapshots:
+/// the predictions made this tick and the types' default states. A plan names them
+/// ([`PredictionRef`], a protocol index) and [`DeltaPlan::against`] looks them up, so
+/// planning a batch takes no reference count.
+#[derive(Default)]
+pub(crate) struct PlanStates {
+    pub(crate) predictions: Predictions,
+    /// Per protocol index.
+    defaults: Vec<Option<Arc<dyn ErasedState>>>,
+}
+
+impl PlanStates {
+    /// Forgets the tick's predictions (the objects' states change); default states
+    /// stay.
+    pub(crate) fn clear(&mut self) {
+        self.predictions.clear();
+    }
+
+    /// Makes the type's default state (once per type) and names it.
+    pub(crate) fn default_state(
+        &mut self,
+        protocol: ProtocolIndex,
+        new_state: impl FnOnce() -> Box<dyn ErasedState>,
+    ) -> ProtocolIndex {
+        let i = usize::from(protocol);
+        if self.defaults.len() <= i {
+            self.defaults.resize(i + 1, None);
+        }
+        self.defaults[i].get_or_insert_with(|| Arc::from(new_state()));
+        protocol
+    }
+
+    /// A type's default state, once made.
+    pub(crate) fn default(&self, protocol: ProtocolIndex) -> Option<&Arc<dyn ErasedState>> {
+        self.defaults.get(usize::from(protocol))?.as_ref()
     }
 }
 
@@ -479,7 +534,7 @@ impl BaselineStorage {
             None => None,
         };
         let priors = (address(prior_state), prior2_state.map_or(0, address));
-        let entry = cache.entry(info, base);
+        let (_, entry) = cache.entry(info, base);
         let cached = usize::from(kind == Prediction::Quadratic);
         if let Some(c) = &entry.predicted[cached]
             && c.kind == kind
@@ -523,27 +578,35 @@ impl BaselineStorage {
         prior2: Option<u32>,
         mask: &ChangeMask,
         state: &dyn ErasedState,
-    ) -> Option<(Prediction, Arc<dyn ErasedState>)> {
+    ) -> Option<(Prediction, PredictionRef)> {
         let base = self.state_arc(info)?;
         let prior_state = self.state_arc(prior)?;
         let prior2_state = prior2.and_then(|p| self.state_arc(p));
         let priors = (address(prior_state), prior2_state.map_or(0, address));
-        if let Some(best) = &cache.entry(info, base).best
+        let (entry, e) = cache.entry(info, base);
+        let found = |best: &BestPrediction| {
+            best.chosen
+                .as_ref()
+                .map(|(kind, _)| (*kind, PredictionRef { entry }))
+        };
+        if let Some(best) = &e.best
             && best.frame == self.frame
             && best.priors == priors
             && best.mask == *mask
         {
-            return best.chosen.clone();
+            return found(best);
         }
         let chosen = self.choose_prediction(cache, info, prior, prior2, mask, state);
-        cache.entry(info, base).best = Some(BestPrediction {
+        let best = BestPrediction {
             frame: self.frame,
             priors,
             _keep: (prior_state.clone(), prior2_state.cloned()),
             mask: mask.clone(),
-            chosen: chosen.clone(),
-        });
-        chosen
+            chosen,
+        };
+        let named = found(&best);
+        cache.entry(info, base).1.best = Some(best);
+        named
     }
 
     /// Chooses [`best_prediction`](Self::best_prediction)'s prediction.
@@ -1587,15 +1650,16 @@ pub(crate) struct DeltaPlan {
     /// On the delta path, when the acknowledged slot has a prior: `Some((kind,
     /// prediction))` to code against it, `Some(None)` to code against the slot (the
     /// batch says which, see the module docs); `None` without a prior (no code).
-    pub predicted: Option<Option<(Prediction, Arc<dyn ErasedState>)>>,
+    pub predicted: Option<Option<(Prediction, PredictionRef)>>,
     /// The reference's prior (the prior's prior of a baseline this batch nominates).
     pub reference_prior: Option<u32>,
     /// The slot to nominate.
     pub nominate: Option<u8>,
     /// The members allowed to this connection now (the new baseline's synced set).
     pub allowed: ChangeMask,
-    /// The type's default state (full path only).
-    pub default: Option<Arc<dyn ErasedState>>,
+    /// The type whose default state the full path may code against (full path only;
+    /// see [`PlanStates::default`]).
+    pub default: Option<ProtocolIndex>,
     /// Whether the full path encodes against the default state.
     pub vs_default: bool,
     /// The reference is this connection's last nomination of the object, acknowledged
@@ -1629,23 +1693,28 @@ impl DeltaPlan {
     /// The state the members are coded against (the prediction, the reference or the
     /// type's default state), or none (coded in full).
     pub(crate) fn against<'a>(
-        &'a self,
+        &self,
         st: &'a BaselineStorage,
+        states: &'a PlanStates,
     ) -> Option<&'a Arc<dyn ErasedState>> {
         match self.reference {
-            Some((_, snapshot)) => match &self.predicted {
-                Some(Some((_, predicted))) => Some(predicted),
+            Some((_, snapshot)) => match self.predicted {
+                Some(Some((_, predicted))) => {
+                    let p = states.predictions.chosen(predicted);
+                    debug_assert!(p.is_some(), "a plan's prediction lives while it is written");
+                    p
+                }
                 _ => st.state_arc(snapshot),
             },
-            None if self.vs_default => self.default.as_ref(),
+            None if self.vs_default => self.default.and_then(|p| states.default(p)),
             None => None,
         }
     }
 
     /// The segment this plan codes (what decides its bits besides the state and the
     /// mask), named without touching any state.
-    pub(crate) fn segment(&self, st: &BaselineStorage) -> SegmentKind {
-        self.against(st)
+    pub(crate) fn segment(&self, st: &BaselineStorage, states: &PlanStates) -> SegmentKind {
+        self.against(st, states)
             .map_or(SegmentKind::Full, |a| SegmentKind::Against(address(a)))
     }
 
@@ -1672,12 +1741,13 @@ impl DeltaPlan {
     pub(crate) fn write_segment(
         &self,
         st: &BaselineStorage,
+        states: &PlanStates,
         state: &dyn ErasedState,
         mask: &ChangeMask,
         w: &mut BitWriter,
     ) -> usize {
         let start = w.position();
-        match self.against(st) {
+        match self.against(st, states) {
             Some(against) => state.serialize_delta(against.as_ref(), mask, w),
             // Only on the full path without the default state: the writer plans a
             // reference only when its snapshot is committed.

@@ -10,7 +10,7 @@ use crate::bits::BitWriter;
 use crate::connection::DeliveryStatus;
 use crate::handle::NetRefHandle;
 use crate::object::{InternalIndex, ObjectEntry, ObjectTable};
-use crate::replication::baseline::{BaselineStorage, DeltaPlan, SegmentKind};
+use crate::replication::baseline::{BaselineStorage, DeltaPlan, PlanStates, SegmentKind};
 use crate::replication::encode::EncodedSegments;
 use crate::replication::insights::Encoding;
 use crate::replication::wire::{
@@ -73,7 +73,7 @@ pub(super) fn write_plain(
     w: &mut BitWriter,
     c: &BatchCoding<'_>,
     frame: &SectionFrame,
-    segments: &mut EncodedSegments,
+    encode: Encode<'_>,
     segment_id: &mut Option<u32>,
 ) -> (BodyBits, BatchHead, PlainRanks) {
     let mut bits = BodyBits::default();
@@ -84,7 +84,7 @@ pub(super) fn write_plain(
     let start = w.position();
     let mask_rank = frame.write_mask(w, c.entry.protocol(), c.mask, head.mask_hint(false));
     bits.mask = w.position() - start;
-    bits.members = write_members(w, c, segments, segment_id);
+    bits.members = write_members(w, c, encode, segment_id);
     let ranks = PlainRanks {
         head: head_rank,
         mask: mask_rank,
@@ -99,7 +99,7 @@ pub(super) fn write_long(
     w: &mut BitWriter,
     c: &BatchCoding<'_>,
     exports: &SharedExports,
-    segments: &mut EncodedSegments,
+    encode: Encode<'_>,
     segment_id: &mut Option<u32>,
     bits: &mut BodyBits,
 ) -> Vec<NetToken> {
@@ -130,8 +130,15 @@ pub(super) fn write_long(
     let start = w.position();
     write_mask(w, c.mask, head.mask_hint(c.creating));
     bits.mask = w.position() - start;
-    bits.members = write_members(w, c, segments, segment_id);
+    bits.members = write_members(w, c, encode, segment_id);
     tokens
+}
+
+/// A writer thread's tick cache as the encode stage uses it: the shared segments it
+/// copies or adds, and the states plans code against.
+pub(super) struct Encode<'a> {
+    pub segments: &'a mut EncodedSegments,
+    pub states: &'a PlanStates,
 }
 
 /// Writes the members: copied from the tick's shared encoding of the same segment, or
@@ -139,11 +146,12 @@ pub(super) fn write_long(
 fn write_members(
     w: &mut BitWriter,
     c: &BatchCoding<'_>,
-    segments: &mut EncodedSegments,
+    encode: Encode<'_>,
     segment_id: &mut Option<u32>,
 ) -> usize {
+    let Encode { segments, states } = encode;
     let plan = c.plan.zip(c.st);
-    let kind = plan.map_or(SegmentKind::Full, |(plan, st)| plan.segment(st));
+    let kind = plan.map_or(SegmentKind::Full, |(plan, st)| plan.segment(st, states));
     let handle = c.entry.handle();
     if let Some(segment) = segments.find(c.index, handle, c.mask, &kind) {
         w.write_words(segment.words, segment.bits);
@@ -152,14 +160,16 @@ fn write_members(
     }
     let start = w.position();
     let member_bits = match plan {
-        Some((plan, st)) => plan.write_segment(st, c.entry.state(), c.mask, w),
+        Some((plan, st)) => plan.write_segment(st, states, c.entry.state(), c.mask, w),
         None => {
             c.entry.state().serialize(c.mask, w);
             w.position() - start
         }
     };
     if !w.is_overflown() {
-        let against = plan.and_then(|(plan, st)| plan.against(st)).cloned();
+        let against = plan
+            .and_then(|(plan, st)| plan.against(st, states))
+            .cloned();
         *segment_id = segments.insert(c.index, handle, c.mask, kind, against, member_bits, |out| {
             w.copy_bits(start, member_bits, out)
         });
@@ -173,11 +183,12 @@ fn write_members(
 pub(super) fn encoding_of<'a>(
     plan: Option<&'a DeltaPlan>,
     st: Option<&'a BaselineStorage>,
+    states: &'a PlanStates,
 ) -> Encoding<'a> {
     Encoding {
         reference: plan
             .zip(st)
-            .and_then(|(plan, st)| plan.against(st))
+            .and_then(|(plan, st)| plan.against(st, states))
             .map(|s| s.as_ref()),
     }
 }
@@ -292,7 +303,11 @@ impl ReplicationWriter {
         // No size: the reader knows the type from the index (see `wire`).
         w.write_bool(false);
         let start = w.position();
-        let (bits, head, ranks) = write_plain(w, c, &self.frame, &mut self.cache.segments, segment);
+        let encode = Encode {
+            segments: &mut self.cache.segments,
+            states: &self.cache.states,
+        };
+        let (bits, head, ranks) = write_plain(w, c, &self.frame, encode, segment);
         if w.is_overflown() {
             return Err(BatchError::DidNotFit);
         }
@@ -320,14 +335,11 @@ impl ReplicationWriter {
         w.write_bits(0, 32);
         let start = w.position();
         let mut bits = BodyBits::default();
-        let tokens = write_long(
-            w,
-            c,
-            &self.exports,
-            &mut self.cache.segments,
-            segment,
-            &mut bits,
-        );
+        let encode = Encode {
+            segments: &mut self.cache.segments,
+            states: &self.cache.states,
+        };
+        let tokens = write_long(w, c, &self.exports, encode, segment, &mut bits);
         if w.is_overflown() {
             return Err(BatchError::DidNotFit);
         }
@@ -359,14 +371,11 @@ impl ReplicationWriter {
         let limit = w.bits_left();
         scratch.begin_substream(limit);
         let mut bits = BodyBits::default();
-        let tokens = write_long(
-            scratch,
-            c,
-            &self.exports,
-            &mut self.cache.segments,
-            segment,
-            &mut bits,
-        );
+        let encode = Encode {
+            segments: &mut self.cache.segments,
+            states: &self.cache.states,
+        };
+        let tokens = write_long(scratch, c, &self.exports, encode, segment, &mut bits);
         let size = scratch.position();
         if scratch.is_overflown() || size as u64 >= WIDE_BATCH_SIZE {
             return Err(if limit >= SCRATCH_BITS || !scratch.is_overflown() {

@@ -15,11 +15,11 @@
 //! ([`clear`](EncodedSegments::clear): each server tick, and each mutable access to the
 //! object table).
 
-use super::baseline::{Predictions, SegmentKind};
+use super::baseline::{PlanStates, SegmentKind};
 use super::insights::MemberMeasure;
 use crate::handle::NetRefHandle;
 use crate::object::InternalIndex;
-use crate::protocol::{ErasedState, ProtocolIndex};
+use crate::protocol::ErasedState;
 use crate::state::ChangeMask;
 use std::sync::Arc;
 
@@ -33,9 +33,8 @@ use std::sync::Arc;
 #[repr(align(128))]
 pub(crate) struct TickCache {
     pub(crate) segments: EncodedSegments,
-    pub(crate) predictions: Predictions,
-    /// Per protocol index.
-    defaults: Vec<Option<Arc<dyn ErasedState>>>,
+    /// The predictions made from baselines and the types' default states.
+    pub(crate) states: PlanStates,
     /// Batches planned on the delta path and on the full path, not yet counted in the
     /// storage's statistics.
     batches: (u64, u64),
@@ -53,22 +52,7 @@ impl TickCache {
     /// Forgets what the tick encoded and predicted (the objects' states change).
     pub(crate) fn clear(&mut self) {
         self.segments.clear();
-        self.predictions.clear();
-    }
-
-    /// The type's default state (made once per type).
-    pub(crate) fn default_state(
-        &mut self,
-        protocol: ProtocolIndex,
-        new_state: impl FnOnce() -> Box<dyn ErasedState>,
-    ) -> Arc<dyn ErasedState> {
-        let i = usize::from(protocol);
-        if self.defaults.len() <= i {
-            self.defaults.resize(i + 1, None);
-        }
-        self.defaults[i]
-            .get_or_insert_with(|| Arc::from(new_state()))
-            .clone()
+        self.states.clear();
     }
 
     /// Counts a batch planned with delta compression: against a reference (`delta`)

@@ -95,7 +95,7 @@ impl ReplicationWriter {
                 .map(|(k, b)| (k, b.snapshot));
             let default = reference
                 .is_none()
-                .then(|| self.cache.default_state(entry.protocol(), new_state));
+                .then(|| self.cache.states.default_state(entry.protocol(), new_state));
             self.cache.count_batch(reference.is_some());
             return Some(DeltaPlan {
                 reference,
@@ -144,16 +144,16 @@ impl ReplicationWriter {
             .filter(|_| st.may_create(index, entry.handle(), unthrottled));
         let default = reference
             .is_none()
-            .then(|| self.cache.default_state(entry.protocol(), new_state));
+            .then(|| self.cache.states.default_state(entry.protocol(), new_state));
         self.cache.count_batch(reference.is_some());
         if nominate.is_some() {
             // The client builds the new baseline from the reference and this batch:
             // carry every allowed member that differs from the reference. The
             // difference is the same for every connection with that reference: found
             // once per tick.
-            let against = match (reference, &default) {
+            let against = match (reference, default) {
                 (Some((_, snapshot)), _) => st.state_arc(snapshot),
-                (None, Some(default)) => Some(default),
+                (None, Some(protocol)) => self.cache.states.default(protocol),
                 (None, None) => None,
             };
             if let Some(against) = against {
@@ -176,7 +176,7 @@ impl ReplicationWriter {
             (Some((_, snapshot)), Some(prior)) => {
                 Some(if st.is_prediction_enabled(entry.protocol()) {
                     st.best_prediction(
-                        &mut self.cache.predictions,
+                        &mut self.cache.states.predictions,
                         snapshot,
                         prior,
                         prior2,

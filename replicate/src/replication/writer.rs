@@ -1443,7 +1443,7 @@ impl ReplicationWriter {
                 entry.protocol(),
                 entry.state(),
                 &mask,
-                encoding_of(plan.as_ref(), st),
+                encoding_of(plan.as_ref(), st, &self.cache.states),
                 creating,
                 BatchLayout {
                     handle: handle_bits,
