@@ -215,14 +215,13 @@ struct StateInfo {
     frame: u32,
 }
 
-/// The prediction a snapshot's batches code against in a frame (see
-/// [`BaselineStorage::best_prediction`]), for the priors (by address, kept alive so
-/// that no other state takes their address while remembered) and members it was
-/// chosen for: connections in step look it up instead of choosing again.
+/// The prediction a lineage's batches code against in a frame (see
+/// [`BaselineStorage::best_prediction`]), for the lineage (by index and generation:
+/// an index freed and reused names another) and members it was chosen for:
+/// connections in step look it up instead of choosing again.
 struct BestPrediction {
+    generation: u32,
     frame: u32,
-    priors: (usize, usize),
-    _keep: (Arc<dyn ErasedState>, Option<Arc<dyn ErasedState>>),
     mask: ChangeMask,
     chosen: Option<(Prediction, Arc<dyn ErasedState>)>,
 }
@@ -247,8 +246,6 @@ struct SnapshotPredictions {
     /// The last predictions made: linear, quadratic. Connections with acks in step
     /// share them.
     predicted: [Option<PredictionCache>; 2],
-    /// The last prediction chosen (see [`BaselineStorage::best_prediction`]).
-    best: Option<BestPrediction>,
 }
 
 /// The predictions made this tick, per snapshot: each writer thread keeps its own,
@@ -263,11 +260,18 @@ pub(crate) struct Predictions {
     /// changed, not one per snapshot in the storage).
     entries: Vec<SnapshotPredictions>,
     generation: u32,
+    /// Per lineage index, the prediction chosen for it this tick.
+    best: Vec<Option<BestPrediction>>,
+    /// The lineage indices with a choice in `best`, emptied by [`clear`](Self::clear).
+    best_used: Vec<u32>,
 }
 
 impl Predictions {
     /// Forgets every prediction.
     pub(crate) fn clear(&mut self) {
+        for l in self.best_used.drain(..) {
+            self.best[l as usize] = None;
+        }
         if self.entries.is_empty() {
             return;
         }
@@ -297,25 +301,24 @@ impl Predictions {
             *e = SnapshotPredictions {
                 base: Some(base.clone()),
                 predicted: [None, None],
-                best: None,
             };
         }
         (at, e)
     }
 }
 
-/// Names the prediction a plan codes against: the one last chosen for a snapshot in a
-/// writer thread's [`Predictions`] (its entry). Valid until the thread chooses again,
-/// that is for the batch that planned it; so a batch holds no reference count on it.
+/// Names the prediction a plan codes against: the one chosen this tick for a lineage
+/// in a writer thread's [`Predictions`]. Valid while the thread's choice for the
+/// lineage stands (the tick), so a batch holds no reference count on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PredictionRef {
-    entry: u32,
+    lineage: u32,
 }
 
 impl Predictions {
     /// The prediction `r` names.
     fn chosen(&self, r: PredictionRef) -> Option<&Arc<dyn ErasedState>> {
-        let best = self.entries.get(r.entry as usize)?.best.as_ref()?;
+        let best = self.best.get(r.lineage as usize)?.as_ref()?;
         best.chosen.as_ref().map(|(_, p)| p)
     }
 }
@@ -378,6 +381,8 @@ struct Lineage {
     snapshot: u32,
     prior: u32,
     prior2: u32,
+    /// Counts the lineages made: tells this one from an earlier one at its index.
+    generation: u32,
     /// The baselines that hold it (acknowledged or in flight); freed at zero.
     refs: u32,
 }
@@ -407,6 +412,7 @@ pub struct BaselineStorage {
     free: Vec<u32>,
     lineages: Vec<Lineage>,
     free_lineages: Vec<u32>,
+    lineage_generation: u32,
     frame: u32,
     objects: IndexMap<ObjectShared>,
     reservations: Vec<u32>,
@@ -451,6 +457,7 @@ impl BaselineStorage {
             free: Vec::new(),
             lineages: Vec::new(),
             free_lineages: Vec::new(),
+            lineage_generation: 0,
             frame: 0,
             objects: IndexMap::default(),
             reservations: Vec::new(),
@@ -562,51 +569,47 @@ impl BaselineStorage {
     }
 
     /// The prediction a batch of an object whose current state is `state` codes
-    /// against, from snapshot `info`, its `prior` and the prior's prior `prior2`: the
-    /// constant-velocity one over the intervals from the snapshot to now, or, one
-    /// interval on from baselines evenly spaced at least [`QUADRATIC_MIN_INTERVAL`]
-    /// frames apart, the quadratic one if it codes the
+    /// against, from the baseline `lineage` (its snapshot, prior and the prior's
+    /// prior): the constant-velocity one over the intervals from the snapshot to now,
+    /// or, one interval on from baselines evenly spaced at least
+    /// [`QUADRATIC_MIN_INTERVAL`] frames apart, the quadratic one if it codes the
     /// members in `mask` in fewer bits (a steady turn or a ballistic arc; a random
-    /// walk favours the linear one). Decided once per frame for the snapshot and
-    /// priors (in `cache`), so connections in step share the choice. `None` when no
-    /// prediction can be made.
+    /// walk favours the linear one). Decided once per frame for the lineage (in
+    /// `cache`), so connections in step share the choice. `None` when no prediction
+    /// can be made.
     pub(crate) fn best_prediction(
         &self,
         cache: &mut Predictions,
-        info: u32,
-        prior: u32,
-        prior2: Option<u32>,
+        lineage: u32,
         mask: &ChangeMask,
         state: &dyn ErasedState,
     ) -> Option<(Prediction, PredictionRef)> {
-        let base = self.state_arc(info)?;
-        let prior_state = self.state_arc(prior)?;
-        let prior2_state = prior2.and_then(|p| self.state_arc(p));
-        let priors = (address(prior_state), prior2_state.map_or(0, address));
-        let (entry, e) = cache.entry(info, base);
-        let found = |best: &BestPrediction| {
-            best.chosen
-                .as_ref()
-                .map(|(kind, _)| (*kind, PredictionRef { entry }))
-        };
-        if let Some(best) = &e.best
+        let l = *self.lineage(lineage)?;
+        let named = PredictionRef { lineage };
+        if let Some(Some(best)) = cache.best.get(lineage as usize)
+            && best.generation == l.generation
             && best.frame == self.frame
-            && best.priors == priors
             && best.mask == *mask
         {
-            return found(best);
+            return best.chosen.as_ref().map(|(kind, _)| (*kind, named));
         }
-        let chosen = self.choose_prediction(cache, info, prior, prior2, mask, state);
-        let best = BestPrediction {
+        let prior2 = (l.prior2 != NO_SNAPSHOT).then_some(l.prior2);
+        let chosen = self.choose_prediction(cache, l.snapshot, l.prior, prior2, mask, state);
+        let i = lineage as usize;
+        if cache.best.len() <= i {
+            cache.best.resize_with(i + 1, || None);
+        }
+        if cache.best[i].is_none() {
+            cache.best_used.push(lineage);
+        }
+        let kind = chosen.as_ref().map(|(kind, _)| *kind);
+        cache.best[i] = Some(BestPrediction {
+            generation: l.generation,
             frame: self.frame,
-            priors,
-            _keep: (prior_state.clone(), prior2_state.cloned()),
             mask: mask.clone(),
             chosen,
-        };
-        let named = found(&best);
-        cache.entry(info, base).1.best = Some(best);
-        named
+        });
+        kind.map(|kind| (kind, named))
     }
 
     /// Chooses [`best_prediction`](Self::best_prediction)'s prediction.
@@ -776,10 +779,12 @@ impl BaselineStorage {
                 self.add_ref(p);
             }
         }
+        self.lineage_generation = self.lineage_generation.wrapping_add(1);
         let lineage = Lineage {
             snapshot,
             prior,
             prior2,
+            generation: self.lineage_generation,
             refs: 1,
         };
         let l = match self.free_lineages.pop() {
@@ -960,6 +965,8 @@ const NO_SNAPSHOT: u32 = u32::MAX;
 /// One baseline of one (object, connection), as the writer reads it.
 #[derive(Debug, Clone, Copy)]
 pub struct BaselineSlot<'a> {
+    /// Its lineage in the [`BaselineStorage`] (the snapshot and priors below).
+    pub lineage: u32,
     /// The snapshot in the [`BaselineStorage`].
     pub snapshot: u32,
     /// The members the client holds equal to the snapshot.
@@ -1163,6 +1170,7 @@ impl ConnectionBaselines {
         let l = storage.lineage(lineage)?;
         let some = |s: u32| (s != NO_SNAPSHOT).then_some(s);
         Some(BaselineSlot {
+            lineage,
             snapshot: l.snapshot,
             synced: &self.synced[synced as usize],
             prior: some(l.prior),

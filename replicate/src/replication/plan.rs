@@ -77,10 +77,12 @@ impl ReplicationWriter {
         if !st.is_enabled(entry.protocol(), desc.delta_compression) {
             return None;
         }
-        // The reference and its prior, by snapshot: no state is touched here.
+        // The reference and its prior, by snapshot (a prediction reads the prior's
+        // prior from the lineage): no state is touched here.
         let mut reference: Option<(u8, u32)> = None;
         let mut prior = None;
-        let mut prior2 = None;
+        // The reference's lineage (its snapshot and priors in the storage).
+        let mut lineage = None;
         if creation == CreationStage::InFlight {
             // The creation is in flight: code against the baseline it nominated, and
             // nominate nothing (the client may not know the object, see `wire`). Not
@@ -116,9 +118,7 @@ impl ReplicationWriter {
                 prior = reference
                     .and(slot.prior)
                     .filter(|&p| st.state_address(p).is_some());
-                prior2 = prior
-                    .and(slot.prior2)
-                    .filter(|&p| st.state_address(p).is_some());
+                lineage = Some(slot.lineage);
             }
             Some(_) => {
                 // A member the client's baseline does not hold is now allowed.
@@ -172,14 +172,12 @@ impl ReplicationWriter {
         // With two acknowledged baselines (the reference and the one it was built
         // from, and maybe that one's), code against their prediction where the type
         // wants it; the batch says which.
-        let predicted = match (reference, prior) {
-            (Some((_, snapshot)), Some(prior)) => {
+        let predicted = match (lineage, prior) {
+            (Some(lineage), Some(_)) if reference.is_some() => {
                 Some(if st.is_prediction_enabled(entry.protocol()) {
                     st.best_prediction(
                         &mut self.cache.states.predictions,
-                        snapshot,
-                        prior,
-                        prior2,
+                        lineage,
                         mask,
                         entry.state(),
                     )
