@@ -354,9 +354,28 @@ pub struct ObjectTable {
     owner_changed: Vec<InternalIndex>,
     dirty: Vec<InternalIndex>,
     dirty_set: BitArray,
+    /// The tick's changes as the writers take them, once sealed
+    /// ([`seal_tick`](Self::seal_tick)).
+    changes: Vec<TickChange>,
+    /// `changes` holds every change so far this tick.
+    sealed: bool,
     push_dirty: Vec<InternalIndex>,
     pending_free: Vec<InternalIndex>,
     alive_count: usize,
+}
+
+/// One object that changed this tick, as every connection's writer takes it: the
+/// object, its owner (for a subobject) and the members that changed. Dense, so that
+/// each connection goes through the tick's changes without reading the objects'
+/// entries.
+#[derive(Debug, Clone)]
+pub struct TickChange {
+    /// The object.
+    pub index: InternalIndex,
+    /// Its owner, for a subobject.
+    pub root: Option<InternalIndex>,
+    /// The members that changed this tick.
+    pub mask: ChangeMask,
 }
 
 impl std::fmt::Debug for ObjectTable {
@@ -383,6 +402,8 @@ impl ObjectTable {
             owner_changed: Vec::new(),
             dirty: Vec::new(),
             dirty_set: BitArray::default(),
+            changes: Vec::new(),
+            sealed: true,
             push_dirty: Vec::new(),
             pending_free: Vec::new(),
             alive_count: 0,
@@ -639,6 +660,7 @@ impl ObjectTable {
     }
 
     fn note_dirty(&mut self, i: InternalIndex) {
+        self.sealed = false;
         if !self.dirty_set.get(i) {
             self.dirty_set.set(i);
             self.dirty.push(i);
@@ -973,9 +995,37 @@ impl ObjectTable {
         &self.dirty
     }
 
+    /// Takes down the tick's changes so far as [`tick_changes`](Self::tick_changes)
+    /// gives them (once per tick, before the writers take them; again only if
+    /// something changed since).
+    pub fn seal_tick(&mut self) {
+        if self.sealed {
+            return;
+        }
+        self.changes.clear();
+        for &i in &self.dirty {
+            if let Some(Some(e)) = self.entries.get(i as usize) {
+                self.changes.push(TickChange {
+                    index: i,
+                    root: e.root,
+                    mask: e.tick_mask.clone(),
+                });
+            }
+        }
+        self.sealed = true;
+    }
+
+    /// The tick's changes, as of the last [`seal_tick`](Self::seal_tick).
+    pub fn tick_changes(&self) -> &[TickChange] {
+        debug_assert!(self.sealed, "the tick's changes are read once sealed");
+        &self.changes
+    }
+
     /// End of a server tick (after every connection took the tick's changes): clears
     /// the per-tick masks and frees destroyed objects no connection references.
     pub fn end_tick(&mut self) {
+        self.changes.clear();
+        self.sealed = true;
         for i in std::mem::take(&mut self.dirty) {
             self.dirty_set.clear(i);
             if let Some(Some(e)) = self.entries.get_mut(i as usize) {

@@ -540,6 +540,33 @@ fn poll_mode_compares_quantized_members() {
 }
 
 #[test]
+fn sealed_tick_changes_follow_every_poll_until_the_tick_ends() {
+    let mut m = Manual::new();
+    let mut game_side = pawn(1, 1);
+    let h = m.server.objects_mut().spawn_polled(&game_side).unwrap();
+    m.round_trip();
+    let table = m.server.objects_mut();
+    let i = table.index_of(h).unwrap();
+    game_side.y = 33;
+    assert!(table.poll(h, &game_side));
+    table.seal_tick();
+    let masks = |t: &replicate::internals::object::ObjectTable| -> Vec<(u32, u64)> {
+        t.tick_changes()
+            .iter()
+            .map(|c| (c.index, c.mask.to_u64()))
+            .collect()
+    };
+    assert_eq!(masks(table), [(i, 0b0010)]);
+    // A later change of the same object is taken down when sealed again.
+    game_side.hp = 9;
+    assert!(table.poll(h, &game_side));
+    table.seal_tick();
+    assert_eq!(masks(table), [(i, 0b0110)]);
+    table.end_tick();
+    assert!(table.tick_changes().is_empty());
+}
+
+#[test]
 fn push_mode_quantizes_once_per_tick_whatever_the_connection_count() {
     let mut m = Manual::new();
     for _ in 0..4 {

@@ -707,6 +707,7 @@ impl ReplicationServer {
                 w.update_lifecycle(&mut self.objects);
             }
         }
+        self.objects.seal_tick();
         let objects = &self.objects;
         let mut writers: Vec<&mut ReplicationWriter> = self
             .connections

@@ -588,6 +588,7 @@ impl ReplicationWriter {
     /// object with something to send.
     pub fn update(&mut self, table: &mut ObjectTable) {
         self.update_lifecycle(table);
+        table.seal_tick();
         self.update_dirty(table);
     }
 
@@ -652,7 +653,8 @@ impl ReplicationWriter {
                 self.mark_dirty(table, i);
             }
         }
-        for &i in table.tick_dirty() {
+        for change in table.tick_changes() {
+            let i = change.index;
             // Out of scope (a root): not replicated here, and the small bit array
             // answers without touching the object's send state.
             if self.excluded.get(i) {
@@ -667,12 +669,9 @@ impl ReplicationWriter {
             ) {
                 continue;
             }
-            let Some(entry) = table.entry_at(i) else {
-                continue;
-            };
-            info.or_mask(entry.tick_mask(), &mut self.pool);
+            info.or_mask(&change.mask, &mut self.pool);
             if info.has_dirty_mask() {
-                self.mark_dirty(table, i);
+                self.mark_dirty_under(i, change.root);
             }
         }
         // In chunks, so the scratch stays small after a tick that dirtied everything.
@@ -753,11 +752,17 @@ impl ReplicationWriter {
     }
 
     fn mark_dirty(&mut self, table: &ObjectTable, index: InternalIndex) {
+        self.mark_dirty_under(index, table.entry_at(index).and_then(|e| e.root()));
+    }
+
+    /// [`mark_dirty`](Self::mark_dirty) for an object whose owner, if it is a
+    /// subobject, is `root`.
+    fn mark_dirty_under(&mut self, index: InternalIndex, root: Option<InternalIndex>) {
         // A root that was not scheduled may be owed now (every priority increase
         // outside `update` goes with a `mark_dirty` too).
         self.schedule.invalidate();
         self.dirty.set(index);
-        if let Some(root) = table.entry_at(index).and_then(|e| e.root()) {
+        if let Some(root) = root {
             self.ensure(root);
             if self.infos[root as usize].state() != S::Invalid {
                 self.dirty.set(root);
