@@ -50,6 +50,16 @@ impl std::fmt::Debug for ChangeMask {
     }
 }
 
+/// The low `bits` bits set (all of them from 64 on).
+#[inline]
+fn low_bits(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1 << bits) - 1
+    }
+}
+
 impl ChangeMask {
     /// An all-clear mask of `bits` bits.
     pub fn new(bits: u32) -> Self {
@@ -66,6 +76,12 @@ impl ChangeMask {
 
     /// An all-set mask of `bits` bits (what a creation sends).
     pub fn all(bits: u32) -> Self {
+        if bits <= 64 {
+            let word = low_bits(bits);
+            return Self {
+                repr: MaskRepr::Inline { bits, word },
+            };
+        }
         let mut m = Self::new(bits);
         m.set_all();
         m
@@ -165,6 +181,12 @@ impl ChangeMask {
 
     /// `self |= other` (masks of different lengths: the common prefix).
     pub fn or_with(&mut self, other: &ChangeMask) {
+        if let (MaskRepr::Inline { bits, word }, MaskRepr::Inline { word: o, .. }) =
+            (&mut self.repr, &other.repr)
+        {
+            *word = (*word | o) & low_bits(*bits);
+            return;
+        }
         for (a, b) in self.words_mut().iter_mut().zip(other.words()) {
             *a |= *b;
         }
@@ -173,6 +195,12 @@ impl ChangeMask {
 
     /// `self &= other`.
     pub fn and_with(&mut self, other: &ChangeMask) {
+        if let (MaskRepr::Inline { word, .. }, MaskRepr::Inline { word: o, .. }) =
+            (&mut self.repr, &other.repr)
+        {
+            *word &= o;
+            return;
+        }
         let n = other.words().len();
         for (i, a) in self.words_mut().iter_mut().enumerate() {
             *a &= if i < n { other.words()[i] } else { 0 };
@@ -206,6 +234,9 @@ impl ChangeMask {
     /// A mask of `bits` bits taken from `words` (bit `i` is bit `i % 64` of word
     /// `i / 64`; missing words are zero, extra words and bits are ignored).
     pub fn from_words(bits: u32, words: &[u64]) -> Self {
+        if bits <= 64 {
+            return Self::from_u64(bits, words.first().copied().unwrap_or(0));
+        }
         let mut m = Self::new(bits);
         for (a, b) in m.words_mut().iter_mut().zip(words) {
             *a = *b;
@@ -216,6 +247,12 @@ impl ChangeMask {
 
     /// A mask of `bits` bits whose first 64 bits are `value`.
     pub fn from_u64(bits: u32, value: u64) -> Self {
+        if bits <= 64 {
+            let word = value & low_bits(bits);
+            return Self {
+                repr: MaskRepr::Inline { bits, word },
+            };
+        }
         let mut m = Self::new(bits);
         m.words_mut()[0] = value;
         m.trim();
@@ -551,6 +588,38 @@ impl BitArray {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn inline_masks_combine_like_their_words(bits in 0u32..=64, a: u64, b: u64, wide: u64) {
+            let keep = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            let (ma, mb) = (ChangeMask::from_u64(bits, a), ChangeMask::from_u64(bits, b));
+            proptest::prop_assert_eq!(ma.to_u64(), a & keep);
+            proptest::prop_assert_eq!(ChangeMask::all(bits).to_u64(), keep);
+            proptest::prop_assert_eq!(ChangeMask::all(bits).count_ones(), bits);
+            let mut or = ma.clone();
+            or.or_with(&mb);
+            proptest::prop_assert_eq!(or.to_u64(), (a | b) & keep);
+            let mut and = ma.clone();
+            and.and_with(&mb);
+            proptest::prop_assert_eq!(and.to_u64(), a & b & keep);
+            // Against a wider mask: its first word.
+            let mut other = ChangeMask::new(130);
+            for i in 0..64 {
+                if wide >> i & 1 == 1 {
+                    other.set(i);
+                }
+            }
+            other.set(129);
+            let mut and = ma.clone();
+            and.and_with(&other);
+            proptest::prop_assert_eq!(and.to_u64(), a & wide & keep);
+            let mut or = ma;
+            or.or_with(&other);
+            proptest::prop_assert_eq!(or.to_u64(), (a | wide) & keep);
+            proptest::prop_assert_eq!(or.len(), bits);
+        }
+    }
 
     #[test]
     fn from_words_takes_each_bit_and_nothing_past_the_length() {
