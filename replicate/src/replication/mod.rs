@@ -98,8 +98,8 @@ pub use baseline::{
 pub use interest_hooks::{InterestHooks, SharedInterest};
 pub use reader::{ClientObject, ClientWorld, ReaderStats, ReferenceResolver, ReplicationReader};
 pub use record::{
-    INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind, ReplicatedObjectState,
-    ReplicationInfo,
+    INLINE_MASK_BITS, INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
+    ReplicatedObjectState, ReplicationInfo,
 };
 pub use scheduler::{ScheduledObject, schedule_objects, sort_scheduled_objects};
 pub use wire::{
