@@ -485,6 +485,7 @@ impl BaselineStorage {
 
     /// Whether objects of `protocol` (whose descriptor says `descriptor_default`) are
     /// delta-compressed.
+    #[inline]
     pub fn is_enabled(&self, protocol: ProtocolIndex, descriptor_default: bool) -> bool {
         self.settings.enabled
             && self
@@ -502,6 +503,7 @@ impl BaselineStorage {
     }
 
     /// Whether objects of `protocol` are coded against predictions where possible.
+    #[inline]
     pub fn is_prediction_enabled(&self, protocol: ProtocolIndex) -> bool {
         self.prediction_overrides
             .get(&protocol)
@@ -891,6 +893,7 @@ impl BaselineStorage {
     /// acknowledgements flow, see [`DeltaSettings::baseline_every_packet`]), a snapshot
     /// already created this frame (shared), or `min_frames_between_baselines` frames
     /// since the object's last creation.
+    #[inline]
     pub fn may_create(
         &self,
         object: InternalIndex,
@@ -1152,6 +1155,7 @@ impl ConnectionBaselines {
     /// Whether a baseline holding `mask` in sync can be recorded: the connection
     /// keeps up to [`MAX_SYNCED_MASKS`] distinct synced masks (a handful in practice);
     /// past them, a batch with a new one nominates no baseline.
+    #[inline]
     pub fn can_sync(&self, mask: &ChangeMask) -> bool {
         self.synced.len() < MAX_SYNCED_MASKS
             || self
@@ -1161,6 +1165,7 @@ impl ConnectionBaselines {
     }
 
     /// The baseline of `lineage` (live in `storage`) holding synced mask `synced`.
+    #[inline]
     fn view(
         &self,
         storage: &BaselineStorage,
@@ -1179,6 +1184,7 @@ impl ConnectionBaselines {
     }
 
     /// The acknowledged baseline of an object and its slot.
+    #[inline]
     pub fn acked(
         &self,
         storage: &BaselineStorage,
@@ -1243,12 +1249,14 @@ impl ConnectionBaselines {
     /// Whether this connection may nominate a new baseline of `object` in this packet
     /// without the frame throttle: its first baseline, or
     /// [`DeltaSettings::baseline_every_packet`].
+    #[inline]
     pub fn unthrottled(&self, object: InternalIndex, settings: &DeltaSettings) -> bool {
         settings.baseline_every_packet || self.count(object) == 0
     }
 
     /// Whether the last nomination of `object` was acknowledged and none followed (its
     /// acknowledged baseline is then the newest the client stored).
+    #[inline]
     pub fn is_last_nomination_acked(&self, object: InternalIndex) -> bool {
         self.get(object)
             .is_some_and(|o| o.is_newest_acked() && o.pending == 0)
@@ -1258,6 +1266,7 @@ impl ConnectionBaselines {
     /// packet's own (`ordinal` modulo [`MAX_BASELINE_COUNT`], so that the objects a
     /// packet nominates share one batch head) unless it is taken, then the next free
     /// one; `None` when every slot is taken (nominations cover the round trip).
+    #[inline]
     pub fn free_slot(&self, object: InternalIndex, ordinal: u64) -> Option<u8> {
         let taken = self.get(object).map_or(0, |o| {
             o.pending
@@ -1267,10 +1276,12 @@ impl ConnectionBaselines {
                     0
                 }
         });
+        // The free slots (one bit each in a byte) rotated so that bit 0 is the
+        // packet's own: the lowest set bit is the first free slot from it on.
+        const _: () = assert!(MAX_BASELINE_COUNT as u32 == u8::BITS);
         let first = (ordinal % u64::from(MAX_BASELINE_COUNT)) as u8;
-        (0..MAX_BASELINE_COUNT)
-            .map(|k| (first + k) % MAX_BASELINE_COUNT)
-            .find(|&k| taken & (1 << k) == 0)
+        let free = (!taken).rotate_right(u32::from(first));
+        (free != 0).then(|| (first + free.trailing_zeros() as u8) % MAX_BASELINE_COUNT)
     }
 
     /// Total live baselines over all objects.
@@ -1518,6 +1529,7 @@ impl ConnectionBaselines {
 }
 
 /// Whether every bit of `a` is set in `b`.
+#[inline]
 pub(crate) fn is_subset(a: &ChangeMask, b: &ChangeMask) -> bool {
     let b = b.words();
     a.words()

@@ -219,6 +219,7 @@ impl BatchHead {
 
     /// The head packed in one integer, equal for equal heads: the section frame
     /// compares recent heads by it.
+    #[inline]
     fn key(&self) -> u64 {
         let slot = |s: Option<u8>| s.map_or(0, |k| u64::from(k) + 1);
         match *self {
@@ -462,6 +463,7 @@ pub const HEAD_HISTORY: usize = 3;
 
 /// Writes `[1]`, `[01]`, ... for rank 0, 1, ... of a recent value, or `history` zeros
 /// for none.
+#[inline]
 fn write_rank(w: &mut BitWriter, rank: Option<usize>, history: usize) {
     match rank {
         Some(rank) => w.write_bits(1 << rank, rank as u32 + 1),
@@ -524,6 +526,7 @@ impl SectionFrame {
     }
 
     /// Writes an object index (below `2^width - 1`), the shortest of its forms.
+    #[inline]
     pub fn write_index(&mut self, w: &mut BitWriter, index: u32) {
         debug_assert!(u64::from(index) < (1 << self.width) - 1);
         if index == self.next {
@@ -583,6 +586,7 @@ impl SectionFrame {
     /// The rank of the recent head `head` repeats: an equal one, or, for a head
     /// whose reference has no prior (no prediction code), one naming the same
     /// baselines (the reader knows there is nothing to predict from).
+    #[inline]
     fn rank_of(&self, head: &BatchHead) -> Option<usize> {
         let no_prior = matches!(
             head,
@@ -608,6 +612,7 @@ impl SectionFrame {
     /// `[0]` and the head.
     /// Returns the rank of the recent head it repeats, for
     /// [`note_written`](Self::note_written).
+    #[inline]
     pub fn write_head(&self, w: &mut BitWriter, head: &BatchHead) -> Option<usize> {
         let rank = self.rank_of(head);
         write_rank(w, rank, HEAD_HISTORY);
@@ -682,6 +687,7 @@ impl SectionFrame {
         Ok(head)
     }
 
+    #[inline]
     fn recent_masks(&self, protocol: ProtocolIndex) -> &[ChangeMask] {
         self.masks
             .iter()
@@ -694,6 +700,7 @@ impl SectionFrame {
     /// `[000]` and the mask in the form `hint` names.
     /// Returns the rank of the recent mask it repeats, for
     /// [`note_written`](Self::note_written).
+    #[inline]
     pub fn write_mask(
         &self,
         w: &mut BitWriter,

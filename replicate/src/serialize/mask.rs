@@ -180,6 +180,7 @@ impl ChangeMask {
     }
 
     /// `self |= other` (masks of different lengths: the common prefix).
+    #[inline]
     pub fn or_with(&mut self, other: &ChangeMask) {
         if let (MaskRepr::Inline { bits, word }, MaskRepr::Inline { word: o, .. }) =
             (&mut self.repr, &other.repr)
@@ -194,6 +195,7 @@ impl ChangeMask {
     }
 
     /// `self &= other`.
+    #[inline]
     pub fn and_with(&mut self, other: &ChangeMask) {
         if let (MaskRepr::Inline { word, .. }, MaskRepr::Inline { word: o, .. }) =
             (&mut self.repr, &other.repr)
