@@ -18,11 +18,14 @@
 //!   kept it, or *cancelled* (never copied) if nobody did. It also owns the per-object
 //!   creation throttle (`min_frames_between_baselines`, a connection's first baseline is
 //!   always allowed), the per-type switches, the types' default states and the
-//!   predictions made from each snapshot.
-//! - [`ConnectionBaselines`]: one connection's baselines. Per object, 16 bytes stored
-//!   densely by object index: the acknowledged baseline (its snapshot, the two it was
-//!   built from, and the members the client holds in sync, an index into the
-//!   connection's few distinct masks) and which slots are in flight. The nominations
+//!   predictions made from each snapshot. A baseline's snapshot and its priors are
+//!   held once as a *lineage*, shared by every connection that nominated the same
+//!   snapshot from the same priors; connections hold lineage indices.
+//! - [`ConnectionBaselines`]: one connection's baselines. Per object, 8 bytes stored
+//!   densely by object index: the acknowledged baseline (its lineage in the storage,
+//!   which holds its snapshot and the two it was built from; and the members the
+//!   client holds in sync, an index into the connection's few distinct masks) and
+//!   which slots are in flight. The nominations
 //!   themselves wait in a queue ordered by packet, so a packet's fate settles them by
 //!   popping its entries from the front.
 //! - [`ReceiverBaselines`] and the client-side decoding of a delta batch.
