@@ -59,8 +59,11 @@ fn layer_of(relative: &Path) -> String {
         [top] => top.clone(),
         [dir, file] if dir == "replication" => match file.as_str() {
             "mod" => "replication".into(),
-            // The writer's submodules (`writer::huge`, `writer::plan`, `writer::body`).
-            "huge" | "plan" | "body" | "local" => "replication::writer".into(),
+            // The writer's submodules (`writer::huge`, `plan`, `body`, `local`, `lifecycle`,
+            // `delivery`).
+            "huge" | "plan" | "body" | "local" | "lifecycle" | "delivery" => {
+                "replication::writer".into()
+            }
             other => format!("replication::{other}"),
         },
         [dir, ..] => dir.clone(),
