@@ -821,13 +821,7 @@ impl BaselineStorage {
         prior: u32,
         prior2: u32,
     ) -> Option<u32> {
-        let frame = self.frame;
-        let shared = self
-            .objects
-            .get(object)
-            .filter(|o| o.handle == handle)
-            .and_then(|o| o.shared.filter(|(f, _)| *f == frame).zip(o.lineage));
-        if let Some(((_, snapshot), l)) = shared
+        if let Some((snapshot, Some(l))) = self.shared_in_frame(object, handle)
             && let Some(lineage) = self.lineages.get_mut(l as usize)
             && lineage.refs > 0
             && (lineage.snapshot, lineage.prior, lineage.prior2) == (snapshot, prior, prior2)
@@ -838,6 +832,18 @@ impl BaselineStorage {
         }
         let snapshot = self.create_baseline(object, handle, true)?;
         Some(self.take_lineage(snapshot, prior, prior2))
+    }
+
+    /// The snapshot of an object (by index and handle) created in this frame, with the
+    /// last lineage made for the object, if any: what the frame's next nominations share.
+    fn shared_in_frame(
+        &self,
+        object: InternalIndex,
+        handle: NetRefHandle,
+    ) -> Option<(u32, Option<u32>)> {
+        let o = self.objects.get(object).filter(|o| o.handle == handle)?;
+        let (_, snapshot) = o.shared.filter(|(f, _)| *f == self.frame)?;
+        Some((snapshot, o.lineage))
     }
 
     /// A live lineage's snapshot and priors (each [`NO_SNAPSHOT`] when absent).
@@ -926,14 +932,7 @@ impl BaselineStorage {
         unthrottled: bool,
     ) -> Option<u32> {
         let frame = self.frame;
-        let shared = self
-            .objects
-            .get(object)
-            .filter(|o| o.handle == handle)
-            .and_then(|o| o.shared)
-            .filter(|(f, _)| *f == frame)
-            .map(|(_, s)| s);
-        let info = match shared {
+        let info = match self.shared_in_frame(object, handle).map(|(s, _)| s) {
             Some(s) => s,
             None => {
                 if !self.may_create(object, handle, unthrottled) {
