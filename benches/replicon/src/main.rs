@@ -22,7 +22,7 @@ use bevy::state::app::StatesPlugin;
 use bevy_replicon::prelude::*;
 use bevy_replicon::test_app::ServerTestAppExt;
 use replicate_bench::Rng;
-use replicate_bench::scenarios::s2::{AckTiming, ScopeMode, Setup, Writers, measure};
+use replicate_bench::scenarios::s2::{AckTiming, ScopeMode, Setup, WORLD_SIZE, Writers, measure};
 use replicate_bench::scenarios::{DeltaMode, Stopwatch, median};
 use serde::{Deserialize, Serialize};
 
@@ -30,7 +30,6 @@ const ENTITIES: usize = 10_000;
 const PLAYERS: usize = 100;
 const CLIENTS: usize = 100;
 const DIRTY_FRACTION: f64 = 0.1;
-const WORLD_SIZE: f32 = 200_000.0;
 const SEED: u64 = 0x5EED_0002;
 
 #[derive(Component, Serialize, Deserialize, Clone, Copy, PartialEq, Debug)]

@@ -153,7 +153,6 @@ pub struct Traffic {
     pub digest: u64,
 }
 
-/// FNV-1a over `bytes`.
 /// Hands a packet (header reserved in front) to the client, then takes its events as a
 /// game would every frame (the scenarios check state, not events).
 fn hand_to_client(
@@ -169,6 +168,7 @@ fn hand_to_client(
     drop(client.drain_events());
 }
 
+/// FNV-1a over `bytes`.
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xCBF2_9CE4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)

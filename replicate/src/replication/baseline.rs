@@ -359,7 +359,7 @@ impl PlanStates {
     }
 
     /// A type's default state, once made.
-    pub(crate) fn default(&self, protocol: ProtocolIndex) -> Option<&Arc<dyn ErasedState>> {
+    pub(crate) fn default_of(&self, protocol: ProtocolIndex) -> Option<&Arc<dyn ErasedState>> {
         self.defaults.get(usize::from(protocol))?.as_ref()
     }
 }
@@ -770,11 +770,8 @@ impl BaselineStorage {
             .and_then(|o| self.objects.get(o))
             .and_then(|o| o.lineage);
         if let Some(l) = last
-            && let Some(lineage) = self.lineages.get_mut(l as usize)
-            && lineage.refs > 0
-            && (lineage.snapshot, lineage.prior, lineage.prior2) == (snapshot, prior, prior2)
+            && self.join_lineage(l, snapshot, prior, prior2)
         {
-            lineage.refs += 1;
             // The lineage holds its own reference on the snapshot.
             self.release(snapshot);
             return l;
@@ -822,16 +819,29 @@ impl BaselineStorage {
         prior2: u32,
     ) -> Option<u32> {
         if let Some((snapshot, Some(l))) = self.shared_in_frame(object, handle)
-            && let Some(lineage) = self.lineages.get_mut(l as usize)
-            && lineage.refs > 0
-            && (lineage.snapshot, lineage.prior, lineage.prior2) == (snapshot, prior, prior2)
+            && self.join_lineage(l, snapshot, prior, prior2)
         {
-            lineage.refs += 1;
             self.stats.baselines_created += 1;
             return Some(l);
         }
         let snapshot = self.create_baseline(object, handle, true)?;
         Some(self.take_lineage(snapshot, prior, prior2))
+    }
+
+    /// Adds a holder to lineage `l` if it is live and is `snapshot` built from `prior`
+    /// and `prior2`; `false` (nothing changed) otherwise.
+    fn join_lineage(&mut self, l: u32, snapshot: u32, prior: u32, prior2: u32) -> bool {
+        match self.lineages.get_mut(l as usize) {
+            Some(lineage)
+                if lineage.refs > 0
+                    && (lineage.snapshot, lineage.prior, lineage.prior2)
+                        == (snapshot, prior, prior2) =>
+            {
+                lineage.refs += 1;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The snapshot of an object (by index and handle) created in this frame, with the
@@ -1728,7 +1738,7 @@ impl DeltaPlan {
                 }
                 _ => st.state_arc(snapshot),
             },
-            None if self.vs_default => self.default.and_then(|p| states.default(p)),
+            None if self.vs_default => self.default.and_then(|p| states.default_of(p)),
             None => None,
         }
     }
@@ -2094,8 +2104,7 @@ mod tests {
     #[test]
     fn connections_share_a_lineage_when_snapshot_and_priors_match() {
         let mut s = BaselineStorage::new(DeltaSettings::default());
-        let (mut a, mut b, mut c) = Default::default();
-        let _: [&ConnectionBaselines; 3] = [&a, &b, &c];
+        let [mut a, mut b, mut c]: [ConnectionBaselines; 3] = Default::default();
         let h = NetRefHandle::new(9, false, 0);
         let all = ChangeMask::all(4);
         let prior = s.create_baseline(1, h, true).unwrap();

@@ -153,7 +153,7 @@ impl ReplicationWriter {
             // once per tick.
             let against = match (reference, default) {
                 (Some((_, snapshot)), _) => st.state_arc(snapshot),
-                (None, Some(protocol)) => self.cache.states.default(protocol),
+                (None, Some(protocol)) => self.cache.states.default_of(protocol),
                 (None, None) => None,
             };
             if let Some(against) = against {
@@ -173,18 +173,16 @@ impl ReplicationWriter {
         // from, and maybe that one's), code against their prediction where the type
         // wants it; the batch says which.
         let predicted = match (lineage, prior) {
-            (Some(lineage), Some(_)) if reference.is_some() => {
-                Some(if st.is_prediction_enabled(entry.protocol()) {
-                    st.best_prediction(
-                        &mut self.cache.states.predictions,
-                        lineage,
-                        mask,
-                        entry.state(),
-                    )
-                } else {
-                    None
-                })
-            }
+            (Some(lineage), Some(_)) => Some(if st.is_prediction_enabled(entry.protocol()) {
+                st.best_prediction(
+                    &mut self.cache.states.predictions,
+                    lineage,
+                    mask,
+                    entry.state(),
+                )
+            } else {
+                None
+            }),
             _ => None,
         };
         Some(DeltaPlan {
