@@ -147,6 +147,8 @@ enum Writes {
 struct Sent {
     digests: Vec<u64>,
     segments: (u64, u64),
+    /// Objects sections replayed from a connection in step, and their batches.
+    replayed: (u64, u64),
 }
 
 fn run_world(
@@ -281,6 +283,7 @@ fn run_world(
     Sent {
         digests: w.sim.peers.iter().map(|p| p.sent_digest).collect(),
         segments: w.sim.server.segment_counts(),
+        replayed: w.sim.server.replayed_sections(),
     }
 }
 
@@ -393,4 +396,30 @@ fn parallel_writers_send_the_bytes_of_one_thread() {
     // Each thread shares its encodings among the connections it writes.
     let (hits, _) = two.segments;
     assert!(hits > 0, "connections written by one thread share segments");
+}
+
+#[test]
+fn replayed_sections_are_the_sections_each_connection_writes_alone() {
+    // Written in passes on one thread, a connection whose state matches one written
+    // before it in the pass takes that connection's objects section (bits and state
+    // changes) instead of writing its own. On as many threads as connections nothing
+    // is shared: every connection writes alone. Both must send exactly the same
+    // packets, in step (perfect links) and out of step (lossy, duplicating, reordering links, owners and scope changing).
+    for (seed, link) in [
+        (0x4E9A, LinkConditioner::perfect()),
+        (0x4E9B, LinkConditioner::bad()),
+    ] {
+        let shared = run_world(seed, 40, 240, 4, 4, Writes::Batched(1), link.clone());
+        let alone = run_world(seed, 40, 240, 4, 4, Writes::Batched(4), link.clone());
+        assert_eq!(
+            shared.digests, alone.digests,
+            "{link:?}: replays changed packets"
+        );
+        assert_eq!(alone.replayed, (0, 0), "nothing is shared across threads");
+        let (sections, batches) = shared.replayed;
+        assert!(
+            sections > 0 && batches > sections,
+            "{link:?}: {sections} sections ({batches} batches) replayed"
+        );
+    }
 }

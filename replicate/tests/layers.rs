@@ -32,8 +32,9 @@ const LAYERS: &[&str] = &[
     "replication::record",
     "replication::baseline",
     "replication::insights",
-    "replication::encode",
     "replication::scheduler",
+    "replication::replay",
+    "replication::encode",
     "replication::interest_hooks",
     "replication::reader",
     "replication::writer",
@@ -60,8 +61,8 @@ fn layer_of(relative: &Path) -> String {
         [dir, file] if dir == "replication" => match file.as_str() {
             "mod" => "replication".into(),
             // The writer's submodules (`writer::huge`, `plan`, `body`, `local`, `lifecycle`,
-            // `delivery`).
-            "huge" | "plan" | "body" | "local" | "lifecycle" | "delivery" => {
+            // `delivery`, `follow`).
+            "huge" | "plan" | "body" | "local" | "lifecycle" | "delivery" | "follow" => {
                 "replication::writer".into()
             }
             other => format!("replication::{other}"),

@@ -1114,7 +1114,101 @@ pub struct ConnectionBaselines {
     last_synced: Option<u8>,
 }
 
+/// Where a connection's baselines stood when a packet began: what the packet added to
+/// them since is [`ConnectionBaselines::tail_since`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BaselinesMark {
+    in_flight: usize,
+    unsettled: usize,
+    released: usize,
+    synced: usize,
+}
+
+/// What one packet added to a connection's baselines besides its objects' words: the
+/// nominations it queued, the handles they settle with, the lineages it let go of and
+/// the synced masks it interned. Applied to another connection in the same state, it
+/// makes that connection's baselines what the packet made of this one's
+/// ([`ConnectionBaselines::append_tail`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BaselinesTail {
+    nominations: Vec<Nomination>,
+    unsettled: Vec<NetRefHandle>,
+    released: Vec<u32>,
+    synced: Vec<ChangeMask>,
+    last_synced: Option<u8>,
+}
+
 impl ConnectionBaselines {
+    /// An object's 8 bytes as one word (an object never touched reads as empty).
+    #[inline]
+    pub(crate) fn word(&self, object: InternalIndex) -> u64 {
+        let o = self.get(object).copied().unwrap_or(EMPTY);
+        u64::from(o.acked)
+            | u64::from(o.synced) << 32
+            | u64::from(o.slots) << 40
+            | u64::from(o.pending) << 48
+            | u64::from(o.epoch) << 56
+    }
+
+    /// Sets an object's 8 bytes from what [`word`](Self::word) read.
+    #[inline]
+    pub(crate) fn set_word(&mut self, object: InternalIndex, word: u64) {
+        if word == self.word(object) {
+            return;
+        }
+        *self.get_mut(object) = ObjectBaselines {
+            acked: word as u32,
+            synced: (word >> 32) as u8,
+            slots: (word >> 40) as u8,
+            pending: (word >> 48) as u8,
+            epoch: (word >> 56) as u8,
+        };
+    }
+
+    /// The table of synced masks: equal tables give equal words equal meanings.
+    pub(crate) fn synced_table(&self) -> &[ChangeMask] {
+        &self.synced
+    }
+
+    /// Marks where the baselines stand before a packet.
+    pub(crate) fn mark(&self) -> BaselinesMark {
+        BaselinesMark {
+            in_flight: self.in_flight.len(),
+            unsettled: self.unsettled.len(),
+            released: self.released.len(),
+            synced: self.synced.len(),
+        }
+    }
+
+    /// What the packet written since `mark` added (see [`BaselinesTail`]), into `out`.
+    pub(crate) fn tail_since(&self, mark: BaselinesMark, out: &mut BaselinesTail) {
+        out.nominations.clear();
+        out.nominations
+            .extend(self.in_flight.range(mark.in_flight..).copied());
+        out.unsettled.clear();
+        out.unsettled
+            .extend_from_slice(&self.unsettled[mark.unsettled..]);
+        out.released.clear();
+        out.released
+            .extend_from_slice(&self.released[mark.released..]);
+        out.synced.clear();
+        out.synced.extend_from_slice(&self.synced[mark.synced..]);
+        out.last_synced = self.last_synced;
+    }
+
+    /// Adds what another connection's packet added to its baselines, which stood as
+    /// these do now (same synced table, same words for the packet's objects).
+    pub(crate) fn append_tail(&mut self, tail: &BaselinesTail) {
+        self.in_flight.extend(tail.nominations.iter().copied());
+        self.unsettled.extend_from_slice(&tail.unsettled);
+        self.released.extend_from_slice(&tail.released);
+        for m in &tail.synced {
+            self.synced_index.insert(m.clone(), self.synced.len() as u8);
+            self.synced.push(m.clone());
+        }
+        self.last_synced = tail.last_synced;
+    }
+
     fn get(&self, object: InternalIndex) -> Option<&ObjectBaselines> {
         self.objects.get(object as usize)
     }

@@ -17,6 +17,7 @@
 
 use super::baseline::{PlanStates, SegmentKind};
 use super::insights::MemberMeasure;
+use super::replay::Replays;
 use crate::handle::NetRefHandle;
 use crate::object::InternalIndex;
 use crate::protocol::ErasedState;
@@ -38,6 +39,8 @@ pub(crate) struct TickCache {
     /// Batches planned on the delta path and on the full path, not yet counted in the
     /// storage's statistics.
     batches: (u64, u64),
+    /// The pass's recorded objects sections, for connections in step to replay.
+    pub(crate) replays: Replays,
 }
 
 impl std::fmt::Debug for TickCache {
@@ -53,6 +56,18 @@ impl TickCache {
     pub(crate) fn clear(&mut self) {
         self.segments.clear();
         self.states.clear();
+        self.replays.end_pass();
+    }
+
+    /// Adds batches counted elsewhere: (delta, full).
+    pub(crate) fn add_batch_counts(&mut self, (delta, full): (u64, u64)) {
+        self.batches.0 += delta;
+        self.batches.1 += full;
+    }
+
+    /// The batches counted so far: (delta, full).
+    pub(crate) fn batch_counts(&self) -> (u64, u64) {
+        self.batches
     }
 
     /// Counts a batch planned with delta compression: against a reference (`delta`)
@@ -138,6 +153,11 @@ impl std::fmt::Debug for EncodedSegments {
 }
 
 impl EncodedSegments {
+    /// Whether segments are kept for other connections to copy.
+    pub fn is_shared(&self) -> bool {
+        self.shared
+    }
+
     /// Keeps segments (and differences) for other connections to copy, or not: a
     /// store with a single connection only pays for the copies.
     pub fn set_shared(&mut self, shared: bool) {

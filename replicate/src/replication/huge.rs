@@ -480,6 +480,11 @@ pub(super) struct WriterHuge {
 }
 
 impl WriterHuge {
+    /// Whether no object waits to become a blob and no batch goes into one.
+    pub(super) fn is_quiet(&self) -> bool {
+        self.parked.is_empty() && !self.wide
+    }
+
     /// Whether huge objects go through a queue (otherwise they are only parked).
     pub(super) fn enabled(&self) -> bool {
         self.queue.is_some()

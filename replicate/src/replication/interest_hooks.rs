@@ -97,6 +97,10 @@ impl WriterHooks for InterestHooks {
             read(&self.shared).filter_custom(table, index, mask);
         }
     }
+
+    fn filters_only_custom(&self) -> bool {
+        true
+    }
 }
 
 impl ReplicationServer {

@@ -87,6 +87,7 @@ mod insights;
 mod interest_hooks;
 mod reader;
 mod record;
+mod replay;
 mod scheduler;
 pub mod wire;
 mod writer;
@@ -286,6 +287,7 @@ fn write_chunk(
     cache: &mut encode::TickCache,
     chunk: &mut [PacketWork<'_, '_>],
 ) {
+    cache.replays.begin_pass(chunk.len());
     for (job, conn, allowed, _) in chunk.iter_mut() {
         let Some(conn) = conn.as_deref_mut() else {
             continue;
@@ -897,6 +899,10 @@ impl ReplicationServer {
         on_writer_threads(&mut work, &mut self.caches, |cache, share| {
             write_chunk(objects, cache, share)
         });
+        // The pass's traces read the storage as it stands until it is settled.
+        for cache in &mut self.caches {
+            cache.replays.end_pass();
+        }
         // Settled in job order: nominations take their snapshots, budgets are paid.
         let mut storage = baseline::write_storage(&self.baselines);
         let mut interest = interest_hooks::lock(&self.interest);
@@ -925,6 +931,15 @@ impl ReplicationServer {
         self.caches.iter().fold((0, 0), |(h, m), c| {
             let (ch, cm) = c.segments.counts();
             (h + ch, m + cm)
+        })
+    }
+
+    /// Objects sections replayed from a connection in step (written once, copied for
+    /// the others) and the batches in them, since the server started.
+    pub fn replayed_sections(&self) -> (u64, u64) {
+        self.caches.iter().fold((0, 0), |(s, b), c| {
+            let (cs, cb) = c.replays.counts();
+            (s + cs, b + cb)
         })
     }
 

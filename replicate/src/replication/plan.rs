@@ -121,6 +121,8 @@ impl ReplicationWriter {
                 lineage = Some(slot.lineage);
             }
             Some(_) => {
+                // (Read from the nominations in flight, which a trace does not compare.)
+                self.trace.spoil();
                 // A member the client's baseline does not hold is now allowed.
                 if let Some(mut merged) = self.baselines.synced_union(index) {
                     merged.and_with(&allowed);

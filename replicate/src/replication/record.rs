@@ -266,7 +266,7 @@ pub const INVALID_BASELINE_INDEX: u8 = 1 << super::wire::BASELINE_SLOT_BITS;
 /// use replicate::internals::replication::ReplicationInfo;
 /// assert_eq!(std::mem::size_of::<ReplicationInfo>(), 8);
 /// ```
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReplicationInfo {
     bits: u64,
 }
@@ -409,6 +409,12 @@ impl ReplicationInfo {
         *self = Self::default();
     }
 
+    /// Whether the change mask lives in the writer's pool (wider than
+    /// [`INLINE_MASK_BITS`]).
+    pub(crate) fn is_mask_pooled(&self) -> bool {
+        self.flag(MASK_POOLED)
+    }
+
     /// The accumulated change mask, `mask_bits` wide (the object type's).
     pub fn change_mask(&self, mask_bits: u32, pool: &MaskPool) -> ChangeMask {
         if self.flag(MASK_POOLED) {
@@ -490,6 +496,123 @@ pub struct PacketRecord {
     pub infos: Vec<RecordInfo>,
     /// Net token exports that travelled with batches of this packet.
     pub exports: Vec<crate::stream::tokens::NetToken>,
+}
+
+/// Counters of one writer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Packets the writer wrote into.
+    pub packets: u64,
+    /// Object batches written.
+    pub batches: u64,
+    /// Batches that carried a creation.
+    pub creations: u64,
+    /// Destroys written.
+    pub destroys: u64,
+    /// Tear-offs written.
+    pub tear_offs: u64,
+    /// Records of lost packets processed.
+    pub lost_records: u64,
+    /// Objects set aside because their creation does not fit in a packet.
+    pub huge_objects: u64,
+    /// Bits written (stream sections).
+    pub bits: u64,
+    /// Broken-object reports acted on: the object is destroyed on the client and
+    /// created again once the destroy is acknowledged, or, reported more than
+    /// [`MAX_RECOVERIES`](super::MAX_RECOVERIES) times, no longer replicated there.
+    pub disabled_by_remote: u64,
+    /// Bits of object batches written, per protocol index (the replicated type).
+    pub bits_per_type: Vec<u64>,
+    /// Of [`bits_per_type`](Self::bits_per_type), the bits of member values; the rest
+    /// is framing (handle, batch size, header, baseline indices, change mask).
+    pub member_bits_per_type: Vec<u64>,
+    /// Object batches written, per protocol index.
+    pub batches_per_type: Vec<u64>,
+    /// The framing bits of the batches written into packets, by part.
+    pub framing: FramingBits,
+    /// Times the dirty roots were scheduled and sorted afresh: once per tick that has
+    /// something to send, plus once after each change between the packets of a tick
+    /// that could alter the order (a newly dirty object, a loss, a priority change).
+    pub schedules: u64,
+}
+
+/// The framing bits of object batches, by part (see `wire`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FramingBits {
+    /// Continuation bits and object indices.
+    pub index: u64,
+    /// Form bits and size prefixes.
+    pub form: u64,
+    /// Long-form flags (a creation's handle, protocol and owner), tags and exports.
+    pub flags: u64,
+    /// Heads (baseline reference, nomination, prediction code).
+    pub head: u64,
+    /// Change masks.
+    pub mask: u64,
+}
+
+impl WriterStats {
+    /// What the counters gained since `before` (an earlier copy of them).
+    pub(crate) fn since(&self, before: &WriterStats) -> WriterStats {
+        let minus = |a: &[u64], b: &[u64]| -> Vec<u64> {
+            a.iter()
+                .enumerate()
+                .map(|(i, x)| x - b.get(i).copied().unwrap_or(0))
+                .collect()
+        };
+        WriterStats {
+            packets: self.packets - before.packets,
+            batches: self.batches - before.batches,
+            creations: self.creations - before.creations,
+            destroys: self.destroys - before.destroys,
+            tear_offs: self.tear_offs - before.tear_offs,
+            lost_records: self.lost_records - before.lost_records,
+            huge_objects: self.huge_objects - before.huge_objects,
+            bits: self.bits - before.bits,
+            disabled_by_remote: self.disabled_by_remote - before.disabled_by_remote,
+            bits_per_type: minus(&self.bits_per_type, &before.bits_per_type),
+            member_bits_per_type: minus(&self.member_bits_per_type, &before.member_bits_per_type),
+            batches_per_type: minus(&self.batches_per_type, &before.batches_per_type),
+            framing: FramingBits {
+                index: self.framing.index - before.framing.index,
+                form: self.framing.form - before.framing.form,
+                flags: self.framing.flags - before.framing.flags,
+                head: self.framing.head - before.framing.head,
+                mask: self.framing.mask - before.framing.mask,
+            },
+            schedules: self.schedules - before.schedules,
+        }
+    }
+
+    /// Adds `gain` (what [`since`](Self::since) measured) to the counters.
+    pub(crate) fn add(&mut self, gain: &WriterStats) {
+        let plus = |a: &mut Vec<u64>, b: &[u64]| {
+            if a.len() < b.len() {
+                a.resize(b.len(), 0);
+            }
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+        };
+        self.packets += gain.packets;
+        self.batches += gain.batches;
+        self.creations += gain.creations;
+        self.destroys += gain.destroys;
+        self.tear_offs += gain.tear_offs;
+        self.lost_records += gain.lost_records;
+        self.huge_objects += gain.huge_objects;
+        self.bits += gain.bits;
+        self.disabled_by_remote += gain.disabled_by_remote;
+        plus(&mut self.bits_per_type, &gain.bits_per_type);
+        plus(&mut self.member_bits_per_type, &gain.member_bits_per_type);
+        plus(&mut self.batches_per_type, &gain.batches_per_type);
+        self.framing.index += gain.framing.index;
+        self.framing.form += gain.framing.form;
+        self.framing.flags += gain.framing.flags;
+        self.framing.head += gain.framing.head;
+        self.framing.mask += gain.framing.mask;
+        self.schedules += gain.schedules;
+    }
 }
 
 #[cfg(test)]

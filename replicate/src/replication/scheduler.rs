@@ -195,6 +195,26 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// Whether `other` holds the same remaining entries in the same state (what a
+    /// packet continuing either would do is the same).
+    pub fn same_remaining(&self, other: &Schedule) -> bool {
+        self.valid == other.valid
+            && self.chunks == other.chunks
+            && self.sorted_end - self.head == other.sorted_end - other.head
+            && self.entries[self.head..] == other.entries[other.head..]
+    }
+
+    /// Becomes what `other` is from its remaining entries on (see
+    /// [`same_remaining`](Self::same_remaining)), reusing this one's buffer.
+    pub fn copy_remaining(&mut self, other: &Schedule) {
+        self.entries.clear();
+        self.entries.extend_from_slice(&other.entries[other.head..]);
+        self.head = 0;
+        self.sorted_end = other.sorted_end - other.head;
+        self.chunks = other.chunks;
+        self.valid = other.valid;
+    }
+
     /// Whether the schedule may be continued (false: rebuild it before the next use).
     pub fn is_valid(&self) -> bool {
         self.valid

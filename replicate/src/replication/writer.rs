@@ -46,6 +46,7 @@ use super::baseline::{
 };
 use super::encode::TickCache;
 use super::insights::{BatchLayout, WriterAttribution};
+pub use super::record::{FramingBits, WriterStats};
 use super::record::{
     INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
     ReplicatedObjectState as S, ReplicationInfo,
@@ -66,6 +67,8 @@ use std::collections::VecDeque;
 mod body;
 #[path = "delivery.rs"]
 mod delivery;
+#[path = "follow.rs"]
+mod follow;
 #[path = "huge.rs"]
 pub mod huge;
 #[path = "lifecycle.rs"]
@@ -93,59 +96,6 @@ pub const MAX_RECOVERIES: u8 = 3;
 /// (one bit more than the largest non-huge body, so that a body reaching the escape
 /// value is told apart from one that did not fit).
 const SCRATCH_BITS: usize = WIDE_BATCH_SIZE as usize + 1;
-
-/// Counters of one writer.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WriterStats {
-    /// Packets the writer wrote into.
-    pub packets: u64,
-    /// Object batches written.
-    pub batches: u64,
-    /// Batches that carried a creation.
-    pub creations: u64,
-    /// Destroys written.
-    pub destroys: u64,
-    /// Tear-offs written.
-    pub tear_offs: u64,
-    /// Records of lost packets processed.
-    pub lost_records: u64,
-    /// Objects set aside because their creation does not fit in a packet.
-    pub huge_objects: u64,
-    /// Bits written (stream sections).
-    pub bits: u64,
-    /// Broken-object reports acted on: the object is destroyed on the client and
-    /// created again once the destroy is acknowledged, or, reported more than
-    /// [`MAX_RECOVERIES`] times, no longer replicated there.
-    pub disabled_by_remote: u64,
-    /// Bits of object batches written, per protocol index (the replicated type).
-    pub bits_per_type: Vec<u64>,
-    /// Of [`bits_per_type`](Self::bits_per_type), the bits of member values; the rest
-    /// is framing (handle, batch size, header, baseline indices, change mask).
-    pub member_bits_per_type: Vec<u64>,
-    /// Object batches written, per protocol index.
-    pub batches_per_type: Vec<u64>,
-    /// The framing bits of the batches written into packets, by part.
-    pub framing: FramingBits,
-    /// Times the dirty roots were scheduled and sorted afresh: once per tick that has
-    /// something to send, plus once after each change between the packets of a tick
-    /// that could alter the order (a newly dirty object, a loss, a priority change).
-    pub schedules: u64,
-}
-
-/// The framing bits of object batches, by part (see `wire`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FramingBits {
-    /// Continuation bits and object indices.
-    pub index: u64,
-    /// Form bits and size prefixes.
-    pub form: u64,
-    /// Long-form flags (a creation's handle, protocol and owner), tags and exports.
-    pub flags: u64,
-    /// Heads (baseline reference, nomination, prediction code).
-    pub head: u64,
-    /// Change masks.
-    pub mask: u64,
-}
 
 /// Per-connection hooks the interest layer plugs into a writer: the priority an object
 /// accumulates each tick it is dirty, and which members a batch may carry. Both default
@@ -177,6 +127,14 @@ pub trait WriterHooks: Send {
         _creating: bool,
         _mask: &mut ChangeMask,
     ) {
+    }
+
+    /// Whether [`filter_members`](Self::filter_members) leaves alone every object whose
+    /// type has no `Custom` condition. Connections in step may then share one written
+    /// objects section (written once, copied for the others); the default, `false`,
+    /// has every connection write its own.
+    fn filters_only_custom(&self) -> bool {
+        false
     }
 }
 
@@ -286,6 +244,8 @@ pub struct ReplicationWriter {
     /// priorities they gain.
     roots: Vec<InternalIndex>,
     added: Vec<f32>,
+    /// What the write stages note while the section is recorded for replay.
+    trace: follow::TraceNotes,
 }
 
 impl ReplicationWriter {
@@ -336,6 +296,7 @@ impl ReplicationWriter {
             cache: TickCache::default(),
             roots: Vec::new(),
             added: Vec::new(),
+            trace: follow::TraceNotes::default(),
         }
     }
 
@@ -580,6 +541,11 @@ impl ReplicationWriter {
             // Nothing to write (the common case of a quiet connection).
             return WriteResult::NoData;
         }
+        self.write_shared(table, w)
+    }
+
+    /// Writes the destroys and objects sections of one packet (see [`write`](Self::write)).
+    fn write_sections(&mut self, table: &ObjectTable, w: &mut BitWriter) -> WriteResult {
         let start = w.mark();
         let mut record = PacketRecord::default();
         let mut more = false;
@@ -824,6 +790,7 @@ impl ReplicationWriter {
         if !huge {
             return;
         }
+        self.trace.spoil();
         let info = &mut self.infos[index as usize];
         match info.state() {
             S::PendingCreate | S::WaitOnCreateConfirmation | S::Created | S::PendingTearOff
@@ -892,6 +859,10 @@ impl ReplicationWriter {
             owed
         };
         let send_tags = info.has_dirty_tags() || (creating && !entry.tags().is_empty());
+        if self.trace.on {
+            let long = creating || unconfirmed || tear_off || send_tags;
+            self.note_batch(entry, is_owner, long);
+        }
         if !full && !mask.any() && !send_tags {
             let info = &mut self.infos[index as usize];
             info.clear_mask(&mut self.pool);

@@ -460,7 +460,7 @@ impl ChangeMask {
 /// whether the word has any bit set: iterating, counting and clearing cost the set
 /// words (and one summary word per 4096 indices), not the whole array, so a writer
 /// with nothing dirty among 100 000 objects looks at 25 words, not 1 563.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct BitArray {
     words: Vec<u64>,
     /// Bit `k` is set when `words[k]` is not zero.
@@ -469,7 +469,35 @@ pub struct BitArray {
     set_words: usize,
 }
 
+impl Clone for BitArray {
+    fn clone(&self) -> Self {
+        Self {
+            words: self.words.clone(),
+            summary: self.summary.clone(),
+            set_words: self.set_words,
+        }
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        self.words.clone_from(&source.words);
+        self.summary.clone_from(&source.summary);
+        self.set_words = source.set_words;
+    }
+}
+
 impl BitArray {
+    /// Whether both arrays have the same bits set (whatever their lengths).
+    pub fn same_bits(&self, other: &BitArray) -> bool {
+        let (short, long) = if self.words.len() <= other.words.len() {
+            (&self.words, &other.words)
+        } else {
+            (&other.words, &self.words)
+        };
+        self.set_words == other.set_words
+            && short[..] == long[..short.len()]
+            && long[short.len()..].iter().all(|&w| w == 0)
+    }
+
     /// Whether bit `i` is set.
     #[inline]
     pub fn get(&self, i: u32) -> bool {

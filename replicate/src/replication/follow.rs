@@ -1,0 +1,221 @@
+//! The writer's side of packet replay (see `replay`): recording the objects section a
+//! connection writes as a trace, and taking another connection's trace instead of
+//! writing when this connection is in step with it.
+
+use super::ReplicationWriter;
+use crate::bits::BitWriter;
+use crate::object::{ConnectionId, InternalIndex, ObjectEntry, ObjectTable};
+use crate::replication::record::ReplicationInfo;
+use crate::replication::replay::{Candidate, SectionInputs, TracedObject};
+use crate::state::Condition;
+use crate::stream::WriteResult;
+
+/// What the write stages note for a trace being recorded.
+#[derive(Debug, Default)]
+pub(super) struct TraceNotes {
+    /// A trace is being recorded.
+    pub on: bool,
+    /// The section so far is one a trace can hold.
+    pub ok: bool,
+    /// Owners of the conditional objects written.
+    pub owners: Vec<ConnectionId>,
+}
+
+impl TraceNotes {
+    /// The section holds something a trace cannot (a creation, a member filter that
+    /// depends on the connection, an object that does not fit...).
+    pub fn spoil(&mut self) {
+        self.ok = false;
+    }
+}
+
+impl ReplicationWriter {
+    /// Notes for the trace a batch of `entry` about to be written: only plain updates
+    /// (`long` false) go in a trace, and a conditional object's members depend on
+    /// whether the connection owns it.
+    pub(super) fn note_batch(&mut self, entry: &ObjectEntry, is_owner: bool, long: bool) {
+        let desc = entry.descriptor();
+        if long {
+            self.trace.spoil();
+        }
+        if !desc.has_conditions() {
+            return;
+        }
+        let custom = desc
+            .condition_masks
+            .iter()
+            .any(|(c, _)| *c == Condition::Custom);
+        match entry.owner_connection() {
+            _ if custom || is_owner => self.trace.spoil(),
+            Some(owner) => self.trace.owners.push(owner),
+            None => {}
+        }
+    }
+
+    /// The values a trace compares besides the objects' states; `None` when this
+    /// section can be neither replayed nor recorded (see `replay`).
+    fn section_inputs(&self, w: &BitWriter) -> Option<SectionInputs> {
+        let hooks_neutral = self
+            .hooks
+            .0
+            .as_ref()
+            .is_none_or(|h| h.filters_only_custom());
+        (self.cache.segments.is_shared()
+            && self.attribution.is_none()
+            && self.pending_destroys.is_empty()
+            && self.huge.is_quiet()
+            && hooks_neutral
+            && !w.is_overflown())
+        .then(|| SectionInputs {
+            bits_left: w.bits_left(),
+            index_end: self.locals.end(),
+            ordinal: self.packet_ordinal(),
+            config: (
+                self.config.scheduling_threshold.to_bits(),
+                self.config.partial_sort_count,
+                self.config.min_batch_bits,
+                self.config.max_fit_failures,
+            ),
+            rebuilds: !self.schedule.is_valid() || !self.reuse_schedule,
+        })
+    }
+
+    /// The state of one object a trace compares: send state, baselines, priority.
+    #[inline]
+    fn traced_state(&self, index: InternalIndex) -> Option<(ReplicationInfo, u64, u32)> {
+        let info = *self.infos.get(index as usize)?;
+        let priority = self.priorities.get(index as usize)?.to_bits();
+        Some((info, self.baselines.word(index), priority))
+    }
+
+    /// Writes the packet's replication sections: replayed from a trace of a
+    /// connection in step, or written and recorded as a trace for others.
+    pub(super) fn write_shared(&mut self, table: &ObjectTable, w: &mut BitWriter) -> WriteResult {
+        let Some(inputs) = self.section_inputs(w) else {
+            return self.write_sections(table, w);
+        };
+        let candidate = Candidate {
+            connection: self.connection,
+            inputs,
+            synced: self.baselines.synced_table(),
+            dirty: &self.dirty,
+            schedule: &self.schedule,
+        };
+        if let Some(i) = self
+            .cache
+            .replays
+            .find(&candidate, |index| self.traced_state(index))
+        {
+            return self.replay(i, w);
+        }
+        match self.cache.replays.begin() {
+            Some(i) => self.write_traced(table, w, inputs, i),
+            None => self.write_sections(table, w),
+        }
+    }
+
+    /// Takes trace `i`: its bits go into `w`, its states become this connection's.
+    fn replay(&mut self, i: usize, w: &mut BitWriter) -> WriteResult {
+        let mut replays = std::mem::take(&mut self.cache.replays);
+        let t = replays.replay(i);
+        for o in &t.objects {
+            let index = o.index as usize;
+            self.infos[index] = o.info[1];
+            self.priorities[index] = f32::from_bits(o.priority[1]);
+            self.baselines.set_word(o.index, o.baselines[1]);
+        }
+        self.dirty.clone_from(&t.dirty[1]);
+        w.write_words(&t.words, t.bits);
+        self.schedule.copy_remaining(&t.schedule[1]);
+        if let Some(record) = &t.record {
+            self.record_bytes += Self::record_size(record);
+            self.records.push_back(record.clone());
+        }
+        self.stats.add(&t.stats);
+        self.baselines.append_tail(&t.baselines);
+        self.cache.add_batch_counts(t.batch_counts);
+        let result = t.result.unwrap_or(WriteResult::NoData);
+        self.cache.replays = replays;
+        result
+    }
+
+    /// Writes the sections and records them as trace `i`.
+    fn write_traced(
+        &mut self,
+        table: &ObjectTable,
+        w: &mut BitWriter,
+        inputs: SectionInputs,
+        i: usize,
+    ) -> WriteResult {
+        let stats = self.stats.clone();
+        let counts = self.cache.batch_counts();
+        let mark = self.baselines.mark();
+        let start = w.position();
+        let mut ok = true;
+        {
+            let (infos, priorities, baselines) = (&self.infos, &self.priorities, &self.baselines);
+            let t = self.cache.replays.trace_mut(i);
+            t.leader = self.connection;
+            t.synced.clear();
+            t.synced.extend_from_slice(baselines.synced_table());
+            t.dirty[0].clone_from(&self.dirty);
+            if !inputs.rebuilds {
+                t.schedule[0].copy_remaining(&self.schedule);
+            }
+            t.objects.clear();
+            for index in self.dirty.iter() {
+                let (Some(&info), Some(priority)) =
+                    (infos.get(index as usize), priorities.get(index as usize))
+                else {
+                    ok = false;
+                    break;
+                };
+                ok &= !info.is_mask_pooled();
+                let word = baselines.word(index);
+                t.objects.push(TracedObject {
+                    index,
+                    info: [info; 2],
+                    baselines: [word; 2],
+                    priority: [priority.to_bits(); 2],
+                });
+            }
+        }
+        self.trace.on = true;
+        self.trace.ok = ok;
+        self.trace.owners.clear();
+        let result = self.write_sections(table, w);
+        self.trace.on = false;
+        let mut ok = self.trace.ok;
+        let packets = self.stats.packets - stats.packets;
+        let now = self.cache.batch_counts();
+        let t = self.cache.replays.trace_mut(i);
+        for o in &mut t.objects {
+            let index = o.index as usize;
+            let info = self.infos[index];
+            ok &= !info.is_mask_pooled();
+            o.info[1] = info;
+            o.priority[1] = self.priorities[index].to_bits();
+            o.baselines[1] = self.baselines.word(o.index);
+        }
+        t.dirty[1].clone_from(&self.dirty);
+        t.bits = w.position() - start;
+        t.words.clear();
+        w.copy_bits(start, t.bits, &mut t.words);
+        t.result = Some(result);
+        t.schedule[1].copy_remaining(&self.schedule);
+        t.record = (packets > 0)
+            .then(|| self.records.back().cloned())
+            .flatten();
+        t.stats = self.stats.since(&stats);
+        self.baselines.tail_since(mark, &mut t.baselines);
+        t.batch_counts = (now.0 - counts.0, now.1 - counts.1);
+        t.owners.clone_from(&self.trace.owners);
+        t.owners.sort_unstable();
+        t.owners.dedup();
+        if ok {
+            t.inputs = Some(inputs);
+        }
+        self.cache.replays.end(i, ok);
+        result
+    }
+}

@@ -1,0 +1,231 @@
+//! Packet replay: connections in step share a whole objects section.
+//!
+//! A writer's objects section is a pure function of what it reads: the tick's object
+//! table and baseline storage (shared by every connection of a write pass), the
+//! connection's own state for its dirty objects (send state, baselines, priority), a
+//! few per-connection values (packet budget, ordinal, index width, configuration) and
+//! the role each conditional object gives the connection. Connections whose acks are in
+//! step hold the same state, so they would write the same bits and move their states
+//! the same way.
+//!
+//! The first connection of a pass that writes a section records a [`PacketTrace`]: what
+//! it read (its inputs) and what it did (the bits, and every state it changed, before
+//! and after). A later connection of the same pass whose inputs equal a trace's does not
+//! plan, frame or encode anything: it copies the bits and takes the trace's states.
+//! Equal inputs are checked exactly, never by hash, so a replayed section is the
+//! section the writer would have written, bit for bit (a test writes every packet both
+//! ways and compares them).
+//!
+//! What a trace can hold is deliberately narrow: plain updates only (no creation,
+//! destroy, tear-off, tags or huge object), no network insights, no member filter that
+//! depends on the connection. Anything else is written the ordinary way.
+
+use super::baseline::BaselinesTail;
+use super::record::{PacketRecord, ReplicationInfo, WriterStats};
+use super::scheduler::Schedule;
+use crate::object::{ConnectionId, InternalIndex};
+use crate::serialize::BitArray;
+use crate::state::ChangeMask;
+use crate::stream::WriteResult;
+
+/// Traces kept per write pass: one per group of connections in step (connections at
+/// different round-trip times form a group per ack delay).
+pub const MAX_TRACES: usize = 8;
+
+/// A trace stops being recorded after this many traces in a row that no connection
+/// replayed (connections not in step: recording would only cost).
+const MAX_UNUSED_TRACES: u32 = 4;
+
+/// One dirty object in a trace: its index and its state before and after the packet.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct TracedObject {
+    pub index: InternalIndex,
+    pub info: [ReplicationInfo; 2],
+    pub baselines: [u64; 2],
+    /// The priority's bits (compared exactly).
+    pub priority: [u32; 2],
+}
+
+/// The per-connection values a section depends on besides its objects' states and
+/// its synced masks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SectionInputs {
+    /// Bits the packet had left when the section began.
+    pub bits_left: usize,
+    /// The end of the connection's local indices (the section's index width).
+    pub index_end: u32,
+    /// The packet's ordinal (nominations take their slot from it).
+    pub ordinal: u64,
+    /// The configuration the write reads: scheduling threshold (its bits), partial
+    /// sort count, smallest batch, fit failures.
+    pub config: (u32, usize, usize, u32),
+    /// The write schedules the dirty objects afresh (otherwise it continues the
+    /// schedule of the tick's earlier packets, which is compared whole).
+    pub rebuilds: bool,
+}
+
+/// A connection about to write a section, as a trace compares it.
+pub(crate) struct Candidate<'a> {
+    pub connection: ConnectionId,
+    pub inputs: SectionInputs,
+    /// Its synced masks (baseline words name them by index).
+    pub synced: &'a [ChangeMask],
+    pub dirty: &'a BitArray,
+    pub schedule: &'a Schedule,
+}
+
+/// One recorded objects section: its inputs, its bits and the states it left.
+#[derive(Debug, Default)]
+pub(crate) struct PacketTrace {
+    /// The connection that wrote it.
+    pub leader: ConnectionId,
+    /// `None`: the trace matches nothing (being recorded, or not a section a trace
+    /// can hold).
+    pub inputs: Option<SectionInputs>,
+    /// The leader's synced masks.
+    pub synced: Vec<ChangeMask>,
+    /// The dirty set before the packet, and after.
+    pub dirty: [BitArray; 2],
+    /// The dirty objects, in index order.
+    pub objects: Vec<TracedObject>,
+    /// The owners of the conditional objects written (a connection among them would
+    /// receive other members).
+    pub owners: Vec<ConnectionId>,
+    /// The section's bits.
+    pub words: Vec<u64>,
+    pub bits: usize,
+    pub result: Option<WriteResult>,
+    /// The schedule before the packet (compared when continued), and after.
+    pub schedule: [Schedule; 2],
+    pub record: Option<PacketRecord>,
+    /// What the packet added to the counters.
+    pub stats: WriterStats,
+    pub baselines: BaselinesTail,
+    /// Batches planned with and without a reference (the tick cache's counts).
+    pub batch_counts: (u64, u64),
+    /// Connections that replayed it.
+    pub replays: u32,
+}
+
+impl PacketTrace {
+    /// Whether `candidate`, with per-object state read by `state` (info, baseline
+    /// word, priority bits), would write this section.
+    pub(crate) fn matches(
+        &self,
+        candidate: &Candidate<'_>,
+        state: impl Fn(InternalIndex) -> Option<(ReplicationInfo, u64, u32)>,
+    ) -> bool {
+        if candidate.connection == self.leader
+            || self.inputs != Some(candidate.inputs)
+            || candidate.synced != self.synced.as_slice()
+            || !candidate.dirty.same_bits(&self.dirty[0])
+            || (!candidate.inputs.rebuilds && !candidate.schedule.same_remaining(&self.schedule[0]))
+            || self.owners.binary_search(&candidate.connection).is_ok()
+        {
+            return false;
+        }
+        self.objects.iter().all(|o| {
+            state(o.index).is_some_and(|(info, baselines, priority)| {
+                info == o.info[0] && baselines == o.baselines[0] && priority == o.priority[0]
+            })
+        })
+    }
+}
+
+/// A write pass's traces (see the module documentation), reused from pass to pass.
+#[derive(Debug, Default)]
+pub(crate) struct Replays {
+    traces: Vec<PacketTrace>,
+    /// Traces in use this pass (the others are spare allocations).
+    live: usize,
+    /// The next trace to record over when all are in use.
+    next: usize,
+    /// Traces recorded in a row that nobody replayed.
+    unused: u32,
+    /// Sections replayed, and batches in them, since the server started.
+    replayed: (u64, u64),
+    /// The pass writes one packet: nothing to record.
+    alone: bool,
+}
+
+impl Replays {
+    /// Starts a write pass's share of `packets` packets: with fewer than two, no
+    /// connection could replay a trace, and none is recorded.
+    pub(crate) fn begin_pass(&mut self, packets: usize) {
+        self.end_pass();
+        self.alone = packets < 2;
+    }
+
+    /// Forgets the pass's traces (the storage and tables they read change between
+    /// passes).
+    pub(crate) fn end_pass(&mut self) {
+        self.live = 0;
+        self.next = 0;
+        self.unused = 0;
+    }
+
+    /// The index of the first live trace a connection's section matches.
+    pub(crate) fn find(
+        &self,
+        candidate: &Candidate<'_>,
+        state: impl Fn(InternalIndex) -> Option<(ReplicationInfo, u64, u32)>,
+    ) -> Option<usize> {
+        // The newest first: connections in step are written one after the other.
+        (0..self.live)
+            .rev()
+            .find(|&i| self.traces[i].matches(candidate, &state))
+    }
+
+    /// The trace at `i`, counted as replayed.
+    pub(crate) fn replay(&mut self, i: usize) -> &PacketTrace {
+        self.unused = 0;
+        let t = &mut self.traces[i];
+        t.replays += 1;
+        self.replayed.0 += 1;
+        self.replayed.1 += t.record.as_ref().map_or(0, |r| r.infos.len() as u64);
+        t
+    }
+
+    /// A trace to record into, by index (its previous contents are overwritten by the
+    /// caller); `None` when recording is not worth it now.
+    pub(crate) fn begin(&mut self) -> Option<usize> {
+        if self.alone || self.unused >= MAX_UNUSED_TRACES {
+            return None;
+        }
+        let i = if self.live < MAX_TRACES {
+            self.live += 1;
+            self.live - 1
+        } else {
+            let i = self.next;
+            self.next = (self.next + 1) % MAX_TRACES;
+            i
+        };
+        if self.traces.len() <= i {
+            self.traces.resize_with(i + 1, PacketTrace::default);
+        }
+        let t = &mut self.traces[i];
+        t.replays = 0;
+        t.inputs = None;
+        Some(i)
+    }
+
+    /// The trace at `i`, being recorded.
+    pub(crate) fn trace_mut(&mut self, i: usize) -> &mut PacketTrace {
+        &mut self.traces[i]
+    }
+
+    /// Ends the recording `begin` started at `i`: kept when `complete` (the section is
+    /// one a trace can hold), dropped otherwise (a trace without inputs matches nothing).
+    pub(crate) fn end(&mut self, i: usize, complete: bool) {
+        if complete {
+            self.unused += 1;
+        } else {
+            self.traces[i].inputs = None;
+        }
+    }
+
+    /// Sections replayed and the batches in them, since the server started.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        self.replayed
+    }
+}
