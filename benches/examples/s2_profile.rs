@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo build --release -p replicate-bench --example s2_profile
-//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|parallel]
+//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel]
 //! ```
 //!
 //! Prints the configuration's figures on one line (thread CPU time, as in S2's table).
@@ -21,7 +21,7 @@ fn main() {
         seed: 0x5EED_0002,
         delta: DeltaMode::On,
         acks: AckTiming::Instant,
-        writers: Writers::PerConnection,
+        writers: Writers::Passes(1),
     };
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
@@ -36,6 +36,7 @@ fn main() {
                 }
             }
             "passes" => setup.writers = Writers::Passes(1),
+            "per-connection" => setup.writers = Writers::PerConnection,
             "parallel" => setup.writers = Writers::Passes(2),
             "idle" => {
                 // The idle tick at 100 000 objects × 100 connections.
@@ -59,7 +60,7 @@ fn main() {
             }
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|parallel]"
+                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel]"
                 );
                 std::process::exit(2);
             }
@@ -69,7 +70,7 @@ fn main() {
         Ok(m) => println!(
             "{:.1} ns per dirty obj×conn, tick {:.2} ms CPU / {:.2} ms wall / {:.2} ms all threads, idle {:.3} ms, \
              {:.2} B per pair, postcard {:.1} ns per pair, {:.1} segments copied per encoding, \
-             peak RSS {} MB",
+             {:.0} % of batches replayed, peak RSS {} MB",
             m.ns_per_pair(),
             m.tick_ns / 1e6,
             m.tick_wall_ns / 1e6,
@@ -78,6 +79,7 @@ fn main() {
             m.bytes_per_pair(),
             m.baseline_ns_per_pair(),
             m.copies_per_encoding,
+            m.replayed_share * 100.0,
             m.peak_rss
                 .map_or("?".into(), |b| (b / 1_048_576).to_string()),
         ),

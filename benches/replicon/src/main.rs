@@ -266,7 +266,7 @@ fn main() {
             seed: SEED,
             delta: DeltaMode::On,
             acks: AckTiming::Instant,
-            writers: Writers::PerConnection,
+            writers: Writers::Passes(1),
         }) {
             Ok(m) => m,
             Err(e) => {

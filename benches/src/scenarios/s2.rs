@@ -214,6 +214,9 @@ pub struct Measured {
     /// Batch segments copied from another connection's encoding, per segment encoded,
     /// over the timed ticks (see `ReplicationServer::segment_counts`).
     pub copies_per_encoding: f64,
+    /// Of the batches written over the timed ticks, the share in objects sections
+    /// replayed from a connection in step (see `ReplicationServer::replayed_sections`).
+    pub replayed_share: f64,
     /// Peak RSS of the process after this configuration.
     pub peak_rss: Option<u64>,
     /// Whether `peak_rss` is this configuration's own (the high-water mark was reset
@@ -487,9 +490,21 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     let mut buf: Vec<u8> = Vec::new();
     let warm = 3;
     let mut segments_at_warm = (0, 0);
+    let batches_written = |server: &ReplicationServer, links: &[Link]| -> u64 {
+        links
+            .iter()
+            .filter_map(|l| server.writer(l.conn))
+            .map(|w| w.stats().batches)
+            .sum()
+    };
+    let mut batches_at_warm = (0, 0);
     for t in 0..warm + s.ticks * 2 {
         if t == warm {
             segments_at_warm = server.segment_counts();
+            batches_at_warm = (
+                server.replayed_sections().1,
+                batches_written(&server, &links),
+            );
         }
         let idle = t >= warm + s.ticks;
         let dirty = if idle {
@@ -554,6 +569,8 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     let (copied, encoded) = server.segment_counts();
     out.copies_per_encoding =
         (copied - segments_at_warm.0) as f64 / (encoded - segments_at_warm.1).max(1) as f64;
+    out.replayed_share = (server.replayed_sections().1 - batches_at_warm.0) as f64
+        / (batches_written(&server, &links) - batches_at_warm.1).max(1) as f64;
     out.tick_ns = median(&tick_times);
     out.tick_wall_ns = median(&wall_times);
     out.tick_process_ns = median(&process_times);
@@ -771,6 +788,7 @@ fn json_measured(name: &str, s: &Setup, m: &Measured) -> Json {
             "segments_copied_per_encoding",
             Json::Num(m.copies_per_encoding),
         ),
+        ("batches_replayed_share", Json::Num(m.replayed_share)),
         ("idle_tick_ns", Json::Num(m.idle_ns)),
         ("dirty_pairs_per_tick", Json::Num(m.pairs)),
         ("ns_per_dirty_pair", Json::Num(m.ns_per_pair())),
@@ -801,10 +819,18 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         seed: 0x5EED_0002,
         delta: DeltaMode::On,
         acks: AckTiming::Instant,
-        writers: Writers::PerConnection,
+        // As the facade writes: in passes over every connection, a packet each.
+        writers: Writers::Passes(1),
     };
     let variants = [
         ("all in scope", base),
+        (
+            "all in scope, written one connection at a time (no replay)",
+            Setup {
+                writers: Writers::PerConnection,
+                ..base
+            },
+        ),
         (
             "grid filter (cell 5000, cull 50 000)",
             Setup {
@@ -849,6 +875,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         "hand-rolled postcard: ms / ns per pair / B per pair",
         "peak RSS MB",
         "segments copied per encoding",
+        "batches replayed",
     ]);
     let mut json_rows = Vec::new();
     let mut rss_own = true;
@@ -880,6 +907,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
             m.peak_rss
                 .map_or("—".into(), |b| f(b as f64 / 1048576.0, 0)),
             f(m.copies_per_encoding, 1),
+            format!("{} %", f(m.replayed_share * 100.0, 0)),
         ]);
         json_rows.push(json_measured(name, setup, &m));
     }

@@ -2266,6 +2266,44 @@ mod tests {
     }
 
     #[test]
+    fn a_packets_tail_and_words_make_another_connection_what_the_packet_made_of_one() {
+        // Two connections in the same state; a packet nominates on the first. Its
+        // words and tail, taken by the second, give the second the same baselines:
+        // the same nominations settle into the same shared lineages.
+        let mut s = BaselineStorage::new(DeltaSettings::default());
+        let (mut a, mut b) = (
+            ConnectionBaselines::default(),
+            ConnectionBaselines::default(),
+        );
+        let h = NetRefHandle::new(9, false, 0);
+        let all = ChangeMask::all(4);
+        assert_eq!(a.word(1), b.word(1), "untouched objects read alike");
+        assert_eq!(a.word(1), b.word(7));
+        let mark = a.mark();
+        a.nominate_later(&s, 1, h, 3, &all, None, None, 0);
+        assert_ne!(a.word(1), b.word(1));
+        let mut tail = BaselinesTail::default();
+        a.tail_since(mark, &mut tail);
+        assert_eq!(tail.nominations.len(), 1);
+        assert_eq!(tail.synced, vec![all.clone()], "the mask it interned");
+        b.set_word(1, a.word(1));
+        b.append_tail(&tail);
+        assert_eq!(a.word(1), b.word(1));
+        assert_eq!(a.synced_table(), b.synced_table());
+        assert_eq!(b.intern(&all), Some(0), "the index knows the mask");
+        a.settle(&mut s);
+        b.settle(&mut s);
+        assert_eq!(s.live_lineages(), 1, "both hold the one lineage");
+        for c in [&mut a, &mut b] {
+            assert_eq!(c.on_delivery(&mut s, 0, DeliveryStatus::Delivered), 1);
+        }
+        let acked = |c: &ConnectionBaselines| c.acked(&s, 1).map(|(k, b)| (k, b.lineage));
+        assert!(acked(&a).is_some());
+        assert_eq!(acked(&a), acked(&b));
+        assert_eq!(a.word(1), b.word(1));
+    }
+
+    #[test]
     fn a_full_table_of_synced_masks_takes_no_new_mask() {
         let mut c = ConnectionBaselines::default();
         let mask = |i: usize| {

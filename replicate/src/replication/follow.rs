@@ -19,6 +19,9 @@ pub(super) struct TraceNotes {
     pub ok: bool,
     /// Owners of the conditional objects written.
     pub owners: Vec<ConnectionId>,
+    /// The objects the write looked at: the schedule's entries it reached and their
+    /// dirty subobjects (a continued schedule reads no other object's state).
+    pub visited: Vec<InternalIndex>,
 }
 
 impl TraceNotes {
@@ -183,12 +186,20 @@ impl ReplicationWriter {
         self.trace.on = true;
         self.trace.ok = ok;
         self.trace.owners.clear();
+        self.trace.visited.clear();
         let result = self.write_sections(table, w);
         self.trace.on = false;
         let mut ok = self.trace.ok;
         let packets = self.stats.packets - stats.packets;
         let now = self.cache.batch_counts();
         let t = self.cache.replays.trace_mut(i);
+        if !inputs.rebuilds {
+            // Only the objects the write looked at are compared and taken.
+            let visited = &mut self.trace.visited;
+            visited.sort_unstable();
+            t.objects
+                .retain(|o| visited.binary_search(&o.index).is_ok());
+        }
         for o in &mut t.objects {
             let index = o.index as usize;
             let info = self.infos[index];

@@ -199,6 +199,7 @@ impl ReplicationWriter {
 
     /// [`mark_dirty`](Self::mark_dirty) for an object whose owner, if it is a
     /// subobject, is `root`.
+    #[inline]
     pub(super) fn mark_dirty_under(&mut self, index: InternalIndex, root: Option<InternalIndex>) {
         // A root that was not scheduled may be owed now (every priority increase
         // outside `update` goes with a `mark_dirty` too).

@@ -425,19 +425,25 @@ impl ReplicationInfo {
     }
 
     /// ORs `mask` into the accumulated change mask.
+    #[inline]
     pub(crate) fn or_mask(&mut self, mask: &ChangeMask, pool: &mut MaskPool) {
         let any = if self.flag(MASK_POOLED) {
-            let words = pool.get_mut(self.mask_field() as u32);
-            for (a, b) in words.iter_mut().zip(mask.words()) {
-                *a |= *b;
-            }
-            words.iter().any(|w| *w != 0)
+            Self::or_pooled(pool.get_mut(self.mask_field() as u32), mask)
         } else {
             let merged = self.mask_field() | mask.words().first().copied().unwrap_or(0);
             self.set_mask_field(merged);
             merged & INLINE_MASK != 0
         };
         self.set_flag(HAS_DIRTY_MASK, any);
+    }
+
+    /// [`or_mask`](Self::or_mask) for a mask in the pool: whether any bit is set after.
+    #[cold]
+    fn or_pooled(words: &mut [u64], mask: &ChangeMask) -> bool {
+        for (a, b) in words.iter_mut().zip(mask.words()) {
+            *a |= *b;
+        }
+        words.iter().any(|w| *w != 0)
     }
 
     /// Sets every bit of the change mask, `mask_bits` wide.
@@ -619,6 +625,28 @@ impl WriterStats {
 mod tests {
     use super::*;
     use ReplicatedObjectState::*;
+
+    #[test]
+    fn stats_gained_since_an_earlier_copy_add_back_to_the_same() {
+        let mut a = WriterStats {
+            packets: 3,
+            bits: 100,
+            bits_per_type: vec![10, 20],
+            ..WriterStats::default()
+        };
+        let before = a.clone();
+        a.packets += 2;
+        a.bits += 50;
+        a.bits_per_type = vec![15, 20, 7];
+        a.framing.mask += 4;
+        a.schedules += 1;
+        let gain = a.since(&before);
+        assert_eq!(gain.packets, 2);
+        assert_eq!(gain.bits_per_type, vec![5, 0, 7]);
+        let mut b = before.clone();
+        b.add(&gain);
+        assert_eq!(b, a);
+    }
 
     #[test]
     fn info_is_8_bytes_and_packs_fields() {

@@ -34,7 +34,7 @@ pub const MAX_TRACES: usize = 8;
 
 /// A trace stops being recorded after this many traces in a row that no connection
 /// replayed (connections not in step: recording would only cost).
-const MAX_UNUSED_TRACES: u32 = 4;
+const MAX_UNUSED_TRACES: u32 = MAX_TRACES as u32;
 
 /// One dirty object in a trace: its index and its state before and after the packet.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -227,5 +227,121 @@ impl Replays {
     /// Sections replayed and the batches in them, since the server started.
     pub(crate) fn counts(&self) -> (u64, u64) {
         self.replayed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs() -> SectionInputs {
+        SectionInputs {
+            bits_left: 9000,
+            index_end: 100,
+            ordinal: 7,
+            config: (0, 64, 24, 8),
+            rebuilds: true,
+        }
+    }
+
+    /// Records a trace of connection `leader` with dirty objects 2 and 5.
+    fn record(r: &mut Replays, leader: ConnectionId, dirty: &BitArray) -> Option<usize> {
+        let i = r.begin()?;
+        let t = r.trace_mut(i);
+        t.leader = leader;
+        t.dirty[0].clone_from(dirty);
+        t.objects.clear();
+        for index in dirty.iter() {
+            t.objects.push(TracedObject {
+                index,
+                info: [ReplicationInfo::default(); 2],
+                baselines: [u64::from(index); 2],
+                priority: [1.0f32.to_bits(); 2],
+            });
+        }
+        t.inputs = Some(inputs());
+        r.end(i, true);
+        Some(i)
+    }
+
+    fn dirty() -> BitArray {
+        let mut d = BitArray::default();
+        d.set(2);
+        d.set(5);
+        d
+    }
+
+    #[test]
+    fn a_trace_matches_another_connection_with_equal_inputs_and_states() {
+        let mut r = Replays::default();
+        r.begin_pass(3);
+        let d = dirty();
+        let i = record(&mut r, 0, &d).unwrap();
+        let schedule = Schedule::default();
+        let candidate = |connection, inputs, dirty| Candidate {
+            connection,
+            inputs,
+            synced: &[],
+            dirty,
+            schedule: &schedule,
+        };
+        let same = |index: InternalIndex| {
+            Some((
+                ReplicationInfo::default(),
+                u64::from(index),
+                1.0f32.to_bits(),
+            ))
+        };
+        assert_eq!(r.find(&candidate(1, inputs(), &d), same), Some(i));
+        assert_eq!(
+            r.find(&candidate(0, inputs(), &d), same),
+            None,
+            "not its own"
+        );
+        let other = SectionInputs {
+            ordinal: 8,
+            ..inputs()
+        };
+        assert_eq!(r.find(&candidate(1, other, &d), same), None);
+        let mut more = dirty();
+        more.set(6);
+        assert_eq!(r.find(&candidate(1, inputs(), &more), same), None);
+        let lower = |index: InternalIndex| {
+            Some((
+                ReplicationInfo::default(),
+                u64::from(index),
+                0.5f32.to_bits(),
+            ))
+        };
+        assert_eq!(r.find(&candidate(1, inputs(), &d), lower), None);
+        assert_eq!(r.replay(i).replays, 1);
+        assert_eq!(
+            r.counts(),
+            (1, 0),
+            "a trace without a record has no batches"
+        );
+        // The pass ends: nothing left to match.
+        r.end_pass();
+        assert_eq!(r.find(&candidate(1, inputs(), &d), same), None);
+    }
+
+    #[test]
+    fn passes_of_one_and_traces_nobody_takes_stop_the_recording() {
+        let mut r = Replays::default();
+        r.begin_pass(1);
+        assert_eq!(r.begin(), None, "a pass of one packet");
+        r.begin_pass(100);
+        let d = dirty();
+        for _ in 0..MAX_UNUSED_TRACES {
+            assert!(record(&mut r, 0, &d).is_some());
+        }
+        assert_eq!(r.begin(), None, "too many traces went unused");
+        // A replay resets the count; the ring reuses its oldest trace.
+        r.replay(0);
+        assert!(record(&mut r, 0, &d).is_some());
+        // A spoiled recording matches nothing.
+        let i = r.begin().unwrap();
+        r.end(i, false);
+        assert!(r.trace_mut(i).inputs.is_none());
     }
 }

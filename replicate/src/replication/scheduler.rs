@@ -192,16 +192,24 @@ pub struct Schedule {
     /// Chunks sorted since the last rebuild (the next one is `chunk << chunks`).
     chunks: u32,
     valid: bool,
+    /// Names the schedule's contents: renewed whenever a packet changes them, kept
+    /// by a copy, so two schedules with one id are the same (see
+    /// [`same_remaining`](Self::same_remaining)).
+    id: u64,
+}
+
+/// A schedule id no schedule had before.
+fn fresh_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Schedule {
     /// Whether `other` holds the same remaining entries in the same state (what a
-    /// packet continuing either would do is the same).
+    /// packet continuing either would do is the same): one is a copy of the other
+    /// ([`copy_remaining`](Self::copy_remaining)), and neither was changed since.
     pub fn same_remaining(&self, other: &Schedule) -> bool {
-        self.valid == other.valid
-            && self.chunks == other.chunks
-            && self.sorted_end - self.head == other.sorted_end - other.head
-            && self.entries[self.head..] == other.entries[other.head..]
+        self.valid == other.valid && self.id == other.id
     }
 
     /// Becomes what `other` is from its remaining entries on (see
@@ -213,6 +221,7 @@ impl Schedule {
         self.sorted_end = other.sorted_end - other.head;
         self.chunks = other.chunks;
         self.valid = other.valid;
+        self.id = other.id;
     }
 
     /// Whether the schedule may be continued (false: rebuild it before the next use).
@@ -246,6 +255,7 @@ impl Schedule {
         self.sorted_end = 0;
         self.chunks = 0;
         self.valid = true;
+        self.id = fresh_id();
     }
 
     /// Position of the first remaining entry: where a packet starts.
@@ -285,6 +295,8 @@ impl Schedule {
         end: usize,
         mut fate: impl FnMut(&ScheduledObject) -> EntryFate,
     ) -> bool {
+        // The packet sorted, wrote and passed over entries: other contents now.
+        self.id = fresh_id();
         let end = end.min(self.sorted_end);
         let mut dst = end;
         let mut reschedule = false;
@@ -400,6 +412,7 @@ mod tests {
                 sorted_end: 0,
                 chunks: 0,
                 valid: true,
+                id: 0,
             };
             let mut written = vec![false; n as usize];
             let mut seen_order = Vec::new();
@@ -510,6 +523,7 @@ mod tests {
             sorted_end: 0,
             chunks: 0,
             valid: true,
+            id: 0,
         };
         for pos in 0..4 {
             assert_eq!(schedule.get(pos, 2).map(|e| e.index), Some(pos as u32));
@@ -537,5 +551,52 @@ mod tests {
             assert!(next_up(p) > p, "{p}");
         }
         assert!(next_up(1.0) - 1.0 < 1e-6);
+    }
+
+    #[test]
+    fn a_copy_is_the_same_schedule_until_either_is_written() {
+        let entries = |n: u32| -> Vec<ScheduledObject> {
+            (0..n)
+                .map(|i| ScheduledObject {
+                    index: i,
+                    sort_key: 1.0,
+                    tie: i,
+                })
+                .collect()
+        };
+        let mut a = Schedule {
+            entries: entries(6),
+            valid: true,
+            id: fresh_id(),
+            ..Schedule::default()
+        };
+        // A packet wrote the first two entries.
+        a.get(0, 4);
+        a.retire(2, |e| {
+            if e.index < 2 {
+                EntryFate::Drop
+            } else {
+                EntryFate::Keep
+            }
+        });
+        let mut b = Schedule::default();
+        b.copy_remaining(&a);
+        assert!(b.same_remaining(&a) && a.same_remaining(&b));
+        assert_eq!(b.head, 0);
+        assert_eq!(b.entries[b.head..], a.entries[a.head..]);
+        assert_eq!(b.sorted_end - b.head, a.sorted_end - a.head);
+        // Both continue alike.
+        assert_eq!(a.get(a.start(), 4), b.get(b.start(), 4));
+        // Another packet on one of them: no longer the same.
+        b.retire(b.start() + 1, |_| EntryFate::Drop);
+        assert!(!b.same_remaining(&a));
+        // A rebuild names new contents too.
+        let mut c = Schedule::default();
+        c.copy_remaining(&a);
+        c.invalidate();
+        assert!(
+            !c.same_remaining(&a),
+            "an invalid schedule is rebuilt, never continued"
+        );
     }
 }

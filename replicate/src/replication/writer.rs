@@ -627,6 +627,9 @@ impl ReplicationWriter {
         let mut pos = self.schedule.start();
         let mut failures = 0;
         while let Some(entry) = self.schedule.get(pos, chunk) {
+            if self.trace.on {
+                self.trace.visited.push(entry.index);
+            }
             if entry_fate(&self.dirty, &self.priorities, threshold, table, &entry)
                 != EntryFate::Keep
             {
@@ -736,6 +739,9 @@ impl ReplicationWriter {
                 for &s in entry.subobjects() {
                     if !self.dirty.get(s) {
                         continue;
+                    }
+                    if self.trace.on {
+                        self.trace.visited.push(s);
                     }
                     if !root_on_remote {
                         blocked = true;

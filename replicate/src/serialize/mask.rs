@@ -700,6 +700,24 @@ mod tests {
     }
 
     #[test]
+    fn bit_arrays_of_other_lengths_with_the_same_bits_are_the_same() {
+        let (mut a, mut b) = (BitArray::default(), BitArray::default());
+        assert!(a.same_bits(&b));
+        a.set(3);
+        b.set(3);
+        b.set(5000);
+        assert!(!a.same_bits(&b) && !b.same_bits(&a));
+        b.clear(5000);
+        assert!(a.same_bits(&b) && b.same_bits(&a), "trailing empty words");
+        a.set(64);
+        assert!(!a.same_bits(&b));
+        let mut c = BitArray::default();
+        c.set(9000);
+        c.clone_from(&a);
+        assert!(c.same_bits(&a) && !c.get(9000));
+    }
+
+    #[test]
     fn bit_array_and_not() {
         let mut a = BitArray::default();
         let mut b = BitArray::default();
