@@ -13,8 +13,8 @@
 //! of `max_cull_distance` (default 50 000) around its view position. Moving an object
 //! costs a cell update, not a scan.
 
+use super::index_hash::{IndexMap, IndexSet};
 use glam::Vec3;
-use std::collections::{HashMap, HashSet};
 
 /// Per-connection view data filters and prioritizers use.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -91,8 +91,8 @@ type Cell = (i32, i32);
 #[derive(Debug, Clone, Default)]
 pub struct GridFilter {
     config: GridFilterConfig,
-    cells: HashMap<Cell, Vec<u32>>,
-    object_cell: HashMap<u32, Cell>,
+    cells: IndexMap<Cell, Vec<u32>>,
+    object_cell: IndexMap<u32, Cell>,
 }
 
 impl GridFilter {
@@ -242,11 +242,11 @@ impl GridFilter {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConnectionScope {
     /// Objects always in scope for this connection.
-    pub allow: HashSet<u32>,
+    pub allow: IndexSet,
     /// Objects never in scope for this connection (wins over everything).
-    pub deny: HashSet<u32>,
+    pub deny: IndexSet,
     /// Groups this connection is subscribed to.
-    pub groups: HashSet<u32>,
+    pub groups: IndexSet,
 }
 
 /// Decides scope for one (object, connection) pair from the rules above.

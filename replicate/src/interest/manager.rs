@@ -24,6 +24,7 @@ use super::filter::{
     ConnectionScope, FilterKind, GridFilter, GridFilterConfig, ObjectFilter, ObjectFilterInfo,
     ViewInfo, in_scope,
 };
+use super::index_hash::IndexSet;
 use super::priority::{Prioritizer, SpherePrioritizer, SpherePrioritizerConfig};
 use crate::handle::NetRefHandle;
 use crate::object::{ConnectionId, InternalIndex, ObjectTable};
@@ -31,7 +32,7 @@ use crate::protocol::ErasedState;
 use crate::state::{ChangeMask, Condition};
 use glam::Vec3;
 use std::any::TypeId;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// Which prioritizer decides an object's priority.
@@ -103,7 +104,7 @@ struct ConnectionInterest {
     view: Vec3,
     scope: ConnectionScope,
     /// Root objects this layer took out of the connection's scope.
-    excluded: HashSet<u32>,
+    excluded: IndexSet,
     /// The view position scope was last evaluated from (`None`: never).
     evaluated_view: Option<Vec3>,
     /// Objects whose allow/deny entry changed since the last tick.
@@ -139,7 +140,7 @@ pub struct InterestManager {
     objects: Vec<ObjectInterest>,
     /// Objects whose scope may change any tick for reasons this state does not see
     /// (owner-only and user filters, groups): evaluated every tick.
-    per_tick: HashSet<u32>,
+    per_tick: IndexSet,
     /// Objects whose filter, groups or grid presence changed, or that were created,
     /// since the last tick: evaluated once for every connection.
     touched: Vec<u32>,
@@ -185,7 +186,7 @@ impl InterestManager {
             prioritizers: Vec::new(),
             location_fns: HashMap::new(),
             objects: Vec::new(),
-            per_tick: HashSet::new(),
+            per_tick: IndexSet::default(),
             touched: Vec::new(),
             connections: Vec::new(),
             now: Duration::ZERO,
@@ -415,7 +416,7 @@ impl InterestManager {
         self.connections[i] = Some(ConnectionInterest {
             view: Vec3::ZERO,
             scope: ConnectionScope::default(),
-            excluded: HashSet::new(),
+            excluded: IndexSet::default(),
             evaluated_view: None,
             touched: Vec::new(),
             full: true,
@@ -499,7 +500,7 @@ impl InterestManager {
         index: InternalIndex,
         handle: NetRefHandle,
         on: bool,
-        list: impl FnOnce(&mut ConnectionScope) -> &mut HashSet<InternalIndex>,
+        list: impl FnOnce(&mut ConnectionScope) -> &mut IndexSet,
     ) {
         self.slot(index, handle);
         if let Some(c) = self.conn_mut(id) {

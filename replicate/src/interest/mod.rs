@@ -8,6 +8,7 @@
 //! - [`priority`]: how urgent an object is for a connection (static, sphere around the
 //!   view position, user prioritizers).
 //! - [`budget`]: bytes per second per connection (a token bucket).
+//! - [`index_hash`]: the fast hash of the sets and maps of indices above.
 //!
 //! - [`manager`]: the server's interest state over all of these ([`InterestManager`]):
 //!   what each object and connection was given, and the per-tick decisions.
@@ -21,6 +22,7 @@
 pub mod budget;
 pub mod condition;
 pub mod filter;
+pub mod index_hash;
 pub mod manager;
 pub mod priority;
 
@@ -30,5 +32,6 @@ pub use filter::{
     ConnectionScope, FilterKind, GridFilter, GridFilterConfig, ObjectFilter, ObjectFilterInfo,
     ViewInfo, in_scope,
 };
+pub use index_hash::{IndexMap, IndexSet};
 pub use manager::{InterestConfig, InterestManager, PrioritizerKind, ScopeChange};
 pub use priority::{Prioritizer, SpherePrioritizer, SpherePrioritizerConfig, StaticPrioritizer};

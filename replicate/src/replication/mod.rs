@@ -18,7 +18,9 @@
 //! [`ReplicationConfig::writer_threads`] threads. While a pass is written each
 //! connection's writer reads the object table, the baseline storage and the interest
 //! state, and changes only its own state and its thread's tick cache (`encode`: the
-//! tick's encoded segments and predictions); what connections change in common —
+//! tick's encoded segments and predictions, and the pass's recorded objects sections,
+//! which a connection in step with an earlier one of the pass replays instead of
+//! writing its own); what connections change in common —
 //! the snapshots their nominations take, references, budgets — is settled after the
 //! pass, in the order of the packets, so the bytes do not depend on the thread count.
 //! [`ReplicationServer::tick`] hands the tick's dirty objects to the writers on the
@@ -757,6 +759,11 @@ impl ReplicationServer {
     /// common (baselines nominated, budgets spent) is settled after them, in the
     /// order of `packets`. The bytes are the same whatever the thread count. A
     /// connection named twice, or not open, writes nothing (`NoData`).
+    ///
+    /// Connections in step (their acknowledgements, dirty objects and budgets alike)
+    /// write the same objects section: the first one of a thread's share writes it, the
+    /// others copy it and take its state changes ([`replayed_sections`](Self::replayed_sections)
+    /// counts them). Passing the connections together is what lets them share it.
     ///
     /// ```
     /// use replicate::bits::BitWriter;

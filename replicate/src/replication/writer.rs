@@ -19,7 +19,11 @@
 //! depends only on the object's state, the mask and what it is coded against. Each
 //! segment is encoded once per tick and copied a word at a time into every other
 //! connection's packet that needs the same one (see `encode`); the delta plan names its
-//! reference and prior by snapshot id and touches no state on that path. The stages of
+//! reference and prior by snapshot id and touches no state on that path. Whole objects
+//! sections are shared too: in a write pass, a connection in step with one written
+//! before it (same budget, dirty set, schedule and per-object state) takes that
+//! connection's section, its bits and its state changes, instead of writing its own
+//! (see `replay`; `follow` records and takes the traces). The stages of
 //! one batch live in submodules: `plan` (what the batch carries and codes against),
 //! `body` (frame and encode), `local` (the connection-local object indices), and this
 //! module (schedule, write, record); `delivery` settles a packet's fate, `lifecycle`
