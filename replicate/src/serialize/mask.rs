@@ -469,6 +469,53 @@ pub struct BitArray {
     set_words: usize,
 }
 
+/// The set bits of a [`BitArray`] that another leaves clear, ascending (see
+/// [`BitArray::iter_and_not`]): the summary finds the words with bits set, so empty
+/// stretches cost a summary word per 4 096 indices.
+#[derive(Debug, Clone)]
+pub struct SetBits<'a> {
+    words: &'a [u64],
+    not: &'a [u64],
+    summary: &'a [u64],
+    /// Words with a bit set not reached yet.
+    words_left: usize,
+    /// The next summary word to read.
+    summary_at: usize,
+    /// The summary word being read (its words not reached yet).
+    summary_word: u64,
+    /// The index of bit 0 of `word`.
+    base: u32,
+    /// The word being read (its bits not returned yet).
+    word: u64,
+}
+
+impl Iterator for SetBits<'_> {
+    type Item = u32;
+
+    #[inline]
+    fn next(&mut self) -> Option<u32> {
+        loop {
+            if self.word != 0 {
+                let b = self.word.trailing_zeros();
+                self.word &= self.word - 1;
+                return Some(self.base + b);
+            }
+            while self.summary_word == 0 {
+                if self.words_left == 0 {
+                    return None;
+                }
+                self.summary_word = *self.summary.get(self.summary_at)?;
+                self.summary_at += 1;
+            }
+            let k = (self.summary_at - 1) * 64 + self.summary_word.trailing_zeros() as usize;
+            self.summary_word &= self.summary_word - 1;
+            self.words_left -= 1;
+            self.base = k as u32 * 64;
+            self.word = self.words[k] & !self.not.get(k).copied().unwrap_or(0);
+        }
+    }
+}
+
 impl Clone for BitArray {
     fn clone(&self) -> Self {
         Self {
@@ -543,9 +590,10 @@ impl BitArray {
 
     /// Number of set bits.
     pub fn count(&self) -> usize {
-        self.set_words()
-            .map(|w| self.words[w].count_ones() as usize)
-            .sum()
+        if self.set_words == 0 {
+            return 0;
+        }
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
     }
 
     /// Whether no bit is set.
@@ -570,48 +618,18 @@ impl BitArray {
         self.iter_and_not(None)
     }
 
-    /// The indices of the words with a bit set, ascending.
-    fn set_words(&self) -> impl Iterator<Item = usize> + '_ {
-        // The summary is read up to its last set bit only.
-        let mut left = self.set_words;
-        self.summary
-            .iter()
-            .enumerate()
-            .take_while(move |&(_, &s)| {
-                let go = left > 0;
-                left = left.saturating_sub(s.count_ones() as usize);
-                go
-            })
-            .flat_map(|(k, &s)| {
-                let mut s = s;
-                std::iter::from_fn(move || {
-                    if s == 0 {
-                        return None;
-                    }
-                    let b = s.trailing_zeros() as usize;
-                    s &= s - 1;
-                    Some(k * 64 + b)
-                })
-            })
-    }
-
     /// Indices set in `self` and not in `other` (or all of `self` when `None`).
-    pub fn iter_and_not<'a>(
-        &'a self,
-        other: Option<&'a BitArray>,
-    ) -> impl Iterator<Item = u32> + 'a {
-        self.set_words().flat_map(move |i| {
-            let not = other.and_then(|o| o.words.get(i)).copied().unwrap_or(0);
-            let mut w = self.words[i] & !not;
-            std::iter::from_fn(move || {
-                if w == 0 {
-                    return None;
-                }
-                let b = w.trailing_zeros();
-                w &= w - 1;
-                Some(i as u32 * 64 + b)
-            })
-        })
+    pub fn iter_and_not<'a>(&'a self, other: Option<&'a BitArray>) -> SetBits<'a> {
+        SetBits {
+            words: &self.words,
+            not: other.map_or(&[][..], |o| &o.words[..]),
+            summary: &self.summary,
+            words_left: self.set_words,
+            summary_at: 0,
+            summary_word: 0,
+            base: 0,
+            word: 0,
+        }
     }
 }
 
@@ -696,6 +714,43 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn set_bits_are_the_bits_set_and_not_in_the_other_array() {
+        // Sparse and dense stretches over several summary words (4 096 indices each).
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..20 {
+            let (mut a, mut b) = (BitArray::default(), BitArray::default());
+            let (mut sa, mut sb) = (Vec::new(), std::collections::HashSet::new());
+            for _ in 0..(round * 50) {
+                let i = (next() % 20_000) as u32;
+                a.set(i);
+                sa.push(i);
+                if next() % 3 == 0 {
+                    let j = (next() % 20_000) as u32;
+                    b.set(j);
+                    sb.insert(j);
+                }
+            }
+            // Some cleared again: their words may be empty now.
+            for &i in sa.iter().step_by(7) {
+                a.clear(i);
+            }
+            let expected: std::collections::BTreeSet<u32> = (0..20_000)
+                .filter(|&i| a.get(i) && !sb.contains(&i))
+                .collect();
+            let got: Vec<u32> = a.iter_and_not(Some(&b)).collect();
+            assert!(got.windows(2).all(|w| w[0] < w[1]), "ascending");
+            assert_eq!(got, expected.into_iter().collect::<Vec<_>>());
+            assert_eq!(a.iter().count(), a.count());
         }
     }
 

@@ -65,7 +65,7 @@ pub use ints::{
     BoolSerializer, I8Serializer, I16Serializer, I32Serializer, I64Serializer, IntConfig,
     U8Serializer, U16Serializer, U32Serializer, U64Serializer,
 };
-pub use mask::{BitArray, ChangeMask};
+pub use mask::{BitArray, ChangeMask, SetBits};
 pub use misc::{BytesConfig, BytesSerializer, Guid, GuidSerializer};
 pub use packed::{
     PackedI32Serializer, PackedI64Serializer, PackedU32Serializer, PackedU64Serializer,
