@@ -138,6 +138,9 @@ pub struct InterestManager {
     prioritizers: Vec<Box<dyn Prioritizer>>,
     location_fns: HashMap<TypeId, LocationFn>,
     objects: Vec<ObjectInterest>,
+    /// Whether an object was ever given a prioritizer of its own (until then every
+    /// priority is the default prioritizer's).
+    object_prioritizers: bool,
     /// Objects whose scope may change any tick for reasons this state does not see
     /// (owner-only and user filters, groups): evaluated every tick.
     per_tick: IndexSet,
@@ -186,6 +189,7 @@ impl InterestManager {
             prioritizers: Vec::new(),
             location_fns: HashMap::new(),
             objects: Vec::new(),
+            object_prioritizers: false,
             per_tick: IndexSet::default(),
             touched: Vec::new(),
             connections: Vec::new(),
@@ -353,7 +357,15 @@ impl InterestManager {
         handle: NetRefHandle,
         prioritizer: Option<PrioritizerKind>,
     ) {
+        self.object_prioritizers |= prioritizer.is_some();
         self.slot(index, handle).prioritizer = prioritizer;
+    }
+
+    /// Whether every object's priority is its static one (the default prioritizer is
+    /// [`PrioritizerKind::Static`] and no object has one of its own): then
+    /// [`priority`](Self::priority) needs no lookup.
+    pub fn all_static(&self) -> bool {
+        !self.object_prioritizers && self.config.default_prioritizer == PrioritizerKind::Static
     }
 
     /// Switches the `Custom` members of the object at `index` whose name or group is
@@ -806,5 +818,21 @@ mod tests {
         m.begin_tick(&table, Duration::from_millis(133));
         assert_eq!(m.begin_packet(0), None);
         assert_eq!(m.begin_packet(1), None, "unknown connection: no limit");
+    }
+
+    #[test]
+    fn priorities_are_static_until_a_prioritizer_is_chosen() {
+        let mut m = InterestManager::new(InterestConfig::default());
+        assert!(m.all_static());
+        let h = NetRefHandle::new(3, false, 0);
+        m.set_prioritizer(3, h, None);
+        assert!(m.all_static(), "the default again");
+        m.set_prioritizer(3, h, Some(PrioritizerKind::Sphere));
+        assert!(!m.all_static());
+        let sphere = InterestManager::new(InterestConfig {
+            default_prioritizer: PrioritizerKind::Sphere,
+            ..InterestConfig::default()
+        });
+        assert!(!sphere.all_static());
     }
 }

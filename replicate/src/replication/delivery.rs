@@ -35,7 +35,7 @@ impl ReplicationWriter {
         if status == DeliveryStatus::Discard {
             return;
         }
-        for ri in record.infos {
+        for ri in &record.infos {
             if status == DeliveryStatus::Delivered && ri.kind == RecordKind::State {
                 // A delivered update settles nothing per object (its baseline, if it
                 // nominated one, was promoted above).

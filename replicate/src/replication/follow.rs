@@ -132,7 +132,7 @@ impl ReplicationWriter {
         self.schedule.copy_remaining(&t.schedule[1]);
         if let Some(record) = &t.record {
             self.record_bytes += Self::record_size(record);
-            self.records.push_back(record.clone());
+            self.records.push_back(std::sync::Arc::clone(record));
         }
         self.stats.add(&t.stats);
         self.baselines.append_tail(&t.baselines);

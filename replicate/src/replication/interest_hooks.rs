@@ -79,6 +79,15 @@ impl WriterHooks for InterestHooks {
 
     fn priorities(&mut self, table: &ObjectTable, objects: &[InternalIndex], out: &mut Vec<f32>) {
         let interest = read(&self.shared);
+        if interest.all_static() {
+            // What `priority` answers for each, without looking the object up.
+            out.extend(
+                objects
+                    .iter()
+                    .map(|&i| table.entry_at(i).map_or(0.0, |e| e.priority())),
+            );
+            return;
+        }
         out.extend(
             objects
                 .iter()

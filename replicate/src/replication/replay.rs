@@ -97,7 +97,8 @@ pub(crate) struct PacketTrace {
     pub result: Option<WriteResult>,
     /// The schedule before the packet (compared when continued), and after.
     pub schedule: [Schedule; 2],
-    pub record: Option<PacketRecord>,
+    /// The packet record, shared by every connection that replays the section.
+    pub record: Option<std::sync::Arc<PacketRecord>>,
     /// What the packet added to the counters.
     pub stats: WriterStats,
     pub baselines: BaselinesTail,

@@ -209,7 +209,9 @@ pub struct ReplicationWriter {
     dirty: BitArray,
     excluded: BitArray,
     pending_destroys: Vec<InternalIndex>,
-    records: VecDeque<PacketRecord>,
+    /// The records of the packets in flight, oldest first (shared with the
+    /// connections that replayed the same section).
+    records: VecDeque<std::sync::Arc<PacketRecord>>,
     pool: MaskPool,
     schedule: Schedule,
     reuse_schedule: bool,
@@ -684,7 +686,7 @@ impl ReplicationWriter {
         self.stats.packets += 1;
         self.stats.bits += (w.position() - start.position()) as u64;
         self.record_bytes += Self::record_size(&record);
-        self.records.push_back(record);
+        self.records.push_back(std::sync::Arc::new(record));
         if more || !self.pending_destroys.is_empty() {
             WriteResult::HasMoreData
         } else {
