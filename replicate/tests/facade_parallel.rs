@@ -2,7 +2,9 @@
 //! duplicating, reordering in-memory network while objects move, are destroyed and
 //! spawned. Written on two threads, every client converges once the network quiets,
 //! and the server sends each client exactly the packets it sends on one thread (same
-//! byte and packet counts, same client states along the way).
+//! byte and packet counts, same client states along the way). On six threads, one
+//! client each, no client can replay another's objects section: it sends the same.
+//! Over a perfect network the clients are in step and share most sections.
 
 mod common;
 
@@ -38,7 +40,9 @@ fn digest(server: &MemServer, client: &MemClient) -> u64 {
     h
 }
 
-fn run(threads: usize) -> Observed {
+/// A run on `threads` writer threads over `link` while objects move (a LAN after), and
+/// the objects sections it replayed.
+fn run(threads: usize, link: LinkConditioner) -> (Observed, (u64, u64)) {
     let config = ServerConfig {
         replication: ReplicationConfig {
             writer_threads: threads,
@@ -46,7 +50,7 @@ fn run(threads: usize) -> Observed {
         },
         ..ServerConfig::default()
     };
-    let (mut server, network) = server(LinkConditioner::bad(), 0x9A2A, config);
+    let (mut server, network) = server(link, 0x9A2A, config);
     let mut movers: Vec<_> = (0..OBJECTS)
         .map(|i| {
             server
@@ -104,17 +108,18 @@ fn run(threads: usize) -> Observed {
             (s.packets_out, s.bytes_out)
         })
         .collect();
-    Observed {
+    let observed = Observed {
         sent,
         samples,
         converged: settled,
-    }
+    };
+    (observed, server.replication().replayed_sections())
 }
 
 #[test]
 fn two_writer_threads_converge_and_send_what_one_sends() {
-    let one = run(1);
-    let two = run(2);
+    let (one, _) = run(1, LinkConditioner::bad());
+    let (two, _) = run(2, LinkConditioner::bad());
     eprintln!("sent per client (packets, bytes): {:?}", one.sent);
     assert_eq!(one.converged, CLIENTS, "one thread: {one:?}");
     assert_eq!(two.converged, CLIENTS, "two threads: {two:?}");
@@ -123,4 +128,28 @@ fn two_writer_threads_converge_and_send_what_one_sends() {
         "{one:?}"
     );
     assert_eq!(one, two);
+    // Alone on a thread, no client can replay another's section.
+    let (alone, none) = run(CLIENTS, LinkConditioner::bad());
+    assert_eq!(none, (0, 0));
+    assert_eq!(one, alone);
+}
+
+#[test]
+fn clients_in_step_share_objects_sections_and_send_what_each_writes_alone() {
+    // A perfect network: the clients' acknowledgements are in step, so most packets'
+    // objects sections are written once and replayed for the other clients (which
+    // joined at other times and number their packets differently).
+    let (shared, replayed) = run(1, LinkConditioner::perfect());
+    let (alone, none) = run(CLIENTS, LinkConditioner::perfect());
+    assert_eq!(shared.converged, CLIENTS, "{shared:?}");
+    assert_eq!(none, (0, 0));
+    let (sections, batches) = replayed;
+    assert!(
+        sections > 100 && batches > sections,
+        "{sections} sections ({batches} batches) replayed"
+    );
+    assert_eq!(
+        shared, alone,
+        "replayed sections are the ones each client writes alone"
+    );
 }

@@ -1197,9 +1197,14 @@ impl ConnectionBaselines {
     }
 
     /// Adds what another connection's packet added to its baselines, which stood as
-    /// these do now (same synced table, same words for the packet's objects).
-    pub(crate) fn append_tail(&mut self, tail: &BaselinesTail) {
-        self.in_flight.extend(tail.nominations.iter().copied());
+    /// these do now (same synced table, same words for the packet's objects), as the
+    /// nominations of this connection's packet `ordinal`.
+    pub(crate) fn append_tail(&mut self, tail: &BaselinesTail, ordinal: u64) {
+        self.in_flight.extend(
+            tail.nominations
+                .iter()
+                .map(|&n| Nomination { ordinal, ..n }),
+        );
         self.unsettled.extend_from_slice(&tail.unsettled);
         self.released.extend_from_slice(&tail.released);
         for m in &tail.synced {
@@ -2287,7 +2292,7 @@ mod tests {
         assert_eq!(tail.nominations.len(), 1);
         assert_eq!(tail.synced, vec![all.clone()], "the mask it interned");
         b.set_word(1, a.word(1));
-        b.append_tail(&tail);
+        b.append_tail(&tail, 0);
         assert_eq!(a.word(1), b.word(1));
         assert_eq!(a.synced_table(), b.synced_table());
         assert_eq!(b.intern(&all), Some(0), "the index knows the mask");

@@ -5,8 +5,10 @@
 use super::ReplicationWriter;
 use crate::bits::BitWriter;
 use crate::object::{ConnectionId, InternalIndex, ObjectEntry, ObjectTable};
+use crate::replication::baseline::MAX_BASELINE_COUNT;
 use crate::replication::record::ReplicationInfo;
 use crate::replication::replay::{Candidate, SectionInputs, TracedObject};
+use crate::replication::wire::index_width;
 use crate::state::Condition;
 use crate::stream::WriteResult;
 
@@ -71,8 +73,8 @@ impl ReplicationWriter {
             && !w.is_overflown())
         .then(|| SectionInputs {
             bits_left: w.bits_left(),
-            index_end: self.locals.end(),
-            ordinal: self.packet_ordinal(),
+            index_width: index_width(self.locals.end()),
+            slot_phase: (self.packet_ordinal() % u64::from(MAX_BASELINE_COUNT)) as u8,
             config: (
                 self.config.scheduling_threshold.to_bits(),
                 self.config.partial_sort_count,
@@ -119,6 +121,8 @@ impl ReplicationWriter {
 
     /// Takes trace `i`: its bits go into `w`, its states become this connection's.
     fn replay(&mut self, i: usize, w: &mut BitWriter) -> WriteResult {
+        // The packet's nominations are made under this connection's own ordinal.
+        let ordinal = self.packet_ordinal();
         let mut replays = std::mem::take(&mut self.cache.replays);
         let t = replays.replay(i);
         for o in &t.objects {
@@ -135,7 +139,7 @@ impl ReplicationWriter {
             self.records.push_back(std::sync::Arc::clone(record));
         }
         self.stats.add(&t.stats);
-        self.baselines.append_tail(&t.baselines);
+        self.baselines.append_tail(&t.baselines, ordinal);
         self.cache.add_batch_counts(t.batch_counts);
         let result = t.result.unwrap_or(WriteResult::NoData);
         self.cache.replays = replays;

@@ -52,10 +52,12 @@ pub(crate) struct TracedObject {
 pub(crate) struct SectionInputs {
     /// Bits the packet had left when the section began.
     pub bits_left: usize,
-    /// The end of the connection's local indices (the section's index width).
-    pub index_end: u32,
-    /// The packet's ordinal (nominations take their slot from it).
-    pub ordinal: u64,
+    /// The width of the connection's local object indices in the section.
+    pub index_width: u32,
+    /// The packet's ordinal modulo the baseline slots: a nomination takes its slot
+    /// from it. (Connections that joined at other times number their packets
+    /// differently; what a packet writes depends only on this phase.)
+    pub slot_phase: u8,
     /// The configuration the write reads: scheduling threshold (its bits), partial
     /// sort count, smallest batch, fit failures.
     pub config: (u32, usize, usize, u32),
@@ -238,8 +240,8 @@ mod tests {
     fn inputs() -> SectionInputs {
         SectionInputs {
             bits_left: 9000,
-            index_end: 100,
-            ordinal: 7,
+            index_width: 7,
+            slot_phase: 7,
             config: (0, 64, 24, 8),
             rebuilds: true,
         }
@@ -300,7 +302,7 @@ mod tests {
             "not its own"
         );
         let other = SectionInputs {
-            ordinal: 8,
+            slot_phase: 0,
             ..inputs()
         };
         assert_eq!(r.find(&candidate(1, other, &d), same), None);
