@@ -3,10 +3,11 @@
 //! A writer's objects section is a pure function of what it reads: the tick's object
 //! table and baseline storage (shared by every connection of a write pass), the
 //! connection's own state for its dirty objects (send state, baselines, priority), a
-//! few per-connection values (packet budget, ordinal, index width, configuration) and
-//! the role each conditional object gives the connection. Connections whose acks are in
-//! step hold the same state, so they would write the same bits and move their states
-//! the same way.
+//! few per-connection values (packet budget, the packet ordinal's baseline-slot phase,
+//! index width, configuration) and the role each conditional object gives the
+//! connection. Connections whose acks are in step hold the same state, so they would
+//! write the same bits and move their states the same way (the nominations a replayed
+//! section queues take the replaying connection's own packet ordinal).
 //!
 //! The first connection of a pass that writes a section records a [`PacketTrace`]: what
 //! it read (its inputs) and what it did (the bits, and every state it changed, before
@@ -62,7 +63,8 @@ pub(crate) struct SectionInputs {
     /// sort count, smallest batch, fit failures.
     pub config: (u32, usize, usize, u32),
     /// The write schedules the dirty objects afresh (otherwise it continues the
-    /// schedule of the tick's earlier packets, which is compared whole).
+    /// schedule of the tick's earlier packets, which is compared by the id of its
+    /// contents).
     pub rebuilds: bool,
 }
 
