@@ -154,7 +154,8 @@ impl ReplicationWriter {
         inputs: SectionInputs,
         i: usize,
     ) -> WriteResult {
-        let stats = self.stats.clone();
+        // The counters start from zero for the write: what it adds is the trace's.
+        let stats = std::mem::take(&mut self.stats);
         let counts = self.cache.batch_counts();
         let mark = self.baselines.mark();
         let start = w.position();
@@ -194,7 +195,8 @@ impl ReplicationWriter {
         let result = self.write_sections(table, w);
         self.trace.on = false;
         let mut ok = self.trace.ok;
-        let packets = self.stats.packets - stats.packets;
+        let gain = std::mem::replace(&mut self.stats, stats);
+        self.stats.add(&gain);
         let now = self.cache.batch_counts();
         let t = self.cache.replays.trace_mut(i);
         if !inputs.rebuilds {
@@ -218,10 +220,10 @@ impl ReplicationWriter {
         w.copy_bits(start, t.bits, &mut t.words);
         t.result = Some(result);
         t.schedule[1].copy_remaining(&self.schedule);
-        t.record = (packets > 0)
+        t.record = (gain.packets > 0)
             .then(|| self.records.back().cloned())
             .flatten();
-        t.stats = self.stats.since(&stats);
+        t.stats = gain;
         self.baselines.tail_since(mark, &mut t.baselines);
         t.batch_counts = (now.0 - counts.0, now.1 - counts.1);
         t.owners.clone_from(&self.trace.owners);
@@ -230,7 +232,7 @@ impl ReplicationWriter {
         if ok {
             t.inputs = Some(inputs);
         }
-        self.cache.replays.end(i, ok);
+        self.cache.replays.end(ok);
         result
     }
 }

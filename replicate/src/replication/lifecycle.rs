@@ -164,15 +164,11 @@ impl ReplicationWriter {
         index: InternalIndex,
         affected: &ChangeMask,
     ) {
-        let Some(info) = self.infos.get_mut(index as usize) else {
-            return;
-        };
         // A creation sent under the old conditions may be acked without a later batch:
         // the members are owed until confirmed too.
-        if matches!(info.state(), S::Created | S::WaitOnCreateConfirmation) && affected.any() {
-            info.or_mask(affected, &mut self.pool);
-            self.mark_dirty(table, index);
-        }
+        self.owe_members(table, index, affected, |s| {
+            matches!(s, S::Created | S::WaitOnCreateConfirmation)
+        });
     }
 
     /// Marks members of an object as owed to this connection (for example when a hook
@@ -183,14 +179,25 @@ impl ReplicationWriter {
         index: InternalIndex,
         mask: &ChangeMask,
     ) {
+        self.owe_members(table, index, mask, |s| s == S::Created);
+    }
+
+    /// ORs `mask` into an object's owed members and marks it dirty, when its state is
+    /// one `owed_in` accepts and the mask is not empty.
+    fn owe_members(
+        &mut self,
+        table: &ObjectTable,
+        index: InternalIndex,
+        mask: &ChangeMask,
+        owed_in: impl Fn(S) -> bool,
+    ) {
         let Some(info) = self.infos.get_mut(index as usize) else {
             return;
         };
-        if info.state() != S::Created || !mask.any() {
-            return;
+        if owed_in(info.state()) && mask.any() {
+            info.or_mask(mask, &mut self.pool);
+            self.mark_dirty(table, index);
         }
-        info.or_mask(mask, &mut self.pool);
-        self.mark_dirty(table, index);
     }
 
     pub(super) fn mark_dirty(&mut self, table: &ObjectTable, index: InternalIndex) {

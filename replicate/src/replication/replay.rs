@@ -108,8 +108,6 @@ pub(crate) struct PacketTrace {
     pub baselines: BaselinesTail,
     /// Batches planned with and without a reference (the tick cache's counts).
     pub batch_counts: (u64, u64),
-    /// Connections that replayed it.
-    pub replays: u32,
 }
 
 impl PacketTrace {
@@ -184,8 +182,7 @@ impl Replays {
     /// The trace at `i`, counted as replayed.
     pub(crate) fn replay(&mut self, i: usize) -> &PacketTrace {
         self.unused = 0;
-        let t = &mut self.traces[i];
-        t.replays += 1;
+        let t = &self.traces[i];
         self.replayed.0 += 1;
         self.replayed.1 += t.record.as_ref().map_or(0, |r| r.infos.len() as u64);
         t
@@ -208,9 +205,7 @@ impl Replays {
         if self.traces.len() <= i {
             self.traces.resize_with(i + 1, PacketTrace::default);
         }
-        let t = &mut self.traces[i];
-        t.replays = 0;
-        t.inputs = None;
+        self.traces[i].inputs = None;
         Some(i)
     }
 
@@ -219,13 +214,12 @@ impl Replays {
         &mut self.traces[i]
     }
 
-    /// Ends the recording `begin` started at `i`: kept when `complete` (the section is
-    /// one a trace can hold), dropped otherwise (a trace without inputs matches nothing).
-    pub(crate) fn end(&mut self, i: usize, complete: bool) {
+    /// Ends a recording `begin` started: a complete trace (one that holds its inputs)
+    /// counts as unused until a connection replays it; an incomplete one matches
+    /// nothing (`begin` cleared its inputs).
+    pub(crate) fn end(&mut self, complete: bool) {
         if complete {
             self.unused += 1;
-        } else {
-            self.traces[i].inputs = None;
         }
     }
 
@@ -265,7 +259,7 @@ mod tests {
             });
         }
         t.inputs = Some(inputs());
-        r.end(i, true);
+        r.end(true);
         Some(i)
     }
 
@@ -319,7 +313,7 @@ mod tests {
             ))
         };
         assert_eq!(r.find(&candidate(1, inputs(), &d), lower), None);
-        assert_eq!(r.replay(i).replays, 1);
+        assert!(r.replay(i).record.is_none());
         assert_eq!(
             r.counts(),
             (1, 0),
@@ -346,7 +340,7 @@ mod tests {
         assert!(record(&mut r, 0, &d).is_some());
         // A spoiled recording matches nothing.
         let i = r.begin().unwrap();
-        r.end(i, false);
+        r.end(false);
         assert!(r.trace_mut(i).inputs.is_none());
     }
 }
