@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo build --release -p replicate-bench --example s2_profile
-//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel]
+//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel] [connections=N]
 //! ```
 //!
 //! Prints the configuration's figures on one line (thread CPU time, as in S2's table).
@@ -58,9 +58,18 @@ fn main() {
                 setup.dirty_fraction = 1.0;
                 setup.scope = ScopeMode::Crowd;
             }
+            other if other.starts_with("connections=") => {
+                match other["connections=".len()..].parse() {
+                    Ok(n) => setup.connections = n,
+                    Err(e) => {
+                        eprintln!("connections=N: {e}");
+                        std::process::exit(2);
+                    }
+                }
+            }
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel]"
+                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel] [connections=N]"
                 );
                 std::process::exit(2);
             }

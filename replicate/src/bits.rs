@@ -369,18 +369,18 @@ impl BitWriter {
 
     /// The written bytes (the last byte zero-padded), ignoring any overflow.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let len = self.byte_len();
-        let mut out = Vec::with_capacity(len + 8);
-        for w in &self.words[..self.pos.div_ceil(64)] {
-            out.extend_from_slice(&w.to_le_bytes());
-        }
-        out.truncate(len);
+        let mut out = Vec::with_capacity(self.byte_len() + 8);
+        self.append_to(&mut out);
         out
     }
 
     /// Appends everything written to `out` (zero-padded to a whole byte).
     pub fn append_to(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_bytes());
+        let end = out.len() + self.byte_len();
+        for w in &self.words[..self.pos.div_ceil(64)] {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        out.truncate(end);
     }
 
     /// Appends everything written to `other` to this writer.

@@ -19,6 +19,8 @@ pub trait ErasedState: Any + Send + Sync + std::fmt::Debug {
     fn type_descriptor(&self) -> &'static StateDescriptor;
     /// A boxed copy.
     fn clone_box(&self) -> Box<dyn ErasedState>;
+    /// A shared copy.
+    fn clone_arc(&self) -> std::sync::Arc<dyn ErasedState>;
     /// Copies `other` into `self` (same type; otherwise nothing happens and `false` is
     /// returned).
     fn copy_from(&mut self, other: &dyn ErasedState) -> bool;
@@ -61,6 +63,9 @@ impl<T: ReplicatedState> ErasedState for T {
     }
     fn clone_box(&self) -> Box<dyn ErasedState> {
         Box::new(self.clone())
+    }
+    fn clone_arc(&self) -> std::sync::Arc<dyn ErasedState> {
+        std::sync::Arc::new(self.clone())
     }
     fn copy_from(&mut self, other: &dyn ErasedState) -> bool {
         match other.as_any().downcast_ref::<T>() {

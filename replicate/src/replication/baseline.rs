@@ -561,8 +561,7 @@ impl BaselineStorage {
             prior2_state.map(|p| p.as_ref()),
             mask,
             kind,
-        )
-        .map(Arc::from);
+        );
         entry.predicted[cached] = Some(PredictionCache {
             priors,
             _keep: (prior_state.clone(), prior2_state.cloned()),
@@ -1674,78 +1673,132 @@ pub fn extrapolate(
     prior2: Option<&dyn ErasedState>,
     mask: &ChangeMask,
     kind: Prediction,
-) -> Option<Box<dyn ErasedState>> {
+) -> Option<Arc<dyn ErasedState>> {
     let same_type = |s: &dyn ErasedState| std::ptr::eq(b.type_descriptor(), s.type_descriptor());
     if !same_type(prior) || !prior2.is_none_or(same_type) {
         return None;
     }
-    let velocity = residuals(b, prior, mask)?;
-    match kind {
+    with_scratch(|s| match kind {
         Prediction::Linear(steps) => {
-            let mut out = b.clone_box();
-            for _ in 0..steps.clamp(1, MAX_PREDICTION_STEPS) {
-                out = add_residuals(out.as_ref(), &velocity, mask)?;
+            s.code(VELOCITY, b, prior, mask)?;
+            let velocity = s.kept(VELOCITY);
+            let mut out = b.clone_arc();
+            add_code(Arc::get_mut(&mut out)?, b, velocity, mask)?;
+            for _ in 1..steps.clamp(1, MAX_PREDICTION_STEPS) {
+                let mut next = out.clone_arc();
+                add_code(Arc::get_mut(&mut next)?, out.as_ref(), velocity, mask)?;
+                out = next;
             }
             Some(out)
         }
         Prediction::Quadratic => {
             // `prior` continued at the velocity it came with, then `b`'s distance
             // from that: the change of velocity, added on top of `b`'s own step.
-            let prior_continued = add_residuals(prior, &residuals(prior, prior2?, mask)?, mask)?;
-            let acceleration = residuals(b, prior_continued.as_ref(), mask)?;
-            let continued = add_residuals(b, &velocity, mask)?;
-            add_residuals(continued.as_ref(), &acceleration, mask)
+            let mut t = prior.clone_box();
+            s.code(VELOCITY, prior, prior2?, mask)?;
+            add_code(t.as_mut(), prior, s.kept(VELOCITY), mask)?;
+            s.code(ACCELERATION, b, t.as_ref(), mask)?;
+            s.code(VELOCITY, b, prior, mask)?;
+            // `t` becomes `b` continued.
+            t.copy_from(b);
+            add_code(t.as_mut(), b, s.kept(VELOCITY), mask)?;
+            let mut out = t.clone_arc();
+            add_code(
+                Arc::get_mut(&mut out)?,
+                t.as_ref(),
+                s.kept(ACCELERATION),
+                mask,
+            )?;
+            Some(out)
         }
-    }
-}
-
-/// The members' delta code of `value` against `baseline`, as bits (with their count).
-fn residuals(
-    value: &dyn ErasedState,
-    baseline: &dyn ErasedState,
-    mask: &ChangeMask,
-) -> Option<(Vec<u8>, usize)> {
-    with_scratch(|w| {
-        value.serialize_delta(baseline, mask, w);
-        (!w.is_overflown()).then(|| (w.to_bytes(), w.position()))
     })
 }
 
-/// Runs `f` on an empty scratch writer kept per thread (a prediction is made once per
-/// object and tick on the server, once per predicted batch on the client).
-fn with_scratch<T>(f: impl FnOnce(&mut BitWriter) -> Option<T>) -> Option<T> {
+/// Where [`PredictionScratch::code`] keeps a velocity's code.
+const VELOCITY: usize = 0;
+/// Where [`PredictionScratch::code`] keeps an acceleration's code.
+const ACCELERATION: usize = 1;
+
+/// A thread's scratch for predictions (made once per object and tick on the server,
+/// once per predicted batch on the client): a writer for delta codes and the codes an
+/// extrapolation keeps while it adds them, so that none allocates.
+struct PredictionScratch {
+    writer: BitWriter,
+    origin: crate::bits::WriterMark,
+    codes: [(Vec<u8>, usize); 2],
+}
+
+impl PredictionScratch {
+    /// Writes the members' delta code of `value` against `baseline` and keeps it in
+    /// `codes[slot]` (see [`kept`](Self::kept)); `None` when it overflows the scratch.
+    fn code(
+        &mut self,
+        slot: usize,
+        value: &dyn ErasedState,
+        baseline: &dyn ErasedState,
+        mask: &ChangeMask,
+    ) -> Option<()> {
+        let bits = self.bits(value, baseline, mask)?;
+        let (bytes, kept) = &mut self.codes[slot];
+        bytes.clear();
+        self.writer.append_to(bytes);
+        *kept = bits;
+        Some(())
+    }
+
+    /// The code kept in `codes[slot]` and its length in bits.
+    fn kept(&self, slot: usize) -> (&[u8], usize) {
+        let (bytes, bits) = &self.codes[slot];
+        (bytes, *bits)
+    }
+
+    /// The bits of the members' delta code of `value` against `baseline`, left in the
+    /// writer; `None` when it overflows the scratch.
+    fn bits(
+        &mut self,
+        value: &dyn ErasedState,
+        baseline: &dyn ErasedState,
+        mask: &ChangeMask,
+    ) -> Option<usize> {
+        self.writer.rollback(self.origin);
+        value.serialize_delta(baseline, mask, &mut self.writer);
+        (!self.writer.is_overflown()).then(|| self.writer.position())
+    }
+}
+
+/// Runs `f` on this thread's prediction scratch.
+fn with_scratch<T>(f: impl FnOnce(&mut PredictionScratch) -> Option<T>) -> Option<T> {
     PREDICTION_SCRATCH.with(|cell| {
         let mut cell = cell.borrow_mut();
-        let (w, origin) = cell.get_or_insert_with(|| {
-            let w = BitWriter::with_capacity_bits(PREDICTION_SCRATCH_BITS);
-            let origin = w.mark();
-            (w, origin)
+        let s = cell.get_or_insert_with(|| {
+            let writer = BitWriter::with_capacity_bits(PREDICTION_SCRATCH_BITS);
+            let origin = writer.mark();
+            PredictionScratch {
+                writer,
+                origin,
+                codes: Default::default(),
+            }
         });
-        w.rollback(*origin);
-        f(w)
+        f(s)
     })
 }
 
 /// The bits of the members' delta code of `value` against `baseline`.
 fn delta_bits(value: &dyn ErasedState, baseline: &dyn ErasedState, mask: &ChangeMask) -> usize {
-    with_scratch(|w| {
-        value.serialize_delta(baseline, mask, w);
-        (!w.is_overflown()).then(|| w.position())
-    })
-    .unwrap_or(usize::MAX)
+    with_scratch(|s| s.bits(value, baseline, mask)).unwrap_or(usize::MAX)
 }
 
-/// `state` with `residuals` (from [`residuals`]) added, validated.
-fn add_residuals(
-    state: &dyn ErasedState,
-    (bytes, bits): &(Vec<u8>, usize),
+/// Adds a delta `code` (from [`PredictionScratch::code`]) to `from` into `target` (a
+/// copy of `from`), then validates it.
+fn add_code(
+    target: &mut dyn ErasedState,
+    from: &dyn ErasedState,
+    (bytes, bits): (&[u8], usize),
     mask: &ChangeMask,
-) -> Option<Box<dyn ErasedState>> {
-    let mut r = BitReader::with_bit_len(bytes, *bits);
-    let mut next = state.clone_box();
-    next.deserialize_delta(state, mask, &mut r).ok()?;
-    next.validate(mask).ok()?;
-    Some(next)
+) -> Option<()> {
+    let mut r = BitReader::with_bit_len(bytes, bits);
+    target.deserialize_delta(from, mask, &mut r).ok()?;
+    target.validate(mask).ok()
 }
 
 /// The shortest baseline interval, in frames, over which a quadratic prediction is
@@ -1769,7 +1822,7 @@ pub(crate) fn prediction_steps(prior_frame: u32, frame: u32, now: u32) -> u32 {
 const PREDICTION_SCRATCH_BITS: usize = 1 << 16;
 
 thread_local! {
-    static PREDICTION_SCRATCH: std::cell::RefCell<Option<(BitWriter, crate::bits::WriterMark)>> =
+    static PREDICTION_SCRATCH: std::cell::RefCell<Option<PredictionScratch>> =
         const { std::cell::RefCell::new(None) };
 }
 

@@ -132,8 +132,13 @@ fn max_group(bits: u32, k: u32) -> u32 {
 /// The group of `z` at order `k`: `⌊log2(z + 2^k)⌋ − k`.
 #[inline]
 fn group(z: u64, k: u32) -> u32 {
-    let v = z as u128 + (1u128 << k);
-    (127 - v.leading_zeros()) - k
+    match 1u64.checked_shl(k).and_then(|p| z.checked_add(p)) {
+        Some(v) => (63 - v.leading_zeros()) - k,
+        None => {
+            let v = z as u128 + (1u128 << k);
+            (127 - v.leading_zeros()) - k
+        }
+    }
 }
 
 /// Bits of `z`'s Exp-Golomb code of order `k` (`z < 2^bits`, `k < bits` or `k = 0`).
@@ -258,13 +263,16 @@ impl Component {
 /// component codes, without the escape bit).
 #[inline]
 fn best_code(comps: &[Component], residuals: &[u64]) -> (u32, u32) {
-    let mut best = (0, u32::MAX);
-    for sel in 0..4 {
-        let mut len = K_SELECTOR_BITS;
-        for (c, &z) in comps.iter().zip(residuals) {
-            let bits = c.bits.clamp(1, 64);
-            len += exp_golomb_len(z, k_table(bits)[sel], bits);
+    let mut lens = [K_SELECTOR_BITS; 4];
+    for (c, &z) in comps.iter().zip(residuals) {
+        let bits = c.bits.clamp(1, 64);
+        let ks = k_table(bits);
+        for (len, k) in lens.iter_mut().zip(ks) {
+            *len += exp_golomb_len(z, k, bits);
         }
+    }
+    let mut best = (0, lens[0]);
+    for (sel, &len) in lens.iter().enumerate().skip(1) {
         if len < best.1 {
             best = (sel as u32, len);
         }
@@ -579,6 +587,14 @@ mod tests {
             r.read_bool();
             let written: Vec<bool> = (0..len).map(|_| r.read_bool()).collect();
             prop_assert_eq!(written, exp_golomb_bits(z, k, bits));
+        }
+
+        #[test]
+        fn group_is_the_log_of_z_plus_two_to_the_order(z in any::<u64>(), k in 0u32..=64, top in any::<bool>()) {
+            // Half the cases near the top of the range, where `z + 2^k` leaves 64 bits.
+            let z = if top { z | (u64::MAX << 8) } else { z };
+            let v = z as u128 + (1u128 << k);
+            prop_assert_eq!(group(z, k), (127 - v.leading_zeros()) - k);
         }
 
         #[test]

@@ -67,6 +67,19 @@ use super::{
 };
 use crate::bits::{BitReader, BitWriter, bits_for_count};
 
+/// `raw.ceil()` for `raw` up to `u32::MAX` (0 or less stays at most 0); infinity for
+/// larger or non-finite ratios. A quantizer is built on every serialize call, and
+/// `f64::ceil` is a library call on baseline x86-64 (and not `const`).
+#[inline]
+const fn ceil_steps(raw: f64) -> f64 {
+    if raw.is_finite() && raw <= u32::MAX as f64 {
+        let t = raw as i64 as f64;
+        if t < raw { t + 1.0 } else { t }
+    } else {
+        f64::INFINITY
+    }
+}
+
 /// Fixed-point quantizer of one `f32` component: `value = min + index * step`,
 /// `index` in `0..=max_index`, written in `bits` bits.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -116,7 +129,7 @@ impl Quantizer {
     fn for_config(c: &VectorConfig) -> Self {
         let (min, max) = (c.min as f64, c.max as f64);
         let cap = c.bits.clamp(1, 32);
-        let steps = ((max - min) / c.precision as f64).ceil();
+        let steps = ceil_steps((max - min) / c.precision as f64);
         if steps.is_finite() && steps >= 1.0 && steps <= u32::MAX as f64 {
             let steps = steps as u32;
             let bits = bits_for_count(steps as u64 + 1);
@@ -339,14 +352,7 @@ impl VectorConfig {
         }
         // The quantizer `Quantizer::for_config` selects, and its `check_resolution`.
         let (min, max) = (self.min as f64, self.max as f64);
-        let raw = (max - min) / self.precision as f64;
-        // `raw.ceil()` (not `const` at this crate's MSRV), for `0 < raw <= u32::MAX`.
-        let steps = if raw.is_finite() && raw <= u32::MAX as f64 {
-            let t = raw as u64 as f64;
-            if t < raw { t + 1.0 } else { t }
-        } else {
-            f64::INFINITY
-        };
+        let steps = ceil_steps((max - min) / self.precision as f64);
         let (step, max_index) = if steps.is_finite()
             && steps >= 1.0
             && steps <= u32::MAX as f64
