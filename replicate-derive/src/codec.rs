@@ -1,6 +1,6 @@
 //! `ReplicatedState` for the twin: diff (poll), serialize / deserialize with a change
-//! mask, the same against a baseline, validate and reference collection. All seven
-//! bodies come from ONE walk over the change-mask slots, so the bit offsets the writer
+//! mask, the same against a baseline, validate, a prediction's step and reference
+//! collection. All eight bodies come from ONE walk over the change-mask slots, so the bit offsets the writer
 //! and the reader use can never drift apart.
 
 use crate::model::{Member, Model, Slot};
@@ -15,6 +15,7 @@ struct Bodies {
     serialize_delta: TokenStream,
     deserialize_delta: TokenStream,
     validate: TokenStream,
+    shift: TokenStream,
     refs: TokenStream,
 }
 
@@ -43,6 +44,7 @@ pub fn expand(model: &Model) -> TokenStream {
         serialize_delta,
         deserialize_delta,
         validate,
+        shift,
         refs,
     } = b;
     let (impl_g, _, where_clause) = model.split();
@@ -114,6 +116,18 @@ pub fn expand(model: &Model) -> TokenStream {
                 __v.finish()
             }
 
+            #[inline(never)]
+            fn shift(
+                &mut self,
+                [x, y, z]: [&Self; 3],
+                mask: &__rp::ChangeMask,
+                offset: u32,
+            ) -> __rp::Result<()> {
+                let mut __s = __rp::ShiftMembers::new(mask, offset);
+                #shift
+                __s.finish()
+            }
+
             fn collect_references(&self, out: &mut ::std::vec::Vec<__rp::NetRefHandle>) {
                 #refs
             }
@@ -144,6 +158,9 @@ fn single(b: &mut Bodies, m: &Member) {
     b.validate.extend(quote! {
         __v.member::<#ser>(&#cfg, &self.#f);
     });
+    b.shift.extend(quote! {
+        __s.member::<#ser>(&#cfg, &mut self.#f, [&x.#f, &y.#f, &z.#f]);
+    });
 }
 
 /// Members sharing one change bit (`group = "..."`): compared with `is_equal`, sent
@@ -155,6 +172,7 @@ fn group(b: &mut Bodies, ms: &[&Member]) {
     let mut ser_delta = TokenStream::new();
     let mut de_delta = TokenStream::new();
     let mut val = TokenStream::new();
+    let mut shift = TokenStream::new();
     for m in ms {
         let (s, ser, cfg, f) = (&m.s, &m.ser, &m.cfg, &m.twin_field);
         differs.push(quote!(!#s::is_equal(&#cfg, &self.#f, &previous.#f)));
@@ -163,6 +181,7 @@ fn group(b: &mut Bodies, ms: &[&Member]) {
         ser_delta.extend(quote!(__w.whole_delta::<#ser>(&#cfg, &self.#f, &baseline.#f);));
         de_delta.extend(quote!(__r.whole_delta::<#ser>(&#cfg, &mut self.#f, &baseline.#f);));
         val.extend(quote!(__v.whole::<#ser>(&#cfg, &self.#f);));
+        shift.extend(quote!(__s.whole::<#ser>(&#cfg, &mut self.#f, [&x.#f, &y.#f, &z.#f]);));
     }
     b.diff.extend(quote! {
         __d.group(#(#differs)||*);
@@ -173,6 +192,7 @@ fn group(b: &mut Bodies, ms: &[&Member]) {
         (&mut b.serialize_delta, quote!(__w), ser_delta),
         (&mut b.deserialize_delta, quote!(__r), de_delta),
         (&mut b.validate, quote!(__v), val),
+        (&mut b.shift, quote!(__s), shift),
     ] {
         body.extend(quote! {
             if #walker.group() {

@@ -59,7 +59,7 @@ pub enum BitError {
 }
 
 #[inline]
-fn low_mask(bits: u32) -> u64 {
+pub(crate) fn low_mask(bits: u32) -> u64 {
     if bits >= 64 {
         u64::MAX
     } else {

@@ -285,8 +285,8 @@ pub mod __private {
         downcast_state, downcast_state_mut, poll_replicated,
     };
     pub use crate::member_ops::{
-        CheckConfigs, DiffMembers, MemberFacts, ReadMembers, ValidateMembers, WriteMembers,
-        apply_member, member_descriptor, poll_group_member,
+        CheckConfigs, DiffMembers, MemberFacts, ReadMembers, ShiftMembers, ValidateMembers,
+        WriteMembers, apply_member, member_descriptor, poll_group_member,
     };
     pub use crate::nested::support::{
         ApplyNestedMember, ApplyPlainMember, MemberProbe, StubSerializer, StubState,

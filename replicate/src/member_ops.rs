@@ -262,6 +262,65 @@ impl<'a> ValidateMembers<'a> {
     }
 }
 
+/// Moves members by a step of a baseline prediction: each member selected by the mask
+/// becomes `x`'s moved by the step its delta code measures from `z` to `y`
+/// ([`NetSerializer::shift_masked`]). After the first error it moves nothing more;
+/// [`finish`](Self::finish) returns that error.
+pub struct ShiftMembers<'a> {
+    cursor: MaskCursor<'a>,
+}
+
+impl<'a> ShiftMembers<'a> {
+    /// Starts at the type's `offset` in `mask`.
+    #[inline]
+    pub fn new(mask: &'a ChangeMask, offset: u32) -> Self {
+        Self {
+            cursor: MaskCursor::new(mask, offset),
+        }
+    }
+
+    /// A member with its own change-mask bits, when any of them is set; `target`
+    /// equals `x`.
+    #[inline(never)]
+    pub fn member<S: NetSerializer>(
+        &mut self,
+        config: &S::Config,
+        target: &mut S::Quantized,
+        [x, y, z]: [&S::Quantized; 3],
+    ) {
+        if let Some(at) = self.cursor.member(S::change_mask_bits(config)) {
+            let moved = S::shift_masked(config, target, x, y, z, self.cursor.mask, at);
+            self.cursor.note(moved);
+        }
+    }
+
+    /// Whether a `group`'s one bit is set (and nothing failed before); moves past it.
+    #[inline]
+    pub fn group(&mut self) -> bool {
+        self.cursor.group()
+    }
+
+    /// A member of a set group, whole.
+    #[inline(never)]
+    pub fn whole<S: NetSerializer>(
+        &mut self,
+        config: &S::Config,
+        target: &mut S::Quantized,
+        [x, y, z]: [&S::Quantized; 3],
+    ) {
+        if self.cursor.ok() {
+            let moved = S::shift(config, x, y, z).map(|v| *target = v);
+            self.cursor.note(moved);
+        }
+    }
+
+    /// The first error, if any.
+    #[inline]
+    pub fn finish(self) -> Result<()> {
+        self.cursor.finish()
+    }
+}
+
 /// Compares members and sets the change-mask bits of those that differ: `diff` of two
 /// quantized states, and `poll` of a game value into its stored quantized state.
 pub struct DiffMembers<'a> {

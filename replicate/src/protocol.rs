@@ -49,6 +49,15 @@ pub trait ErasedState: Any + Send + Sync + std::fmt::Debug {
     ) -> Result<()>;
     /// See [`ReplicatedState::validate`].
     fn validate(&self, mask: &ChangeMask) -> Result<()>;
+    /// See [`ReplicatedState::shift`]; `self` equals `x`. `false` when a state is of
+    /// another type or the step fails.
+    fn shift(
+        &mut self,
+        x: &dyn ErasedState,
+        y: &dyn ErasedState,
+        z: &dyn ErasedState,
+        mask: &ChangeMask,
+    ) -> bool;
     /// See [`ReplicatedState::collect_references`].
     fn collect_references(&self, out: &mut Vec<NetRefHandle>);
     /// Upcast for downcasting to the concrete type.
@@ -118,6 +127,18 @@ impl<T: ReplicatedState> ErasedState for T {
     }
     fn validate(&self, mask: &ChangeMask) -> Result<()> {
         ReplicatedState::validate(self, mask, 0)
+    }
+    fn shift(
+        &mut self,
+        x: &dyn ErasedState,
+        y: &dyn ErasedState,
+        z: &dyn ErasedState,
+        mask: &ChangeMask,
+    ) -> bool {
+        let [Some(x), Some(y), Some(z)] = [x, y, z].map(|s| s.as_any().downcast_ref::<T>()) else {
+            return false;
+        };
+        ReplicatedState::shift(self, [x, y, z], mask, 0).is_ok()
     }
     fn collect_references(&self, out: &mut Vec<NetRefHandle>) {
         ReplicatedState::collect_references(self, out)

@@ -315,6 +315,23 @@ pub trait ReplicatedState:
     /// Checks received members selected by `mask`.
     fn validate(&self, mask: &ChangeMask, offset: u32) -> Result<()>;
 
+    /// One step of a baseline prediction for the members selected by `mask`: `self`
+    /// (equal to `x`) becomes `x` moved by the step the members' delta code measures
+    /// from `z` to `y`, that is `y` written against `z` with
+    /// [`serialize_delta`](Self::serialize_delta) and read back against `x`, then
+    /// validated (see [`crate::serialize::shift`]).
+    ///
+    /// Default: runs the code. The derive moves each member with its serializer's
+    /// [`shift_masked`](crate::serialize::NetSerializer::shift_masked), which gives the
+    /// same value.
+    fn shift(&mut self, [x, y, z]: [&Self; 3], mask: &ChangeMask, offset: u32) -> Result<()> {
+        crate::serialize::shift::through_code(
+            |w| y.serialize_delta(z, mask, offset, w),
+            |r| self.deserialize_delta(x, mask, offset, r),
+        )?;
+        self.validate(mask, offset)
+    }
+
     /// Appends every object reference in the state.
     fn collect_references(&self, out: &mut Vec<NetRefHandle>);
 }

@@ -1,7 +1,8 @@
 //! Property tests of the delta encodings: decode(encode(x, baseline), baseline) == x
 //! for random states and baselines of a derived type covering the serializer families
 //! (integers through the delta table, ranged floats, vectors, rotators, strings,
-//! arrays of structs), for whole and partial masks; and the same through the writer and
+//! arrays of structs), for whole and partial masks; a prediction's step derived member
+//! by member equals the state's code read back; and the same through the writer and
 //! reader with random loss.
 
 use proptest::prelude::*;
@@ -104,8 +105,39 @@ fn roundtrip(x: &Thing, base: &Thing, mask_bits: u64) -> (St, St, ChangeMask) {
     (xs, out, mask)
 }
 
+/// A prediction's step by its definition: `y`'s delta code against `z`, read back
+/// against `x`, validated.
+fn shift_by_code(x: &St, y: &St, z: &St, mask: &ChangeMask) -> Option<St> {
+    let mut w = BitWriter::with_capacity_bits(1 << 16);
+    y.serialize_delta(z, mask, 0, &mut w);
+    let bytes = w.finish().ok()?;
+    let mut r = BitReader::with_bit_len(&bytes, w.position());
+    let mut out = x.clone();
+    out.deserialize_delta(x, mask, 0, &mut r).ok()?;
+    out.validate(mask, 0).ok()?;
+    Some(out)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The derived step (each member moved by its serializer, computed or coded)
+    /// equals the whole state's code read back, for near and far states and any mask.
+    #[test]
+    fn the_derived_prediction_step_is_the_coded_one(
+        z in thing(),
+        far in thing(),
+        k in any::<(u64, u64)>(),
+        m in any::<u64>(),
+    ) {
+        let bits = <St as ReplicatedState>::descriptor().change_mask_bits;
+        let mask = ChangeMask::from_u64(bits, m);
+        let (y, x) = (nudge(&z, k.0), if k.1 & 1 == 0 { nudge(&z, k.1) } else { far });
+        let (xs, ys, zs) = (x.to_state(), y.to_state(), z.to_state());
+        let mut derived = xs.clone();
+        let moved = derived.shift([&xs, &ys, &zs], &mask, 0).ok().map(|()| derived);
+        prop_assert_eq!(moved, shift_by_code(&xs, &ys, &zs, &mask));
+    }
 
     #[test]
     fn delta_decodes_to_the_value(x in thing(), base in thing()) {

@@ -1661,9 +1661,10 @@ pub(crate) fn is_subset(a: &ChangeMask, b: &ChangeMask) -> bool {
 /// leaves its range, the states differ in type, or a quadratic prediction has no
 /// `prior2`).
 ///
-/// It runs the members' own delta code: a state written against another gives their
-/// residuals (or, for a member that takes the escape, its full value), and reading
-/// those bits back against a third state adds them to it. So every serializer's notion
+/// Each step is [`ErasedState::shift`]: the members' own delta code of one state
+/// against another (their residuals, or for a member that takes the escape its full
+/// value) read back against a third, which the residual-coded built-ins compute
+/// without writing it (see [`crate::serialize::shift`]). So every serializer's notion
 /// of a step (wrapping angles, smallest-three components) is respected, both ends
 /// compute bit-identical predictions from bit-identical baselines, and members that do
 /// not use the residual code (strings, containers, enums) predict no change.
@@ -1678,82 +1679,49 @@ pub fn extrapolate(
     if !same_type(prior) || !prior2.is_none_or(same_type) {
         return None;
     }
-    with_scratch(|s| match kind {
+    match kind {
         Prediction::Linear(steps) => {
-            s.code(VELOCITY, b, prior, mask)?;
-            let velocity = s.kept(VELOCITY);
+            // b + (b − prior), then again from there for each further step.
             let mut out = b.clone_arc();
-            add_code(Arc::get_mut(&mut out)?, b, velocity, mask)?;
+            Arc::get_mut(&mut out)?
+                .shift(b, b, prior, mask)
+                .then_some(())?;
             for _ in 1..steps.clamp(1, MAX_PREDICTION_STEPS) {
                 let mut next = out.clone_arc();
-                add_code(Arc::get_mut(&mut next)?, out.as_ref(), velocity, mask)?;
+                Arc::get_mut(&mut next)?
+                    .shift(out.as_ref(), b, prior, mask)
+                    .then_some(())?;
                 out = next;
             }
             Some(out)
         }
         Prediction::Quadratic => {
             // `prior` continued at the velocity it came with, then `b`'s distance
-            // from that: the change of velocity, added on top of `b`'s own step.
-            let mut t = prior.clone_box();
-            s.code(VELOCITY, prior, prior2?, mask)?;
-            add_code(t.as_mut(), prior, s.kept(VELOCITY), mask)?;
-            s.code(ACCELERATION, b, t.as_ref(), mask)?;
-            s.code(VELOCITY, b, prior, mask)?;
-            // `t` becomes `b` continued.
-            t.copy_from(b);
-            add_code(t.as_mut(), b, s.kept(VELOCITY), mask)?;
-            let mut out = t.clone_arc();
-            add_code(
-                Arc::get_mut(&mut out)?,
-                t.as_ref(),
-                s.kept(ACCELERATION),
-                mask,
-            )?;
+            // from that (the change of velocity) added on top of `b` continued.
+            let mut prior_continued = prior.clone_box();
+            prior_continued
+                .shift(prior, prior, prior2?, mask)
+                .then_some(())?;
+            let mut continued = b.clone_box();
+            continued.shift(b, b, prior, mask).then_some(())?;
+            let mut out = continued.clone_arc();
+            Arc::get_mut(&mut out)?
+                .shift(continued.as_ref(), b, prior_continued.as_ref(), mask)
+                .then_some(())?;
             Some(out)
         }
-    })
+    }
 }
 
-/// Where [`PredictionScratch::code`] keeps a velocity's code.
-const VELOCITY: usize = 0;
-/// Where [`PredictionScratch::code`] keeps an acceleration's code.
-const ACCELERATION: usize = 1;
-
-/// A thread's scratch for predictions (made once per object and tick on the server,
-/// once per predicted batch on the client): a writer for delta codes and the codes an
-/// extrapolation keeps while it adds them, so that none allocates.
+/// A thread's scratch writer for comparing the codes of two predictions.
 struct PredictionScratch {
     writer: BitWriter,
     origin: crate::bits::WriterMark,
-    codes: [(Vec<u8>, usize); 2],
 }
 
 impl PredictionScratch {
-    /// Writes the members' delta code of `value` against `baseline` and keeps it in
-    /// `codes[slot]` (see [`kept`](Self::kept)); `None` when it overflows the scratch.
-    fn code(
-        &mut self,
-        slot: usize,
-        value: &dyn ErasedState,
-        baseline: &dyn ErasedState,
-        mask: &ChangeMask,
-    ) -> Option<()> {
-        let bits = self.bits(value, baseline, mask)?;
-        let (bytes, kept) = &mut self.codes[slot];
-        bytes.clear();
-        self.writer.append_to(bytes);
-        *kept = bits;
-        Some(())
-    }
-
-    /// The code kept in `codes[slot]` and its length in bits.
-    fn kept(&self, slot: usize) -> (&[u8], usize) {
-        let (bytes, bits) = &self.codes[slot];
-        (bytes, *bits)
-    }
-
-    /// The bits of the members' delta code of `value` against `baseline`, left in the
-    /// writer; `None` when it overflows the scratch.
+    /// The bits of the members' delta code of `value` against `baseline`; `None` when
+    /// it overflows the scratch.
     fn bits(
         &mut self,
         value: &dyn ErasedState,
@@ -1773,11 +1741,7 @@ fn with_scratch<T>(f: impl FnOnce(&mut PredictionScratch) -> Option<T>) -> Optio
         let s = cell.get_or_insert_with(|| {
             let writer = BitWriter::with_capacity_bits(PREDICTION_SCRATCH_BITS);
             let origin = writer.mark();
-            PredictionScratch {
-                writer,
-                origin,
-                codes: Default::default(),
-            }
+            PredictionScratch { writer, origin }
         });
         f(s)
     })
@@ -1786,19 +1750,6 @@ fn with_scratch<T>(f: impl FnOnce(&mut PredictionScratch) -> Option<T>) -> Optio
 /// The bits of the members' delta code of `value` against `baseline`.
 fn delta_bits(value: &dyn ErasedState, baseline: &dyn ErasedState, mask: &ChangeMask) -> usize {
     with_scratch(|s| s.bits(value, baseline, mask)).unwrap_or(usize::MAX)
-}
-
-/// Adds a delta `code` (from [`PredictionScratch::code`]) to `from` into `target` (a
-/// copy of `from`), then validates it.
-fn add_code(
-    target: &mut dyn ErasedState,
-    from: &dyn ErasedState,
-    (bytes, bits): (&[u8], usize),
-    mask: &ChangeMask,
-) -> Option<()> {
-    let mut r = BitReader::with_bit_len(bytes, bits);
-    target.deserialize_delta(from, mask, &mut r).ok()?;
-    target.validate(mask).ok()
 }
 
 /// The shortest baseline interval, in frames, over which a quadratic prediction is

@@ -308,6 +308,44 @@ pub fn write_residuals(w: &mut BitWriter, comps: &[Component], full_len: u32) ->
     false
 }
 
+/// What [`read_residuals`] gives back against other baselines, `base`, from the
+/// code [`write_residuals`] writes for `comps` (each `value` against its `prev`): each
+/// component's residual added to its `base`, wrapping in its width (a baseline
+/// prediction's step, see [`shift`](super::shift)). `None` when the code takes the
+/// escape (the full values follow it instead).
+///
+/// ```
+/// use replicate::serialize::delta::{Component, shift_residuals};
+/// // x moved +5, y −3 from the baseline; added to another base.
+/// let comps = [Component::new(105, 100, 17), Component::new(97, 100, 17)];
+/// assert_eq!(shift_residuals(&comps, 34, [1000, 2000]), Some([1005, 1997]));
+/// // A jump across the range takes the escape.
+/// let far = [Component::new(100_000, 0, 17), Component::new(0, 100_000, 17)];
+/// assert_eq!(shift_residuals(&far, 34, [0, 0]), None);
+/// ```
+#[inline]
+pub fn shift_residuals<const N: usize>(
+    comps: &[Component; N],
+    full_len: u32,
+    base: [u64; N],
+) -> Option<[u64; N]> {
+    let residuals: [u64; N] =
+        std::array::from_fn(|i| residual(comps[i].value, comps[i].prev, comps[i].bits));
+    // The residuals are sent when any order codes them within the full length; the
+    // middle orders (most motion) are tried first.
+    let fits = [1, 2, 0, 3].into_iter().any(|sel| {
+        let mut len = K_SELECTOR_BITS;
+        for (c, &z) in comps.iter().zip(&residuals) {
+            let bits = c.bits.clamp(1, 64);
+            len += exp_golomb_len(z, k_table(bits)[sel], bits);
+        }
+        len <= full_len
+    });
+    fits.then(|| {
+        std::array::from_fn(|i| apply_residual(base[i], residuals[i], comps[i].bits.clamp(1, 64)))
+    })
+}
+
 /// Reads what [`write_residuals`] wrote. `comps` holds each component's baseline value
 /// (`prev`) and width; on the residual path their `value`s are filled in and `Ok(false)`
 /// is returned; on the escape `Ok(true)`: the caller reads the full encoding.

@@ -556,6 +556,30 @@ macro_rules! ranged_serializer {
                     Ok(v)
                 })
             }
+            fn shift(config: &FloatRangeConfig, x: &u32, y: &u32, z: &u32) -> Result<u32> {
+                // As `deserialize_delta` reads it: against `x` clamped to the range.
+                let bits = config.effective_bits();
+                let comps = [super::delta::Component::new(*y as u64, *z as u64, bits)];
+                let base = [(*x).min(config.max_index()) as u64];
+                // The escape carries `y` in full, in its bits.
+                let [v] = super::delta::shift_residuals(&comps, bits, base)
+                    .unwrap_or([*y as u64 & crate::bits::low_mask(bits)]);
+                let v = v as u32;
+                Self::validate(config, &v)?;
+                Ok(v)
+            }
+            fn shift_masked(
+                config: &FloatRangeConfig,
+                target: &mut u32,
+                x: &u32,
+                y: &u32,
+                z: &u32,
+                _mask: &super::ChangeMask,
+                _offset: u32,
+            ) -> Result<()> {
+                *target = Self::shift(config, x, y, z)?;
+                Ok(())
+            }
             fn validate(config: &FloatRangeConfig, q: &u32) -> Result<()> {
                 if *q > config.max_index() {
                     return Err(super::SerializeError::invalid(

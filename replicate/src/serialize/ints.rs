@@ -182,6 +182,29 @@ macro_rules! int_wire_methods {
             let bits = config.effective_bits($width);
             read_bits_delta(r, *prev, bits, |r| read_int(r, bits))
         }
+        fn shift(config: &IntConfig, x: &$q, y: &$q, z: &$q) -> Result<$q> {
+            let bits = config.effective_bits($width);
+            let full_len = int_len(*y as u64, bits);
+            let comps = [super::delta::Component::new(y.to_bits(), z.to_bits(), bits)];
+            // The escape carries `y` in full, in its bits (`write_int`).
+            let [v] = super::delta::shift_residuals(&comps, full_len, [x.to_bits()])
+                .unwrap_or([*y as u64 & crate::bits::low_mask(bits)]);
+            let v = <$q>::from_bits(v);
+            Self::validate(config, &v)?;
+            Ok(v)
+        }
+        fn shift_masked(
+            config: &IntConfig,
+            target: &mut $q,
+            x: &$q,
+            y: &$q,
+            z: &$q,
+            _mask: &super::ChangeMask,
+            _offset: u32,
+        ) -> Result<()> {
+            *target = Self::shift(config, x, y, z)?;
+            Ok(())
+        }
         fn max_bits(config: &IntConfig) -> Option<u32> {
             let bits = config.effective_bits($width);
             Some(bits + (bits >= ZERO_VALUE_OPTIMIZATION_BITS) as u32)

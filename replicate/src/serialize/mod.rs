@@ -36,6 +36,7 @@ pub mod packed;
 pub mod quat;
 pub mod reference;
 pub mod rotator;
+pub mod shift;
 pub mod string;
 pub mod vector;
 
@@ -435,6 +436,39 @@ pub trait NetSerializer: 'static {
     ) -> Result<()> {
         *target = Self::deserialize_delta(config, prev, reader)?;
         Ok(())
+    }
+
+    /// One step of a baseline prediction (see [`shift`](self::shift)): `x` moved by the
+    /// step this serializer's delta code measures from `z` to `y`, that is
+    /// `deserialize_delta(serialize_delta(y, z), x)`, validated.
+    ///
+    /// Default: runs the code ([`shift::shift_by_code`]). A serializer may compute it
+    /// directly, but must give exactly that value (or an error where it fails).
+    fn shift(
+        config: &Self::Config,
+        x: &Self::Quantized,
+        y: &Self::Quantized,
+        z: &Self::Quantized,
+    ) -> Result<Self::Quantized> {
+        shift::shift_by_code::<Self>(config, x, y, z)
+    }
+
+    /// [`shift`](Self::shift) for the parts selected by the member's change-mask bits,
+    /// into `target` (equal to `x`): what reading
+    /// [`serialize_masked_delta`](Self::serialize_masked_delta)`(y, z)` back against
+    /// `x` gives, validated. Only called when at least one of the bits is set.
+    ///
+    /// Default: runs the masked code ([`shift::shift_masked_by_code`]).
+    fn shift_masked(
+        config: &Self::Config,
+        target: &mut Self::Quantized,
+        x: &Self::Quantized,
+        y: &Self::Quantized,
+        z: &Self::Quantized,
+        mask: &ChangeMask,
+        offset: u32,
+    ) -> Result<()> {
+        shift::shift_masked_by_code::<Self>(config, target, x, y, z, mask, offset)
     }
 
     /// The most bits [`serialize`](Self::serialize) can write, if bounded.

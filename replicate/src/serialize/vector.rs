@@ -61,11 +61,14 @@
 
 use glam::{Vec2, Vec3, Vec4};
 
-use super::delta::{Component, MAX_RESIDUAL_COMPONENTS, read_residuals, write_residuals};
-use super::{
-    NetQuantize, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher,
+use super::delta::{
+    Component, MAX_RESIDUAL_COMPONENTS, read_residuals, shift_residuals, write_residuals,
 };
-use crate::bits::{BitReader, BitWriter, bits_for_count};
+use super::{
+    ChangeMask, NetQuantize, NetSerializer, NetSerializerConfig, Result, SerializeError,
+    StableHasher,
+};
+use crate::bits::{BitReader, BitWriter, bits_for_count, low_mask};
 
 /// `raw.ceil()` for `raw` up to `u32::MAX` (0 or less stays at most 0); infinity for
 /// larger or non-finite ratios. A quantizer is built on every serialize call, and
@@ -267,6 +270,35 @@ pub(super) fn read_components_delta<const N: usize>(
     }
     for i in 0..N {
         let q = comps[i].value as u32;
+        if !qzs[i].contains(q) {
+            return Err(SerializeError::invalid(
+                name,
+                "component index out of range",
+            ));
+        }
+        out[i] = q;
+    }
+    Ok(out)
+}
+
+/// [`NetSerializer::shift`] of components quantized by `qzs`, coded by
+/// [`write_components_delta`] and read back by [`read_components_delta`].
+#[inline]
+fn shift_components<const N: usize>(
+    qzs: &[Quantizer; N],
+    x: &[u32; N],
+    y: &[u32; N],
+    z: &[u32; N],
+    name: &'static str,
+) -> Result<[u32; N]> {
+    let comps = std::array::from_fn(|i| Component::new(y[i] as u64, z[i] as u64, qzs[i].bits()));
+    let full_len = qzs.iter().map(Quantizer::bits).sum();
+    // The escape carries `y` in full, each component in its bits.
+    let moved = shift_residuals(&comps, full_len, x.map(u64::from))
+        .unwrap_or_else(|| std::array::from_fn(|i| y[i] as u64 & low_mask(qzs[i].bits())));
+    let mut out = [0u32; N];
+    for i in 0..N {
+        let q = moved[i] as u32;
         if !qzs[i].contains(q) {
             return Err(SerializeError::invalid(
                 name,
@@ -501,6 +533,26 @@ macro_rules! vector_serializer {
             fn validate(config: &VectorConfig, q: &[u32; $n]) -> Result<()> {
                 check_components(&Quantizer::for_config(config), q, Self::NAME)
             }
+            fn shift(
+                config: &VectorConfig,
+                x: &[u32; $n],
+                y: &[u32; $n],
+                z: &[u32; $n],
+            ) -> Result<[u32; $n]> {
+                shift_components(&[Quantizer::for_config(config); $n], x, y, z, Self::NAME)
+            }
+            fn shift_masked(
+                config: &VectorConfig,
+                target: &mut [u32; $n],
+                x: &[u32; $n],
+                y: &[u32; $n],
+                z: &[u32; $n],
+                _mask: &ChangeMask,
+                _offset: u32,
+            ) -> Result<()> {
+                *target = Self::shift(config, x, y, z)?;
+                Ok(())
+            }
             fn max_bits(config: &VectorConfig) -> Option<u32> {
                 Some($n * Quantizer::for_config(config).bits())
             }
@@ -639,6 +691,21 @@ impl NetSerializer for Vec3AxesSerializer {
     }
     fn max_bits(config: &AxesConfig) -> Option<u32> {
         Some(config.quantizers().iter().map(Quantizer::bits).sum())
+    }
+    fn shift(config: &AxesConfig, x: &[u32; 3], y: &[u32; 3], z: &[u32; 3]) -> Result<[u32; 3]> {
+        shift_components(&config.quantizers(), x, y, z, Self::NAME)
+    }
+    fn shift_masked(
+        config: &AxesConfig,
+        target: &mut [u32; 3],
+        x: &[u32; 3],
+        y: &[u32; 3],
+        z: &[u32; 3],
+        _mask: &ChangeMask,
+        _offset: u32,
+    ) -> Result<()> {
+        *target = Self::shift(config, x, y, z)?;
+        Ok(())
     }
 }
 
