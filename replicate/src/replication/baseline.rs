@@ -897,7 +897,7 @@ impl BaselineStorage {
             let object = i.object;
             let snapshot = table
                 .entry_at(object)
-                .map(|e| Arc::<dyn ErasedState>::from(e.state().clone_box()));
+                .map(|e| e.state().clone_arc());
             self.stats.clones += 1;
             if let Some(i) = self.infos.get_mut(idx as usize) {
                 i.state = snapshot;
@@ -2041,10 +2041,11 @@ pub(crate) fn read_delta_body(
             let store = match nominate {
                 Some(nominated) => {
                     let mut again = start;
-                    let mut b = reference.clone_box();
-                    b.deserialize_delta(against, &mask, &mut again)?;
+                    let b = shared_copy(reference, |b| {
+                        b.deserialize_delta(against, &mask, &mut again)
+                    })?;
                     let stored = NewBaseline {
-                        state: Arc::from(b),
+                        state: b,
                         prior: Some(slot.state.clone()),
                         prior2: slot.prior.clone(),
                     };
@@ -2072,14 +2073,15 @@ pub(crate) fn read_delta_body(
             state.validate(&mask)?;
             let store = if let Some(created) = created {
                 let mut again = start;
-                let mut b = default.clone_box();
-                if vs_default {
-                    b.deserialize_delta(default.as_ref(), &mask, &mut again)?;
-                } else {
-                    b.deserialize(&mask, &mut again)?;
-                }
+                let b = shared_copy(default.as_ref(), |b| {
+                    if vs_default {
+                        b.deserialize_delta(default.as_ref(), &mask, &mut again)
+                    } else {
+                        b.deserialize(&mask, &mut again)
+                    }
+                })?;
                 let stored = NewBaseline {
-                    state: Arc::from(b),
+                    state: b,
                     prior: None,
                     prior2: None,
                 };
@@ -2090,6 +2092,24 @@ pub(crate) fn read_delta_body(
             Ok(Some(DeltaBody { mask, state, store }))
         }
     }
+}
+
+/// A shared copy of `state` that `change` then changes (before anything else holds it).
+fn shared_copy(
+    state: &dyn ErasedState,
+    change: impl FnOnce(&mut dyn ErasedState) -> Result<(), SerializeError>,
+) -> Result<Arc<dyn ErasedState>, SerializeError> {
+    let mut copy = state.clone_arc();
+    match Arc::get_mut(&mut copy) {
+        Some(c) => change(c)?,
+        // A fresh copy has no other holder; were it shared, change a boxed one.
+        None => {
+            let mut boxed = state.clone_box();
+            change(boxed.as_mut())?;
+            copy = Arc::from(boxed);
+        }
+    }
+    Ok(copy)
 }
 
 /// Stores a decoded body's new baseline.
