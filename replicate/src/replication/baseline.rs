@@ -93,7 +93,6 @@
 use super::record::INVALID_BASELINE_INDEX;
 use super::wire::{BASELINE_SLOT_BITS, BatchHead, ObjectReadError, Prediction};
 use crate::bits::{BitReader, BitWriter};
-use crate::interest::index_hash;
 use crate::object::{InternalIndex, ObjectTable};
 use crate::protocol::{ErasedState, ProtocolIndex};
 use crate::serialize::SerializeError;
@@ -1110,15 +1109,10 @@ pub struct ConnectionBaselines {
     synced_index: HashMap<ChangeMask, u8>,
     /// The last mask interned (most nominations repeat it).
     last_synced: Option<u8>,
-    /// Nominations popped from `in_flight` so far: a nomination's place in the queue
-    /// counted from the first ever queued is `popped` plus its index.
-    popped: u64,
-    /// For objects without an acknowledged baseline, the place of their newest
-    /// nomination in flight (their creation's, while it is their only one), so that
-    /// [`creation`](Self::creation) does not search the queue (long while a new
-    /// client acknowledges its first thousands of objects). Entries leave when their
-    /// nomination is popped.
-    unacked: index_hash::IndexMap<InternalIndex, u64>,
+    /// Where in `in_flight` [`creation`](Self::creation) found the last creation, plus
+    /// one: the next is searched for from there (a new client's creations are queued
+    /// in object order, and its updates are written in object order).
+    creation_hint: usize,
 }
 
 /// Where a connection's baselines stood when a packet began: what the packet added to
@@ -1207,10 +1201,11 @@ impl ConnectionBaselines {
     /// these do now (same synced table, same words for the packet's objects), as the
     /// nominations of this connection's packet `ordinal`.
     pub(crate) fn append_tail(&mut self, tail: &BaselinesTail, ordinal: u64) {
-        for &n in &tail.nominations {
-            self.note_unacked(n.object);
-            self.in_flight.push_back(Nomination { ordinal, ..n });
-        }
+        self.in_flight.extend(
+            tail.nominations
+                .iter()
+                .map(|&n| Nomination { ordinal, ..n }),
+        );
         self.unsettled.extend_from_slice(&tail.unsettled);
         self.released.extend_from_slice(&tail.released);
         for m in &tail.synced {
@@ -1222,16 +1217,6 @@ impl ConnectionBaselines {
 
     fn get(&self, object: InternalIndex) -> Option<&ObjectBaselines> {
         self.objects.get(object as usize)
-    }
-
-    /// Before a nomination of `object` is queued: indexes its place when the object has
-    /// no acknowledged baseline.
-    #[inline]
-    fn note_unacked(&mut self, object: InternalIndex) {
-        if self.get(object).is_none_or(|o| !o.has_acked()) {
-            let place = self.popped + self.in_flight.len() as u64;
-            self.unacked.insert(object, place);
-        }
     }
 
     /// Makes room for the baselines of objects `0..objects` at once.
@@ -1328,7 +1313,7 @@ impl ConnectionBaselines {
     /// creation is acknowledged can be coded against it (in a form the client skips
     /// when it does not know the object, see `wire`).
     pub fn creation(
-        &self,
+        &mut self,
         storage: &BaselineStorage,
         object: InternalIndex,
     ) -> Option<(u8, BaselineSlot<'_>)> {
@@ -1337,19 +1322,15 @@ impl ConnectionBaselines {
         if newest >= MAX_BASELINE_COUNT || o.has_acked() || o.pending != 1 << newest {
             return None;
         }
-        // Its entry is the object's newest in the queue: indexed, or searched for from
-        // the back when the object had an acknowledged baseline when it was queued.
-        let mine = |n: &&Nomination| n.object == object && n.epoch == o.epoch;
-        let n = match self
-            .unacked
-            .get(&object)
-            .and_then(|&place| place.checked_sub(self.popped))
-            .and_then(|i| self.in_flight.get(usize::try_from(i).ok()?))
-            .filter(mine)
-        {
-            Some(n) => n,
-            None => self.in_flight.iter().rev().find(mine)?,
-        };
+        // Its entry is its only one of this epoch in the queue: searched for from where
+        // the last one was found, forward, then back.
+        let q = &self.in_flight;
+        let from = self.creation_hint.min(q.len());
+        let i = (from..q.len())
+            .chain((0..from).rev())
+            .find(|&i| q[i].object == object && q[i].epoch == o.epoch)?;
+        self.creation_hint = i + 1;
+        let n = &q[i];
         Some((n.slot, self.view(storage, n.lineage, n.synced)?))
     }
 
@@ -1490,7 +1471,6 @@ impl ConnectionBaselines {
             .and_then(|p| storage.snapshot_frame(p))
             .filter(|&f| storage.frame().wrapping_sub(f) >= QUADRATIC_MIN_INTERVAL)
             .and(prior2);
-        self.note_unacked(object);
         let o = self.get_mut(object);
         o.pending |= 1 << index;
         o.set_newest(index);
@@ -1615,8 +1595,6 @@ impl ConnectionBaselines {
         for o in std::mem::take(&mut self.objects) {
             storage.release_lineage(o.acked);
         }
-        self.popped += self.in_flight.len() as u64;
-        self.unacked.clear();
         for n in std::mem::take(&mut self.in_flight) {
             storage.release_lineage(n.lineage);
         }
@@ -1639,10 +1617,7 @@ impl ConnectionBaselines {
                 break;
             }
             self.in_flight.pop_front();
-            if !self.unacked.is_empty() && self.unacked.get(&n.object) == Some(&self.popped) {
-                self.unacked.remove(&n.object);
-            }
-            self.popped += 1;
+            self.creation_hint = self.creation_hint.saturating_sub(1);
             let o = match self.objects.get_mut(n.object as usize) {
                 Some(o)
                     if n.ordinal == ordinal
@@ -2484,7 +2459,7 @@ mod tests {
     }
 
     #[test]
-    fn creations_in_flight_are_found_without_searching_the_queue() {
+    fn creations_in_flight_are_found_in_any_order() {
         let mut s = BaselineStorage::new(DeltaSettings::default());
         let mut c = ConnectionBaselines::default();
         let all = ChangeMask::all(4);
@@ -2495,18 +2470,24 @@ mod tests {
             let snap = s.create_baseline(1, h, true).unwrap();
             c.nominate(&mut s, o, 0, snap, &all, None, None, u64::from(o));
         }
-        assert_eq!(c.unacked.len(), n as usize);
-        for o in 0..n {
-            let (slot, view) = c.creation(&s, o).expect("a creation in flight");
-            assert_eq!(slot, 0);
-            assert_eq!(view.lineage, c.in_flight[o as usize].lineage);
+        // In object order (the common one), backwards, and strided.
+        let orders: [Vec<u32>; 3] = [
+            (0..n).collect(),
+            (0..n).rev().collect(),
+            (0..n).map(|i| i * 7 % n).collect(),
+        ];
+        for order in orders {
+            for o in order {
+                let lineage = c.in_flight[o as usize].lineage;
+                let (slot, view) = c.creation(&s, o).expect("a creation in flight");
+                assert_eq!((slot, view.lineage), (0, lineage));
+            }
         }
         // The first half delivered: acknowledged, no longer a creation in flight, and
         // out of the index; the rest still found.
         for ordinal in 0..u64::from(n / 2) {
             c.on_delivery(&mut s, ordinal, DeliveryStatus::Delivered);
         }
-        assert_eq!(c.unacked.len(), (n / 2) as usize);
         for o in 0..n {
             assert_eq!(c.creation(&s, o).is_some(), o >= n / 2, "object {o}");
         }
@@ -2523,7 +2504,6 @@ mod tests {
         for ordinal in u64::from(n / 2)..=u64::from(n) + 1 {
             c.on_delivery(&mut s, ordinal, DeliveryStatus::Delivered);
         }
-        assert!(c.unacked.is_empty());
         assert_eq!(c.in_flight(), 0);
     }
 }
