@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo build --release -p replicate-bench --example s2_profile
-//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel] [connections=N]
+//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel] [connections=N] [ticks=N]
 //! ```
 //!
 //! Prints the configuration's figures on one line (thread CPU time, as in S2's table).
@@ -58,6 +58,13 @@ fn main() {
                 setup.dirty_fraction = 1.0;
                 setup.scope = ScopeMode::Crowd;
             }
+            other if other.starts_with("ticks=") => match other["ticks=".len()..].parse() {
+                Ok(n) => setup.ticks = n,
+                Err(e) => {
+                    eprintln!("ticks=N: {e}");
+                    std::process::exit(2);
+                }
+            },
             other if other.starts_with("connections=") => {
                 match other["connections=".len()..].parse() {
                     Ok(n) => setup.connections = n,
@@ -69,7 +76,7 @@ fn main() {
             }
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel] [connections=N]"
+                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel] [connections=N] [ticks=N]"
                 );
                 std::process::exit(2);
             }

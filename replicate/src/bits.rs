@@ -403,15 +403,26 @@ impl BitWriter {
         if !self.reserve(bits) {
             return;
         }
-        let mut left = bits;
-        for &word in words {
-            if left == 0 {
-                break;
+        // Whole words, two stores each (one when aligned); then the last bits. What
+        // lies past the written bits is kept, as `put` keeps it.
+        let full = bits / 64;
+        let offset = (self.pos & 63) as u32;
+        let index = self.pos >> 6;
+        if offset == 0 {
+            self.words[index..index + full].copy_from_slice(&words[..full]);
+        } else {
+            let keep = low_mask(offset);
+            for (i, &word) in words[..full].iter().enumerate() {
+                let at = index + i;
+                self.words[at] = (self.words[at] & keep) | (word << offset);
+                self.words[at + 1] = (self.words[at + 1] & !keep) | (word >> (64 - offset));
             }
-            let n = left.min(64) as u32;
-            self.put(self.pos, word, n);
-            self.pos += n as usize;
-            left -= n as usize;
+        }
+        self.pos += full * 64;
+        let rest = (bits % 64) as u32;
+        if rest > 0 {
+            self.put(self.pos, words[full], rest);
+            self.pos += rest as usize;
         }
     }
 
@@ -707,6 +718,22 @@ mod tests {
                             "start {start} bits {bits} lead {lead} bit {i}"
                         );
                     }
+                    // Over bits written before (a seek back, which clears them): the
+                    // copy replaces them, and past it nothing is set.
+                    let mut over = BitWriter::with_capacity_bits(512);
+                    for _ in 0..7 {
+                        over.write_bits(u64::MAX, 64);
+                    }
+                    over.seek_back(lead);
+                    over.write_words(&words, bits);
+                    for i in 0..bits {
+                        assert_eq!(over.peek_bits(lead + i, 1), src.peek_bits(start + i, 1));
+                    }
+                    let past = (lead + bits)..448;
+                    assert!(
+                        past.clone()
+                            .all(|i| over.words[i / 64] >> (i % 64) & 1 == 0)
+                    );
                 }
             }
         }

@@ -169,10 +169,24 @@ fn hand_to_client(
 }
 
 /// FNV-1a over `bytes`.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xCBF2_9CE4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
-    })
+/// A digest of a packet's bytes, eight at a time (so the harness spends little of the
+/// timed tick on it): equal for equal bytes, and in practice different otherwise.
+fn packet_digest(w: &BitWriter, bytes: &mut Vec<u8>) -> u64 {
+    bytes.clear();
+    w.append_to(bytes);
+    let mut chunks = bytes.chunks_exact(8);
+    let mix = |h: u64, x: u64| (h ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
+    let h = chunks
+        .by_ref()
+        .fold(w.position() as u64 ^ 0xCBF2_9CE4_8422_2325, |h, c| {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(c);
+            mix(h, u64::from_le_bytes(word))
+        });
+    chunks
+        .remainder()
+        .iter()
+        .fold(h, |h, &b| mix(h, u64::from(b)))
 }
 
 impl std::ops::AddAssign for Traffic {
@@ -198,6 +212,8 @@ pub struct Link {
     /// server work).
     pub defer: bool,
     pending: Vec<(PacketSequence, Vec<u8>)>,
+    /// Scratch for a packet's digest.
+    bytes: Vec<u8>,
     conditions: LinkConditions,
     rng: replicate::internals::link::SplitMix64,
     /// Calls to [`Link::send`] so far (ticks).
@@ -233,6 +249,7 @@ impl Link {
             netcode_sequence: 0,
             defer: false,
             pending: Vec::new(),
+            bytes: Vec::new(),
             conditions: LinkConditions::default(),
             rng: replicate::internals::link::SplitMix64::new(0),
             tick: 0,
@@ -347,21 +364,20 @@ impl Link {
             bits.padding = bits.wire_bits - w.position() as u64;
             self.attribution.add(&bits);
         }
-        let bytes = w.to_bytes();
         t.packets += 1;
         t.payload_bits += w.position() - MAX_HEADER_BITS;
         t.wire_bytes += wire_bytes(w.byte_len(), self.netcode_sequence);
-        t.digest = t
-            .digest
-            .wrapping_add(fnv1a(&bytes) ^ u64::from(self.conn).wrapping_mul(0x9E37_79B9));
+        t.digest = t.digest.wrapping_add(
+            packet_digest(&w, &mut self.bytes) ^ u64::from(self.conn).wrapping_mul(0x9E37_79B9),
+        );
         self.netcode_sequence += 1;
         let delivered = self.conditions.loss <= 0.0 || self.rng.next_f64() >= self.conditions.loss;
         if !delivered {
             // Lost on the way: the client never sees it.
         } else if self.defer && self.client.is_some() {
-            self.pending.push((seq, bytes));
+            self.pending.push((seq, w.to_bytes()));
         } else if let Some(client) = &mut self.client {
-            hand_to_client(client, now, seq, &bytes);
+            hand_to_client(client, now, seq, &w.to_bytes());
         }
         if self.conditions.ack_delay_ticks == 0 {
             let status = if delivered {

@@ -124,7 +124,13 @@ impl ReplicationWriter {
         loop {
             roots.clear();
             added.clear();
-            roots.extend(dirty.by_ref().take(CHUNK));
+            roots.reserve(CHUNK);
+            for i in dirty.by_ref() {
+                roots.push(i);
+                if roots.len() == CHUNK {
+                    break;
+                }
+            }
             if roots.is_empty() {
                 break;
             }

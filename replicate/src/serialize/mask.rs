@@ -554,18 +554,24 @@ impl BitArray {
     }
 
     /// Sets bit `i`, growing as needed.
-    #[inline]
+    #[inline(always)]
     pub fn set(&mut self, i: u32) {
         let w = (i / 64) as usize;
         if w >= self.words.len() {
-            self.words.resize(w + 1, 0);
-            self.summary.resize(self.words.len().div_ceil(64), 0);
+            self.grow(w + 1);
         }
         if self.words[w] == 0 {
             self.summary[w / 64] |= 1 << (w % 64);
             self.set_words += 1;
         }
         self.words[w] |= 1 << (i % 64);
+    }
+
+    /// Grows to `words` words.
+    #[cold]
+    fn grow(&mut self, words: usize) {
+        self.words.resize(words, 0);
+        self.summary.resize(self.words.len().div_ceil(64), 0);
     }
 
     /// Clears bit `i`.
