@@ -95,6 +95,7 @@ impl ReplicationWriter {
                 self.mark_dirty(table, i);
             }
         }
+        let mut marked = false;
         for change in table.tick_changes() {
             let i = change.index;
             // Out of scope (a root): not replicated here, and the small bit array
@@ -113,8 +114,18 @@ impl ReplicationWriter {
             }
             info.or_mask(&change.mask, &mut self.pool);
             if info.has_dirty_mask() {
-                self.mark_dirty_under(i, change.root);
+                match change.root {
+                    // A root (most changes): its bit, and the schedule is void below.
+                    None => {
+                        self.dirty.set(i);
+                        marked = true;
+                    }
+                    root => self.mark_dirty_under(i, root),
+                }
             }
+        }
+        if marked {
+            self.schedule.invalidate();
         }
         // In chunks, so the scratch stays small after a tick that dirtied everything.
         const CHUNK: usize = 256;
