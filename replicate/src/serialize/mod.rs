@@ -438,9 +438,9 @@ pub trait NetSerializer: 'static {
         Ok(())
     }
 
-    /// One step of a baseline prediction (see [`shift`](self::shift)): `x` moved by the
-    /// step this serializer's delta code measures from `z` to `y`, that is
-    /// `deserialize_delta(serialize_delta(y, z), x)`, validated.
+    /// One step of a baseline prediction (see [`serialize::shift`](self::shift)): `x`
+    /// moved by the step this serializer's delta code measures from `z` to `y`, that
+    /// is `deserialize_delta(serialize_delta(y, z), x)`, validated.
     ///
     /// Default: runs the code ([`shift::shift_by_code`]). A serializer may compute it
     /// directly, but must give exactly that value (or an error where it fails).
