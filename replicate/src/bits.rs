@@ -403,6 +403,14 @@ impl BitWriter {
         if !self.reserve(bits) {
             return;
         }
+        if bits <= 64 {
+            // A member's segment, mostly: one store or two.
+            if let Some(&word) = words.first().filter(|_| bits > 0) {
+                self.put(self.pos, word, bits as u32);
+                self.pos += bits;
+            }
+            return;
+        }
         // Whole words, two stores each (one when aligned); then the last bits. What
         // lies past the written bits is kept, as `put` keeps it.
         let full = bits / 64;
