@@ -309,6 +309,43 @@ impl NetSerializer for QuatSerializer {
     fn max_bits(config: &QuatConfig) -> Option<u32> {
         Some(2 + 3 * config.quantizer().bits())
     }
+    fn shift(
+        config: &QuatConfig,
+        x: &QuantizedQuat,
+        y: &QuantizedQuat,
+        z: &QuantizedQuat,
+    ) -> Result<QuantizedQuat> {
+        let qz = config.quantizer();
+        let b = qz.bits();
+        let comps =
+            [0, 1, 2].map(|i| Component::new(y.components[i] as u64, z.components[i] as u64, b));
+        let moved = (y.largest == z.largest)
+            .then(|| super::delta::shift_residuals(&comps, 2 + 3 * b, x.components.map(u64::from)))
+            .flatten();
+        let Some(moved) = moved else {
+            // The escape (another largest component, or a long code): `y` in full.
+            return super::shift::shift_by_code::<Self>(config, x, y, z);
+        };
+        let q = QuantizedQuat {
+            largest: x.largest & 3,
+            components: moved.map(|c| c as u32),
+        };
+        // As `read_quat_delta` reads it: every component in range.
+        check_quat(&qz, &q)?;
+        Ok(q)
+    }
+    fn shift_masked(
+        config: &QuatConfig,
+        target: &mut QuantizedQuat,
+        x: &QuantizedQuat,
+        y: &QuantizedQuat,
+        z: &QuantizedQuat,
+        _mask: &super::ChangeMask,
+        _offset: u32,
+    ) -> Result<()> {
+        *target = Self::shift(config, x, y, z)?;
+        Ok(())
+    }
 }
 
 impl NetQuantize for Quat {

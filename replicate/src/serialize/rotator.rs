@@ -34,8 +34,9 @@
 //! (910 steps) takes the escape, `[1][010][0100001110001110]`, 20 bits; an unchanged
 //! rotator costs 6 bits.
 
-use super::delta::{Component, read_residuals, write_residuals};
-use super::{NetDefault, NetSerializer, NoConfig, Result, SerializeError};
+use super::delta::{Component, read_residuals, shift_residuals, write_residuals};
+use super::shift::shift_by_code;
+use super::{ChangeMask, NetDefault, NetSerializer, NoConfig, Result, SerializeError};
 use crate::bits::{BitReader, BitWriter};
 
 /// A rotation as pitch (X), yaw (Y) and roll (Z) angles in **degrees**, like Unreal's
@@ -220,6 +221,35 @@ macro_rules! rotator_serializer {
 
             fn max_bits(_: &NoConfig) -> Option<u32> {
                 Some(3 + 3 * $bits)
+            }
+
+            fn shift(c: &NoConfig, x: &$quantized, y: &$quantized, z: &$quantized) -> Result<$quantized> {
+                let comps = [(y.x, z.x), (y.y, z.y), (y.z, z.z)]
+                    .map(|(v, p)| Component::new(v as u64, p as u64, $bits));
+                let full_len = 3 + $bits * Self::flags(y.x, y.y, y.z).count_ones();
+                match shift_residuals(&comps, full_len, [x.x as u64, x.y as u64, x.z as u64]) {
+                    Some(moved) => {
+                        let [a, b, d] = moved.map(|v| v as $comp);
+                        let q = Self::make(a, b, d);
+                        Self::validate(c, &q)?;
+                        Ok(q)
+                    }
+                    // The escape: `y` in full (its not-zero flags and their angles).
+                    None => shift_by_code::<Self>(c, x, y, z),
+                }
+            }
+
+            fn shift_masked(
+                c: &NoConfig,
+                target: &mut $quantized,
+                x: &$quantized,
+                y: &$quantized,
+                z: &$quantized,
+                _mask: &ChangeMask,
+                _offset: u32,
+            ) -> Result<()> {
+                *target = Self::shift(c, x, y, z)?;
+                Ok(())
             }
         }
     };

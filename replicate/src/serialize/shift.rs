@@ -9,9 +9,10 @@
 //!
 //! [`NetSerializer::shift`] and [`NetSerializer::shift_masked`] give that value. By
 //! default they run the code through a scratch writer ([`shift_by_code`],
-//! [`shift_masked_by_code`]); the residual-coded built-ins compute it directly
-//! ([`delta::shift_residuals`](super::delta::shift_residuals)), a property test
-//! checking each against its code.
+//! [`shift_masked_by_code`]); the residual-coded built-ins (integers, ranged floats,
+//! vectors, quaternions, rotators) compute it directly
+//! ([`delta::shift_residuals`](super::delta::shift_residuals)) and run the code only
+//! for an escape, a property test checking each against its code.
 
 use super::{ChangeMask, NetSerializer, Result, SerializeError};
 use crate::bits::{BitReader, BitWriter, WriterMark};
@@ -102,9 +103,10 @@ pub fn shift_masked_by_code<S: NetSerializer + ?Sized>(
 mod tests {
     use super::*;
     use crate::serialize::{
-        AxesConfig, FloatRangeConfig, I16Serializer, IntConfig, RangedF32Serializer, U8Serializer,
-        U32Serializer, Vec2Serializer, Vec3AxesSerializer, Vec3Serializer, Vec4Serializer,
-        VectorConfig,
+        AxesConfig, FloatRangeConfig, I16Serializer, IntConfig, NoConfig, QuantizedQuat,
+        QuatConfig, QuatSerializer, RangedF32Serializer, RotatorAsByteSerializer,
+        RotatorByteQuantized, RotatorQuantized, RotatorSerializer, U8Serializer, U32Serializer,
+        Vec2Serializer, Vec3AxesSerializer, Vec3Serializer, Vec4Serializer, VectorConfig,
     };
     use proptest::prelude::*;
 
@@ -181,6 +183,50 @@ mod tests {
             let c = FloatRangeConfig { min: -180.0, max: 180.0, bits: 10, ..FloatRangeConfig::DEFAULT };
             // A base past the range (read clamped) and a step out of it (an error).
             agrees::<RangedF32Serializer>(&c, &(x + over * 600), &y, &z)?;
+        }
+
+        #[test]
+        fn quaternions_compute_the_coded_step(
+            c in proptest::collection::vec(triple(4000), 3),
+            largest in proptest::collection::vec(0u8..4, 3),
+            same in any::<bool>(),
+        ) {
+            let config = QuatConfig::DEFAULT;
+            let q = |which: usize, l: u8| QuantizedQuat {
+                largest: l,
+                components: std::array::from_fn(|k| {
+                    let (a, b, z) = c[k];
+                    [a, b, z][which]
+                }),
+            };
+            // Mostly one largest component (the residual path), sometimes another
+            // (the escape).
+            let l = |i: usize| if same { largest[0] } else { largest[i] };
+            agrees::<QuatSerializer>(&config, &q(0, l(0)), &q(1, l(1)), &q(2, l(2)))?;
+        }
+
+        #[test]
+        fn rotators_compute_the_coded_step(
+            c in proptest::collection::vec(triple(65535), 3),
+            zeros in any::<u8>(),
+        ) {
+            // Zero angles in `y` (not sent in full: a shorter escape).
+            let r = |which: usize| {
+                let [x, y, z] = std::array::from_fn(|k| {
+                    let (a, b, z) = c[k];
+                    if which == 1 && zeros & (1 << k) != 0 { 0 } else { [a, b, z][which] }
+                });
+                let (x, y, z) = (x as u16, y as u16, z as u16);
+                let flags = (x != 0) as u8 | ((y != 0) as u8) << 1 | ((z != 0) as u8) << 2;
+                RotatorQuantized { xyz_is_not_zero: flags, x, y, z }
+            };
+            agrees::<RotatorSerializer>(&NoConfig, &r(0), &r(1), &r(2))?;
+            let byte = |q: RotatorQuantized| {
+                let (x, y, z) = ((q.x >> 8) as u8, (q.y >> 8) as u8, (q.z >> 8) as u8);
+                let flags = (x != 0) as u8 | ((y != 0) as u8) << 1 | ((z != 0) as u8) << 2;
+                RotatorByteQuantized { xyz_is_not_zero: flags, x, y, z }
+            };
+            agrees::<RotatorAsByteSerializer>(&NoConfig, &byte(r(0)), &byte(r(1)), &byte(r(2)))?;
         }
 
         #[test]
