@@ -268,8 +268,19 @@ pub(super) fn read_components_delta<const N: usize>(
         }
         return Ok(out);
     }
+    checked_indices(qzs, comps.map(|c| c.value), name)
+}
+
+/// Components (each below `2^32`) as indices, each checked against its quantizer.
+#[inline]
+fn checked_indices<const N: usize>(
+    qzs: &[Quantizer; N],
+    values: [u64; N],
+    name: &'static str,
+) -> Result<[u32; N]> {
+    let mut out = [0u32; N];
     for i in 0..N {
-        let q = comps[i].value as u32;
+        let q = values[i] as u32;
         if !qzs[i].contains(q) {
             return Err(SerializeError::invalid(
                 name,
@@ -296,18 +307,7 @@ fn shift_components<const N: usize>(
     // The escape carries `y` in full, each component in its bits.
     let moved = shift_residuals(&comps, full_len, x.map(u64::from))
         .unwrap_or_else(|| std::array::from_fn(|i| y[i] as u64 & low_mask(qzs[i].bits())));
-    let mut out = [0u32; N];
-    for i in 0..N {
-        let q = moved[i] as u32;
-        if !qzs[i].contains(q) {
-            return Err(SerializeError::invalid(
-                name,
-                "component index out of range",
-            ));
-        }
-        out[i] = q;
-    }
-    Ok(out)
+    checked_indices(qzs, moved, name)
 }
 
 /// Configuration of [`Vec2Serializer`] and [`Vec3Serializer`]; see the
