@@ -21,7 +21,7 @@ use crate::object::{InternalIndex, ObjectTable, SchedulingHint};
 use crate::serialize::BitArray;
 
 /// One scheduled object.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct ScheduledObject {
     /// Internal index of the root object.
     pub index: InternalIndex,
@@ -141,6 +141,52 @@ pub fn sort_scheduled_objects(
     n
 }
 
+/// The fewest unsorted entries [`Schedule::get`] sorts by radix (fewer sort faster by
+/// comparison).
+const RADIX_MIN: usize = 48;
+/// The most (more are sorted chunk by chunk, as packets reach them).
+const RADIX_MAX: usize = 4096;
+
+/// Sorts `entries` by [`order_key`]: a least-significant-byte-first radix sort over the
+/// bytes in which the keys differ (with equal priorities, the two low bytes of the
+/// ties). Keys are distinct (ties are connection-local indices), so the order is the
+/// one any sort gives.
+fn radix_sort(entries: &mut [ScheduledObject], scratch: &mut Vec<(u64, ScheduledObject)>) {
+    scratch.clear();
+    scratch.extend(entries.iter().map(|e| (order_key(e), *e)));
+    let (any, all) = scratch
+        .iter()
+        .fold((0u64, u64::MAX), |(any, all), &(k, _)| (any | k, all & k));
+    let differ = any ^ all;
+    let mut from = std::mem::take(scratch);
+    let mut to = Vec::with_capacity(from.len());
+    for byte in (0..8).filter(|b| (differ >> (8 * b)) & 0xFF != 0) {
+        let shift = 8 * byte;
+        let mut counts = [0usize; 256];
+        for &(k, _) in &from {
+            counts[((k >> shift) & 0xFF) as usize] += 1;
+        }
+        let mut at = 0;
+        for c in &mut counts {
+            let n = *c;
+            *c = at;
+            at += n;
+        }
+        to.clear();
+        to.resize(from.len(), (0, ScheduledObject::default()));
+        for &(k, e) in &from {
+            let slot = &mut counts[((k >> shift) & 0xFF) as usize];
+            to[*slot] = (k, e);
+            *slot += 1;
+        }
+        std::mem::swap(&mut from, &mut to);
+    }
+    for (dst, &(_, e)) in entries.iter_mut().zip(&from) {
+        *dst = e;
+    }
+    *scratch = from;
+}
+
 /// The schedule's order as one integer, ascending: descending priority
 /// (`f32::total_cmp`), then ascending index.
 fn order_key(e: &ScheduledObject) -> u64 {
@@ -196,6 +242,8 @@ pub struct Schedule {
     /// by a copy, so two schedules with one id are the same (see
     /// [`same_remaining`](Self::same_remaining)).
     id: u64,
+    /// The radix sort's buffer.
+    scratch: Vec<(u64, ScheduledObject)>,
 }
 
 /// A schedule id no schedule had before.
@@ -271,6 +319,13 @@ impl Schedule {
             && self.entries[self.sorted_end.min(self.entries.len())..].is_sorted_by_key(order_key)
         {
             // Already in order (priorities alike, roots in index order): nothing to sort.
+            self.sorted_end = self.entries.len();
+        }
+        let unsorted = self.entries.len().saturating_sub(self.sorted_end);
+        if pos >= self.sorted_end && (RADIX_MIN..=RADIX_MAX).contains(&unsorted) {
+            // A few thousand entries at most: all of them in a few linear passes, not
+            // chunk by chunk in O(n log n) (a connection's ties rarely come in order).
+            radix_sort(&mut self.entries[self.sorted_end..], &mut self.scratch);
             self.sorted_end = self.entries.len();
         }
         while pos >= self.sorted_end {
@@ -413,6 +468,7 @@ mod tests {
                 chunks: 0,
                 valid: true,
                 id: 0,
+                scratch: Vec::new(),
             };
             let mut written = vec![false; n as usize];
             let mut seen_order = Vec::new();
@@ -494,8 +550,9 @@ mod tests {
             last = e.sort_key;
         }
         assert_eq!(schedule.get(n as usize, 64), None);
-        // 64 + 128 + ... + 8192 >= 10 000: 8 chunks, not 10 000 / 64 = 157.
-        assert_eq!(schedule.chunks, 8);
+        // 64 + 128 + ... + 4096 = 8 128: 7 chunks, then the last 1 872 entries at once
+        // (few enough for the radix sort); not 10 000 / 64 = 157 sorts.
+        assert_eq!(schedule.chunks, 7);
         // Written in two packets: the first keeps its buffer (entries are left), the
         // second uses the schedule up and lets the large buffer go.
         schedule.retire(n as usize / 2, |_| EntryFate::Drop);
@@ -524,6 +581,7 @@ mod tests {
             chunks: 0,
             valid: true,
             id: 0,
+            scratch: Vec::new(),
         };
         for pos in 0..4 {
             assert_eq!(schedule.get(pos, 2).map(|e| e.index), Some(pos as u32));
@@ -598,5 +656,59 @@ mod tests {
             !c.same_remaining(&a),
             "an invalid schedule is rebuilt, never continued"
         );
+    }
+
+    /// A seeded pseudo-random stream for the sort tests.
+    fn next(x: &mut u64) -> u64 {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x
+    }
+
+    #[test]
+    fn the_radix_sort_orders_as_the_comparison_sort() {
+        let mut x = 0x9E37_79B9_7F4A_7C15_u64;
+        for round in 0..200 {
+            let n = [0, 1, 2, 47, 48, 170, 1000, 4096][round % 8];
+            // Distinct ties (a connection's local indices), shuffled; priorities from
+            // a few values (many equal), any sign, or any bits.
+            let mut ties: Vec<u32> = (0..n as u32)
+                .map(|t| t * (1 + (round as u32 % 3)) + (round as u32 % 5) * 70_000)
+                .collect();
+            for i in (1..ties.len()).rev() {
+                ties.swap(i, next(&mut x) as usize % (i + 1));
+            }
+            let mut entries: Vec<ScheduledObject> = ties
+                .iter()
+                .enumerate()
+                .map(|(i, &tie)| {
+                    let r = next(&mut x);
+                    let sort_key = match round % 3 {
+                        0 => 1.0,
+                        1 => [0.5, 1.0, -2.0, 7.25][r as usize % 4],
+                        _ => f32::from_bits(r as u32),
+                    };
+                    ScheduledObject {
+                        index: i as InternalIndex,
+                        sort_key,
+                        tie,
+                    }
+                })
+                .collect();
+            let mut want = entries.clone();
+            want.sort_unstable_by_key(order_key);
+            let mut scratch = Vec::new();
+            radix_sort(&mut entries, &mut scratch);
+            assert_eq!(
+                entries.iter().map(order_key).collect::<Vec<_>>(),
+                want.iter().map(order_key).collect::<Vec<_>>(),
+                "round {round}"
+            );
+            assert_eq!(
+                entries.iter().map(|e| e.index).collect::<Vec<_>>(),
+                want.iter().map(|e| e.index).collect::<Vec<_>>()
+            );
+        }
     }
 }
