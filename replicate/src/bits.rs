@@ -403,30 +403,25 @@ impl BitWriter {
         if !self.reserve(bits) {
             return;
         }
-        if bits <= 64 {
-            // A member's segment, mostly: one store or two.
-            if let Some(&word) = words.first().filter(|_| bits > 0) {
-                self.put(self.pos, word, bits as u32);
-                self.pos += bits;
-            }
-            return;
-        }
-        // Whole words, two stores each (one when aligned); then the last bits. What
-        // lies past the written bits is kept, as `put` keeps it.
+        // Whole words, two stores each (one when aligned); then the last bits (a
+        // member's segment is mostly only those). What lies past the written bits is
+        // kept, as `put` keeps it.
         let full = bits / 64;
-        let offset = (self.pos & 63) as u32;
-        let index = self.pos >> 6;
-        if offset == 0 {
-            self.words[index..index + full].copy_from_slice(&words[..full]);
-        } else {
-            let keep = low_mask(offset);
-            for (i, &word) in words[..full].iter().enumerate() {
-                let at = index + i;
-                self.words[at] = (self.words[at] & keep) | (word << offset);
-                self.words[at + 1] = (self.words[at + 1] & !keep) | (word >> (64 - offset));
+        if full > 0 {
+            let offset = (self.pos & 63) as u32;
+            let index = self.pos >> 6;
+            if offset == 0 {
+                self.words[index..index + full].copy_from_slice(&words[..full]);
+            } else {
+                let keep = low_mask(offset);
+                for (i, &word) in words[..full].iter().enumerate() {
+                    let at = index + i;
+                    self.words[at] = (self.words[at] & keep) | (word << offset);
+                    self.words[at + 1] = (self.words[at + 1] & !keep) | (word >> (64 - offset));
+                }
             }
+            self.pos += full * 64;
         }
-        self.pos += full * 64;
         let rest = (bits % 64) as u32;
         if rest > 0 {
             self.put(self.pos, words[full], rest);

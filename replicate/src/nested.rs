@@ -166,6 +166,18 @@ impl<T: NestedReplicated> NetSerializer for NestedSerializer<T> {
         target.deserialize_delta(prev, mask, offset, reader)
     }
 
+    fn shift_masked(
+        _: &NoConfig,
+        target: &mut T::State,
+        x: &T::State,
+        y: &T::State,
+        z: &T::State,
+        mask: &ChangeMask,
+        offset: u32,
+    ) -> Result<()> {
+        target.shift([x, y, z], mask, offset)
+    }
+
     fn max_bits(_: &NoConfig) -> Option<u32> {
         T::descriptor()
             .members

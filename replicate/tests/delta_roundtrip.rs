@@ -1,9 +1,9 @@
 //! Property tests of the delta encodings: decode(encode(x, baseline), baseline) == x
 //! for random states and baselines of a derived type covering the serializer families
 //! (integers through the delta table, ranged floats, vectors, rotators, strings,
-//! arrays of structs), for whole and partial masks; a prediction's step derived member
-//! by member equals the state's code read back; and the same through the writer and
-//! reader with random loss.
+//! arrays of structs, a nested struct), for whole and partial masks; a prediction's
+//! step derived member by member equals the state's code read back; and the same
+//! through the writer and reader with random loss.
 
 use proptest::prelude::*;
 use replicate::bits::{BitReader, BitWriter};
@@ -38,6 +38,8 @@ struct Thing {
     name: String,
     #[net(max_len = 6, element_bits = 6)]
     buffs: Vec<Buff>,
+    /// A nested struct (its own change-mask bits inside `Thing`'s).
+    main_buff: Buff,
 }
 
 fn thing() -> impl Strategy<Value = Thing> {
@@ -51,8 +53,9 @@ fn thing() -> impl Strategy<Value = Thing> {
         any::<bool>(),
         "[a-z]{0,16}",
         prop::collection::vec((any::<u16>(), 0u8..64), 0..6),
+        (any::<u16>(), 0u8..64),
     )
-        .prop_map(|(a, b, c, health, p, r, flag, name, buffs)| Thing {
+        .prop_map(|(a, b, c, health, p, r, flag, name, buffs, main)| Thing {
             a,
             b,
             c,
@@ -69,6 +72,10 @@ fn thing() -> impl Strategy<Value = Thing> {
                 .into_iter()
                 .map(|(id, stacks)| Buff { id, stacks })
                 .collect(),
+            main_buff: Buff {
+                id: main.0,
+                stacks: main.1,
+            },
         })
 }
 
@@ -84,6 +91,9 @@ fn nudge(base: &Thing, k: u64) -> Thing {
     }
     if k & 32 != 0 {
         t.rotation.yaw += 1.0;
+    }
+    if k & 64 != 0 {
+        t.main_buff.id = t.main_buff.id.wrapping_add(2);
     }
     t
 }

@@ -1685,77 +1685,33 @@ pub fn extrapolate(
     if !same_type(prior) || !prior2.is_none_or(same_type) {
         return None;
     }
+    // `x` moved by the step from `z` to `y`, as a new shared state.
+    let step = |x: &dyn ErasedState, y: &dyn ErasedState, z: &dyn ErasedState| {
+        shared_copy(x, |t| t.shift(x, y, z, mask).then_some(()).ok_or(())).ok()
+    };
     match kind {
         Prediction::Linear(steps) => {
             // b + (b − prior), then again from there for each further step.
-            let mut out = b.clone_arc();
-            Arc::get_mut(&mut out)?
-                .shift(b, b, prior, mask)
-                .then_some(())?;
+            let mut out = step(b, b, prior)?;
             for _ in 1..steps.clamp(1, MAX_PREDICTION_STEPS) {
-                let mut next = out.clone_arc();
-                Arc::get_mut(&mut next)?
-                    .shift(out.as_ref(), b, prior, mask)
-                    .then_some(())?;
-                out = next;
+                out = step(out.as_ref(), b, prior)?;
             }
             Some(out)
         }
         Prediction::Quadratic => {
             // `prior` continued at the velocity it came with, then `b`'s distance
             // from that (the change of velocity) added on top of `b` continued.
-            let mut prior_continued = prior.clone_box();
-            prior_continued
-                .shift(prior, prior, prior2?, mask)
-                .then_some(())?;
-            let mut continued = b.clone_box();
-            continued.shift(b, b, prior, mask).then_some(())?;
-            let mut out = continued.clone_arc();
-            Arc::get_mut(&mut out)?
-                .shift(continued.as_ref(), b, prior_continued.as_ref(), mask)
-                .then_some(())?;
-            Some(out)
+            let prior_continued = step(prior, prior, prior2?)?;
+            let continued = step(b, b, prior)?;
+            step(continued.as_ref(), b, prior_continued.as_ref())
         }
     }
 }
 
-/// A thread's scratch writer for comparing the codes of two predictions.
-struct PredictionScratch {
-    writer: BitWriter,
-    origin: crate::bits::WriterMark,
-}
-
-impl PredictionScratch {
-    /// The bits of the members' delta code of `value` against `baseline`; `None` when
-    /// it overflows the scratch.
-    fn bits(
-        &mut self,
-        value: &dyn ErasedState,
-        baseline: &dyn ErasedState,
-        mask: &ChangeMask,
-    ) -> Option<usize> {
-        self.writer.rollback(self.origin);
-        value.serialize_delta(baseline, mask, &mut self.writer);
-        (!self.writer.is_overflown()).then(|| self.writer.position())
-    }
-}
-
-/// Runs `f` on this thread's prediction scratch.
-fn with_scratch<T>(f: impl FnOnce(&mut PredictionScratch) -> Option<T>) -> Option<T> {
-    PREDICTION_SCRATCH.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        let s = cell.get_or_insert_with(|| {
-            let writer = BitWriter::with_capacity_bits(PREDICTION_SCRATCH_BITS);
-            let origin = writer.mark();
-            PredictionScratch { writer, origin }
-        });
-        f(s)
-    })
-}
-
 /// The bits of the members' delta code of `value` against `baseline`.
 fn delta_bits(value: &dyn ErasedState, baseline: &dyn ErasedState, mask: &ChangeMask) -> usize {
-    with_scratch(|s| s.bits(value, baseline, mask)).unwrap_or(usize::MAX)
+    crate::serialize::shift::code_bits(|w| value.serialize_delta(baseline, mask, w))
+        .unwrap_or(usize::MAX)
 }
 
 /// The shortest baseline interval, in frames, over which a quadratic prediction is
@@ -1773,14 +1729,6 @@ pub(crate) fn prediction_steps(prior_frame: u32, frame: u32, now: u32) -> u32 {
     let interval = u64::from(frame.wrapping_sub(prior_frame).max(1));
     let ahead = u64::from(now.wrapping_sub(frame));
     ((2 * ahead + interval) / (2 * interval)).clamp(1, u64::from(MAX_PREDICTION_STEPS)) as u32
-}
-
-/// The most bits of residuals a prediction may take (larger states predict nothing).
-const PREDICTION_SCRATCH_BITS: usize = 1 << 16;
-
-thread_local! {
-    static PREDICTION_SCRATCH: std::cell::RefCell<Option<PredictionScratch>> =
-        const { std::cell::RefCell::new(None) };
 }
 
 /// What the writer decided for one delta batch.
@@ -2101,10 +2049,10 @@ pub(crate) fn read_delta_body(
 }
 
 /// A shared copy of `state` that `change` then changes (before anything else holds it).
-fn shared_copy(
+fn shared_copy<E>(
     state: &dyn ErasedState,
-    change: impl FnOnce(&mut dyn ErasedState) -> Result<(), SerializeError>,
-) -> Result<Arc<dyn ErasedState>, SerializeError> {
+    change: impl FnOnce(&mut dyn ErasedState) -> Result<(), E>,
+) -> Result<Arc<dyn ErasedState>, E> {
     let mut copy = state.clone_arc();
     match Arc::get_mut(&mut copy) {
         Some(c) => change(c)?,

@@ -95,7 +95,6 @@ impl ReplicationWriter {
                 self.mark_dirty(table, i);
             }
         }
-        let mut marked = false;
         for change in table.tick_changes() {
             let i = change.index;
             // Out of scope (a root): not replicated here, and the small bit array
@@ -114,18 +113,8 @@ impl ReplicationWriter {
             }
             info.or_mask(&change.mask, &mut self.pool);
             if info.has_dirty_mask() {
-                match change.root {
-                    // A root (most changes): its bit, and the schedule is void below.
-                    None => {
-                        self.dirty.set(i);
-                        marked = true;
-                    }
-                    root => self.mark_dirty_under(i, root),
-                }
+                self.mark_dirty_under(i, change.root);
             }
-        }
-        if marked {
-            self.schedule.invalidate();
         }
         // In chunks, so the scratch stays small after a tick that dirtied everything.
         const CHUNK: usize = 256;
@@ -223,18 +212,25 @@ impl ReplicationWriter {
 
     /// [`mark_dirty`](Self::mark_dirty) for an object whose owner, if it is a
     /// subobject, is `root`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn mark_dirty_under(&mut self, index: InternalIndex, root: Option<InternalIndex>) {
         // A root that was not scheduled may be owed now (every priority increase
         // outside `update` goes with a `mark_dirty` too).
         self.schedule.invalidate();
         self.dirty.set(index);
         if let Some(root) = root {
-            self.ensure(root);
-            if self.infos[root as usize].state() != S::Invalid {
-                self.dirty.set(root);
-                self.infos[root as usize].set_dirty_subobjects(true);
-            }
+            self.mark_owner_dirty(root);
+        }
+    }
+
+    /// A dirty subobject's owner `root` has something to send (most dirty objects are
+    /// roots: out of line).
+    #[cold]
+    fn mark_owner_dirty(&mut self, root: InternalIndex) {
+        self.ensure(root);
+        if self.infos[root as usize].state() != S::Invalid {
+            self.dirty.set(root);
+            self.infos[root as usize].set_dirty_subobjects(true);
         }
     }
 

@@ -133,6 +133,28 @@ macro_rules! delegate_wire {
             <$base>::deserialize_masked_delta(c, target, prev, mask, offset, r)?;
             Self::validate(c, target)
         }
+        fn shift(
+            c: &Self::Config,
+            x: &Self::Quantized,
+            y: &Self::Quantized,
+            z: &Self::Quantized,
+        ) -> Result<Self::Quantized> {
+            let q = <$base>::shift(c, x, y, z)?;
+            Self::validate(c, &q)?;
+            Ok(q)
+        }
+        fn shift_masked(
+            c: &Self::Config,
+            target: &mut Self::Quantized,
+            x: &Self::Quantized,
+            y: &Self::Quantized,
+            z: &Self::Quantized,
+            mask: &ChangeMask,
+            offset: u32,
+        ) -> Result<()> {
+            <$base>::shift_masked(c, target, x, y, z, mask, offset)?;
+            Self::validate(c, target)
+        }
         fn max_bits(c: &Self::Config) -> Option<u32> {
             <$base>::max_bits(c)
         }

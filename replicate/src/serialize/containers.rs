@@ -440,6 +440,17 @@ macro_rules! tracked_masked_methods {
         ) -> Result<()> {
             deserialize_tracked::<S, Self>(config, target, Some(prev), mask, offset, r)
         }
+        fn shift_masked(
+            config: &Self::Config,
+            target: &mut Vec<S::Quantized>,
+            x: &Vec<S::Quantized>,
+            y: &Vec<S::Quantized>,
+            z: &Vec<S::Quantized>,
+            mask: &ChangeMask,
+            offset: u32,
+        ) -> Result<()> {
+            super::shift::shift_masked_by_code::<Self>(config, target, x, y, z, mask, offset)
+        }
     };
 }
 

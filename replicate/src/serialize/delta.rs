@@ -263,21 +263,27 @@ impl Component {
 /// component codes, without the escape bit).
 #[inline]
 fn best_code(comps: &[Component], residuals: &[u64]) -> (u32, u32) {
-    let mut lens = [K_SELECTOR_BITS; 4];
-    for (c, &z) in comps.iter().zip(residuals) {
-        let bits = c.bits.clamp(1, 64);
-        let ks = k_table(bits);
-        for (len, k) in lens.iter_mut().zip(ks) {
-            *len += exp_golomb_len(z, k, bits);
-        }
-    }
-    let mut best = (0, lens[0]);
-    for (sel, &len) in lens.iter().enumerate().skip(1) {
+    let mut best = (0, code_len(comps, residuals, 0));
+    for sel in 1..4 {
+        let len = code_len(comps, residuals, sel);
         if len < best.1 {
             best = (sel as u32, len);
         }
     }
     best
+}
+
+/// The length of the residual code of `comps` with selector `sel` (selector and
+/// component codes, without the escape bit).
+#[inline]
+fn code_len(comps: &[Component], residuals: &[u64], sel: usize) -> u32 {
+    comps
+        .iter()
+        .zip(residuals)
+        .fold(K_SELECTOR_BITS, |len, (c, &z)| {
+            let bits = c.bits.clamp(1, 64);
+            len + exp_golomb_len(z, k_table(bits)[sel], bits)
+        })
 }
 
 /// Writes a member's components as residuals against the baseline, or the escape.
@@ -333,14 +339,9 @@ pub fn shift_residuals<const N: usize>(
         std::array::from_fn(|i| residual(comps[i].value, comps[i].prev, comps[i].bits));
     // The residuals are sent when any order codes them within the full length; the
     // middle orders (most motion) are tried first.
-    let fits = [1, 2, 0, 3].into_iter().any(|sel| {
-        let mut len = K_SELECTOR_BITS;
-        for (c, &z) in comps.iter().zip(&residuals) {
-            let bits = c.bits.clamp(1, 64);
-            len += exp_golomb_len(z, k_table(bits)[sel], bits);
-        }
-        len <= full_len
-    });
+    let fits = [1, 2, 0, 3]
+        .into_iter()
+        .any(|sel| code_len(comps, &residuals, sel) <= full_len);
     fits.then(|| {
         std::array::from_fn(|i| apply_residual(base[i], residuals[i], comps[i].bits.clamp(1, 64)))
     })

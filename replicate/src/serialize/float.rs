@@ -568,18 +568,6 @@ macro_rules! ranged_serializer {
                 Self::validate(config, &v)?;
                 Ok(v)
             }
-            fn shift_masked(
-                config: &FloatRangeConfig,
-                target: &mut u32,
-                x: &u32,
-                y: &u32,
-                z: &u32,
-                _mask: &super::ChangeMask,
-                _offset: u32,
-            ) -> Result<()> {
-                *target = Self::shift(config, x, y, z)?;
-                Ok(())
-            }
             fn validate(config: &FloatRangeConfig, q: &u32) -> Result<()> {
                 if *q > config.max_index() {
                     return Err(super::SerializeError::invalid(

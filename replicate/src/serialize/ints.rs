@@ -193,18 +193,6 @@ macro_rules! int_wire_methods {
             Self::validate(config, &v)?;
             Ok(v)
         }
-        fn shift_masked(
-            config: &IntConfig,
-            target: &mut $q,
-            x: &$q,
-            y: &$q,
-            z: &$q,
-            _mask: &super::ChangeMask,
-            _offset: u32,
-        ) -> Result<()> {
-            *target = Self::shift(config, x, y, z)?;
-            Ok(())
-        }
         fn max_bits(config: &IntConfig) -> Option<u32> {
             let bits = config.effective_bits($width);
             Some(bits + (bits >= ZERO_VALUE_OPTIMIZATION_BITS) as u32)

@@ -458,17 +458,20 @@ pub trait NetSerializer: 'static {
     /// [`serialize_masked_delta`](Self::serialize_masked_delta)`(y, z)` back against
     /// `x` gives, validated. Only called when at least one of the bits is set.
     ///
-    /// Default: runs the masked code ([`shift::shift_masked_by_code`]).
+    /// Default: [`shift`](Self::shift) of the whole value, as the masked delta pair
+    /// defaults to the whole one. A serializer that overrides that pair overrides this
+    /// too (running the masked code: [`shift::shift_masked_by_code`]).
     fn shift_masked(
         config: &Self::Config,
         target: &mut Self::Quantized,
         x: &Self::Quantized,
         y: &Self::Quantized,
         z: &Self::Quantized,
-        mask: &ChangeMask,
-        offset: u32,
+        _mask: &ChangeMask,
+        _offset: u32,
     ) -> Result<()> {
-        shift::shift_masked_by_code::<Self>(config, target, x, y, z, mask, offset)
+        *target = Self::shift(config, x, y, z)?;
+        Ok(())
     }
 
     /// The most bits [`serialize`](Self::serialize) can write, if bounded.

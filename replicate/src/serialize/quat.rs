@@ -334,18 +334,6 @@ impl NetSerializer for QuatSerializer {
         check_quat(&qz, &q)?;
         Ok(q)
     }
-    fn shift_masked(
-        config: &QuatConfig,
-        target: &mut QuantizedQuat,
-        x: &QuantizedQuat,
-        y: &QuantizedQuat,
-        z: &QuantizedQuat,
-        _mask: &super::ChangeMask,
-        _offset: u32,
-    ) -> Result<()> {
-        *target = Self::shift(config, x, y, z)?;
-        Ok(())
-    }
 }
 
 impl NetQuantize for Quat {

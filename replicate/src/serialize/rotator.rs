@@ -36,7 +36,7 @@
 
 use super::delta::{Component, read_residuals, shift_residuals, write_residuals};
 use super::shift::shift_by_code;
-use super::{ChangeMask, NetDefault, NetSerializer, NoConfig, Result, SerializeError};
+use super::{NetDefault, NetSerializer, NoConfig, Result, SerializeError};
 use crate::bits::{BitReader, BitWriter};
 
 /// A rotation as pitch (X), yaw (Y) and roll (Z) angles in **degrees**, like Unreal's
@@ -237,19 +237,6 @@ macro_rules! rotator_serializer {
                     // The escape: `y` in full (its not-zero flags and their angles).
                     None => shift_by_code::<Self>(c, x, y, z),
                 }
-            }
-
-            fn shift_masked(
-                c: &NoConfig,
-                target: &mut $quantized,
-                x: &$quantized,
-                y: &$quantized,
-                z: &$quantized,
-                _mask: &ChangeMask,
-                _offset: u32,
-            ) -> Result<()> {
-                *target = Self::shift(c, x, y, z)?;
-                Ok(())
             }
         }
     };

@@ -34,12 +34,8 @@ struct Scratch {
     bytes: Vec<u8>,
 }
 
-/// Runs `write`, then `read` over what it wrote, on a scratch writer of this thread.
-/// An error when the code overflows [`SHIFT_SCRATCH_BITS`].
-pub fn through_code<T>(
-    write: impl FnOnce(&mut BitWriter),
-    read: impl FnOnce(&mut BitReader) -> Result<T>,
-) -> Result<T> {
+/// Runs `f` on an empty scratch writer of this thread.
+fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
     let mut s = SCRATCH.with(|s| s.borrow_mut().pop()).unwrap_or_else(|| {
         let writer = BitWriter::with_capacity_bits(SHIFT_SCRATCH_BITS);
         Scratch {
@@ -49,19 +45,38 @@ pub fn through_code<T>(
         }
     });
     s.writer.rollback(s.origin);
-    write(&mut s.writer);
-    let out = if s.writer.is_overflown() {
-        Err(SerializeError::invalid(
-            "prediction",
-            "a member's delta code does not fit the prediction scratch",
-        ))
-    } else {
+    let out = f(&mut s);
+    SCRATCH.with(|free| free.borrow_mut().push(s));
+    out
+}
+
+/// Runs `write`, then `read` over what it wrote, on a scratch writer of this thread.
+/// An error when the code overflows [`SHIFT_SCRATCH_BITS`].
+pub fn through_code<T>(
+    write: impl FnOnce(&mut BitWriter),
+    read: impl FnOnce(&mut BitReader) -> Result<T>,
+) -> Result<T> {
+    with_scratch(|s| {
+        write(&mut s.writer);
+        if s.writer.is_overflown() {
+            return Err(SerializeError::invalid(
+                "prediction",
+                "a member's delta code does not fit the prediction scratch",
+            ));
+        }
         s.bytes.clear();
         s.writer.append_to(&mut s.bytes);
         read(&mut BitReader::with_bit_len(&s.bytes, s.writer.position()))
-    };
-    SCRATCH.with(|free| free.borrow_mut().push(s));
-    out
+    })
+}
+
+/// The bits `write` writes on a scratch writer of this thread (to compare two codes);
+/// `None` when they overflow [`SHIFT_SCRATCH_BITS`].
+pub fn code_bits(write: impl FnOnce(&mut BitWriter)) -> Option<usize> {
+    with_scratch(|s| {
+        write(&mut s.writer);
+        (!s.writer.is_overflown()).then(|| s.writer.position())
+    })
 }
 
 /// [`NetSerializer::shift`] by running the code: `y`'s delta code against `z`, read
@@ -239,6 +254,9 @@ mod tests {
             agrees::<U8Serializer>(&seven, &(x as u8), &(y as u8), &(z as u8))?;
             agrees::<I16Serializer>(&IntConfig::DEFAULT, &(a as u16), &(b as u16), &(w as u16))?;
             agrees::<U32Serializer>(&IntConfig::DEFAULT, &p, &q, &r)?;
+            // A serializer delegating to another, with a check of its own.
+            let (p, q, r) = (u64::from(p), u64::from(q), u64::from(r));
+            agrees::<crate::serialize::UsizeSerializer>(&IntConfig::DEFAULT, &p, &q, &r)?;
         }
     }
 }

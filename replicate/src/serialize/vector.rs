@@ -65,8 +65,7 @@ use super::delta::{
     Component, MAX_RESIDUAL_COMPONENTS, read_residuals, shift_residuals, write_residuals,
 };
 use super::{
-    ChangeMask, NetQuantize, NetSerializer, NetSerializerConfig, Result, SerializeError,
-    StableHasher,
+    NetQuantize, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher,
 };
 use crate::bits::{BitReader, BitWriter, bits_for_count, low_mask};
 
@@ -541,18 +540,6 @@ macro_rules! vector_serializer {
             ) -> Result<[u32; $n]> {
                 shift_components(&[Quantizer::for_config(config); $n], x, y, z, Self::NAME)
             }
-            fn shift_masked(
-                config: &VectorConfig,
-                target: &mut [u32; $n],
-                x: &[u32; $n],
-                y: &[u32; $n],
-                z: &[u32; $n],
-                _mask: &ChangeMask,
-                _offset: u32,
-            ) -> Result<()> {
-                *target = Self::shift(config, x, y, z)?;
-                Ok(())
-            }
             fn max_bits(config: &VectorConfig) -> Option<u32> {
                 Some($n * Quantizer::for_config(config).bits())
             }
@@ -694,18 +681,6 @@ impl NetSerializer for Vec3AxesSerializer {
     }
     fn shift(config: &AxesConfig, x: &[u32; 3], y: &[u32; 3], z: &[u32; 3]) -> Result<[u32; 3]> {
         shift_components(&config.quantizers(), x, y, z, Self::NAME)
-    }
-    fn shift_masked(
-        config: &AxesConfig,
-        target: &mut [u32; 3],
-        x: &[u32; 3],
-        y: &[u32; 3],
-        z: &[u32; 3],
-        _mask: &ChangeMask,
-        _offset: u32,
-    ) -> Result<()> {
-        *target = Self::shift(config, x, y, z)?;
-        Ok(())
     }
 }
 
