@@ -1860,16 +1860,34 @@ pub(crate) struct NewBaseline {
 /// The client's stored baselines of one object (quantized snapshots, with the
 /// sequence of the packet that stored each and, for baselines built on the delta path,
 /// the acknowledged baselines they were built from).
+///
+/// The server codes against its acknowledged baseline only, and acknowledgements
+/// move forward: once a batch is coded against a baseline, none stored before it is
+/// named again (a prediction's priors are held by the baseline itself). So a batch
+/// coded against a baseline drops the older ones, and an object keeps about as many
+/// as the round trip has nominations in flight, not one per slot.
 #[derive(Debug, Default)]
 pub struct ReceiverBaselines {
-    /// By slot, grown on the first store into it (objects without delta compression
-    /// keep none).
-    slots: Vec<Option<(NewBaseline, u64)>>,
+    /// At most one per slot, in store order (objects without delta compression keep
+    /// none).
+    stored: Vec<Stored>,
+}
+
+#[derive(Debug)]
+struct Stored {
+    slot: u8,
+    /// The sequence of the packet that stored it.
+    seq: u64,
+    baseline: NewBaseline,
 }
 
 impl ReceiverBaselines {
+    fn find(&self, index: u8) -> Option<&Stored> {
+        self.stored.iter().find(|s| s.slot == index)
+    }
+
     fn stored(&self, index: u8) -> Option<&NewBaseline> {
-        self.slots.get(index as usize)?.as_ref().map(|(b, _)| b)
+        self.find(index).map(|s| &s.baseline)
     }
 
     /// A stored baseline.
@@ -1894,33 +1912,42 @@ impl ReceiverBaselines {
     pub fn resolve(&self, reference: Option<u8>) -> Option<u8> {
         match reference {
             Some(k) => Some(k),
-            None => self
-                .slots
-                .iter()
-                .enumerate()
-                .filter_map(|(k, s)| s.as_ref().map(|(_, seq)| (*seq, k as u8)))
-                .max()
-                .map(|(_, k)| k),
+            None => self.stored.iter().max_by_key(|s| s.seq).map(|s| s.slot),
         }
     }
 
     /// Number of stored baselines.
     pub fn count(&self) -> usize {
-        self.slots.iter().flatten().count()
+        self.stored.len()
     }
 
-    fn store(&mut self, index: u8, stored: NewBaseline, seq: u64) {
+    fn store(&mut self, index: u8, baseline: NewBaseline, seq: u64) {
         if index >= MAX_BASELINE_COUNT {
             return;
         }
-        let i = usize::from(index);
-        if self.slots.len() <= i {
-            self.slots.resize_with(i + 1, || None);
+        match self.stored.iter_mut().find(|s| s.slot == index) {
+            Some(s) if s.seq < seq => {
+                s.seq = seq;
+                s.baseline = baseline;
+            }
+            Some(_) => {}
+            None => {
+                // Grown one at a time: an object keeps as many as it ever held at once
+                // (few), for every object the client has.
+                self.stored.reserve_exact(1);
+                self.stored.push(Stored {
+                    slot: index,
+                    seq,
+                    baseline,
+                });
+            }
         }
-        let slot = &mut self.slots[i];
-        if slot.as_ref().is_none_or(|(_, s)| *s < seq) {
-            *slot = Some((stored, seq));
-        }
+    }
+
+    /// Drops the baselines stored before `seq`: a batch was coded against the one
+    /// stored then, so the server names none of them again.
+    fn forget_before(&mut self, seq: u64) {
+        self.stored.retain(|s| s.seq >= seq);
     }
 }
 
@@ -1934,6 +1961,9 @@ pub(crate) struct DeltaBody {
     /// A baseline to store: (slot, reference + the batch's members, built from the
     /// reference).
     pub store: Option<(u8, NewBaseline)>,
+    /// The sequence of the packet that stored the baseline the batch was coded
+    /// against (`None`: coded against the default state or in full).
+    pub reference_seq: Option<u64>,
 }
 
 /// Reads a delta batch's members (after its head and mask) for an object whose live
@@ -1963,13 +1993,17 @@ pub(crate) fn read_delta_body(
             let index = baselines
                 .and_then(|b| b.resolve(reference))
                 .ok_or(ObjectReadError::MissingBaseline(reference.unwrap_or(0)))?;
-            let (slot, stored_seq) = baselines
-                .and_then(|b| b.slots.get(index as usize))
-                .and_then(Option::as_ref)
+            let Stored {
+                seq: stored_seq,
+                baseline: slot,
+                ..
+            } = baselines
+                .and_then(|b| b.find(index))
                 .ok_or(ObjectReadError::MissingBaseline(index))?;
             if *stored_seq > seq {
                 return Ok(None);
             }
+            let reference_seq = Some(*stored_seq);
             let reference = slot.state.as_ref();
             // With a prior, the head's code says whether (and how) the members are
             // coded against the prediction from the baselines.
@@ -2007,7 +2041,12 @@ pub(crate) fn read_delta_body(
                 }
                 None => None,
             };
-            Ok(Some(DeltaBody { mask, state, store }))
+            Ok(Some(DeltaBody {
+                mask,
+                state,
+                store,
+                reference_seq,
+            }))
         }
         BatchHead::Fresh {
             created,
@@ -2043,7 +2082,12 @@ pub(crate) fn read_delta_body(
             } else {
                 None
             };
-            Ok(Some(DeltaBody { mask, state, store }))
+            Ok(Some(DeltaBody {
+                mask,
+                state,
+                store,
+                reference_seq: None,
+            }))
         }
     }
 }
@@ -2066,12 +2110,17 @@ fn shared_copy<E>(
     Ok(copy)
 }
 
-/// Stores a decoded body's new baseline.
+/// Files a decoded body's baselines: drops the ones its reference supersedes, then
+/// stores its nomination.
 pub(crate) fn store_baseline(
     baselines: &mut ReceiverBaselines,
     store: Option<(u8, NewBaseline)>,
+    reference_seq: Option<u64>,
     seq: u64,
 ) {
+    if let Some(reference) = reference_seq {
+        baselines.forget_before(reference);
+    }
     if let Some((index, stored)) = store {
         baselines.store(index, stored, seq);
     }

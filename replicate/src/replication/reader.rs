@@ -768,7 +768,7 @@ fn update_existing_delta(
         stats.stale_batches += 1;
         return Ok(None);
     };
-    store_baseline(&mut obj.baselines, body.store, seq);
+    store_baseline(&mut obj.baselines, body.store, body.reference_seq, seq);
     take_fresh_members(obj, body.state, &body.mask, seq, stats).map(Some)
 }
 
@@ -1175,7 +1175,7 @@ impl ReplicationReader {
             head => {
                 let body = read_delta_body(None, None, reg.new_state, head, mask.clone(), seq, b)?
                     .ok_or(ObjectReadError::MissingBaseline(0))?;
-                store_baseline(&mut baselines, body.store, seq);
+                store_baseline(&mut baselines, body.store, body.reference_seq, seq);
                 body.state
             }
         };
