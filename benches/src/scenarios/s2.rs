@@ -295,6 +295,31 @@ fn update_object(server: &mut ReplicationServer, h: NetRefHandle, kind: Kind, m:
     }
 }
 
+/// The objects in one connection's scope, a bit each (the harness's oracle).
+#[derive(Clone)]
+struct ScopeSet(Vec<u64>);
+
+impl ScopeSet {
+    /// Every one of `n` objects.
+    fn all(n: usize) -> Self {
+        Self(vec![u64::MAX; n.div_ceil(64)])
+    }
+
+    fn contains(&self, i: usize) -> bool {
+        self.0.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 != 0)
+    }
+
+    /// Exactly the objects in `visible`.
+    fn set_only(&mut self, visible: &[u32]) {
+        self.0.iter_mut().for_each(|w| *w = 0);
+        for &o in visible {
+            if let Some(w) = self.0.get_mut(o as usize / 64) {
+                *w |= 1 << (o % 64);
+            }
+        }
+    }
+}
+
 struct ScopeCtx<'a> {
     handles: &'a [NetRefHandle],
     players: usize,
@@ -328,7 +353,7 @@ impl ScopeCtx<'_> {
     fn expect(
         &self,
         mirrors: &[Mirror],
-        scope: &mut [Vec<bool>],
+        scope: &mut [ScopeSet],
         moved: &[usize],
         grid: &mut GridFilter,
         visible: &mut Vec<u32>,
@@ -336,16 +361,11 @@ impl ScopeCtx<'_> {
         for &i in moved {
             grid.update_object(i as u32, Vec3::from_array(mirrors[i].position));
         }
-        let mut fresh = vec![false; mirrors.len()];
         for (c, current) in scope.iter_mut().enumerate() {
             let view = Vec3::from_array(mirrors[c % self.players.max(1)].position);
             visible.clear();
             grid.visible_objects(view, visible);
-            fresh.iter_mut().for_each(|x| *x = false);
-            for &o in visible.iter() {
-                fresh[o as usize] = true;
-            }
-            current.copy_from_slice(&fresh);
+            current.set_only(visible);
         }
     }
 }
@@ -442,7 +462,7 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     // Scope: all in scope by default; the grid variant keeps a per-connection set.
     let mut grid = GridFilter::new(GRID);
     let grid_mode = s.scope == ScopeMode::Grid;
-    let mut scope: Vec<Vec<bool>> = vec![vec![true; n]; s.connections];
+    let mut scope = vec![ScopeSet::all(n); s.connections];
     let mut visible = Vec::new();
     if grid_mode {
         let all: Vec<usize> = (0..n).collect();
@@ -540,7 +560,7 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
         for c_scope in &scope {
             buf.clear();
             for &i in &dirty {
-                if c_scope[i] {
+                if c_scope.contains(i) {
                     pairs += 1;
                     buf.extend_from_slice(&(i as u32).to_le_bytes());
                     buf = postcard::to_extend(&mirrors[i], std::mem::take(&mut buf))
@@ -591,7 +611,7 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     let q = |p: Vec3| Vec3AxesSerializer::quantize(&WORLD_POSITION, &p);
     let mut in_scope = 0;
     for i in 0..n {
-        if !scope[0][i] {
+        if !scope[0].contains(i) {
             ensure(!client.contains(handles[i]), || {
                 format!("object {i} out of scope but on the client")
             })?;

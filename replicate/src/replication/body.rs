@@ -360,7 +360,7 @@ impl ReplicationWriter {
         c: &BatchCoding<'_>,
         segment: &mut Option<u32>,
     ) -> Result<FormBody, BatchError> {
-        let (scratch, origin) = self.scratch.get_or_insert_with(|| {
+        let (scratch, origin) = self.cache.scratch.get_or_insert_with(|| {
             let s = BitWriter::with_capacity_bits(SCRATCH_BITS);
             let origin = s.mark();
             (s, origin)

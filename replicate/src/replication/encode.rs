@@ -18,6 +18,7 @@
 use super::baseline::{PlanStates, SegmentKind};
 use super::insights::MemberMeasure;
 use super::replay::Replays;
+use crate::bits::{BitWriter, WriterMark};
 use crate::handle::NetRefHandle;
 use crate::object::InternalIndex;
 use crate::protocol::ErasedState;
@@ -41,6 +42,9 @@ pub(crate) struct TickCache {
     batches: (u64, u64),
     /// The pass's recorded objects sections, for connections in step to replay.
     pub(crate) replays: Replays,
+    /// The writer a sized batch body goes into before its size prefix, and its empty
+    /// mark (made on the first such batch).
+    pub(crate) scratch: Option<(BitWriter, WriterMark)>,
 }
 
 impl std::fmt::Debug for TickCache {
@@ -152,6 +156,16 @@ impl std::fmt::Debug for EncodedSegments {
     }
 }
 
+/// Shrinks `v` to twice its length when it holds more than four times that (and more
+/// than a few pages' worth): the store keeps the room a tick like the last one needs.
+fn trim<T>(v: &mut Vec<T>) {
+    const FLOOR_BYTES: usize = 16 << 10;
+    let keep = (v.len() * 2).max(FLOOR_BYTES / std::mem::size_of::<T>().max(1));
+    if v.capacity() > 2 * keep {
+        v.shrink_to(keep);
+    }
+}
+
 impl EncodedSegments {
     /// Whether segments are kept for other connections to copy.
     pub fn is_shared(&self) -> bool {
@@ -172,6 +186,11 @@ impl EncodedSegments {
         if self.entries.is_empty() && self.differences.is_empty() {
             return;
         }
+        // A burst (every object's creation at once) leaves no lasting footprint: room
+        // far beyond this tick's use is handed back.
+        trim(&mut self.entries);
+        trim(&mut self.words);
+        trim(&mut self.differences);
         self.entries.clear();
         self.words.clear();
         self.differences.clear();

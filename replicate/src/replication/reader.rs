@@ -179,9 +179,10 @@ impl ReferenceResolver {
 pub struct ClientWorld {
     registry: Arc<ProtocolRegistry>,
     config: ReplicationConfig,
-    objects: HashMap<NetRefHandle, ClientObject>,
+    /// Boxed: the map's slack (up to half its slots) then costs a pointer each.
+    objects: HashMap<NetRefHandle, Box<ClientObject>>,
     children: HashMap<NetRefHandle, Vec<NetRefHandle>>,
-    torn_off: HashMap<NetRefHandle, ClientObject>,
+    torn_off: HashMap<NetRefHandle, Box<ClientObject>>,
     broken: HashSet<NetRefHandle>,
     events: Vec<ReplicationEvent>,
     resolver: ReferenceResolver,
@@ -276,12 +277,12 @@ impl ClientWorld {
 
     /// The replicated object with this handle.
     pub fn object(&self, handle: NetRefHandle) -> Option<&ClientObject> {
-        self.objects.get(&handle)
+        self.objects.get(&handle).map(Box::as_ref)
     }
 
     /// All replicated objects.
     pub fn objects(&self) -> impl Iterator<Item = &ClientObject> {
-        self.objects.values()
+        self.objects.values().map(Box::as_ref)
     }
 
     /// Number of replicated objects.
@@ -331,7 +332,7 @@ impl ClientWorld {
         let state = Box::new(object.to_state());
         self.objects.insert(
             handle,
-            ClientObject {
+            Box::new(ClientObject {
                 handle,
                 protocol,
                 state,
@@ -343,7 +344,7 @@ impl ClientWorld {
                 tags: Vec::new(),
                 tags_seq: 0,
                 baselines: ReceiverBaselines::default(),
-            },
+            }),
         );
         true
     }
@@ -355,7 +356,7 @@ impl ClientWorld {
 
     /// A torn-off object still held by the world.
     pub fn torn_off(&self, handle: NetRefHandle) -> Option<&ClientObject> {
-        self.torn_off.get(&handle)
+        self.torn_off.get(&handle).map(Box::as_ref)
     }
 
     /// Whether the handle was marked broken.
@@ -1184,7 +1185,7 @@ impl ReplicationReader {
         }
         world.objects.insert(
             handle,
-            ClientObject {
+            Box::new(ClientObject {
                 handle,
                 protocol: p as ProtocolIndex,
                 state,
@@ -1196,7 +1197,7 @@ impl ReplicationReader {
                 tags: tags.unwrap_or_default(),
                 tags_seq: world.packet_seq,
                 baselines,
-            },
+            }),
         );
         if let Some(o) = owner {
             world.children.entry(o).or_default().push(handle);

@@ -233,9 +233,6 @@ pub struct ReplicationWriter {
     /// Times each root was reported broken (a root reported more than
     /// [`MAX_RECOVERIES`] times leaves this connection's scope for good).
     recoveries: std::collections::HashMap<NetRefHandle, u8>,
-    /// Batch bodies are written here first (allocated at the first batch), with the
-    /// mark of its empty state.
-    scratch: Option<(BitWriter, crate::bits::WriterMark)>,
     /// The connection-local object indices (see `wire`).
     locals: LocalIndices,
     /// The objects section being written.
@@ -295,7 +292,6 @@ impl ReplicationWriter {
             recovered: Vec::new(),
             record_bytes: 0,
             recoveries: std::collections::HashMap::new(),
-            scratch: None,
             locals: LocalIndices::default(),
             frame: SectionFrame::default(),
             attribution: None,
