@@ -238,15 +238,23 @@ pub struct ObjectEntry {
     autonomous: bool,
     root: Option<InternalIndex>,
     owner_handle: Option<NetRefHandle>,
-    subobjects: Vec<InternalIndex>,
-    dependents: Vec<DependentObjectInfo>,
-    parents: Vec<InternalIndex>,
+    /// Subobjects, dependents, parents and tags: most objects have none, so they
+    /// live apart, made on the first one.
+    links: Option<Box<ObjectLinks>>,
     tick_mask: ChangeMask,
     priority: f32,
     alive: bool,
     torn_off: bool,
     push_dirty: bool,
     writer_refs: u32,
+}
+
+/// An object's links to others and its tags (see [`ObjectEntry`]).
+#[derive(Debug, Default)]
+struct ObjectLinks {
+    subobjects: Vec<InternalIndex>,
+    dependents: Vec<DependentObjectInfo>,
+    parents: Vec<InternalIndex>,
     tags: Vec<String>,
 }
 
@@ -298,11 +306,11 @@ impl ObjectEntry {
     }
     /// The subobjects, for a root.
     pub fn subobjects(&self) -> &[InternalIndex] {
-        &self.subobjects
+        self.links.as_deref().map_or(&[], |l| &l.subobjects)
     }
     /// The dependent objects.
     pub fn dependents(&self) -> &[DependentObjectInfo] {
-        &self.dependents
+        self.links.as_deref().map_or(&[], |l| &l.dependents)
     }
     /// The static priority added to the scheduling priority each tick it is dirty.
     pub fn priority(&self) -> f32 {
@@ -322,7 +330,11 @@ impl ObjectEntry {
     }
     /// The object's tags (replicated as net tokens).
     pub fn tags(&self) -> &[String] {
-        &self.tags
+        self.links.as_deref().map_or(&[], |l| &l.tags)
+    }
+
+    fn links_mut(&mut self) -> &mut ObjectLinks {
+        self.links.get_or_insert_default()
     }
 }
 
@@ -464,16 +476,13 @@ impl ObjectTable {
             autonomous: true,
             root,
             owner_handle: root.and_then(|r| self.entry_at(r)).map(|e| e.handle),
-            subobjects: Vec::new(),
-            dependents: Vec::new(),
-            parents: Vec::new(),
+            links: None,
             tick_mask: ChangeMask::new(descriptor.change_mask_bits),
             priority: 1.0,
             alive: true,
             torn_off: false,
             push_dirty: false,
             writer_refs: 0,
-            tags: Vec::new(),
         };
         let i = index as usize;
         if self.entries.len() <= i {
@@ -483,7 +492,7 @@ impl ObjectTable {
         if let Some(r) = root {
             self.subobject_set.set(index);
             if let Some(Some(owner)) = self.entries.get_mut(r as usize) {
-                owner.subobjects.push(index);
+                owner.links_mut().subobjects.push(index);
             }
             let oc = self.entry_at(r).and_then(|e| e.owner_connection);
             let auto = self.entry_at(r).is_none_or(|e| e.autonomous);
@@ -746,7 +755,7 @@ impl ObjectTable {
             .ok_or(ObjectError::UnknownHandle(handle))?;
         let subs = self
             .entry_at(i)
-            .map(|e| e.subobjects.clone())
+            .map(|e| e.subobjects().to_vec())
             .unwrap_or_default();
         for j in std::iter::once(i).chain(subs) {
             if let Some(Some(e)) = self.entries.get_mut(j as usize)
@@ -775,9 +784,9 @@ impl ObjectTable {
             ));
         }
         if let Some(Some(e)) = self.entries.get_mut(i as usize)
-            && e.tags != tags
+            && e.tags() != tags.as_slice()
         {
-            e.tags = tags;
+            e.links_mut().tags = tags;
             if !self.tags_changed.contains(&i) {
                 self.tags_changed.push(i);
             }
@@ -832,16 +841,19 @@ impl ObjectTable {
             ));
         }
         if let Some(Some(e)) = self.entries.get_mut(p as usize) {
-            match e.dependents.iter_mut().find(|x| x.index == d) {
+            let links = e.links_mut();
+            match links.dependents.iter_mut().find(|x| x.index == d) {
                 Some(x) => x.hint = hint,
-                None => e.dependents.push(DependentObjectInfo { index: d, hint }),
+                None => links
+                    .dependents
+                    .push(DependentObjectInfo { index: d, hint }),
             }
             self.parent_set.set(p);
         }
         if let Some(Some(e)) = self.entries.get_mut(d as usize)
-            && !e.parents.contains(&p)
+            && !e.links.as_ref().is_some_and(|l| l.parents.contains(&p))
         {
-            e.parents.push(p);
+            e.links_mut().parents.push(p);
         }
         Ok(())
     }
@@ -852,11 +864,11 @@ impl ObjectTable {
             return;
         };
         if let Some(Some(e)) = self.entries.get_mut(p as usize) {
-            e.dependents.retain(|x| x.index != d);
-            self.parent_set.assign(p, !e.dependents.is_empty());
+            e.links_mut().dependents.retain(|x| x.index != d);
+            self.parent_set.assign(p, !e.dependents().is_empty());
         }
         if let Some(Some(e)) = self.entries.get_mut(d as usize) {
-            e.parents.retain(|x| *x != p);
+            e.links_mut().parents.retain(|x| *x != p);
         }
     }
 
@@ -871,26 +883,31 @@ impl ObjectTable {
         e.torn_off = tear_off;
         e.storage = None;
         let handle = e.handle;
-        let parents = std::mem::take(&mut e.parents);
-        let dependents = std::mem::take(&mut e.dependents);
+        let (parents, dependents) = match e.links.as_deref_mut() {
+            Some(l) => (
+                std::mem::take(&mut l.parents),
+                std::mem::take(&mut l.dependents),
+            ),
+            None => Default::default(),
+        };
         let root = e.root;
         self.handles.unmap(handle);
         self.alive_count = self.alive_count.saturating_sub(1);
         self.parent_set.clear(i);
         for p in parents {
             if let Some(Some(pe)) = self.entries.get_mut(p as usize) {
-                pe.dependents.retain(|x| x.index != i);
-                self.parent_set.assign(p, !pe.dependents.is_empty());
+                pe.links_mut().dependents.retain(|x| x.index != i);
+                self.parent_set.assign(p, !pe.dependents().is_empty());
             }
         }
         for d in dependents {
             if let Some(Some(de)) = self.entries.get_mut(d.index as usize) {
-                de.parents.retain(|x| *x != i);
+                de.links_mut().parents.retain(|x| *x != i);
             }
         }
         if let Some(r) = root {
             if let Some(Some(re)) = self.entries.get_mut(r as usize) {
-                re.subobjects.retain(|x| *x != i);
+                re.links_mut().subobjects.retain(|x| *x != i);
             }
             // Detached: what it still owes connections (a destroy, a tear-off) goes on
             // its own, whatever becomes of the owner and its index.
@@ -914,7 +931,7 @@ impl ObjectTable {
             .ok_or(ObjectError::UnknownHandle(handle))?;
         let subs = self
             .entry_at(i)
-            .map(|e| e.subobjects.clone())
+            .map(|e| e.subobjects().to_vec())
             .unwrap_or_default();
         for s in subs {
             self.end_object(s, false);
@@ -940,7 +957,7 @@ impl ObjectTable {
         self.quantize_one(i);
         let subs = self
             .entry_at(i)
-            .map(|e| e.subobjects.clone())
+            .map(|e| e.subobjects().to_vec())
             .unwrap_or_default();
         for s in subs {
             self.quantize_one(s);
