@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo build --release -p replicate-bench --example s2_profile
-//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel] [connections=N] [ticks=N]
+//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel] [objects=N] [connections=N] [ticks=N]
 //! ```
 //!
 //! Prints the configuration's figures on one line (thread CPU time, as in S2's table).
@@ -65,6 +65,13 @@ fn main() {
                     std::process::exit(2);
                 }
             },
+            other if other.starts_with("objects=") => match other["objects=".len()..].parse() {
+                Ok(n) => setup.objects = n,
+                Err(e) => {
+                    eprintln!("objects=N: {e}");
+                    std::process::exit(2);
+                }
+            },
             other if other.starts_with("connections=") => {
                 match other["connections=".len()..].parse() {
                     Ok(n) => setup.connections = n,
@@ -76,7 +83,7 @@ fn main() {
             }
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel] [connections=N] [ticks=N]"
+                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel] [objects=N] [connections=N] [ticks=N]"
                 );
                 std::process::exit(2);
             }
@@ -97,7 +104,7 @@ fn main() {
             m.copies_per_encoding,
             m.replayed_share * 100.0,
             m.peak_rss
-                .map_or("?".into(), |b| (b / 1_048_576).to_string()),
+                .map_or("?".into(), |b| format!("{:.1}", b as f64 / 1_048_576.0)),
         ),
         Err(e) => {
             eprintln!("S2 failed its sanity check: {e}");

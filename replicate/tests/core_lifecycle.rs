@@ -29,8 +29,8 @@ fn pawn(x: i32, hp: u8) -> Pawn {
 }
 
 #[test]
-fn send_state_is_8_bytes() {
-    assert_eq!(std::mem::size_of::<ReplicationInfo>(), 8);
+fn send_state_with_priority_is_12_bytes() {
+    assert_eq!(std::mem::size_of::<ReplicationInfo>(), 12);
 }
 
 #[test]

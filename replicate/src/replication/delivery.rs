@@ -93,7 +93,7 @@ impl ReplicationWriter {
                         }
                         _ => continue,
                     }
-                    self.priorities[i as usize] += self.config.lost_priority_bump;
+                    info.set_priority(info.priority() + self.config.lost_priority_bump);
                     self.mark_dirty(table, i);
                 }
                 (DeliveryStatus::Lost, RecordKind::Destroy) => match state {
@@ -107,7 +107,7 @@ impl ReplicationWriter {
                 (DeliveryStatus::Lost, RecordKind::TearOff) => {
                     if state == S::WaitOnDestroyConfirmation {
                         info.set_state(S::PendingTearOff);
-                        self.priorities[i as usize] += self.config.lost_priority_bump;
+                        info.set_priority(info.priority() + self.config.lost_priority_bump);
                         self.mark_dirty(table, i);
                     }
                 }
@@ -128,7 +128,6 @@ impl ReplicationWriter {
         for i in 0..self.infos.len() {
             if self.infos[i].state() != S::Invalid {
                 self.infos[i].release(&mut self.pool);
-                self.priorities[i] = 0.0;
                 table.release_ref(i as InternalIndex);
             }
         }

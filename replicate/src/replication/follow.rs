@@ -85,12 +85,12 @@ impl ReplicationWriter {
         })
     }
 
-    /// The state of one object a trace compares: send state, baselines, priority.
+    /// The state of one object a trace compares: send state (with its priority) and
+    /// baselines.
     #[inline]
-    fn traced_state(&self, index: InternalIndex) -> Option<(ReplicationInfo, u64, u32)> {
+    fn traced_state(&self, index: InternalIndex) -> Option<(ReplicationInfo, u64)> {
         let info = *self.infos.get(index as usize)?;
-        let priority = self.priorities.get(index as usize)?.to_bits();
-        Some((info, self.baselines.word(index), priority))
+        Some((info, self.baselines.word(index)))
     }
 
     /// Writes the packet's replication sections: replayed from a trace of a
@@ -128,7 +128,6 @@ impl ReplicationWriter {
         for o in &t.objects {
             let index = o.index as usize;
             self.infos[index] = o.info[1];
-            self.priorities[index] = f32::from_bits(o.priority[1]);
             self.baselines.set_word(o.index, o.baselines[1]);
         }
         self.dirty.clone_from(&t.dirty[1]);
@@ -161,7 +160,7 @@ impl ReplicationWriter {
         let start = w.position();
         let mut ok = true;
         {
-            let (infos, priorities, baselines) = (&self.infos, &self.priorities, &self.baselines);
+            let (infos, baselines) = (&self.infos, &self.baselines);
             let t = self.cache.replays.trace_mut(i);
             t.leader = self.connection;
             t.synced.clear();
@@ -172,9 +171,7 @@ impl ReplicationWriter {
             }
             t.objects.clear();
             for index in self.dirty.iter() {
-                let (Some(&info), Some(priority)) =
-                    (infos.get(index as usize), priorities.get(index as usize))
-                else {
+                let Some(&info) = infos.get(index as usize) else {
                     ok = false;
                     break;
                 };
@@ -184,7 +181,6 @@ impl ReplicationWriter {
                     index,
                     info: [info; 2],
                     baselines: [word; 2],
-                    priority: [priority.to_bits(); 2],
                 });
             }
         }
@@ -211,7 +207,6 @@ impl ReplicationWriter {
             let info = self.infos[index];
             ok &= !info.is_mask_pooled();
             o.info[1] = info;
-            o.priority[1] = self.priorities[index].to_bits();
             o.baselines[1] = self.baselines.word(o.index);
         }
         t.dirty[1].clone_from(&self.dirty);

@@ -143,8 +143,9 @@ impl ReplicationWriter {
                 ),
             }
             for (&i, &p) in roots.iter().zip(&added) {
-                if let Some(slot) = self.priorities.get_mut(i as usize) {
-                    *slot += if p.is_finite() { p.max(0.0) } else { 0.0 };
+                if let Some(info) = self.infos.get_mut(i as usize) {
+                    let gained = if p.is_finite() { p.max(0.0) } else { 0.0 };
+                    info.set_priority(info.priority() + gained);
                 }
             }
         }
@@ -263,7 +264,7 @@ impl ReplicationWriter {
         info.set_dirty_subobjects(dirty_subs);
         info.set_state(S::PendingCreate);
         info.set_all(bits, &mut self.pool);
-        self.priorities[index as usize] = 0.0;
+        info.set_priority(0.0);
         table.add_ref(index);
         self.tracked += 1;
         self.mark_dirty(table, index);
@@ -287,7 +288,6 @@ impl ReplicationWriter {
             self.locals.free(local);
         }
         info.release(&mut self.pool);
-        self.priorities[index as usize] = 0.0;
         self.dirty.clear(index);
         self.tracked = self.tracked.saturating_sub(1);
         table.release_ref(index);

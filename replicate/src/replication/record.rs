@@ -257,25 +257,53 @@ const INLINE_MASK: u64 = (1 << INLINE_MASK_BITS) - 1;
 pub const INVALID_BASELINE_INDEX: u8 = 1 << super::wire::BASELINE_SLOT_BITS;
 
 /// One object's send state for one connection (Iris's `FReplicationInfo`) in one
-/// 64-bit word: the lifecycle state, flags, the connection-local index, and the
+/// 64-bit word — the lifecycle state, flags, the connection-local index, and the
 /// accumulated change mask, inline up to [`INLINE_MASK_BITS`] bits or else the offset
-/// of its words in a [`MaskPool`]. The mask's width is the object type's (its
-/// descriptor's `change_mask_bits`), which the caller passes.
+/// of its words in a [`MaskPool`] — and beside it the scheduling priority the object
+/// accumulates while it has something to send. The mask's width is the object type's
+/// (its descriptor's `change_mask_bits`), which the caller passes.
+///
+/// Twelve bytes: a pair's state and priority are read together for every dirty
+/// object of every connection, so they share a cache line.
 ///
 /// ```
 /// use replicate::internals::replication::ReplicationInfo;
-/// assert_eq!(std::mem::size_of::<ReplicationInfo>(), 8);
+/// assert_eq!(std::mem::size_of::<ReplicationInfo>(), 12);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReplicationInfo {
-    bits: u64,
+    /// The send state word, in halves so that the priority packs beside it.
+    word: [u32; 2],
+    /// The priority's bits (compared exactly).
+    priority: u32,
 }
 
 impl ReplicationInfo {
+    #[inline(always)]
+    fn bits(&self) -> u64 {
+        u64::from(self.word[0]) | u64::from(self.word[1]) << 32
+    }
+
+    #[inline(always)]
+    fn set_bits(&mut self, bits: u64) {
+        self.word = [bits as u32, (bits >> 32) as u32];
+    }
+
+    /// The scheduling priority accumulated while the object has something to send.
+    #[inline]
+    pub fn priority(&self) -> f32 {
+        f32::from_bits(self.priority)
+    }
+
+    #[inline]
+    pub(crate) fn set_priority(&mut self, priority: f32) {
+        self.priority = priority.to_bits();
+    }
+
     /// The lifecycle state.
     #[inline]
     pub fn state(&self) -> ReplicatedObjectState {
-        ReplicatedObjectState::from_bits((self.bits >> STATE_SHIFT) & 0x1F)
+        ReplicatedObjectState::from_bits((self.bits() >> STATE_SHIFT) & 0x1F)
     }
 
     /// Sets the state, validating the transition: an illegal one is a debug assertion
@@ -294,18 +322,18 @@ impl ReplicationInfo {
     }
 
     fn force_state(&mut self, to: ReplicatedObjectState) {
-        self.bits = (self.bits & !(0x1F << STATE_SHIFT)) | ((to as u64) << STATE_SHIFT);
+        self.set_bits((self.bits() & !(0x1F << STATE_SHIFT)) | ((to as u64) << STATE_SHIFT));
     }
 
     fn flag(&self, f: u64) -> bool {
-        self.bits & f != 0
+        self.bits() & f != 0
     }
 
     fn set_flag(&mut self, f: u64, on: bool) {
         if on {
-            self.bits |= f;
+            self.set_bits(self.bits() | f);
         } else {
-            self.bits &= !f;
+            self.set_bits(self.bits() & !f);
         }
     }
 
@@ -366,23 +394,24 @@ impl ReplicationInfo {
     }
     /// The connection-local index the object is named by on the wire, once assigned.
     pub fn local_index(&self) -> Option<u32> {
-        let stored = (self.bits >> LOCAL_SHIFT) & LOCAL_MASK;
+        let stored = (self.bits() >> LOCAL_SHIFT) & LOCAL_MASK;
         (stored != 0).then(|| stored as u32 - 1)
     }
 
     pub(crate) fn set_local_index(&mut self, index: Option<u32>) {
         let stored = index.map_or(0, |i| u64::from(i) + 1) & LOCAL_MASK;
-        self.bits = (self.bits & !(LOCAL_MASK << LOCAL_SHIFT)) | stored << LOCAL_SHIFT;
+        self.set_bits((self.bits() & !(LOCAL_MASK << LOCAL_SHIFT)) | stored << LOCAL_SHIFT);
     }
 
     /// The mask field: the inline mask, or the pool offset.
     fn mask_field(&self) -> u64 {
-        self.bits >> MASK_SHIFT
+        self.bits() >> MASK_SHIFT
     }
 
     fn set_mask_field(&mut self, value: u64) {
-        self.bits =
-            (self.bits & !(INLINE_MASK << MASK_SHIFT)) | (value & INLINE_MASK) << MASK_SHIFT;
+        self.set_bits(
+            (self.bits() & !(INLINE_MASK << MASK_SHIFT)) | (value & INLINE_MASK) << MASK_SHIFT,
+        );
     }
 
     /// Starts tracking an object whose type has `mask_bits` change-mask bits; the state
@@ -396,7 +425,7 @@ impl ReplicationInfo {
                 return false;
             };
             self.set_mask_field(u64::from(offset));
-            self.bits |= MASK_POOLED;
+            self.set_bits(self.bits() | MASK_POOLED);
         }
         true
     }
@@ -622,8 +651,8 @@ mod tests {
     }
 
     #[test]
-    fn info_is_8_bytes_and_packs_fields() {
-        assert_eq!(std::mem::size_of::<ReplicationInfo>(), 8);
+    fn info_is_12_bytes_and_packs_fields() {
+        assert_eq!(std::mem::size_of::<ReplicationInfo>(), 12);
         let mut pool = MaskPool::default();
         let mut info = ReplicationInfo::default();
         assert!(info.init(3, &mut pool));
@@ -646,6 +675,16 @@ mod tests {
             "the mask leaves the index alone"
         );
         assert_eq!(pool.in_use(), 0, "a narrow mask is inline");
+        info.set_priority(2.5);
+        assert_eq!(info.priority(), 2.5);
+        assert_eq!(
+            info.state(),
+            PendingCreate,
+            "the priority leaves the word alone"
+        );
+        assert_eq!(info.local_index(), Some((1 << 24) - 2));
+        info.release(&mut pool);
+        assert_eq!(info.priority(), 0.0, "a released object starts over");
     }
 
     proptest::proptest! {

@@ -37,14 +37,13 @@ pub const MAX_TRACES: usize = 8;
 /// replayed (connections not in step: recording would only cost).
 const MAX_UNUSED_TRACES: u32 = MAX_TRACES as u32;
 
-/// One dirty object in a trace: its index and its state before and after the packet.
+/// One dirty object in a trace: its index and its state before and after the packet
+/// (send state with priority, and baselines).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct TracedObject {
     pub index: InternalIndex,
     pub info: [ReplicationInfo; 2],
     pub baselines: [u64; 2],
-    /// The priority's bits (compared exactly).
-    pub priority: [u32; 2],
 }
 
 /// The per-connection values a section depends on besides its objects' states and
@@ -111,12 +110,12 @@ pub(crate) struct PacketTrace {
 }
 
 impl PacketTrace {
-    /// Whether `candidate`, with per-object state read by `state` (info, baseline
-    /// word, priority bits), would write this section.
+    /// Whether `candidate`, with per-object state read by `state` (send state with
+    /// priority, baseline word), would write this section.
     pub(crate) fn matches(
         &self,
         candidate: &Candidate<'_>,
-        state: impl Fn(InternalIndex) -> Option<(ReplicationInfo, u64, u32)>,
+        state: impl Fn(InternalIndex) -> Option<(ReplicationInfo, u64)>,
     ) -> bool {
         if candidate.connection == self.leader
             || self.inputs != Some(candidate.inputs)
@@ -128,9 +127,8 @@ impl PacketTrace {
             return false;
         }
         self.objects.iter().all(|o| {
-            state(o.index).is_some_and(|(info, baselines, priority)| {
-                info == o.info[0] && baselines == o.baselines[0] && priority == o.priority[0]
-            })
+            state(o.index)
+                .is_some_and(|(info, baselines)| info == o.info[0] && baselines == o.baselines[0])
         })
     }
 }
@@ -171,7 +169,7 @@ impl Replays {
     pub(crate) fn find(
         &self,
         candidate: &Candidate<'_>,
-        state: impl Fn(InternalIndex) -> Option<(ReplicationInfo, u64, u32)>,
+        state: impl Fn(InternalIndex) -> Option<(ReplicationInfo, u64)>,
     ) -> Option<usize> {
         // The newest first: connections in step are written one after the other.
         (0..self.live)
@@ -243,6 +241,13 @@ mod tests {
         }
     }
 
+    /// A fresh send state with priority `p`.
+    fn prioritized(p: f32) -> ReplicationInfo {
+        let mut info = ReplicationInfo::default();
+        info.set_priority(p);
+        info
+    }
+
     /// Records a trace of connection `leader` with dirty objects 2 and 5.
     fn record(r: &mut Replays, leader: ConnectionId, dirty: &BitArray) -> Option<usize> {
         let i = r.begin()?;
@@ -253,9 +258,8 @@ mod tests {
         for index in dirty.iter() {
             t.objects.push(TracedObject {
                 index,
-                info: [ReplicationInfo::default(); 2],
+                info: [prioritized(1.0); 2],
                 baselines: [u64::from(index); 2],
-                priority: [1.0f32.to_bits(); 2],
             });
         }
         t.inputs = Some(inputs());
@@ -284,13 +288,7 @@ mod tests {
             dirty,
             schedule: &schedule,
         };
-        let same = |index: InternalIndex| {
-            Some((
-                ReplicationInfo::default(),
-                u64::from(index),
-                1.0f32.to_bits(),
-            ))
-        };
+        let same = |index: InternalIndex| Some((prioritized(1.0), u64::from(index)));
         assert_eq!(r.find(&candidate(1, inputs(), &d), same), Some(i));
         assert_eq!(
             r.find(&candidate(0, inputs(), &d), same),
@@ -305,13 +303,7 @@ mod tests {
         let mut more = dirty();
         more.set(6);
         assert_eq!(r.find(&candidate(1, inputs(), &more), same), None);
-        let lower = |index: InternalIndex| {
-            Some((
-                ReplicationInfo::default(),
-                u64::from(index),
-                0.5f32.to_bits(),
-            ))
-        };
+        let lower = |index: InternalIndex| Some((prioritized(0.5), u64::from(index)));
         assert_eq!(r.find(&candidate(1, inputs(), &d), lower), None);
         assert!(r.replay(i).record.is_none());
         assert_eq!(

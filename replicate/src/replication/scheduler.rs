@@ -19,6 +19,7 @@
 use super::record::ReplicationInfo;
 use crate::object::{InternalIndex, ObjectTable, SchedulingHint};
 use crate::serialize::BitArray;
+use std::sync::Arc;
 
 /// One scheduled object.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -52,9 +53,8 @@ pub fn next_up(x: f32) -> f32 {
 /// to just above `parent_priority` (recursing into their own dependents).
 fn bump_dependents(
     table: &ObjectTable,
-    infos: &[ReplicationInfo],
+    infos: &mut [ReplicationInfo],
     dirty: &BitArray,
-    priorities: &mut [f32],
     parent: InternalIndex,
     parent_priority: f32,
     depth: u32,
@@ -78,12 +78,12 @@ fn bump_dependents(
                 SchedulingHint::ScheduleBeforeParentIfInitialState => initial,
                 SchedulingHint::Default => false,
             };
-            if before && let Some(p) = priorities.get_mut(d as usize) {
-                updated = next_up(parent_priority).max(*p);
-                *p = updated;
+            if before && let Some(info) = infos.get_mut(d as usize) {
+                updated = next_up(parent_priority).max(info.priority());
+                info.set_priority(updated);
             }
         }
-        bump_dependents(table, infos, dirty, priorities, d, updated, depth + 1);
+        bump_dependents(table, infos, dirty, d, updated, depth + 1);
     }
 }
 
@@ -91,27 +91,26 @@ fn bump_dependents(
 /// least `threshold`, after raising dependents that must precede their parents.
 pub fn schedule_objects(
     table: &ObjectTable,
-    infos: &[ReplicationInfo],
+    infos: &mut [ReplicationInfo],
     dirty: &BitArray,
-    priorities: &mut [f32],
     threshold: f32,
     out: &mut Vec<ScheduledObject>,
 ) {
     out.clear();
     let subobjects = table.subobject_set();
     for index in dirty.iter_and_not(Some(subobjects)) {
-        let p = priorities.get(index as usize).copied().unwrap_or(0.0);
+        let p = infos
+            .get(index as usize)
+            .map_or(0.0, ReplicationInfo::priority);
         if p >= threshold && table.has_dependents(index) {
-            bump_dependents(table, infos, dirty, priorities, index, p, 0);
+            bump_dependents(table, infos, dirty, index, p, 0);
         }
     }
     for index in dirty.iter_and_not(Some(subobjects)) {
-        let p = priorities.get(index as usize).copied().unwrap_or(0.0);
+        let info = infos.get(index as usize);
+        let p = info.map_or(0.0, ReplicationInfo::priority);
         if p >= threshold {
-            let tie = infos
-                .get(index as usize)
-                .and_then(ReplicationInfo::local_index)
-                .unwrap_or(index);
+            let tie = info.and_then(ReplicationInfo::local_index).unwrap_or(index);
             out.push(ScheduledObject {
                 index,
                 sort_key: p,
@@ -232,7 +231,9 @@ const KEPT_CAPACITY: usize = 4096;
 
 #[derive(Debug, Default)]
 pub struct Schedule {
-    entries: Vec<ScheduledObject>,
+    /// Shared by the copies of a schedule (connections in step take the one a packet
+    /// left behind) until one changes it.
+    entries: Arc<Vec<ScheduledObject>>,
     head: usize,
     sorted_end: usize,
     /// Chunks sorted since the last rebuild (the next one is `chunk << chunks`).
@@ -261,12 +262,12 @@ impl Schedule {
     }
 
     /// Becomes what `other` is from its remaining entries on (see
-    /// [`same_remaining`](Self::same_remaining)), reusing this one's buffer.
+    /// [`same_remaining`](Self::same_remaining)), sharing its entries: the first
+    /// packet that continues the copy copies them ([`start`](Self::start)).
     pub fn copy_remaining(&mut self, other: &Schedule) {
-        self.entries.clear();
-        self.entries.extend_from_slice(&other.entries[other.head..]);
-        self.head = 0;
-        self.sorted_end = other.sorted_end - other.head;
+        self.entries = Arc::clone(&other.entries);
+        self.head = other.head;
+        self.sorted_end = other.sorted_end;
         self.chunks = other.chunks;
         self.valid = other.valid;
         self.id = other.id;
@@ -286,18 +287,19 @@ impl Schedule {
     pub fn rebuild(
         &mut self,
         table: &ObjectTable,
-        infos: &[ReplicationInfo],
+        infos: &mut [ReplicationInfo],
         dirty: &BitArray,
-        priorities: &mut [f32],
         threshold: f32,
     ) {
+        if Arc::get_mut(&mut self.entries).is_none() {
+            self.entries = Arc::default();
+        }
         schedule_objects(
             table,
             infos,
             dirty,
-            priorities,
             threshold,
-            &mut self.entries,
+            Arc::make_mut(&mut self.entries),
         );
         self.head = 0;
         self.sorted_end = 0;
@@ -306,8 +308,14 @@ impl Schedule {
         self.id = fresh_id();
     }
 
-    /// Position of the first remaining entry: where a packet starts.
-    pub fn start(&self) -> usize {
+    /// Position of the first remaining entry: where a packet starts. Entries shared
+    /// with a copy become this schedule's own first (the remaining ones, copied).
+    pub fn start(&mut self) -> usize {
+        if Arc::get_mut(&mut self.entries).is_none() {
+            self.entries = Arc::new(self.entries[self.head.min(self.entries.len())..].to_vec());
+            self.sorted_end = self.sorted_end.saturating_sub(self.head);
+            self.head = 0;
+        }
         self.head
     }
 
@@ -315,24 +323,27 @@ impl Schedule {
     /// sorting the next chunk when `pos` reaches the unsorted part (`chunk` entries
     /// for the first, doubling for each further one); `None` past the end.
     pub fn get(&mut self, pos: usize, chunk: usize) -> Option<ScheduledObject> {
-        if pos >= self.sorted_end
-            && self.entries[self.sorted_end.min(self.entries.len())..].is_sorted_by_key(order_key)
-        {
-            // Already in order (priorities alike, roots in index order): nothing to sort.
-            self.sorted_end = self.entries.len();
+        if pos < self.sorted_end {
+            return self.entries.get(pos).copied();
         }
-        let unsorted = self.entries.len().saturating_sub(self.sorted_end);
+        // (After `start`, the entries are this schedule's own: no copy here.)
+        let entries = Arc::make_mut(&mut self.entries);
+        if entries[self.sorted_end.min(entries.len())..].is_sorted_by_key(order_key) {
+            // Already in order (priorities alike, roots in index order): nothing to sort.
+            self.sorted_end = entries.len();
+        }
+        let unsorted = entries.len().saturating_sub(self.sorted_end);
         if pos >= self.sorted_end && (RADIX_MIN..=RADIX_MAX).contains(&unsorted) {
             // A few thousand entries at most: all of them in a few linear passes, not
             // chunk by chunk in O(n log n) (a connection's ties rarely come in order).
-            radix_sort(&mut self.entries[self.sorted_end..], &mut self.scratch);
-            self.sorted_end = self.entries.len();
+            radix_sort(&mut entries[self.sorted_end..], &mut self.scratch);
+            self.sorted_end = entries.len();
         }
         while pos >= self.sorted_end {
             let size = chunk
                 .max(1)
                 .saturating_mul(1usize << self.chunks.min(usize::BITS - 1));
-            let n = sort_scheduled_objects(&mut self.entries, self.sorted_end, size);
+            let n = sort_scheduled_objects(entries, self.sorted_end, size);
             if n == 0 {
                 return None;
             }
@@ -355,12 +366,13 @@ impl Schedule {
         let end = end.min(self.sorted_end);
         let mut dst = end;
         let mut reschedule = false;
+        let entries = Arc::make_mut(&mut self.entries);
         for i in (self.head..end).rev() {
-            let e = self.entries[i];
+            let e = entries[i];
             match fate(&e) {
                 EntryFate::Keep => {
                     dst -= 1;
-                    self.entries[dst] = e;
+                    entries[dst] = e;
                 }
                 EntryFate::Drop => {}
                 EntryFate::Reschedule => reschedule = true,
@@ -370,7 +382,7 @@ impl Schedule {
         if self.head == self.entries.len() && self.entries.capacity() > KEPT_CAPACITY {
             // Everything written: a tick that scheduled many roots (the creation tick)
             // leaves no large buffer behind in every connection.
-            self.entries = Vec::new();
+            self.entries = Arc::default();
             self.head = 0;
             self.sorted_end = 0;
         }
@@ -462,7 +474,8 @@ mod tests {
                         sort_key: keys[i as usize],
                         tie: i,
                     })
-                    .collect(),
+                    .collect::<Vec<_>>()
+                    .into(),
                 head: 0,
                 sorted_end: 0,
                 chunks: 0,
@@ -539,7 +552,8 @@ mod tests {
                     sort_key: ((i * 7919) % n) as f32,
                     tie: i,
                 })
-                .collect(),
+                .collect::<Vec<_>>()
+                .into(),
             valid: true,
             ..Default::default()
         };
@@ -561,7 +575,8 @@ mod tests {
         schedule.retire(n as usize, |_| EntryFate::Drop);
         assert_eq!(schedule.entries.capacity(), 0);
         assert!(schedule.is_valid());
-        assert_eq!(schedule.get(schedule.start(), 64), None, "nothing left");
+        let start = schedule.start();
+        assert_eq!(schedule.get(start, 64), None, "nothing left");
     }
 
     #[test]
@@ -575,7 +590,8 @@ mod tests {
                     sort_key: p,
                     tie: i as u32,
                 })
-                .collect(),
+                .collect::<Vec<_>>()
+                .into(),
             head: 0,
             sorted_end: 0,
             chunks: 0,
@@ -623,7 +639,7 @@ mod tests {
                 .collect()
         };
         let mut a = Schedule {
-            entries: entries(6),
+            entries: entries(6).into(),
             valid: true,
             id: fresh_id(),
             ..Schedule::default()
@@ -640,13 +656,28 @@ mod tests {
         let mut b = Schedule::default();
         b.copy_remaining(&a);
         assert!(b.same_remaining(&a) && a.same_remaining(&b));
-        assert_eq!(b.head, 0);
+        assert!(
+            Arc::ptr_eq(&a.entries, &b.entries),
+            "a copy shares the entries"
+        );
         assert_eq!(b.entries[b.head..], a.entries[a.head..]);
         assert_eq!(b.sorted_end - b.head, a.sorted_end - a.head);
+        // A packet continuing the copy makes its remaining entries its own; the
+        // original keeps its own in place.
+        let sb = b.start();
+        let sa = a.start();
+        assert!(!Arc::ptr_eq(&a.entries, &b.entries));
+        assert_eq!((sb, sa), (0, 2));
+        assert_eq!(b.entries[..], a.entries[sa..]);
+        assert!(
+            b.same_remaining(&a),
+            "copying changes nothing a packet sees"
+        );
         // Both continue alike.
-        assert_eq!(a.get(a.start(), 4), b.get(b.start(), 4));
+        assert_eq!(a.get(sa, 4), b.get(sb, 4));
         // Another packet on one of them: no longer the same.
-        b.retire(b.start() + 1, |_| EntryFate::Drop);
+        let sb = b.start();
+        b.retire(sb + 1, |_| EntryFate::Drop);
         assert!(!b.same_remaining(&a));
         // A rebuild names new contents too.
         let mut c = Schedule::default();

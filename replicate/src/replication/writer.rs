@@ -205,7 +205,6 @@ pub struct ReplicationWriter {
     connection: ConnectionId,
     config: ReplicationConfig,
     infos: Vec<ReplicationInfo>,
-    priorities: Vec<f32>,
     dirty: BitArray,
     excluded: BitArray,
     pending_destroys: Vec<InternalIndex>,
@@ -275,7 +274,6 @@ impl ReplicationWriter {
             connection,
             config,
             infos: Vec::new(),
-            priorities: Vec::new(),
             dirty: BitArray::default(),
             excluded: BitArray::default(),
             pending_destroys: Vec::new(),
@@ -509,7 +507,9 @@ impl ReplicationWriter {
 
     /// The accumulated scheduling priority of an object.
     pub fn priority(&self, index: InternalIndex) -> f32 {
-        self.priorities.get(index as usize).copied().unwrap_or(0.0)
+        self.infos
+            .get(index as usize)
+            .map_or(0.0, ReplicationInfo::priority)
     }
 
     /// The accumulated (unsent) change mask of an object.
@@ -523,7 +523,6 @@ impl ReplicationWriter {
         let n = index as usize + 1;
         if self.infos.len() < n {
             self.infos.resize(n, ReplicationInfo::default());
-            self.priorities.resize(n, 0.0);
         }
     }
 
@@ -617,9 +616,8 @@ impl ReplicationWriter {
         if !self.schedule.is_valid() || !self.reuse_schedule {
             self.schedule.rebuild(
                 table,
-                &self.infos,
+                &mut self.infos,
                 &self.dirty,
-                &mut self.priorities,
                 self.config.scheduling_threshold,
             );
             self.stats.schedules += 1;
@@ -632,9 +630,7 @@ impl ReplicationWriter {
             if self.trace.on {
                 self.trace.visited.push(entry.index);
             }
-            if entry_fate(&self.dirty, &self.priorities, threshold, table, &entry)
-                != EntryFate::Keep
-            {
+            if entry_fate(&self.dirty, &self.infos, threshold, table, &entry) != EntryFate::Keep {
                 // Written by an earlier packet of the tick (or cleaned since).
                 pos += 1;
                 continue;
@@ -659,9 +655,9 @@ impl ReplicationWriter {
         // Entries passed over but still owed stay in front for the next packet. (Were
         // an object marked dirty while writing, the schedule is invalid already, and
         // `retire` never makes it valid again.)
-        let (dirty, priorities) = (&self.dirty, &self.priorities);
+        let (dirty, infos) = (&self.dirty, &self.infos);
         self.schedule
-            .retire(pos, |e| entry_fate(dirty, priorities, threshold, table, e));
+            .retire(pos, |e| entry_fate(dirty, infos, threshold, table, e));
         let _ = w.commit_substream(outer);
         self.frame.write_end(w);
         if let Some(a) = self.attribution.as_mut() {
@@ -716,7 +712,7 @@ impl ReplicationWriter {
             self.dirty.clear(root);
             return Fit::Nothing;
         }
-        let priority = self.priorities[root as usize];
+        let priority = info.priority();
         let mut wrote = false;
         if Self::needs_batch(&info) {
             match self.write_batch(table, root, w, record, st) {
@@ -775,7 +771,7 @@ impl ReplicationWriter {
         }
         if blocked && !subs_left && !wrote {
             // Nothing can go until the owner is created: wait for more priority.
-            self.priorities[root as usize] = 0.0;
+            self.infos[root as usize].set_priority(0.0);
             return Fit::Nothing;
         }
         if subs_left {
@@ -783,10 +779,10 @@ impl ReplicationWriter {
             // subobjects left keep it scheduled, with its priority, so the rest goes
             // out soon (they were stuck until the root changed again).
             self.dirty.set(root);
-            self.priorities[root as usize] = priority;
+            self.infos[root as usize].set_priority(priority);
             if wrote { Fit::Wrote } else { Fit::NoRoom }
         } else if wrote {
-            self.priorities[root as usize] = 0.0;
+            self.infos[root as usize].set_priority(0.0);
             Fit::Wrote
         } else {
             Fit::Nothing
@@ -826,7 +822,9 @@ impl ReplicationWriter {
                     "replication writer (connection {}): an update of object at index {index} does not fit in a packet",
                     self.connection
                 );
-                self.priorities[index as usize] = 0.0;
+                if let Some(info) = self.infos.get_mut(index as usize) {
+                    info.set_priority(0.0);
+                }
             }
         }
     }
@@ -1052,7 +1050,7 @@ impl ReplicationWriter {
             _ => {}
         }
         self.dirty.clear(index);
-        self.priorities[index as usize] = 0.0;
+        info.set_priority(0.0);
         self.stats.batches += 1;
         let protocol = usize::from(entry.protocol());
         if self.stats.bits_per_type.len() <= protocol {
@@ -1087,7 +1085,7 @@ pub(super) fn mask_bits(table: &ObjectTable, index: InternalIndex) -> u32 {
 /// another priority (its place in the order is wrong).
 fn entry_fate(
     dirty: &BitArray,
-    priorities: &[f32],
+    infos: &[ReplicationInfo],
     threshold: f32,
     table: &ObjectTable,
     e: &ScheduledObject,
@@ -1095,7 +1093,9 @@ fn entry_fate(
     if !dirty.get(e.index) || table.subobject_set().get(e.index) {
         return EntryFate::Drop;
     }
-    let p = priorities.get(e.index as usize).copied().unwrap_or(0.0);
+    let p = infos
+        .get(e.index as usize)
+        .map_or(0.0, ReplicationInfo::priority);
     if p.to_bits() == e.sort_key.to_bits() {
         EntryFate::Keep
     } else if p >= threshold {
