@@ -93,7 +93,7 @@ fn main() {
         Ok(m) => println!(
             "{:.1} ns per dirty obj×conn, tick {:.2} ms CPU / {:.2} ms wall / {:.2} ms all threads, idle {:.3} ms, \
              {:.2} B per pair, postcard {:.1} ns per pair, {:.1} segments copied per encoding, \
-             {:.0} % of batches replayed, peak RSS {} MB",
+             {:.0} % of batches replayed, peak RSS {} MiB",
             m.ns_per_pair(),
             m.tick_ns / 1e6,
             m.tick_wall_ns / 1e6,

@@ -893,7 +893,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         "idle tick ms",
         "writer B per dirty obj×conn",
         "hand-rolled postcard: ms / ns per pair / B per pair",
-        "peak RSS MB",
+        "peak RSS MiB",
         "segments copied per encoding",
         "batches replayed",
     ]);
@@ -925,7 +925,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
                 f(m.baseline_bytes / m.pairs.max(1.0), 2)
             ),
             m.peak_rss
-                .map_or("—".into(), |b| f(b as f64 / 1048576.0, 0)),
+                .map_or("—".into(), |b| f(b as f64 / 1048576.0, 1)),
             f(m.copies_per_encoding, 1),
             format!("{} %", f(m.replayed_share * 100.0, 0)),
         ]);
