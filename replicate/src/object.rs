@@ -242,7 +242,6 @@ pub struct ObjectEntry {
     /// live apart, made on the first one.
     links: Option<Box<ObjectLinks>>,
     tick_mask: ChangeMask,
-    priority: f32,
     alive: bool,
     torn_off: bool,
     push_dirty: bool,
@@ -312,10 +311,6 @@ impl ObjectEntry {
     pub fn dependents(&self) -> &[DependentObjectInfo] {
         self.links.as_deref().map_or(&[], |l| &l.dependents)
     }
-    /// The static priority added to the scheduling priority each tick it is dirty.
-    pub fn priority(&self) -> f32 {
-        self.priority
-    }
     /// Whether the object is replicated (not destroyed nor torn off).
     pub fn is_alive(&self) -> bool {
         self.alive
@@ -335,6 +330,13 @@ impl ObjectEntry {
 
     fn links_mut(&mut self) -> &mut ObjectLinks {
         self.links.get_or_insert_default()
+    }
+
+    /// Changes the links if there are any (a removal makes nothing).
+    fn edit_links(&mut self, edit: impl FnOnce(&mut ObjectLinks)) {
+        if let Some(links) = self.links.as_deref_mut() {
+            edit(links);
+        }
     }
 }
 
@@ -356,6 +358,9 @@ pub struct ObjectTable {
     registry: Arc<ProtocolRegistry>,
     handles: NetRefHandleManager,
     entries: Vec<Option<ObjectEntry>>,
+    /// Each object's static priority, by index: read for every dirty object and
+    /// connection each tick, so kept dense rather than in the entries.
+    priorities: Vec<f32>,
     subobject_set: BitArray,
     /// The objects with dependents (see [`add_dependent`](Self::add_dependent)).
     parent_set: BitArray,
@@ -405,6 +410,7 @@ impl ObjectTable {
             registry,
             handles: NetRefHandleManager::new(replication_system_id),
             entries: Vec::new(),
+            priorities: Vec::new(),
             subobject_set: BitArray::default(),
             parent_set: BitArray::default(),
             created: Vec::new(),
@@ -478,7 +484,6 @@ impl ObjectTable {
             owner_handle: root.and_then(|r| self.entry_at(r)).map(|e| e.handle),
             links: None,
             tick_mask: ChangeMask::new(descriptor.change_mask_bits),
-            priority: 1.0,
             alive: true,
             torn_off: false,
             push_dirty: false,
@@ -489,6 +494,10 @@ impl ObjectTable {
             self.entries.resize_with(i + 1, || None);
         }
         self.entries[i] = Some(entry);
+        if self.priorities.len() <= i {
+            self.priorities.resize(i + 1, 0.0);
+        }
+        self.priorities[i] = 1.0;
         if let Some(r) = root {
             self.subobject_set.set(index);
             if let Some(Some(owner)) = self.entries.get_mut(r as usize) {
@@ -805,13 +814,20 @@ impl ObjectTable {
         &self.tags_changed
     }
 
+    /// The static priority the object at `index` adds each tick it is dirty (0 for
+    /// no object).
+    #[inline]
+    pub fn priority(&self, index: InternalIndex) -> f32 {
+        self.priorities.get(index as usize).copied().unwrap_or(0.0)
+    }
+
     /// Sets the static priority added each tick the object is dirty (default 1.0).
     pub fn set_priority(&mut self, handle: NetRefHandle, priority: f32) -> Result<(), ObjectError> {
         let i = self
             .live_index(handle)
             .ok_or(ObjectError::UnknownHandle(handle))?;
-        if let Some(Some(e)) = self.entries.get_mut(i as usize) {
-            e.priority = if priority.is_finite() {
+        if let Some(p) = self.priorities.get_mut(i as usize) {
+            *p = if priority.is_finite() {
                 priority.max(0.0)
             } else {
                 0.0
@@ -864,11 +880,11 @@ impl ObjectTable {
             return;
         };
         if let Some(Some(e)) = self.entries.get_mut(p as usize) {
-            e.links_mut().dependents.retain(|x| x.index != d);
+            e.edit_links(|l| l.dependents.retain(|x| x.index != d));
             self.parent_set.assign(p, !e.dependents().is_empty());
         }
         if let Some(Some(e)) = self.entries.get_mut(d as usize) {
-            e.links_mut().parents.retain(|x| *x != p);
+            e.edit_links(|l| l.parents.retain(|x| *x != p));
         }
     }
 
@@ -896,18 +912,18 @@ impl ObjectTable {
         self.parent_set.clear(i);
         for p in parents {
             if let Some(Some(pe)) = self.entries.get_mut(p as usize) {
-                pe.links_mut().dependents.retain(|x| x.index != i);
+                pe.edit_links(|l| l.dependents.retain(|x| x.index != i));
                 self.parent_set.assign(p, !pe.dependents().is_empty());
             }
         }
         for d in dependents {
             if let Some(Some(de)) = self.entries.get_mut(d.index as usize) {
-                de.links_mut().parents.retain(|x| *x != i);
+                de.edit_links(|l| l.parents.retain(|x| *x != i));
             }
         }
         if let Some(r) = root {
             if let Some(Some(re)) = self.entries.get_mut(r as usize) {
-                re.links_mut().subobjects.retain(|x| *x != i);
+                re.edit_links(|l| l.subobjects.retain(|x| *x != i));
             }
             // Detached: what it still owes connections (a destroy, a tear-off) goes on
             // its own, whatever becomes of the owner and its index.
@@ -1083,6 +1099,9 @@ impl ObjectTable {
             matches!(self.entries.get(i as usize), Some(Some(e)) if !e.alive && e.writer_refs == 0);
         if free {
             self.entries[i as usize] = None;
+            if let Some(p) = self.priorities.get_mut(i as usize) {
+                *p = 0.0;
+            }
             self.subobject_set.clear(i);
             self.handles.free_index(i);
         }

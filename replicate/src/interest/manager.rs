@@ -727,7 +727,7 @@ impl InterestManager {
             .and_then(|o| o.prioritizer)
             .unwrap_or(self.config.default_prioritizer);
         if kind == PrioritizerKind::Static {
-            return entry.priority();
+            return table.priority(index);
         }
         let info = ObjectFilterInfo {
             object: index,
@@ -739,12 +739,12 @@ impl InterestManager {
             position: self.conn(id).map_or(Vec3::ZERO, |c| c.view),
         };
         let p = match kind {
-            PrioritizerKind::Static => entry.priority(),
+            PrioritizerKind::Static => table.priority(index),
             PrioritizerKind::Sphere => self.sphere.priority(&info, &view),
             PrioritizerKind::Custom(i) => self
                 .prioritizers
                 .get(i as usize)
-                .map_or(entry.priority(), |p| p.priority(&info, &view)),
+                .map_or(table.priority(index), |p| p.priority(&info, &view)),
         };
         if p.is_finite() { p.max(0.0) } else { 0.0 }
     }

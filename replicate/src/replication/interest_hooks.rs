@@ -81,11 +81,7 @@ impl WriterHooks for InterestHooks {
         let interest = read(&self.shared);
         if interest.all_static() {
             // What `priority` answers for each, without looking the object up.
-            out.extend(
-                objects
-                    .iter()
-                    .map(|&i| table.entry_at(i).map_or(0.0, |e| e.priority())),
-            );
+            out.extend(objects.iter().map(|&i| table.priority(i)));
             return;
         }
         out.extend(

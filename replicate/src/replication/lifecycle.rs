@@ -136,11 +136,7 @@ impl ReplicationWriter {
             }
             match &mut self.hooks.0 {
                 Some(h) => h.priorities(table, &roots, &mut added),
-                None => added.extend(
-                    roots
-                        .iter()
-                        .map(|&i| table.entry_at(i).map_or(0.0, |e| e.priority())),
-                ),
+                None => added.extend(roots.iter().map(|&i| table.priority(i))),
             }
             for (&i, &p) in roots.iter().zip(&added) {
                 if let Some(info) = self.infos.get_mut(i as usize) {

@@ -108,7 +108,7 @@ const SCRATCH_BITS: usize = WIDE_BATCH_SIZE as usize + 1;
 pub trait WriterHooks: Send {
     /// Priority added to a dirty root object's accumulated priority this tick.
     fn priority(&mut self, table: &ObjectTable, index: InternalIndex) -> f32 {
-        table.entry_at(index).map_or(0.0, |e| e.priority())
+        table.priority(index)
     }
 
     /// [`priority`](Self::priority) of each of `objects`, pushed onto `out` in order
