@@ -93,7 +93,7 @@ impl ReplicationWriter {
                         }
                         _ => continue,
                     }
-                    info.set_priority(info.priority() + self.config.lost_priority_bump);
+                    info.add_priority(self.config.lost_priority_bump);
                     self.mark_dirty(table, i);
                 }
                 (DeliveryStatus::Lost, RecordKind::Destroy) => match state {
@@ -107,7 +107,7 @@ impl ReplicationWriter {
                 (DeliveryStatus::Lost, RecordKind::TearOff) => {
                     if state == S::WaitOnDestroyConfirmation {
                         info.set_state(S::PendingTearOff);
-                        info.set_priority(info.priority() + self.config.lost_priority_bump);
+                        info.add_priority(self.config.lost_priority_bump);
                         self.mark_dirty(table, i);
                     }
                 }

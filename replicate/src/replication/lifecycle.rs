@@ -140,8 +140,7 @@ impl ReplicationWriter {
             }
             for (&i, &p) in roots.iter().zip(&added) {
                 if let Some(info) = self.infos.get_mut(i as usize) {
-                    let gained = if p.is_finite() { p.max(0.0) } else { 0.0 };
-                    info.set_priority(info.priority() + gained);
+                    info.add_priority(if p.is_finite() { p.max(0.0) } else { 0.0 });
                 }
             }
         }

@@ -99,9 +99,7 @@ pub fn schedule_objects(
     out.clear();
     let subobjects = table.subobject_set();
     for index in dirty.iter_and_not(Some(subobjects)) {
-        let p = infos
-            .get(index as usize)
-            .map_or(0.0, ReplicationInfo::priority);
+        let p = ReplicationInfo::priority_of(infos, index);
         if p >= threshold && table.has_dependents(index) {
             bump_dependents(table, infos, dirty, index, p, 0);
         }

@@ -507,9 +507,7 @@ impl ReplicationWriter {
 
     /// The accumulated scheduling priority of an object.
     pub fn priority(&self, index: InternalIndex) -> f32 {
-        self.infos
-            .get(index as usize)
-            .map_or(0.0, ReplicationInfo::priority)
+        ReplicationInfo::priority_of(&self.infos, index)
     }
 
     /// The accumulated (unsent) change mask of an object.
@@ -1093,9 +1091,7 @@ fn entry_fate(
     if !dirty.get(e.index) || table.subobject_set().get(e.index) {
         return EntryFate::Drop;
     }
-    let p = infos
-        .get(e.index as usize)
-        .map_or(0.0, ReplicationInfo::priority);
+    let p = ReplicationInfo::priority_of(infos, e.index);
     if p.to_bits() == e.sort_key.to_bits() {
         EntryFate::Keep
     } else if p >= threshold {

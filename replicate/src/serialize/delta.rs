@@ -347,6 +347,18 @@ pub fn shift_residuals<const N: usize>(
     })
 }
 
+/// [`shift_residuals`] for a member whose escape carries its components in full,
+/// each in its width: on the escape, the values themselves.
+#[inline]
+pub fn shift_or_escape<const N: usize>(
+    comps: &[Component; N],
+    full_len: u32,
+    base: [u64; N],
+) -> [u64; N] {
+    shift_residuals(comps, full_len, base)
+        .unwrap_or_else(|| comps.map(|c| c.value & crate::bits::low_mask(c.bits)))
+}
+
 /// Reads what [`write_residuals`] wrote. `comps` holds each component's baseline value
 /// (`prev`) and width; on the residual path their `value`s are filled in and `Ok(false)`
 /// is returned; on the escape `Ok(true)`: the caller reads the full encoding.

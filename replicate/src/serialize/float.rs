@@ -562,8 +562,7 @@ macro_rules! ranged_serializer {
                 let comps = [super::delta::Component::new(*y as u64, *z as u64, bits)];
                 let base = [(*x).min(config.max_index()) as u64];
                 // The escape carries `y` in full, in its bits.
-                let [v] = super::delta::shift_residuals(&comps, bits, base)
-                    .unwrap_or([*y as u64 & crate::bits::low_mask(bits)]);
+                let [v] = super::delta::shift_or_escape(&comps, bits, base);
                 let v = v as u32;
                 Self::validate(config, &v)?;
                 Ok(v)

@@ -187,8 +187,7 @@ macro_rules! int_wire_methods {
             let full_len = int_len(*y as u64, bits);
             let comps = [super::delta::Component::new(y.to_bits(), z.to_bits(), bits)];
             // The escape carries `y` in full, in its bits (`write_int`).
-            let [v] = super::delta::shift_residuals(&comps, full_len, [x.to_bits()])
-                .unwrap_or([*y as u64 & crate::bits::low_mask(bits)]);
+            let [v] = super::delta::shift_or_escape(&comps, full_len, [x.to_bits()]);
             let v = <$q>::from_bits(v);
             Self::validate(config, &v)?;
             Ok(v)

@@ -62,12 +62,12 @@
 use glam::{Vec2, Vec3, Vec4};
 
 use super::delta::{
-    Component, MAX_RESIDUAL_COMPONENTS, read_residuals, shift_residuals, write_residuals,
+    Component, MAX_RESIDUAL_COMPONENTS, read_residuals, shift_or_escape, write_residuals,
 };
 use super::{
     NetQuantize, NetSerializer, NetSerializerConfig, Result, SerializeError, StableHasher,
 };
-use crate::bits::{BitReader, BitWriter, bits_for_count, low_mask};
+use crate::bits::{BitReader, BitWriter, bits_for_count};
 
 /// `raw.ceil()` for `raw` up to `u32::MAX` (0 or less stays at most 0); infinity for
 /// larger or non-finite ratios. A quantizer is built on every serialize call, and
@@ -304,8 +304,7 @@ fn shift_components<const N: usize>(
     let comps = std::array::from_fn(|i| Component::new(y[i] as u64, z[i] as u64, qzs[i].bits()));
     let full_len = qzs.iter().map(Quantizer::bits).sum();
     // The escape carries `y` in full, each component in its bits.
-    let moved = shift_residuals(&comps, full_len, x.map(u64::from))
-        .unwrap_or_else(|| std::array::from_fn(|i| y[i] as u64 & low_mask(qzs[i].bits())));
+    let moved = shift_or_escape(&comps, full_len, x.map(u64::from));
     checked_indices(qzs, moved, name)
 }
 
