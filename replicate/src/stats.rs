@@ -20,8 +20,7 @@
 
 use crate::connection::ConnectionStats;
 use crate::object::ConnectionId;
-use crate::replication::attachment::MessageStream;
-use crate::replication::{HugeObjectStream, ReplicationServer};
+use crate::replication::ReplicationServer;
 use std::time::Duration;
 
 /// Statistics of one server connection.
@@ -89,7 +88,7 @@ impl ReplicationStats {
             s.objects_replicated = w.stats().batches;
             s.objects_created = w.stats().creations;
         }
-        if let Some(h) = server.stream_mut::<HugeObjectStream>(conn, HugeObjectStream::NAME) {
+        if let Some(h) = server.huge_stream(conn) {
             let h = h.stats();
             s.huge_objects_active = h.active;
             s.huge_objects_queued = h.queued;
@@ -99,8 +98,7 @@ impl ReplicationStats {
             s.huge_objects_completed = h.completed;
             s.huge_objects_cancelled = h.cancelled;
         }
-        if let Some(m) = server.stream_mut::<MessageStream>(conn, MessageStream::NAME) {
-            let m = m.stats();
+        if let Some(m) = server.message_stats(conn) {
             s.attachments_sent = m.queued;
             s.attachments_received = m.received;
             s.attachments_dropped = m.dropped_not_in_scope;

@@ -16,12 +16,19 @@
 //! the [`ObjectTable`](crate::object::ObjectTable), the client's the
 //! [`ClientWorld`](crate::replication::ClientWorld).
 //!
+//! A manager holds two kinds of streams. Those it is built with form a [`StreamSet`]:
+//! a struct whose fields are the streams, which the owner reaches as typed fields
+//! ([`DataStreamManager::fixed_mut`]). Streams added later
+//! ([`DataStreamManager::add_stream`]) follow them and are reached through the typed
+//! [`StreamKey`] their addition returns.
+//!
 //! This module owns the multiplexing only; it knows nothing of objects.
 
 use crate::bits::{BitReader, BitWriter};
 use crate::connection::{DeliveryStatus, PacketSequence};
 use std::any::Any;
 use std::collections::VecDeque;
+use std::marker::PhantomData;
 use thiserror::Error;
 
 pub mod tokens;
@@ -137,8 +144,126 @@ struct ManagerRecord {
     dropped: u32,
 }
 
+/// The streams a [`DataStreamManager`] is built with, as the fields of one struct: the
+/// owner reaches each through its field ([`DataStreamManager::fixed`]), with its type,
+/// and the manager reaches them by index to multiplex them. They take the first
+/// [`LEN`](Self::LEN) indices of every packet, in index order.
+///
+/// ```
+/// use replicate::bits::{BitReader, BitWriter};
+/// use replicate::internals::connection::DeliveryStatus;
+/// use replicate::internals::stream::{DataStream, StreamError, StreamSet, WriteResult};
+///
+/// struct Ping;
+/// impl DataStream<()> for Ping {
+///     fn name(&self) -> &str { "ping" }
+///     fn write_data(&mut self, _: &(), _: &mut BitWriter) -> WriteResult { WriteResult::NoData }
+///     fn read_data(&mut self, _: &mut (), _: &mut BitReader) -> Result<(), StreamError> { Ok(()) }
+///     fn process_delivery(&mut self, _: &mut (), _: DeliveryStatus) {}
+/// }
+///
+/// /// Two pings, reached as `streams.fixed().first` and `.second`.
+/// struct Pings { first: Ping, second: Ping }
+/// impl StreamSet<()> for Pings {
+///     const LEN: usize = 2;
+///     fn stream(&self, index: usize) -> Option<&dyn DataStream<()>> {
+///         match index { 0 => Some(&self.first), 1 => Some(&self.second), _ => None }
+///     }
+///     fn stream_mut(&mut self, index: usize) -> Option<&mut dyn DataStream<()>> {
+///         match index { 0 => Some(&mut self.first), 1 => Some(&mut self.second), _ => None }
+///     }
+/// }
+/// ```
+pub trait StreamSet<C: ?Sized + 'static>: Send + 'static {
+    /// How many streams the set holds (at most
+    /// [`MAX_STREAM_COUNT`](DataStreamManager::MAX_STREAM_COUNT)).
+    const LEN: usize;
+
+    /// Stream `index`: `Some` for every index below [`LEN`](Self::LEN).
+    fn stream(&self, index: usize) -> Option<&dyn DataStream<C>>;
+
+    /// Stream `index`, mutably: `Some` for every index below [`LEN`](Self::LEN).
+    fn stream_mut(&mut self, index: usize) -> Option<&mut dyn DataStream<C>>;
+}
+
+/// No fixed streams: a manager whose streams are all added.
+impl<C: ?Sized + 'static> StreamSet<C> for () {
+    const LEN: usize = 0;
+
+    fn stream(&self, _: usize) -> Option<&dyn DataStream<C>> {
+        None
+    }
+
+    fn stream_mut(&mut self, _: usize) -> Option<&mut dyn DataStream<C>> {
+        None
+    }
+}
+
+/// A stream added to a [`DataStreamManager`], by its index and type: what
+/// [`add_stream`](DataStreamManager::add_stream) returns, to reach the stream again
+/// with [`stream`](DataStreamManager::stream). Managers built alike (the same fixed
+/// set, the same streams added in the same order) give equal keys.
+pub struct StreamKey<T> {
+    index: usize,
+    stream: PhantomData<fn() -> T>,
+}
+
+impl<T> StreamKey<T> {
+    /// The key of the first stream added to a manager without fixed streams.
+    pub const fn first() -> Self {
+        Self {
+            index: 0,
+            stream: PhantomData,
+        }
+    }
+
+    /// The stream's index in every packet's stream mask.
+    pub fn index(self) -> usize {
+        self.index
+    }
+}
+
+impl<T> Clone for StreamKey<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for StreamKey<T> {}
+
+impl<T> PartialEq for StreamKey<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.index == other.index
+    }
+}
+
+impl<T> Eq for StreamKey<T> {}
+
+impl<T> std::fmt::Debug for StreamKey<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "StreamKey<{}>({})",
+            std::any::type_name::<T>(),
+            self.index
+        )
+    }
+}
+
+/// Stream `index` of a manager: of its fixed set, then of those added.
+fn nth_stream<'a, C: ?Sized + 'static, S: StreamSet<C>>(
+    fixed: &'a mut S,
+    added: &'a mut [Box<dyn DataStream<C>>],
+    index: usize,
+) -> Option<&'a mut dyn DataStream<C>> {
+    match index.checked_sub(S::LEN) {
+        None => fixed.stream_mut(index),
+        Some(i) => added.get_mut(i).map(|s| &mut **s as &mut dyn DataStream<C>),
+    }
+}
+
 /// Multiplexes up to [`MAX_STREAM_COUNT`](DataStreamManager::MAX_STREAM_COUNT) streams
-/// into each packet.
+/// into each packet: its fixed [`StreamSet`] `S`, then the streams added to it.
 ///
 /// ```
 /// use replicate::bits::{BitReader, BitWriter};
@@ -164,20 +289,24 @@ struct ManagerRecord {
 /// }
 ///
 /// let mut tx = DataStreamManager::new();
-/// tx.add_stream(Box::new(Counter { next: 0, pending: Some(7), got: vec![], acked: 0 })).unwrap();
+/// let counter = tx.add_stream(Counter { next: 0, pending: Some(7), got: vec![], acked: 0 }).unwrap();
 /// let mut rx = DataStreamManager::new();
-/// rx.add_stream(Box::new(Counter { next: 0, pending: None, got: vec![], acked: 0 })).unwrap();
+/// rx.add_stream(Counter { next: 0, pending: None, got: vec![], acked: 0 }).unwrap();
 ///
 /// let mut w = BitWriter::with_capacity_bytes(64);
 /// tx.write_packet(&(), PacketSequence(1), &mut w);
 /// let bytes = w.finish().unwrap();
 /// rx.read_packet(&mut (), &mut BitReader::new(&bytes)).unwrap();
-/// assert_eq!(rx.stream::<Counter>("counter").unwrap().got, vec![7]);
+/// // Both managers were built alike: one key reaches the counter in each.
+/// assert_eq!(rx.stream(counter).unwrap().got, vec![7]);
 /// tx.process_delivery(&mut (), PacketSequence(1), DeliveryStatus::Delivered);
-/// assert_eq!(tx.stream::<Counter>("counter").unwrap().acked, 1);
+/// assert_eq!(tx.stream(counter).unwrap().acked, 1);
 /// ```
-pub struct DataStreamManager<C: ?Sized + 'static> {
-    streams: Vec<Box<dyn DataStream<C>>>,
+pub struct DataStreamManager<C: ?Sized + 'static, S: StreamSet<C> = ()> {
+    /// The streams the manager was built with, first in every packet.
+    fixed: S,
+    /// The streams added, after them.
+    added: Vec<Box<dyn DataStream<C>>>,
     status: Vec<SendStatus>,
     records: VecDeque<ManagerRecord>,
     /// Per stream: losses owed for records dropped while writing (too many in
@@ -200,17 +329,10 @@ pub struct SectionBits {
     pub streams: Vec<u64>,
 }
 
-impl<C: ?Sized + 'static> std::fmt::Debug for DataStreamManager<C> {
+impl<C: ?Sized + 'static, S: StreamSet<C>> std::fmt::Debug for DataStreamManager<C, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DataStreamManager")
-            .field(
-                "streams",
-                &self
-                    .streams
-                    .iter()
-                    .map(|s| s.name().to_string())
-                    .collect::<Vec<_>>(),
-            )
+            .field("streams", &self.stream_names())
             .field("status", &self.status)
             .field("records", &self.records.len())
             .finish()
@@ -229,6 +351,13 @@ impl<C: ?Sized + 'static> Default for DataStreamManager<C> {
 pub struct TooManyStreams;
 
 impl<C: ?Sized + 'static> DataStreamManager<C> {
+    /// A manager without streams.
+    pub fn new() -> Self {
+        Self::with_fixed(())
+    }
+}
+
+impl<C: ?Sized + 'static, S: StreamSet<C>> DataStreamManager<C, S> {
     /// Most streams per manager.
     pub const MAX_STREAM_COUNT: usize = 32;
 
@@ -236,11 +365,14 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
     /// treated as lost (a connection reports every packet long before this).
     pub const MAX_RECORDS_IN_FLIGHT: usize = 4096;
 
-    /// A manager without streams.
-    pub fn new() -> Self {
+    /// A manager of the streams of `fixed` (at most
+    /// [`MAX_STREAM_COUNT`](Self::MAX_STREAM_COUNT) of them; any beyond are never
+    /// written or read).
+    pub fn with_fixed(fixed: S) -> Self {
         Self {
-            streams: Vec::new(),
-            status: Vec::new(),
+            fixed,
+            added: Vec::new(),
+            status: vec![SendStatus::Send; S::LEN.min(Self::MAX_STREAM_COUNT)],
             records: VecDeque::new(),
             owed_losses: Vec::new(),
             sections: None,
@@ -268,37 +400,82 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
         self.sections.as_deref()
     }
 
-    /// Appends a stream (its index is its position). Both peers must register the same
-    /// streams in the same order.
-    pub fn add_stream(&mut self, stream: Box<dyn DataStream<C>>) -> Result<usize, TooManyStreams> {
-        if self.streams.len() >= Self::MAX_STREAM_COUNT {
+    /// The streams the manager was built with.
+    pub fn fixed(&self) -> &S {
+        &self.fixed
+    }
+
+    /// The streams the manager was built with, mutably.
+    pub fn fixed_mut(&mut self) -> &mut S {
+        &mut self.fixed
+    }
+
+    /// Appends a stream after the fixed ones and those added before (its index is its
+    /// position). Both peers must have the same streams in the same order.
+    pub fn add_stream<T: DataStream<C>>(
+        &mut self,
+        stream: T,
+    ) -> Result<StreamKey<T>, TooManyStreams> {
+        let index = self.len();
+        if index >= Self::MAX_STREAM_COUNT {
             return Err(TooManyStreams);
         }
-        self.streams.push(stream);
+        self.added.push(Box::new(stream));
         self.status.push(SendStatus::Send);
-        Ok(self.streams.len() - 1)
+        Ok(StreamKey {
+            index,
+            stream: PhantomData,
+        })
+    }
+
+    /// The added stream `key` names (`None` for a key of another manager that names
+    /// no stream of that type here).
+    pub fn stream<T: DataStream<C>>(&self, key: StreamKey<T>) -> Option<&T> {
+        let s = self.added.get(key.index.checked_sub(S::LEN)?)?;
+        let any: &dyn Any = s.as_ref();
+        any.downcast_ref::<T>()
+    }
+
+    /// The added stream `key` names, mutably.
+    pub fn stream_mut<T: DataStream<C>>(&mut self, key: StreamKey<T>) -> Option<&mut T> {
+        let s = self.added.get_mut(key.index.checked_sub(S::LEN)?)?;
+        let any: &mut dyn Any = s.as_mut();
+        any.downcast_mut::<T>()
+    }
+
+    /// Every stream, by index.
+    fn streams(&self) -> impl Iterator<Item = &dyn DataStream<C>> {
+        (0..self.fixed_len())
+            .filter_map(|i| self.fixed.stream(i))
+            .chain(self.added.iter().map(|s| &**s as &dyn DataStream<C>))
+    }
+
+    /// How many of the fixed streams are multiplexed.
+    fn fixed_len(&self) -> usize {
+        S::LEN.min(Self::MAX_STREAM_COUNT)
     }
 
     /// The streams' names, by index.
     pub fn stream_names(&self) -> Vec<String> {
-        self.streams.iter().map(|s| s.name().to_string()).collect()
+        self.streams().map(|s| s.name().to_string()).collect()
     }
 
     /// Number of streams.
     pub fn len(&self) -> usize {
-        self.streams.len()
+        self.fixed_len() + self.added.len()
     }
 
     /// Whether there is no stream.
     pub fn is_empty(&self) -> bool {
-        self.streams.is_empty()
+        self.len() == 0
     }
 
     /// Pauses or resumes the stream named `name`. Returns whether it exists.
     pub fn set_send_status(&mut self, name: &str, status: SendStatus) -> bool {
-        match self.streams.iter().position(|s| s.name() == name) {
-            Some(i) => {
-                self.status[i] = status;
+        let index = self.streams().position(|s| s.name() == name);
+        match index.and_then(|i| self.status.get_mut(i)) {
+            Some(slot) => {
+                *slot = status;
                 true
             }
             None => false,
@@ -307,22 +484,8 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
 
     /// The send status of the stream named `name`.
     pub fn send_status(&self, name: &str) -> Option<SendStatus> {
-        let i = self.streams.iter().position(|s| s.name() == name)?;
-        Some(self.status[i])
-    }
-
-    /// The stream named `name`, as its concrete type.
-    pub fn stream<T: DataStream<C>>(&self, name: &str) -> Option<&T> {
-        let s = self.streams.iter().find(|s| s.name() == name)?;
-        let any: &dyn Any = s.as_ref();
-        any.downcast_ref::<T>()
-    }
-
-    /// The stream named `name`, as its concrete type, mutably.
-    pub fn stream_mut<T: DataStream<C>>(&mut self, name: &str) -> Option<&mut T> {
-        let s = self.streams.iter_mut().find(|s| s.name() == name)?;
-        let any: &mut dyn Any = s.as_mut();
-        any.downcast_mut::<T>()
+        let i = self.streams().position(|s| s.name() == name)?;
+        self.status.get(i).copied()
     }
 
     /// Packets written whose delivery status is still unknown.
@@ -332,8 +495,7 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
 
     /// Whether every stream had all its reliable data acknowledged.
     pub fn has_acknowledged_all_reliable_data(&self) -> bool {
-        self.streams
-            .iter()
+        self.streams()
             .all(|s| s.has_acknowledged_all_reliable_data())
     }
 
@@ -346,7 +508,7 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
         sequence: PacketSequence,
         writer: &mut BitWriter,
     ) -> WriteResult {
-        let count = self.streams.len() as u32;
+        let count = self.len() as u32;
         let mut mask = 0u32;
         let mut dropped = 0u32;
         let mut result = WriteResult::NoData;
@@ -364,7 +526,10 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
                 writer.rollback(header);
                 tracing::error!("data stream manager: no room for the stream header");
             } else {
-                for (i, stream) in self.streams.iter_mut().enumerate() {
+                for i in 0..count as usize {
+                    let Some(stream) = nth_stream(&mut self.fixed, &mut self.added, i) else {
+                        continue;
+                    };
                     if self.status[i] == SendStatus::Pause {
                         continue;
                     }
@@ -426,7 +591,7 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
     /// stream order, also after an error in a later section). A packet with fewer bits
     /// than a stream header carries no stream data (`Ok`).
     pub fn read_packet(&mut self, ctx: &mut C, reader: &mut BitReader) -> Result<(), StreamError> {
-        let count = self.streams.len() as u32;
+        let count = self.len() as u32;
         if let Some(s) = self.read_sections.as_mut() {
             s.framing = 0;
             s.streams.clear();
@@ -464,7 +629,10 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
         }
         let mut result = Ok(());
         let mut read = 0u32;
-        for (i, stream) in self.streams.iter_mut().enumerate() {
+        for i in 0..count as usize {
+            let Some(stream) = nth_stream(&mut self.fixed, &mut self.added, i) else {
+                continue;
+            };
             if mask & (1 << i) != 0 {
                 read |= 1 << i;
                 let start = reader.position();
@@ -480,8 +648,10 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
             }
         }
         // What was read is acted on, even after an error.
-        for (i, stream) in self.streams.iter_mut().enumerate() {
-            if read & (1 << i) != 0 {
+        for i in 0..count as usize {
+            if read & (1 << i) != 0
+                && let Some(stream) = nth_stream(&mut self.fixed, &mut self.added, i)
+            {
                 stream.end_packet(ctx);
             }
         }
@@ -530,7 +700,7 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
         if mask == 0 {
             return;
         }
-        self.owed_losses.resize(self.streams.len(), 0);
+        self.owed_losses.resize(self.len(), 0);
         for (i, owed) in self.owed_losses.iter_mut().enumerate() {
             if mask & (1 << i) != 0 {
                 *owed += 1;
@@ -541,8 +711,15 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
     /// Tells each stream the losses owed to it (see `owed_losses`).
     fn tell_owed_losses(&mut self, ctx: &mut C) {
         for (i, owed) in self.owed_losses.iter_mut().enumerate() {
-            for _ in 0..std::mem::take(owed) {
-                self.streams[i].process_delivery(ctx, DeliveryStatus::Lost);
+            let owed = std::mem::take(owed);
+            if owed == 0 {
+                continue;
+            }
+            let Some(stream) = nth_stream(&mut self.fixed, &mut self.added, i) else {
+                continue;
+            };
+            for _ in 0..owed {
+                stream.process_delivery(ctx, DeliveryStatus::Lost);
             }
         }
     }
@@ -550,8 +727,14 @@ impl<C: ?Sized + 'static> DataStreamManager<C> {
     /// Tells a packet's fate to the streams it carried (a dropped section is lost
     /// whatever the packet's fate, unless discarded).
     fn dispatch(&mut self, ctx: &mut C, record: ManagerRecord, status: DeliveryStatus) {
-        for (i, stream) in self.streams.iter_mut().enumerate() {
+        for i in 0..self.len() {
             let bit = 1 << i;
+            if (record.dropped | record.mask) & bit == 0 {
+                continue;
+            }
+            let Some(stream) = nth_stream(&mut self.fixed, &mut self.added, i) else {
+                continue;
+            };
             if record.dropped & bit != 0 {
                 let lost = match status {
                     DeliveryStatus::Discard => DeliveryStatus::Discard,
@@ -625,12 +808,20 @@ mod tests {
         }
     }
 
-    fn probe(name: &str, data: &[u8]) -> Box<Probe> {
-        Box::new(Probe {
+    fn probe(name: &str, data: &[u8]) -> Probe {
+        Probe {
             name: name.into(),
             to_send: data.iter().copied().collect(),
             ..Default::default()
-        })
+        }
+    }
+
+    /// The key of the probe added `index`-th to a manager without fixed streams.
+    fn key(index: usize) -> StreamKey<Probe> {
+        StreamKey {
+            index,
+            stream: PhantomData,
+        }
     }
 
     #[test]
@@ -656,9 +847,9 @@ mod tests {
         rx.add_stream(probe("c", &[])).unwrap();
         rx.read_packet(&mut (), &mut BitReader::new(&bytes))
             .unwrap();
-        assert_eq!(rx.stream::<Probe>("a").unwrap().received, vec![1]);
-        assert!(rx.stream::<Probe>("b").unwrap().received.is_empty());
-        assert_eq!(rx.stream::<Probe>("c").unwrap().received, vec![3]);
+        assert_eq!(rx.stream(key(0)).unwrap().received, vec![1]);
+        assert!(rx.stream(key(1)).unwrap().received.is_empty());
+        assert_eq!(rx.stream(key(2)).unwrap().received, vec![3]);
     }
 
     #[test]
@@ -692,9 +883,9 @@ mod tests {
         tx.process_delivery(&mut (), PacketSequence(0), DeliveryStatus::Delivered);
         tx.process_delivery(&mut (), PacketSequence(1), DeliveryStatus::Lost);
         tx.process_delivery(&mut (), PacketSequence(2), DeliveryStatus::Delivered);
-        let a = tx.stream::<Probe>("a").unwrap();
+        let a = tx.stream(key(0)).unwrap();
         assert_eq!((a.delivered.clone(), a.lost.clone()), (vec![1], vec![2]));
-        let b = tx.stream::<Probe>("b").unwrap();
+        let b = tx.stream(key(1)).unwrap();
         assert_eq!(b.delivered, vec![9]);
         assert_eq!(tx.packets_in_flight(), 0);
     }
@@ -708,7 +899,7 @@ mod tests {
             tx.write_packet(&(), PacketSequence(s), &mut w);
         }
         tx.process_delivery(&mut (), PacketSequence(1), DeliveryStatus::Delivered);
-        let a = tx.stream::<Probe>("a").unwrap();
+        let a = tx.stream(key(0)).unwrap();
         assert_eq!((a.lost.clone(), a.delivered.clone()), (vec![1], vec![2]));
     }
 
@@ -757,7 +948,7 @@ mod tests {
             let bytes = w.finish().unwrap();
             rx.read_packet(&mut (), &mut BitReader::new(&bytes)).unwrap();
             for (i, d) in data.iter().enumerate() {
-                let got = &rx.stream::<Probe>(&format!("s{i}")).unwrap().received;
+                let got = &rx.stream(key(i)).unwrap().received;
                 let expect: Vec<u8> = d.iter().copied().filter(|_| !paused[i]).collect();
                 proptest::prop_assert_eq!(got, &expect);
             }
@@ -777,7 +968,7 @@ mod tests {
         m.process_delivery(&mut (), PacketSequence(6), DeliveryStatus::Delivered);
         assert_eq!(m.packets_in_flight(), 1);
         m.process_delivery(&mut (), PacketSequence(7), DeliveryStatus::Delivered);
-        assert_eq!(m.stream::<Probe>("a").unwrap().delivered, vec![1]);
+        assert_eq!(m.stream(key(0)).unwrap().delivered, vec![1]);
     }
 
     #[test]
@@ -792,9 +983,9 @@ mod tests {
         assert_eq!(w.position(), 6);
         assert!(!w.is_overflown());
         // Told at the next delivery (writing reads the context only).
-        assert!(tx.stream::<Probe>("a").unwrap().lost.is_empty());
+        assert!(tx.stream(key(0)).unwrap().lost.is_empty());
         tx.process_delivery(&mut (), PacketSequence(1), DeliveryStatus::Delivered);
-        assert_eq!(tx.stream::<Probe>("a").unwrap().lost, vec![5]);
+        assert_eq!(tx.stream(key(0)).unwrap().lost, vec![5]);
     }
 
     #[test]
@@ -808,10 +999,73 @@ mod tests {
             tx.write_packet(&(), PacketSequence(0), &mut w),
             WriteResult::NoData
         );
-        assert!(tx.stream::<Probe>("b").unwrap().lost.is_empty());
+        assert!(tx.stream(key(1)).unwrap().lost.is_empty());
         tx.process_delivery(&mut (), PacketSequence(0), DeliveryStatus::Delivered);
-        assert_eq!(tx.stream::<Probe>("a").unwrap().delivered, vec![1]);
-        assert_eq!(tx.stream::<Probe>("b").unwrap().lost, vec![7]);
-        assert!(tx.stream::<Probe>("b").unwrap().delivered.is_empty());
+        assert_eq!(tx.stream(key(0)).unwrap().delivered, vec![1]);
+        assert_eq!(tx.stream(key(1)).unwrap().lost, vec![7]);
+        assert!(tx.stream(key(1)).unwrap().delivered.is_empty());
+    }
+
+    /// Two probes as typed fields.
+    #[derive(Default)]
+    struct Pair {
+        first: Probe,
+        second: Probe,
+    }
+
+    impl StreamSet<()> for Pair {
+        const LEN: usize = 2;
+
+        fn stream(&self, index: usize) -> Option<&dyn DataStream<()>> {
+            match index {
+                0 => Some(&self.first),
+                1 => Some(&self.second),
+                _ => None,
+            }
+        }
+
+        fn stream_mut(&mut self, index: usize) -> Option<&mut dyn DataStream<()>> {
+            match index {
+                0 => Some(&mut self.first),
+                1 => Some(&mut self.second),
+                _ => None,
+            }
+        }
+    }
+
+    #[test]
+    fn fixed_streams_come_first_and_added_ones_follow_under_their_keys() {
+        let pair = |a: &[u8], b: &[u8]| Pair {
+            first: probe("first", a),
+            second: probe("second", b),
+        };
+        let mut tx = DataStreamManager::with_fixed(pair(&[1], &[]));
+        let extra = tx.add_stream(probe("extra", &[3])).unwrap();
+        assert_eq!(extra.index(), 2, "added after the two fixed streams");
+        let mut rx = DataStreamManager::with_fixed(pair(&[], &[]));
+        assert_eq!(rx.add_stream(probe("extra", &[])).unwrap(), extra);
+        assert_eq!(tx.stream_names(), ["first", "second", "extra"]);
+        assert!(tx.set_send_status("second", SendStatus::Pause));
+        assert_eq!(tx.send_status("second"), Some(SendStatus::Pause));
+
+        let mut w = BitWriter::with_capacity_bytes(64);
+        tx.write_packet(&(), PacketSequence(0), &mut w);
+        assert_eq!(w.position(), 5 + 3 + 8 + 8);
+        let bytes = w.finish().unwrap();
+        rx.read_packet(&mut (), &mut BitReader::new(&bytes))
+            .unwrap();
+        assert_eq!(rx.fixed().first.received, vec![1]);
+        assert!(rx.fixed().second.received.is_empty());
+        assert_eq!(rx.stream(extra).unwrap().received, vec![3]);
+
+        tx.process_delivery(&mut (), PacketSequence(0), DeliveryStatus::Lost);
+        assert_eq!(tx.fixed().first.lost, vec![1]);
+        assert_eq!(tx.stream(extra).unwrap().lost, vec![3]);
+        // Lost data is queued again, in the fixed stream's own field.
+        tx.fixed_mut().first.to_send.push_back(9);
+        assert_eq!(tx.fixed().first.to_send, [1, 9]);
+        // A key naming a fixed stream's index reaches nothing: those are fields.
+        assert!(tx.stream(key(0)).is_none());
+        assert!(tx.stream_mut(key(1)).is_none());
     }
 }

@@ -635,10 +635,7 @@ fn token_exports_reach_the_client() {
         .unwrap();
     let seq = m.round_trip();
     let _ = seq;
-    assert_eq!(
-        m.client.tokens().unwrap().imports().resolve(t),
-        Some("Player One")
-    );
+    assert_eq!(m.client.tokens().imports().resolve(t), Some("Player One"));
     assert!(m.server.tokens_mut(m.conn).unwrap().exports().is_acked(t));
 }
 
@@ -1029,23 +1026,20 @@ fn extra_streams_ride_along_with_replication() {
     }
 
     let mut m = Manual::new();
-    m.server
-        .add_stream(
-            m.conn,
-            Box::new(Chat {
-                outbox: vec![42],
-                ..Default::default()
-            }),
-        )
-        .unwrap();
-    m.client.add_stream(Box::<Chat>::default()).unwrap();
+    let chat = Chat {
+        outbox: vec![42],
+        ..Default::default()
+    };
+    let on_server = m.server.add_stream(m.conn, chat).unwrap();
+    let on_client = m.client.add_stream(Chat::default()).unwrap();
+    assert_eq!(on_server.index(), on_client.index(), "the same position");
     let h = m.server.objects_mut().spawn(pawn(5, 5)).unwrap();
     m.round_trip();
-    assert_eq!(m.client.stream_mut::<Chat>("chat").unwrap().inbox, vec![42]);
+    assert_eq!(m.client.stream_mut(on_client).unwrap().inbox, vec![42]);
     assert_eq!(m.client.get::<Pawn>(h).unwrap().x, 5);
     assert!(
         m.server
-            .stream_mut::<Chat>(m.conn, "chat")
+            .stream_mut(m.conn, on_server)
             .unwrap()
             .in_flight
             .is_empty()

@@ -7,9 +7,7 @@ mod common;
 use common::attachment_suite::*;
 use common::*;
 use replicate::internals::link::LinkConditioner;
-use replicate::internals::replication::{
-    HugeObjectReceiver, HugeObjectStream, ReplicatedObjectState, ReplicationConfig,
-};
+use replicate::internals::replication::{ReplicatedObjectState, ReplicationConfig};
 use replicate::internals::stats::ReplicationStats;
 use std::time::Duration;
 
@@ -27,10 +25,7 @@ fn lossy() -> LinkConditioner {
 
 fn huge_stats(sim: &mut Sim) -> replicate::internals::replication::HugeSendStats {
     let conn = sim.peers[0].conn;
-    sim.server
-        .stream_mut::<HugeObjectStream>(conn, HugeObjectStream::NAME)
-        .unwrap()
-        .stats()
+    sim.server.huge_stream(conn).unwrap().stats()
 }
 
 #[test]
@@ -180,9 +175,7 @@ fn destroying_an_object_in_flight_cancels_its_transfer_on_both_ends() {
     sim.run(200);
     let client = &mut sim.peers[0].client;
     assert!(!client.contains(big), "the cancelled object never appears");
-    let rx = client
-        .stream_mut::<HugeObjectReceiver>(HugeObjectReceiver::NAME)
-        .unwrap();
+    let rx = client.huge_receiver();
     assert_eq!(rx.assembling(), 0, "the partial blob was dropped");
     assert_eq!(rx.reserved_bits(), 0);
     let st = huge_stats(&mut sim);
@@ -261,10 +254,7 @@ fn a_destroy_racing_a_completed_transfer_still_removes_the_object() {
     assert_eq!(sim.server.writer(conn).unwrap().tracked_objects(), 0);
     let st = huge_stats(&mut sim);
     assert_eq!((st.cancelled, st.completed), (1, 0), "{st:?}");
-    let rx = sim.peers[0]
-        .client
-        .stream_mut::<HugeObjectReceiver>(HugeObjectReceiver::NAME)
-        .unwrap();
+    let rx = sim.peers[0].client.huge_receiver();
     assert_eq!(rx.assembling(), 0);
     assert_eq!(
         rx.stats().blobs,

@@ -39,6 +39,7 @@ const LAYERS: &[&str] = &[
     "replication::reader",
     "replication::writer",
     "replication::attachment",
+    "replication::streams",
     "replication",
     "time",
     "stats",

@@ -261,7 +261,7 @@ fn random_run(seed: u64, reuse: bool) -> Run {
         ..Default::default()
     });
     m.server
-        .stream_mut::<ReplicationWriter>(m.conn, ReplicationWriter::NAME)
+        .writer_mut(m.conn)
         .expect("writer")
         .set_schedule_reuse(reuse);
     let mut rng = Rng(seed);

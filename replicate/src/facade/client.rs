@@ -20,8 +20,8 @@ use crate::replication::{
     ClientObject, ClientWorld, ReplicationClient, ReplicationConfig, ReplicationEvent,
 };
 use crate::state::{ChangeMask, MemberKey, Replicated};
-use crate::stream::WriteResult;
-use crate::time::wire::{self, ClientTimeStream};
+use crate::stream::{StreamKey, WriteResult};
+use crate::time::wire::ClientTimeStream;
 use crate::time::{Interpolate, InterpolationStats, NetInput, Sampled, Tick, TimeConfig};
 #[cfg(feature = "udp")]
 use crate::transport::udp::{ConnectToken, UdpClientTransport};
@@ -291,6 +291,8 @@ pub struct Client<T: ClientTransport = crate::transport::DefaultClientTransport>
     /// until the transport is closed at the given time.
     closing: Option<(Duration, Vec<u8>)>,
     time: ClientTime,
+    /// The time stream (tick, clock echoes, inputs), after the built-in streams.
+    time_stream: StreamKey<ClientTimeStream>,
     /// What the server says this client owns.
     ownership: OwnershipTracker,
     /// Ownership notices taken by the message handler, not yet given to `ownership`.
@@ -356,8 +358,8 @@ impl<T: ClientTransport> Client<T> {
         let mut replication = ReplicationClient::new(registry.clone(), config.replication.clone());
         // The time stream follows the built-in streams (the server adds its end at the
         // same position when it accepts the client).
-        replication
-            .add_stream(Box::new(ClientTimeStream::new(&config.time)))
+        let time_stream = replication
+            .add_stream(ClientTimeStream::new(&config.time))
             .map_err(|e| FacadeError::Config(e.to_string()))?;
         let notices = Arc::new(Mutex::new(Vec::new()));
         let queue = notices.clone();
@@ -371,6 +373,7 @@ impl<T: ClientTransport> Client<T> {
             registry_hash: registry.hash(),
             replication,
             time: ClientTime::new(config.time.clone()),
+            time_stream,
             connection: Connection::new(config.connection.clone()),
             config,
             state: ClientState::Connecting,
@@ -434,14 +437,14 @@ impl<T: ClientTransport> Client<T> {
                     self.close(DisconnectReason::AckTimedOut);
                 } else {
                     self.flush();
-                    let refused = self.replication.message_stats().map_or(0, |s| s.rejected);
+                    let refused = self.replication.message_stats().rejected;
                     self.stats.stats.messages_refused = refused;
                     self.refusals.report(now, refused, format_args!("client"));
                 }
             }
             _ => {}
         }
-        if let Some(stream) = self.replication.stream_mut::<ClientTimeStream>(wire::NAME) {
+        if let Some(stream) = self.replication.stream_mut(self.time_stream) {
             let tick_seconds = stream.tick_seconds();
             self.time
                 .update(&mut stream.clock, tick_seconds, now.as_secs_f64());
@@ -583,7 +586,7 @@ impl<T: ClientTransport> Client<T> {
                 }
                 let tick = self
                     .replication
-                    .stream_mut::<ClientTimeStream>(wire::NAME)
+                    .stream_mut(self.time_stream)
                     .and_then(ClientTimeStream::take_packet_tick);
                 let events = self.replication.drain_events();
                 self.time
@@ -628,7 +631,7 @@ impl<T: ClientTransport> Client<T> {
 
     fn set_stream_now(&mut self) {
         let now = self.now.as_secs_f64();
-        if let Some(stream) = self.replication.stream_mut::<ClientTimeStream>(wire::NAME) {
+        if let Some(stream) = self.replication.stream_mut(self.time_stream) {
             stream.set_now(now);
         }
     }
@@ -1031,7 +1034,7 @@ impl<T: ClientTransport> Client<T> {
             return false;
         };
         self.replication
-            .stream_mut::<ClientTimeStream>(wire::NAME)
+            .stream_mut(self.time_stream)
             .is_some_and(|s| s.push_input(tick, bytes))
     }
 

@@ -20,8 +20,8 @@ use crate::protocol::ProtocolRegistry;
 use crate::replication::attachment::{MessageError, ReceivedMessage};
 use crate::replication::{PacketWrite, ReplicationConfig, ReplicationServer};
 use crate::state::Replicated;
-use crate::stream::WriteResult;
-use crate::time::wire::{self, ServerTimeStream};
+use crate::stream::{StreamKey, WriteResult};
+use crate::time::wire::ServerTimeStream;
 use crate::time::{InputStats, NetInput, Tick, TimeConfig};
 #[cfg(feature = "udp")]
 use crate::transport::udp::{ConnectTokenIssuer, UdpServerConfig, UdpServerTransport};
@@ -231,6 +231,9 @@ pub struct Server<T: ServerTransport = crate::transport::DefaultServerTransport>
     insights: Option<Box<ServerInsights>>,
     /// What each client was told it owns.
     ownership: OwnershipAnnouncer,
+    /// Every connection's time stream, added right after the built-in streams (so one
+    /// key reaches it on every connection); `None` before the first client.
+    time_stream: Option<StreamKey<ServerTimeStream>>,
 }
 
 impl<T: ServerTransport> std::fmt::Debug for Server<T> {
@@ -319,6 +322,7 @@ impl<T: ServerTransport> Server<T> {
             tick: 0,
             insights: None,
             ownership: OwnershipAnnouncer::default(),
+            time_stream: None,
         };
         let level = server.config.attribution;
         server.start_insights(level, recording);
@@ -408,10 +412,7 @@ impl<T: ServerTransport> Server<T> {
         self.now = now;
         let tick = self.tick;
         for conn in self.active_connections() {
-            if let Some(s) = self
-                .replication
-                .stream_mut::<ServerTimeStream>(conn, wire::NAME)
-            {
+            if let Some(s) = self.time_stream(conn) {
                 s.set_tick(tick);
             }
         }
@@ -453,27 +454,28 @@ impl<T: ServerTransport> Server<T> {
     /// before any input, for an unknown client, or when the input does not decode.
     pub fn take_input<I: NetInput>(&mut self, client: ClientId, tick: Tick) -> Option<I> {
         let conn = self.connection_id(client)?;
-        let stream = self
-            .replication
-            .stream_mut::<ServerTimeStream>(conn, wire::NAME)?;
+        let stream = self.time_stream(conn)?;
         stream.inputs.take(tick).and_then(crate::time::input_decode)
     }
 
     /// Counters of a client's input buffer (inputs on time, missing, their lead).
     pub fn input_stats(&mut self, client: ClientId) -> Option<InputStats> {
         let conn = self.connection_id(client)?;
-        self.replication
-            .stream_mut::<ServerTimeStream>(conn, wire::NAME)
-            .map(|s| s.inputs.stats())
+        self.time_stream(conn).map(|s| s.inputs.stats())
     }
 
     /// Bits spent on the time model in the packets sent to a client:
     /// `(tick field bits, whole time section bits (tick and clock echoes), packets)`.
     pub fn time_bits(&mut self, client: ClientId) -> Option<(u64, u64, u64)> {
         let conn = self.connection_id(client)?;
-        self.replication
-            .stream_mut::<ServerTimeStream>(conn, wire::NAME)
+        self.time_stream(conn)
             .map(|s| (s.tick_bits, s.section_bits, s.packets))
+    }
+
+    /// The time stream of connection `conn`.
+    fn time_stream(&mut self, conn: ConnectionId) -> Option<&mut ServerTimeStream> {
+        let key = self.time_stream?;
+        self.replication.stream_mut(conn, key)
     }
 
     fn handle_transport_event(&mut self, event: ServerTransportEvent) {
@@ -643,10 +645,11 @@ impl<T: ServerTransport> Server<T> {
         let conn = self.replication.add_connection();
         self.ownership.connected(&self.replication, conn);
         // The time stream follows the built-in ones, like the client's.
-        let _ = self.replication.add_stream(
-            conn,
-            Box::new(ServerTimeStream::new(self.tick, self.config.time.tick_rate)),
-        );
+        let time = ServerTimeStream::new(self.tick, self.config.time.tick_rate);
+        match self.replication.add_stream(conn, time) {
+            Ok(key) => self.time_stream = Some(key),
+            Err(e) => tracing::error!("client {client}: no time stream: {e}"),
+        }
         peer.phase = Phase::Active {
             conn,
             connection: Box::new(Connection::new(self.config.connection.clone())),

@@ -130,8 +130,7 @@
 //! deferred messages in its own.
 
 use super::{
-    ClientWorld, HugeObjectStream, ReplicatedObjectState, ReplicationClient, ReplicationServer,
-    ReplicationWriter,
+    ClientWorld, ReplicatedObjectState, ReplicationClient, ReplicationServer, ReplicationWriter,
 };
 use crate::bits::{BitReader, BitWriter};
 use crate::blob::{
@@ -143,12 +142,10 @@ use crate::handle::NetRefHandle;
 use crate::object::{ConnectionId, ObjectTable};
 use crate::protocol::{ErasedObject, ProtocolIndex, ProtocolRegistry};
 use crate::state::{ChangeMask, Replicated};
-use crate::stream::tokens::lock;
-use crate::stream::{DataStream, DataStreamManager, StreamError, WriteResult};
+use crate::stream::{DataStream, StreamError, WriteResult};
 use std::any::Any;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
 use thiserror::Error;
 
 pub use super::writer::huge::AttachmentConfig;
@@ -649,13 +646,16 @@ impl MessageStream {
         }
     }
 
-    /// Moves held object messages on by `gate`, in their order.
-    fn release_held(&mut self, mut gate: impl FnMut(NetRefHandle) -> Gate) {
+    /// Releases held object messages whose object is now created on the connection
+    /// `writer` serves (or drops those whose object left its scope), in their order.
+    /// Called on every tick and after every delivery report, so a message goes out in
+    /// the first packet written after its object's creation is acknowledged.
+    pub(crate) fn release_held(&mut self, writer: &ReplicationWriter, table: &ObjectTable) {
         if self.held.is_empty() {
             return;
         }
         for h in std::mem::take(&mut self.held) {
-            match gate(h.handle) {
+            match object_gate(writer, table, h.handle) {
                 Gate::Send => {
                     if let Err(e) = self.queue_blob(h.mode, h.blob) {
                         tracing::warn!("message to {} not queued: {e}", h.handle);
@@ -927,48 +927,9 @@ impl DataStream<ClientWorld> for MessageStream {
     }
 }
 
-/// Called by [`ReplicationServer::tick`] for each connection after the writer's
-/// update: gives the huge-object queue the time and moves held object messages on.
-pub(crate) fn after_tick(
-    streams: &mut DataStreamManager<ObjectTable>,
-    table: &ObjectTable,
-    now: Duration,
-) {
-    if let Some(huge) = streams.stream::<HugeObjectStream>(HugeObjectStream::NAME) {
-        lock(huge.queue()).set_now(now);
-    }
-    release_held(streams, table);
-}
-
-/// Releases held object messages whose object is now created on the connection (or
-/// drops those whose object left its scope). Called on every tick and after every
-/// delivery report, so a message goes out in the first packet written after its
-/// object's creation is acknowledged.
-pub(crate) fn release_held(streams: &mut DataStreamManager<ObjectTable>, table: &ObjectTable) {
-    let gates: Vec<Gate> = {
-        let Some(ms) = streams.stream::<MessageStream>(MessageStream::NAME) else {
-            return;
-        };
-        if ms.held.is_empty() {
-            return;
-        }
-        let Some(w) = streams.stream::<ReplicationWriter>(ReplicationWriter::NAME) else {
-            return;
-        };
-        ms.held
-            .iter()
-            .map(|h| object_gate(w, table, h.handle))
-            .collect()
-    };
-    if let Some(ms) = streams.stream_mut::<MessageStream>(MessageStream::NAME) {
-        let mut it = gates.into_iter();
-        ms.release_held(|_| it.next().unwrap_or(Gate::Hold));
-    }
-}
-
 impl ReplicationServer {
-    fn messages_mut(&mut self, conn: ConnectionId) -> Result<&mut MessageStream, MessageError> {
-        self.stream_mut::<MessageStream>(conn, MessageStream::NAME)
+    fn message_stream(&mut self, conn: ConnectionId) -> Result<&mut MessageStream, MessageError> {
+        self.messages_mut(conn)
             .ok_or(MessageError::NoConnection(conn))
     }
 
@@ -981,7 +942,7 @@ impl ReplicationServer {
     ) -> Result<(), MessageError> {
         let max = self.config().attachments.max_message_bits;
         let blob = encode_message(self.objects().registry(), None, value, max)?;
-        self.messages_mut(conn)?.push(mode, blob)
+        self.message_stream(conn)?.push(mode, blob)
     }
 
     /// Sends a connection-level message to every client.
@@ -993,7 +954,7 @@ impl ReplicationServer {
         let max = self.config().attachments.max_message_bits;
         let blob = encode_message(self.objects().registry(), None, value, max)?;
         for conn in self.connection_ids() {
-            self.messages_mut(conn)?.push(mode, blob.clone())?;
+            self.message_stream(conn)?.push(mode, blob.clone())?;
         }
         Ok(())
     }
@@ -1024,7 +985,7 @@ impl ReplicationServer {
             .writer(conn)
             .map(|w| object_gate(w, self.objects(), object))
             .ok_or(MessageError::NoConnection(conn))?;
-        let ms = self.messages_mut(conn)?;
+        let ms = self.message_stream(conn)?;
         ms.check_size(mode, &blob)?;
         match gate {
             Gate::Send => {
@@ -1094,7 +1055,7 @@ impl ReplicationServer {
                 dropped.push(h);
             }
         }
-        if let Ok(ms) = self.messages_mut(conn) {
+        if let Ok(ms) = self.message_stream(conn) {
             for h in dropped {
                 ms.drop_not_in_scope(h, "server");
             }
@@ -1108,7 +1069,7 @@ impl ReplicationServer {
         conn: ConnectionId,
         validator: Option<MessageValidator>,
     ) -> bool {
-        match self.messages_mut(conn) {
+        match self.message_stream(conn) {
             Ok(m) => {
                 m.set_validator(validator);
                 true
@@ -1118,15 +1079,14 @@ impl ReplicationServer {
     }
 
     /// The message counters of one connection.
-    pub fn message_stats(&mut self, conn: ConnectionId) -> Option<MessageStats> {
-        self.messages_mut(conn).ok().map(|m| m.stats())
+    pub fn message_stats(&self, conn: ConnectionId) -> Option<MessageStats> {
+        self.conn(conn).map(|c| c.streams.fixed().messages.stats())
     }
 }
 
 impl ReplicationClient {
-    fn messages_mut(&mut self) -> Result<&mut MessageStream, MessageError> {
-        self.stream_mut::<MessageStream>(MessageStream::NAME)
-            .ok_or(MessageError::NoConnection(0))
+    fn messages_mut(&mut self) -> &mut MessageStream {
+        &mut self.streams.fixed_mut().messages
     }
 
     /// Sends a connection-level message to the server.
@@ -1135,7 +1095,7 @@ impl ReplicationClient {
         value: &T,
         mode: DeliveryMode,
     ) -> Result<(), MessageError> {
-        self.messages_mut()?.send(value, mode)
+        self.messages_mut().send(value, mode)
     }
 
     /// Sends a message targeting a replicated object to the server (dropped there if
@@ -1146,7 +1106,7 @@ impl ReplicationClient {
         value: &T,
         mode: DeliveryMode,
     ) -> Result<(), MessageError> {
-        let ms = self.messages_mut()?;
+        let ms = self.messages_mut();
         let blob = encode_message(
             &ms.registry,
             Some(object),
@@ -1199,7 +1159,7 @@ impl ReplicationClient {
         &mut self,
         mut handler: impl FnMut(M, MessageInfo, &mut ClientWorld) + Send + 'static,
     ) -> Result<(), MessageError> {
-        let ms = self.messages_mut()?;
+        let ms = self.messages_mut();
         let protocol = ms
             .registry
             .index_of::<M>()
@@ -1219,9 +1179,7 @@ impl ReplicationClient {
     /// Removes the handler of message type `M` (its messages are queued again);
     /// returns whether there was one.
     pub fn remove_message_handler<M: Replicated>(&mut self) -> bool {
-        let Ok(ms) = self.messages_mut() else {
-            return false;
-        };
+        let ms = self.messages_mut();
         let Some(protocol) = ms.registry.index_of::<M>() else {
             return false;
         };
@@ -1233,12 +1191,12 @@ impl ReplicationClient {
     /// Takes the messages received from the server (those without a handler), in the
     /// order they executed (see [`on_message`](Self::on_message)).
     pub fn drain_messages(&mut self) -> Vec<ReceivedMessage> {
-        self.messages_mut().map(|m| m.drain()).unwrap_or_default()
+        self.messages_mut().drain()
     }
 
     /// The message counters.
-    pub fn message_stats(&mut self) -> Option<MessageStats> {
-        self.messages_mut().ok().map(|m| m.stats())
+    pub fn message_stats(&self) -> MessageStats {
+        self.streams.fixed().messages.stats()
     }
 }
 

@@ -339,12 +339,11 @@ impl ReplicationServer {
                 ChangeMask::new(bits.len())
             };
             for conn in self.connections.iter_mut().flatten() {
-                if let Some(w) = conn.writer_mut() {
-                    // Baselines taken while the switch was the other way hold values
-                    // this connection never received (or may no longer use).
-                    w.invalidate_baselines(&self.objects, i);
-                    w.on_conditions_changed(&self.objects, i, &owed);
-                }
+                let w = conn.writer_mut();
+                // Baselines taken while the switch was the other way hold values
+                // this connection never received (or may no longer use).
+                w.invalidate_baselines(&self.objects, i);
+                w.on_conditions_changed(&self.objects, i, &owed);
             }
         }
         Ok(changed)

@@ -91,6 +91,8 @@ mod reader;
 mod record;
 mod replay;
 mod scheduler;
+mod streams;
+use streams::{ClientStreamManager, ClientStreams, ServerStreamManager, ServerStreams};
 pub mod wire;
 mod writer;
 
@@ -125,9 +127,7 @@ use crate::object::{ConnectionId, ObjectTable};
 use crate::protocol::{ErasedObject, ErasedState, ProtocolIndex, ProtocolRegistry};
 use crate::state::{ChangeMask, Replicated};
 use crate::stream::tokens::{SharedExports, SharedImports, TokenStream};
-use crate::stream::{
-    DataStream, DataStreamManager, SendStatus, StreamError, TooManyStreams, WriteResult,
-};
+use crate::stream::{DataStream, SendStatus, StreamError, StreamKey, TooManyStreams, WriteResult};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -235,15 +235,29 @@ pub enum ReplicationEvent {
     },
 }
 
+/// Why a stream could not be added to a server connection.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddStreamError {
+    /// No open connection has this id.
+    #[error("no open connection {0}: add streams after `add_connection`")]
+    NoConnection(ConnectionId),
+    /// The connection already has the most streams a packet can carry.
+    #[error(transparent)]
+    TooMany(#[from] TooManyStreams),
+}
+
 /// One connection on the server.
 struct ServerConnection {
-    streams: DataStreamManager<ObjectTable>,
+    streams: ServerStreamManager,
 }
 
 impl ServerConnection {
-    fn writer_mut(&mut self) -> Option<&mut ReplicationWriter> {
-        self.streams
-            .stream_mut::<ReplicationWriter>(ReplicationWriter::NAME)
+    fn writer(&self) -> &ReplicationWriter {
+        &self.streams.fixed().writer
+    }
+
+    fn writer_mut(&mut self) -> &mut ReplicationWriter {
+        &mut self.streams.fixed_mut().writer
     }
 }
 
@@ -299,13 +313,9 @@ fn write_chunk(
         }
         let writer = &mut *job.writer;
         let sub = writer.begin_substream(allowed.unwrap_or(usize::MAX));
-        if let Some(w) = conn.writer_mut() {
-            std::mem::swap(w.cache_mut(), cache);
-        }
+        std::mem::swap(conn.writer_mut().cache_mut(), cache);
         job.result = conn.streams.write_packet(objects, job.sequence, writer);
-        if let Some(w) = conn.writer_mut() {
-            std::mem::swap(w.cache_mut(), cache);
-        }
+        std::mem::swap(conn.writer_mut().cache_mut(), cache);
         if writer.commit_substream(sub).is_err() {
             // Every stream rolls back its own overflow; nothing is left to pay for.
             tracing::error!(
@@ -363,7 +373,7 @@ fn writer_of(
     connections
         .get_mut(id as usize)
         .and_then(Option::as_mut)
-        .and_then(ServerConnection::writer_mut)
+        .map(ServerConnection::writer_mut)
 }
 
 /// The server-side driver: the object table plus, per connection, a stream manager with
@@ -425,9 +435,7 @@ impl ReplicationServer {
 
     fn apply_attribution(conn: &mut ServerConnection, level: crate::insights::AttributionLevel) {
         conn.streams.set_section_bits(level.is_on());
-        if let Some(w) = conn.writer_mut() {
-            w.set_attribution(level);
-        }
+        conn.writer_mut().set_attribution(level);
     }
 
     /// The attribution level.
@@ -441,39 +449,29 @@ impl ReplicationServer {
     pub fn packet_attribution(&self, id: ConnectionId) -> Option<crate::insights::PacketBits> {
         let conn = self.conn(id)?;
         let sections = conn.streams.section_bits()?;
-        let replication_bits = sections.streams.first().copied().unwrap_or(0);
-        let replication = if replication_bits > 0 {
-            conn.streams
-                .stream::<ReplicationWriter>(ReplicationWriter::NAME)
-                .and_then(ReplicationWriter::packet_attribution)
-                .cloned()
+        let wrote = |index: usize| sections.streams.get(index).is_some_and(|&bits| bits > 0);
+        let replication = if wrote(ServerStreams::REPLICATION) {
+            conn.writer().packet_attribution().cloned()
         } else {
             None
         };
         // The huge-object stream's parts per type, when it wrote into this packet.
-        let huge_wrote = conn
-            .streams
-            .stream_names()
-            .iter()
-            .position(|n| n == HugeObjectStream::NAME)
-            .and_then(|i| sections.streams.get(i))
-            .is_some_and(|&bits| bits > 0);
-        let huge_types = conn
-            .streams
-            .stream::<HugeObjectStream>(HugeObjectStream::NAME)
-            .filter(|_| huge_wrote)
-            .map(|h| {
-                h.last_packet_types()
-                    .iter()
-                    .map(|&(protocol, parts, bits)| crate::insights::TypeBits {
-                        protocol,
-                        batches: parts,
-                        creations: 0,
-                        bits,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let huge_types = if wrote(ServerStreams::HUGE) {
+            conn.streams
+                .fixed()
+                .huge
+                .last_packet_types()
+                .iter()
+                .map(|&(protocol, parts, bits)| crate::insights::TypeBits {
+                    protocol,
+                    batches: parts,
+                    creations: 0,
+                    bits,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         Some(crate::insights::PacketBits {
             stream_framing: sections.framing,
             streams: sections.streams.clone(),
@@ -556,21 +554,16 @@ impl ReplicationServer {
         writer.set_baseline_storage(self.baselines.clone());
         self.interest_add_connection(id, &mut writer);
         writer.start_all(&mut self.objects);
-        let mut streams = DataStreamManager::new();
-        // Four streams: cannot exceed the limit.
-        let _ = streams.add_stream(Box::new(writer));
-        let _ = streams.add_stream(Box::new(TokenStream::with_tables(
-            exports,
-            SharedImports::default(),
-        )));
-        let _ = streams.add_stream(Box::new(HugeObjectStream::new(huge)));
-        let _ = streams.add_stream(Box::new(
-            crate::replication::attachment::MessageStream::new(
+        let streams = ServerStreamManager::with_fixed(ServerStreams {
+            writer,
+            tokens: TokenStream::with_tables(exports, SharedImports::default()),
+            huge: HugeObjectStream::new(huge),
+            messages: crate::replication::attachment::MessageStream::new(
                 self.objects.registry().clone(),
                 &self.config.attachments,
                 Some(id),
             ),
-        ));
+        });
         let mut conn = ServerConnection { streams };
         if self.attribution.is_on() {
             Self::apply_attribution(&mut conn, self.attribution);
@@ -590,9 +583,7 @@ impl ReplicationServer {
         };
         self.interest_remove_connection(id);
         conn.streams.discard_all(&mut self.objects);
-        if let Some(w) = conn.writer_mut() {
-            w.release_all(&mut self.objects);
-        }
+        conn.writer_mut().release_all(&mut self.objects);
     }
 
     fn conn(&self, id: ConnectionId) -> Option<&ServerConnection> {
@@ -607,47 +598,63 @@ impl ReplicationServer {
 
     /// The replication writer of a connection.
     pub fn writer(&self, id: ConnectionId) -> Option<&ReplicationWriter> {
-        self.conn(id)?
-            .streams
-            .stream::<ReplicationWriter>(ReplicationWriter::NAME)
+        self.conn(id).map(ServerConnection::writer)
     }
 
     /// The token stream of a connection (export strings to it); it shares its export
     /// table with the connection's writer.
     pub fn tokens_mut(&mut self, id: ConnectionId) -> Option<&mut TokenStream> {
-        self.conn_mut(id)?
-            .streams
-            .stream_mut::<TokenStream>(TokenStream::NAME)
+        Some(&mut self.conn_mut(id)?.streams.fixed_mut().tokens)
+    }
+
+    /// The replication writer of a connection, mutably.
+    pub fn writer_mut(&mut self, id: ConnectionId) -> Option<&mut ReplicationWriter> {
+        self.conn_mut(id).map(ServerConnection::writer_mut)
+    }
+
+    /// The huge-object stream of a connection (its parts in flight and counters).
+    pub fn huge_stream(&self, id: ConnectionId) -> Option<&HugeObjectStream> {
+        Some(&self.conn(id)?.streams.fixed().huge)
+    }
+
+    /// The message stream of a connection.
+    pub fn messages_mut(
+        &mut self,
+        id: ConnectionId,
+    ) -> Option<&mut crate::replication::attachment::MessageStream> {
+        Some(&mut self.conn_mut(id)?.streams.fixed_mut().messages)
     }
 
     /// Adds a stream to a connection, after the replication, token, huge-object and
     /// message streams. The client must add the matching stream at the
-    /// same position ([`ReplicationClient::add_stream`]).
-    pub fn add_stream(
+    /// same position ([`ReplicationClient::add_stream`]). Connections given the same
+    /// streams in the same order get equal keys.
+    pub fn add_stream<T: DataStream<ObjectTable>>(
         &mut self,
         id: ConnectionId,
-        stream: Box<dyn DataStream<ObjectTable>>,
-    ) -> Result<usize, TooManyStreams> {
-        match self.conn_mut(id) {
-            Some(c) => c.streams.add_stream(stream),
-            None => Err(TooManyStreams),
-        }
+        stream: T,
+    ) -> Result<StreamKey<T>, AddStreamError> {
+        self.conn_mut(id)
+            .ok_or(AddStreamError::NoConnection(id))?
+            .streams
+            .add_stream(stream)
+            .map_err(AddStreamError::from)
     }
 
-    /// A stream of a connection by name, as its concrete type.
+    /// A stream added to connection `id` ([`add_stream`](Self::add_stream)).
     pub fn stream_mut<T: DataStream<ObjectTable>>(
         &mut self,
         id: ConnectionId,
-        name: &str,
+        key: StreamKey<T>,
     ) -> Option<&mut T> {
-        self.conn_mut(id)?.streams.stream_mut::<T>(name)
+        self.conn_mut(id)?.streams.stream_mut(key)
     }
 
     /// Replaces the hooks of a connection's writer. Every connection starts with the
     /// interest layer's [`InterestHooks`]; replacing them turns the prioritizers and
     /// `Custom` switches off for that connection (filters and budgets stay).
     pub fn set_writer_hooks(&mut self, id: ConnectionId, hooks: Box<dyn WriterHooks>) -> bool {
-        match self.conn_mut(id).and_then(ServerConnection::writer_mut) {
+        match self.writer_mut(id) {
             Some(w) => {
                 w.set_hooks(hooks);
                 true
@@ -707,9 +714,7 @@ impl ReplicationServer {
         // The tick's changes: what changes the table one connection after another,
         // then the dirty objects on the writer threads.
         for conn in self.connections.iter_mut().flatten() {
-            if let Some(w) = conn.writer_mut() {
-                w.update_lifecycle(&mut self.objects);
-            }
+            conn.writer_mut().update_lifecycle(&mut self.objects);
         }
         self.objects.seal_tick();
         let objects = &self.objects;
@@ -717,13 +722,13 @@ impl ReplicationServer {
             .connections
             .iter_mut()
             .flatten()
-            .filter_map(ServerConnection::writer_mut)
+            .map(ServerConnection::writer_mut)
             .collect();
         on_writer_threads(&mut writers, &mut self.caches, |_, share| {
             share.iter_mut().for_each(|w| w.update_dirty(objects));
         });
         for conn in self.connections.iter_mut().flatten() {
-            crate::replication::attachment::after_tick(&mut conn.streams, &self.objects, now);
+            conn.streams.fixed_mut().after_tick(&self.objects, now);
         }
         self.objects.end_tick();
     }
@@ -917,9 +922,7 @@ impl ReplicationServer {
             let Some(conn) = conn else {
                 continue;
             };
-            if let Some(w) = conn.writer_mut() {
-                w.settle(&mut storage);
-            }
+            conn.writer_mut().settle(&mut storage);
             let bits = job.writer.position().saturating_sub(*start);
             interest.end_packet(job.connection, bits);
         }
@@ -1016,7 +1019,7 @@ impl ReplicationServer {
         conn.streams
             .process_delivery(&mut self.objects, sequence, status);
         // A creation acknowledged just now frees the object messages held for it.
-        crate::replication::attachment::release_held(&mut conn.streams, &self.objects);
+        conn.streams.fixed_mut().release_held(&self.objects);
     }
 
     /// An estimate of the bytes the server keeps for connection `id` only because
@@ -1028,17 +1031,8 @@ impl ReplicationServer {
         let Some(conn) = self.conn(id) else {
             return 0;
         };
-        let writer = conn
-            .streams
-            .stream::<ReplicationWriter>(ReplicationWriter::NAME)
-            .map_or(0, ReplicationWriter::pending_bytes);
-        let messages = conn
-            .streams
-            .stream::<crate::replication::attachment::MessageStream>(
-                crate::replication::attachment::MessageStream::NAME,
-            )
-            .map_or(0, |m| m.queued_send_bytes());
-        writer + messages
+        let streams = conn.streams.fixed();
+        streams.writer.pending_bytes() + streams.messages.queued_send_bytes()
     }
 
     /// Bytes held in connection `id`'s receive buffers (received messages waiting
@@ -1046,13 +1040,7 @@ impl ReplicationServer {
     /// see [`MessageStream::buffered_receive_bytes`](crate::replication::attachment::MessageStream::buffered_receive_bytes)).
     pub fn buffered_receive_bytes(&self, id: ConnectionId) -> usize {
         self.conn(id)
-            .and_then(|c| {
-                c.streams
-                    .stream::<crate::replication::attachment::MessageStream>(
-                        crate::replication::attachment::MessageStream::NAME,
-                    )
-            })
-            .map_or(0, |m| m.buffered_receive_bytes())
+            .map_or(0, |c| c.streams.fixed().messages.buffered_receive_bytes())
     }
 
     /// The roots connection `id`'s client reported broken since the last call; each
@@ -1083,7 +1071,7 @@ impl ReplicationServer {
 /// replication reader and the token stream.
 pub struct ReplicationClient {
     world: ClientWorld,
-    streams: DataStreamManager<ClientWorld>,
+    streams: ClientStreamManager,
 }
 
 impl std::fmt::Debug for ReplicationClient {
@@ -1099,16 +1087,16 @@ impl ReplicationClient {
     pub fn new(registry: Arc<ProtocolRegistry>, config: ReplicationConfig) -> Self {
         let attachments = config.attachments.clone();
         let world = ClientWorld::new(registry.clone(), config);
-        let mut streams = DataStreamManager::new();
-        let _ = streams.add_stream(Box::new(ReplicationReader::default()));
-        let _ = streams.add_stream(Box::new(TokenStream::with_tables(
-            SharedExports::default(),
-            world.shared_imports(),
-        )));
-        let _ = streams.add_stream(Box::new(HugeObjectReceiver::new(&attachments)));
-        let _ = streams.add_stream(Box::new(
-            crate::replication::attachment::MessageStream::new(registry, &attachments, None),
-        ));
+        let streams = ClientStreamManager::with_fixed(ClientStreams {
+            reader: ReplicationReader::default(),
+            tokens: TokenStream::with_tables(SharedExports::default(), world.shared_imports()),
+            huge: HugeObjectReceiver::new(&attachments),
+            messages: crate::replication::attachment::MessageStream::new(
+                registry,
+                &attachments,
+                None,
+            ),
+        });
         Self { world, streams }
     }
 
@@ -1204,20 +1192,30 @@ impl ReplicationClient {
 
     /// Adds a stream after the replication, token, huge-object and message streams (the server adds the
     /// matching one at the same position for this connection).
-    pub fn add_stream(
+    pub fn add_stream<T: DataStream<ClientWorld>>(
         &mut self,
-        stream: Box<dyn DataStream<ClientWorld>>,
-    ) -> Result<usize, TooManyStreams> {
+        stream: T,
+    ) -> Result<StreamKey<T>, TooManyStreams> {
         self.streams.add_stream(stream)
     }
 
-    /// A stream by name, as its concrete type.
-    pub fn stream_mut<T: DataStream<ClientWorld>>(&mut self, name: &str) -> Option<&mut T> {
-        self.streams.stream_mut::<T>(name)
+    /// A stream added with [`add_stream`](Self::add_stream).
+    pub fn stream_mut<T: DataStream<ClientWorld>>(&mut self, key: StreamKey<T>) -> Option<&mut T> {
+        self.streams.stream_mut(key)
+    }
+
+    /// The names of the client's data streams, by index.
+    pub fn stream_names(&self) -> Vec<String> {
+        self.streams.stream_names()
     }
 
     /// The token stream (strings exported by the server).
-    pub fn tokens(&self) -> Option<&TokenStream> {
-        self.streams.stream::<TokenStream>(TokenStream::NAME)
+    pub fn tokens(&self) -> &TokenStream {
+        &self.streams.fixed().tokens
+    }
+
+    /// The huge-object receiver (parts reassembled, counters).
+    pub fn huge_receiver(&self) -> &HugeObjectReceiver {
+        &self.streams.fixed().huge
     }
 }

@@ -281,10 +281,10 @@ mod tests {
     #[test]
     fn export_once_resend_on_loss_then_acked() {
         let mut tx = DataStreamManager::<()>::new();
-        tx.add_stream(Box::new(TokenStream::default())).unwrap();
+        let tokens = tx.add_stream(TokenStream::default()).unwrap();
         let mut rx = DataStreamManager::<()>::new();
-        rx.add_stream(Box::new(TokenStream::default())).unwrap();
-        let s = tx.stream_mut::<TokenStream>(TokenStream::NAME).unwrap();
+        rx.add_stream(TokenStream::default()).unwrap();
+        let s = tx.stream_mut(tokens).unwrap();
         let a = s.exports().token_for("Captain").unwrap();
         let b = s.exports().token_for("red team").unwrap();
         assert_eq!(s.exports().token_for("Captain"), Some(a));
@@ -301,10 +301,10 @@ mod tests {
             .unwrap();
         tx.process_delivery(&mut (), PacketSequence(1), DeliveryStatus::Delivered);
 
-        let s = tx.stream::<TokenStream>(TokenStream::NAME).unwrap();
+        let s = tx.stream(tokens).unwrap();
         assert!(s.exports().is_acked(a) && s.exports().is_acked(b));
         assert!(DataStream::<()>::has_acknowledged_all_reliable_data(s));
-        let r = rx.stream::<TokenStream>(TokenStream::NAME).unwrap();
+        let r = rx.stream(tokens).unwrap();
         assert_eq!(r.imports().resolve(a), Some("Captain"));
         assert_eq!(r.imports().resolve(b), Some("red team"));
 

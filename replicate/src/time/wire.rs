@@ -321,7 +321,7 @@ impl<C: ?Sized> DataStream<C> for ClientTimeStream {
 mod tests {
     use super::*;
     use crate::connection::PacketSequence;
-    use crate::stream::DataStreamManager;
+    use crate::stream::{DataStreamManager, StreamKey};
 
     #[test]
     fn low_bits_resolve_around_the_reference() {
@@ -332,15 +332,19 @@ mod tests {
         assert_eq!(resolve_low_bits(0xFFF, 12, 0x1001), Some(0xFFF));
     }
 
+    /// The server's and the client's time stream, each the only stream of its peer.
+    const SERVER: StreamKey<ServerTimeStream> = StreamKey::first();
+    const CLIENT: StreamKey<ClientTimeStream> = StreamKey::first();
+
     fn pair() -> (DataStreamManager<()>, DataStreamManager<()>) {
         let mut server = DataStreamManager::new();
-        server
-            .add_stream(Box::new(ServerTimeStream::new(1000, 30)))
-            .unwrap();
+        assert_eq!(
+            server.add_stream(ServerTimeStream::new(1000, 30)),
+            Ok(SERVER)
+        );
         let mut client = DataStreamManager::new();
-        client
-            .add_stream(Box::new(ClientTimeStream::new(&TimeConfig::default())))
-            .unwrap();
+        let time = ClientTimeStream::new(&TimeConfig::default());
+        assert_eq!(client.add_stream(time), Ok(CLIENT));
         (server, client)
     }
 
@@ -348,30 +352,25 @@ mod tests {
     fn tick_is_full_until_acked_then_nine_bits() {
         let (mut server, mut client) = pair();
         for (i, seq) in (1000..1003).zip(1u16..) {
-            server
-                .stream_mut::<ServerTimeStream>(NAME)
-                .unwrap()
-                .set_tick(i);
+            server.stream_mut(SERVER).unwrap().set_tick(i);
             let mut w = BitWriter::with_capacity_bytes(64);
             server.write_packet(&(), PacketSequence(seq), &mut w);
             let bytes = w.finish().unwrap();
             client
                 .read_packet(&mut (), &mut BitReader::new(&bytes))
                 .unwrap();
-            let c = client.stream_mut::<ClientTimeStream>(NAME).unwrap();
+            let c = client.stream_mut(CLIENT).unwrap();
             assert_eq!(c.take_packet_tick(), Some(i));
             server.process_delivery(&mut (), PacketSequence(seq), DeliveryStatus::Delivered);
         }
-        let s = server.stream_mut::<ServerTimeStream>(NAME).unwrap();
+        let s = server.stream_mut(SERVER).unwrap();
         assert_eq!(s.tick_bits, 43 + 9 + 9);
     }
 
     #[test]
     fn the_client_takes_the_server_tick_rate() {
         let mut server = DataStreamManager::<()>::new();
-        server
-            .add_stream(Box::new(ServerTimeStream::new(7, 60)))
-            .unwrap();
+        server.add_stream(ServerTimeStream::new(7, 60)).unwrap();
         let (_, mut client) = pair();
         let mut w = BitWriter::with_capacity_bytes(64);
         server.write_packet(&(), PacketSequence(1), &mut w);
@@ -379,7 +378,7 @@ mod tests {
         client
             .read_packet(&mut (), &mut BitReader::new(&bytes))
             .unwrap();
-        let c = client.stream_mut::<ClientTimeStream>(NAME).unwrap();
+        let c = client.stream_mut(CLIENT).unwrap();
         assert!((c.tick_seconds() - 1.0 / 60.0).abs() < 1e-12);
         assert_eq!(c.take_packet_tick(), Some(7));
     }
@@ -402,9 +401,7 @@ mod tests {
         );
         // Inputs claiming more bytes than the packet has.
         let mut server = DataStreamManager::<()>::new();
-        server
-            .add_stream(Box::new(ServerTimeStream::new(5, 30)))
-            .unwrap();
+        server.add_stream(ServerTimeStream::new(5, 30)).unwrap();
         let mut w = BitWriter::with_capacity_bytes(8);
         w.write_bits(0, 5);
         w.write_bits(1, 1);
@@ -426,7 +423,7 @@ mod tests {
     #[test]
     fn inputs_ride_redundantly_and_land_in_the_server_buffer() {
         let (mut server, mut client) = pair();
-        let c = client.stream_mut::<ClientTimeStream>(NAME).unwrap();
+        let c = client.stream_mut(CLIENT).unwrap();
         for t in 1001..1005 {
             assert!(c.push_input(t, vec![t as u8]));
         }
@@ -437,7 +434,7 @@ mod tests {
         server
             .read_packet(&mut (), &mut BitReader::new(&bytes))
             .unwrap();
-        let s = server.stream_mut::<ServerTimeStream>(NAME).unwrap();
+        let s = server.stream_mut(SERVER).unwrap();
         // Redundancy 3: the last three.
         assert_eq!(s.inputs.take(1001), None);
         assert_eq!(s.inputs.take(1002), Some(&[0xEA][..]));
