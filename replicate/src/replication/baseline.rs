@@ -1065,7 +1065,10 @@ impl ObjectBaselines {
     }
 }
 
-/// A new baseline nominated by a packet in flight.
+/// A new baseline nominated by a packet in flight: 24 bytes (a connection far from
+/// its acknowledgements holds one per object of every packet in flight). The
+/// snapshots it is built from are its lineage's; until the write pass is settled they
+/// wait beside its object's handle ([`Unsettled`]).
 #[derive(Debug, Clone, Copy)]
 struct Nomination {
     /// The packet's ordinal (the writer's count of packets).
@@ -1074,13 +1077,20 @@ struct Nomination {
     /// Its lineage in the storage, on which it holds a reference ([`NO_SNAPSHOT`]
     /// until the write pass is settled).
     lineage: u32,
-    /// The snapshots it is built from, for its lineage.
-    prior: u32,
-    prior2: u32,
     /// Index of its synced mask in [`ConnectionBaselines::synced`].
     synced: u8,
     slot: u8,
     epoch: u8,
+}
+
+/// What a nomination made while packets are written needs to take its snapshot and
+/// lineage when the pass is settled: its object's handle and the snapshots the new
+/// baseline is built from (each [`NO_SNAPSHOT`] when absent).
+#[derive(Debug, Clone, Copy)]
+struct Unsettled {
+    handle: NetRefHandle,
+    prior: u32,
+    prior2: u32,
 }
 
 /// One connection's baselines per object: the acknowledged one and the nominations in
@@ -1100,7 +1110,7 @@ pub struct ConnectionBaselines {
     /// packets were written: they take their snapshot and lineage when the write pass
     /// is settled ([`settle`](Self::settle)); while packets are written the storage is
     /// only read.
-    unsettled: Vec<NetRefHandle>,
+    unsettled: Vec<Unsettled>,
     /// Lineages this connection stopped holding while a packet was written, released
     /// when the write pass is settled.
     released: Vec<u32>,
@@ -1133,7 +1143,7 @@ pub(crate) struct BaselinesMark {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct BaselinesTail {
     nominations: Vec<Nomination>,
-    unsettled: Vec<NetRefHandle>,
+    unsettled: Vec<Unsettled>,
     released: Vec<u32>,
     synced: Vec<ChangeMask>,
     last_synced: Option<u8>,
@@ -1428,14 +1438,16 @@ impl ConnectionBaselines {
         prior2: Option<u32>,
         ordinal: u64,
     ) {
-        if self.is_slot_taken(object, index)
-            || !self.push_nomination(storage, object, index, synced, prior, prior2, ordinal)
-        {
-            storage.release(snapshot);
-            return;
-        }
-        if let Some(n) = self.in_flight.back_mut() {
-            n.lineage = storage.take_lineage(snapshot, n.prior, n.prior2);
+        let priors = if self.is_slot_taken(object, index) {
+            None
+        } else {
+            self.push_nomination(storage, object, index, synced, prior, prior2, ordinal)
+        };
+        match (priors, self.in_flight.back_mut()) {
+            (Some((prior, prior2)), Some(n)) => {
+                n.lineage = storage.take_lineage(snapshot, prior, prior2);
+            }
+            _ => storage.release(snapshot),
         }
     }
 
@@ -1448,8 +1460,10 @@ impl ConnectionBaselines {
                 .is_some_and(|o| o.pending & (1 << index) != 0 || o.acked_slot() == index)
     }
 
-    /// Records a nomination in flight, with no lineage yet (no reference taken);
-    /// `false` when the table of synced masks is full (see [`Self::can_sync`]).
+    /// Records a nomination in flight, with no lineage yet (no reference taken), and
+    /// returns the snapshots its lineage is to be built from (each [`NO_SNAPSHOT`]
+    /// when absent); `None` when the table of synced masks is full (see
+    /// [`Self::can_sync`]).
     #[allow(clippy::too_many_arguments)]
     fn push_nomination(
         &mut self,
@@ -1460,10 +1474,10 @@ impl ConnectionBaselines {
         prior: Option<u32>,
         prior2: Option<u32>,
         ordinal: u64,
-    ) -> bool {
+    ) -> Option<(u32, u32)> {
         let Some(synced) = self.intern(synced) else {
             debug_assert!(false, "the plan nominates only a mask the table can hold");
-            return false;
+            return None;
         };
         // The prior's prior serves only a quadratic prediction, which needs baselines
         // at least `QUADRATIC_MIN_INTERVAL` frames apart: with acks in step, none is kept.
@@ -1479,13 +1493,11 @@ impl ConnectionBaselines {
             ordinal,
             object,
             lineage: NO_SNAPSHOT,
-            prior: prior.unwrap_or(NO_SNAPSHOT),
-            prior2: prior2.unwrap_or(NO_SNAPSHOT),
             synced,
             slot: index,
             epoch,
         });
-        true
+        Some((prior.unwrap_or(NO_SNAPSHOT), prior2.unwrap_or(NO_SNAPSHOT)))
     }
 
     /// The members an object's baselines hold in sync, merged: what is owed again when
@@ -1551,8 +1563,14 @@ impl ConnectionBaselines {
             return;
         }
         // The snapshot and lineage are taken when settled.
-        if self.push_nomination(storage, object, slot, synced, prior, prior2, ordinal) {
-            self.unsettled.push(handle);
+        if let Some((prior, prior2)) =
+            self.push_nomination(storage, object, slot, synced, prior, prior2, ordinal)
+        {
+            self.unsettled.push(Unsettled {
+                handle,
+                prior,
+                prior2,
+            });
         }
     }
 
@@ -1573,13 +1591,13 @@ impl ConnectionBaselines {
                 .all(|n| n.lineage == NO_SNAPSHOT),
             "the unsettled nominations are not the newest in flight"
         );
-        for (n, handle) in self
+        for (n, u) in self
             .in_flight
             .range_mut(start..)
             .zip(self.unsettled.drain(..))
         {
             // The plan checked the creation throttle when it nominated.
-            if let Some(l) = storage.nominated_lineage(n.object, handle, n.prior, n.prior2) {
+            if let Some(l) = storage.nominated_lineage(n.object, u.handle, u.prior, u.prior2) {
                 n.lineage = l;
             }
         }
@@ -2198,8 +2216,9 @@ mod tests {
     }
 
     #[test]
-    fn object_baselines_take_8_bytes() {
+    fn object_baselines_take_8_bytes_and_a_nomination_24() {
         assert_eq!(std::mem::size_of::<ObjectBaselines>(), 8);
+        assert_eq!(std::mem::size_of::<Nomination>(), 24);
         let mut o = EMPTY;
         assert_eq!(
             (o.acked_slot(), o.newest()),
@@ -2215,8 +2234,6 @@ mod tests {
             ordinal: 1,
             object: 0,
             lineage: 7,
-            prior: 5,
-            prior2: NO_SNAPSHOT,
             synced: 2,
             slot: 3,
             epoch: 0,
