@@ -93,7 +93,7 @@
 use super::record::INVALID_BASELINE_INDEX;
 use super::wire::{BASELINE_SLOT_BITS, BatchHead, ObjectReadError, Prediction};
 use crate::bits::{BitReader, BitWriter};
-use crate::object::{InternalIndex, ObjectTable};
+use crate::object::{ConnectionId, InternalIndex, ObjectTable};
 use crate::protocol::{ErasedState, ProtocolIndex};
 use crate::serialize::SerializeError;
 use crate::state::ChangeMask;
@@ -827,6 +827,21 @@ impl BaselineStorage {
         Some(self.take_lineage(snapshot, prior, prior2))
     }
 
+    /// Adds a holder to lineage `l`, which another connection's nomination of the same
+    /// object from the same priors took in this frame, for a nomination that copies
+    /// it: what [`nominated_lineage`](Self::nominated_lineage) would do, without
+    /// looking the lineage up. `false` (nothing changed) when `l` is not live.
+    pub(crate) fn join_nominated(&mut self, l: u32) -> bool {
+        match self.lineages.get_mut(l as usize) {
+            Some(lineage) if lineage.refs > 0 => {
+                lineage.refs += 1;
+                self.stats.baselines_created += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Adds a holder to lineage `l` if it is live and is `snapshot` built from `prior`
     /// and `prior2`; `false` (nothing changed) otherwise.
     fn join_lineage(&mut self, l: u32, snapshot: u32, prior: u32, prior2: u32) -> bool {
@@ -1123,6 +1138,26 @@ pub struct ConnectionBaselines {
     /// one: the next is searched for from there (a new client's creations are queued
     /// in object order, and its updates are written in object order).
     creation_hint: usize,
+    /// The nominations of this pass taken from another connection's packet (a replayed
+    /// section): they settle on that connection's lineages.
+    mirror: Option<Mirror>,
+    /// Where in `in_flight` the nominations settled last began, and how many: what a
+    /// connection that replayed this one's section settles on.
+    settled: (usize, usize),
+}
+
+/// Nominations a connection took from another's packet in the same write pass
+/// ([`ConnectionBaselines::append_tail`]): the same objects, snapshots and priors, so
+/// once that connection is settled they hold its lineages.
+#[derive(Debug, Clone, Copy)]
+struct Mirror {
+    /// The connection whose packet they come from.
+    leader: ConnectionId,
+    /// Their position among the leader's nominations of the pass.
+    from: usize,
+    /// Their position among this connection's nominations of the pass.
+    start: usize,
+    len: usize,
 }
 
 /// Where a connection's baselines stood when a packet began: what the packet added to
@@ -1144,6 +1179,9 @@ pub(crate) struct BaselinesMark {
 pub(crate) struct BaselinesTail {
     nominations: Vec<Nomination>,
     unsettled: Vec<Unsettled>,
+    /// Where the nominations begin among the pass's nominations of the connection that
+    /// recorded the tail.
+    unsettled_from: usize,
     released: Vec<u32>,
     synced: Vec<ChangeMask>,
     last_synced: Option<u8>,
@@ -1199,6 +1237,7 @@ impl ConnectionBaselines {
         out.unsettled.clear();
         out.unsettled
             .extend_from_slice(&self.unsettled[mark.unsettled..]);
+        out.unsettled_from = mark.unsettled;
         out.released.clear();
         out.released
             .extend_from_slice(&self.released[mark.released..]);
@@ -1207,10 +1246,23 @@ impl ConnectionBaselines {
         out.last_synced = self.last_synced;
     }
 
-    /// Adds what another connection's packet added to its baselines, which stood as
-    /// these do now (same synced table, same words for the packet's objects), as the
-    /// nominations of this connection's packet `ordinal`.
-    pub(crate) fn append_tail(&mut self, tail: &BaselinesTail, ordinal: u64) {
+    /// Adds what connection `leader`'s packet of this write pass added to its
+    /// baselines, which stood as these do now (same synced table, same words for the
+    /// packet's objects), as the nominations of this connection's packet `ordinal`.
+    /// They settle on the lineages `leader`'s nominations take
+    /// ([`settle`](Self::settle)).
+    pub(crate) fn append_tail(&mut self, tail: &BaselinesTail, ordinal: u64, leader: ConnectionId) {
+        // One packet per connection and pass: a second tail (never written today)
+        // settles the ordinary way.
+        self.mirror = match self.mirror {
+            None => Some(Mirror {
+                leader,
+                from: tail.unsettled_from,
+                start: self.unsettled.len(),
+                len: tail.unsettled.len(),
+            }),
+            Some(_) => None,
+        };
         self.in_flight.extend(
             tail.nominations
                 .iter()
@@ -1574,6 +1626,12 @@ impl ConnectionBaselines {
         }
     }
 
+    /// The connection whose packet this pass's nominations were partly taken from
+    /// (a replayed section), to be settled before this one.
+    pub(crate) fn mirrored_leader(&self) -> Option<ConnectionId> {
+        self.mirror.map(|m| m.leader)
+    }
+
     /// Settles the write pass (no packet is being written now): each nomination made
     /// takes the snapshot of its object's state in this frame (created by the first
     /// connection settled, shared by the others; committed by
@@ -1581,7 +1639,11 @@ impl ConnectionBaselines {
     /// connections that nominated it from the same priors); then the lineages let go
     /// of are released (after the nominations took theirs: a prior they name stays
     /// alive).
-    pub fn settle(&mut self, storage: &mut BaselineStorage) {
+    ///
+    /// `leader` is the [`mirrored_leader`](Self::mirrored_leader), settled already:
+    /// the nominations taken from its packet join its lineages one for one, without
+    /// looking them up.
+    pub fn settle(&mut self, storage: &mut BaselineStorage, leader: Option<&ConnectionBaselines>) {
         // The pass's nominations are the newest in flight: no delivery settles a
         // packet before its pass is settled.
         let start = self.in_flight.len() - self.unsettled.len();
@@ -1591,11 +1653,33 @@ impl ConnectionBaselines {
                 .all(|n| n.lineage == NO_SNAPSHOT),
             "the unsettled nominations are not the newest in flight"
         );
-        for (n, u) in self
+        self.settled = (start, self.unsettled.len());
+        // The leader's nominations the mirrored ones copy, in order.
+        let mut mirrored = self.mirror.take().zip(leader).and_then(|(m, leader)| {
+            let (settled, count) = leader.settled;
+            let from = settled + m.from;
+            (m.from + m.len <= count).then(|| {
+                (
+                    m.start..m.start + m.len,
+                    leader.in_flight.range(from..from + m.len),
+                )
+            })
+        });
+        for (k, (n, u)) in self
             .in_flight
             .range_mut(start..)
             .zip(self.unsettled.drain(..))
+            .enumerate()
         {
+            if let Some((range, copied)) = mirrored.as_mut()
+                && range.contains(&k)
+                && let Some(l) = copied.next()
+                && l.object == n.object
+                && storage.join_nominated(l.lineage)
+            {
+                n.lineage = l.lineage;
+                continue;
+            }
             // The plan checked the creation throttle when it nominated.
             if let Some(l) = storage.nominated_lineage(n.object, u.handle, u.prior, u.prior2) {
                 n.lineage = l;
@@ -1609,7 +1693,7 @@ impl ConnectionBaselines {
     /// Releases everything (the connection goes away).
     pub fn release_all(&mut self, storage: &mut BaselineStorage) {
         // Unsettled nominations hold no reference yet.
-        self.settle(storage);
+        self.settle(storage, None);
         for o in std::mem::take(&mut self.objects) {
             storage.release_lineage(o.acked);
         }
@@ -2336,12 +2420,14 @@ mod tests {
         assert_eq!(tail.nominations.len(), 1);
         assert_eq!(tail.synced, vec![all.clone()], "the mask it interned");
         b.set_word(1, a.word(1));
-        b.append_tail(&tail, 0);
+        b.append_tail(&tail, 0, 0);
+        assert_eq!(b.mirrored_leader(), Some(0));
         assert_eq!(a.word(1), b.word(1));
         assert_eq!(a.synced_table(), b.synced_table());
         assert_eq!(b.intern(&all), Some(0), "the index knows the mask");
-        a.settle(&mut s);
-        b.settle(&mut s);
+        a.settle(&mut s, None);
+        b.settle(&mut s, Some(&a));
+        assert_eq!(b.mirrored_leader(), None, "settled");
         assert_eq!(s.live_lineages(), 1, "both hold the one lineage");
         for c in [&mut a, &mut b] {
             assert_eq!(c.on_delivery(&mut s, 0, DeliveryStatus::Delivered), 1);
@@ -2350,6 +2436,43 @@ mod tests {
         assert!(acked(&a).is_some());
         assert_eq!(acked(&a), acked(&b));
         assert_eq!(a.word(1), b.word(1));
+    }
+
+    #[test]
+    fn a_replayed_packets_nominations_settle_on_the_leaders_lineages() {
+        // Connection a records a packet that b replays; c, settled between them,
+        // nominates the same object from another prior. b joins a's lineage, not a new
+        // one built from the object's last lineage (c's).
+        let mut s = BaselineStorage::new(DeltaSettings::default());
+        let [mut a, mut b, mut c]: [ConnectionBaselines; 3] = Default::default();
+        let [h, g, k] = [9, 10, 11].map(|id| NetRefHandle::new(id, false, 0));
+        let all = ChangeMask::all(4);
+        let prior = s.create_baseline(1, h, true).unwrap();
+        s.begin_frame();
+        // a's packet: an object outside the section, then the section (objects 1, 2).
+        a.nominate_later(&s, 3, k, 0, &all, None, None, 0);
+        let mark = a.mark();
+        a.nominate_later(&s, 1, h, 1, &all, Some(prior), None, 0);
+        a.nominate_later(&s, 2, g, 2, &all, None, None, 0);
+        let mut tail = BaselinesTail::default();
+        a.tail_since(mark, &mut tail);
+        assert_eq!(tail.unsettled_from, 1);
+        b.append_tail(&tail, 0, 7);
+        c.nominate_later(&s, 1, h, 1, &all, None, None, 0);
+        a.settle(&mut s, None);
+        c.settle(&mut s, None);
+        let created = s.stats().baselines_created;
+        b.settle(&mut s, Some(&a));
+        assert_eq!(s.stats().baselines_created, created + 2, "each copy counts");
+        let lineages =
+            |x: &ConnectionBaselines| x.in_flight.iter().map(|n| n.lineage).collect::<Vec<_>>();
+        assert_eq!(lineages(&b), lineages(&a)[1..]);
+        assert_ne!(lineages(&c)[0], lineages(&a)[1], "c's prior differs");
+        assert_eq!(s.live_lineages(), 4, "a's three and c's one: b made none");
+        for x in [&mut a, &mut b, &mut c] {
+            x.release_all(&mut s);
+        }
+        assert_eq!(s.live_lineages(), 0, "every holder let go");
     }
 
     #[test]

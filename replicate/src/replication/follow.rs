@@ -138,7 +138,7 @@ impl ReplicationWriter {
             self.records.push_back(std::sync::Arc::clone(record));
         }
         self.stats.add(&t.stats);
-        self.baselines.append_tail(&t.baselines, ordinal);
+        self.baselines.append_tail(&t.baselines, ordinal, t.leader);
         self.cache.add_batch_counts(t.batch_counts);
         let result = t.result.unwrap_or(WriteResult::NoData);
         self.cache.replays = replays;

@@ -884,6 +884,7 @@ impl ReplicationServer {
     fn write_jobs(&mut self, jobs: &mut [WriteJob<'_>]) {
         // Each connection's allowance (interest layer: budget, packets per tick) and
         // each open connection once, borrowed apart from the table and the caches.
+        let connection_count = self.connections.len();
         let mut work: Vec<PacketWork<'_, '_>> = Vec::with_capacity(jobs.len());
         {
             let mut interest = interest_hooks::lock(&self.interest);
@@ -915,14 +916,28 @@ impl ReplicationServer {
         for cache in &mut self.caches {
             cache.replays.end_pass();
         }
-        // Settled in job order: nominations take their snapshots, budgets are paid.
+        // Settled in job order: nominations take their snapshots, budgets are paid. A
+        // connection that replayed another's section follows it in the order (the
+        // section was recorded first) and settles on its lineages.
         let mut storage = baseline::write_storage(&self.baselines);
         let mut interest = interest_hooks::lock(&self.interest);
-        for (job, conn, _, start) in &mut work {
-            let Some(conn) = conn else {
+        let mut settled_at: Vec<Option<usize>> = vec![None; connection_count];
+        for k in 0..work.len() {
+            let (done, rest) = work.split_at_mut(k);
+            let Some((job, Some(conn), _, start)) = rest.first_mut() else {
                 continue;
             };
-            conn.writer_mut().settle(&mut storage);
+            let leader = conn
+                .writer()
+                .replayed_from()
+                .and_then(|id| settled_at.get(id as usize).copied().flatten())
+                .and_then(|j| done.get(j))
+                .and_then(|(_, c, _, _)| c.as_deref())
+                .map(ServerConnection::writer);
+            conn.writer_mut().settle(&mut storage, leader);
+            if let Some(at) = settled_at.get_mut(job.connection as usize) {
+                *at = Some(k);
+            }
             let bits = job.writer.position().saturating_sub(*start);
             interest.end_packet(job.connection, bits);
         }

@@ -428,8 +428,17 @@ impl ReplicationWriter {
     /// nominations take their snapshots and the baselines it let go of are released,
     /// in `storage`, which only this writer changes now. Then the storage's
     /// reservations can be committed.
-    pub(crate) fn settle(&mut self, storage: &mut BaselineStorage) {
-        self.baselines.settle(storage);
+    ///
+    /// `leader` is the writer of the connection this one replayed a section of in the
+    /// pass ([`replayed_from`](Self::replayed_from)), settled already.
+    pub(crate) fn settle(&mut self, storage: &mut BaselineStorage, leader: Option<&Self>) {
+        self.baselines.settle(storage, leader.map(|l| &l.baselines));
+    }
+
+    /// The connection whose section this writer replayed in the write pass being
+    /// settled, if any.
+    pub(crate) fn replayed_from(&self) -> Option<ConnectionId> {
+        self.baselines.mirrored_leader()
     }
 
     /// Counters.
