@@ -1098,6 +1098,16 @@ struct Nomination {
     epoch: u8,
 }
 
+impl Nomination {
+    /// Takes the snapshot and lineage of a nomination made while packets were
+    /// written (the plan checked the creation throttle when it nominated).
+    fn settle(&mut self, storage: &mut BaselineStorage, u: &Unsettled) {
+        if let Some(l) = storage.nominated_lineage(self.object, u.handle, u.prior, u.prior2) {
+            self.lineage = l;
+        }
+    }
+}
+
 /// What a nomination made while packets are written needs to take its snapshot and
 /// lineage when the pass is settled: its object's handle and the snapshots the new
 /// baseline is built from (each [`NO_SNAPSHOT`] when absent).
@@ -1653,38 +1663,37 @@ impl ConnectionBaselines {
                 .all(|n| n.lineage == NO_SNAPSHOT),
             "the unsettled nominations are not the newest in flight"
         );
-        self.settled = (start, self.unsettled.len());
-        // The leader's nominations the mirrored ones copy, in order.
-        let mut mirrored = self.mirror.take().zip(leader).and_then(|(m, leader)| {
-            let (settled, count) = leader.settled;
-            let from = settled + m.from;
-            (m.from + m.len <= count).then(|| {
-                (
-                    m.start..m.start + m.len,
-                    leader.in_flight.range(from..from + m.len),
-                )
-            })
-        });
-        for (k, (n, u)) in self
-            .in_flight
-            .range_mut(start..)
-            .zip(self.unsettled.drain(..))
-            .enumerate()
-        {
-            if let Some((range, copied)) = mirrored.as_mut()
-                && range.contains(&k)
-                && let Some(l) = copied.next()
-                && l.object == n.object
-                && storage.join_nominated(l.lineage)
-            {
-                n.lineage = l.lineage;
-                continue;
-            }
-            // The plan checked the creation throttle when it nominated.
-            if let Some(l) = storage.nominated_lineage(n.object, u.handle, u.prior, u.prior2) {
-                n.lineage = l;
+        let count = self.unsettled.len();
+        self.settled = (start, count);
+        let unsettled = std::mem::take(&mut self.unsettled);
+        // The nominations copied from the leader's packet join its lineages.
+        let mut copied = 0..0;
+        if let (Some(m), Some(leader)) = (self.mirror.take(), leader) {
+            let (settled, settled_count) = leader.settled;
+            if m.start + m.len <= count && m.from + m.len <= settled_count {
+                copied = m.start..m.start + m.len;
+                let from = settled + m.from;
+                let ours = self
+                    .in_flight
+                    .range_mut(start + copied.start..start + copied.end);
+                let theirs = leader.in_flight.range(from..from + m.len);
+                for ((n, l), u) in ours.zip(theirs).zip(&unsettled[copied.clone()]) {
+                    if l.object == n.object && storage.join_nominated(l.lineage) {
+                        n.lineage = l.lineage;
+                    } else {
+                        n.settle(storage, u);
+                    }
+                }
             }
         }
+        // The others are looked up.
+        for k in (0..copied.start).chain(copied.end..count) {
+            if let (Some(n), Some(u)) = (self.in_flight.get_mut(start + k), unsettled.get(k)) {
+                n.settle(storage, u);
+            }
+        }
+        self.unsettled = unsettled;
+        self.unsettled.clear();
         for l in self.released.drain(..) {
             storage.release_lineage(l);
         }
