@@ -1723,12 +1723,14 @@ impl ConnectionBaselines {
         status: DeliveryStatus,
     ) -> usize {
         let mut promoted = 0;
-        while let Some(n) = self.in_flight.front().copied() {
-            if n.ordinal > ordinal {
-                break;
-            }
-            self.in_flight.pop_front();
-            self.creation_hint = self.creation_hint.saturating_sub(1);
+        // The packet's nominations and any older left over, at the front.
+        let settled = self
+            .in_flight
+            .iter()
+            .take_while(|n| n.ordinal <= ordinal)
+            .count();
+        self.creation_hint = self.creation_hint.saturating_sub(settled);
+        for n in self.in_flight.drain(..settled) {
             let o = match self.objects.get_mut(n.object as usize) {
                 Some(o)
                     if n.ordinal == ordinal

@@ -91,6 +91,10 @@ impl WriterHooks for InterestHooks {
         );
     }
 
+    fn static_priorities(&mut self) -> bool {
+        read(&self.shared).all_static()
+    }
+
     fn filter_members(
         &mut self,
         table: &ObjectTable,

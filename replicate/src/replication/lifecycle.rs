@@ -116,6 +116,16 @@ impl ReplicationWriter {
                 self.mark_dirty_under(i, change.root);
             }
         }
+        let gain = |p: f32| if p.is_finite() { p.max(0.0) } else { 0.0 };
+        if self.hooks.0.as_mut().is_none_or(|h| h.static_priorities()) {
+            // Every root's static priority: read straight from the table.
+            for i in self.dirty.iter_and_not(Some(table.subobject_set())) {
+                if let Some(info) = self.infos.get_mut(i as usize) {
+                    info.add_priority(gain(table.priority(i)));
+                }
+            }
+            return;
+        }
         // In chunks, so the scratch stays small after a tick that dirtied everything.
         const CHUNK: usize = 256;
         let mut roots = std::mem::take(&mut self.roots);
@@ -140,7 +150,7 @@ impl ReplicationWriter {
             }
             for (&i, &p) in roots.iter().zip(&added) {
                 if let Some(info) = self.infos.get_mut(i as usize) {
-                    info.add_priority(if p.is_finite() { p.max(0.0) } else { 0.0 });
+                    info.add_priority(gain(p));
                 }
             }
         }

@@ -117,6 +117,13 @@ pub trait WriterHooks: Send {
         out.extend(objects.iter().map(|&i| self.priority(table, i)));
     }
 
+    /// Whether, this tick, [`priority`](Self::priority) is every object's static one
+    /// ([`ObjectTable::priority`]): the writer then reads those itself, without asking
+    /// for them. The default, `false`, always asks.
+    fn static_priorities(&mut self) -> bool {
+        false
+    }
+
     /// Restricts the members this connection may receive of an object, after the
     /// built-in conditions: `mask` holds the members they allow; clear the bits of
     /// those to withhold (setting bits has no effect). A batch carries the owed
