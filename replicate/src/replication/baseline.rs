@@ -1080,14 +1080,13 @@ impl ObjectBaselines {
     }
 }
 
-/// A new baseline nominated by a packet in flight: 24 bytes (a connection far from
-/// its acknowledgements holds one per object of every packet in flight). The
-/// snapshots it is built from are its lineage's; until the write pass is settled they
-/// wait beside its object's handle ([`Unsettled`]).
+/// A new baseline nominated by a packet in flight: 12 bytes (a connection far from
+/// its acknowledgements holds one per object of every packet in flight). Which packet
+/// nominated it is kept per packet ([`ConnectionBaselines::packets`]); the snapshots
+/// it is built from are its lineage's, and until the write pass is settled they wait
+/// beside its object's handle ([`Unsettled`]).
 #[derive(Debug, Clone, Copy)]
 struct Nomination {
-    /// The packet's ordinal (the writer's count of packets).
-    ordinal: u64,
     object: InternalIndex,
     /// Its lineage in the storage, on which it holds a reference ([`NO_SNAPSHOT`]
     /// until the write pass is settled).
@@ -1131,6 +1130,9 @@ struct Unsettled {
 pub struct ConnectionBaselines {
     objects: Vec<ObjectBaselines>,
     in_flight: std::collections::VecDeque<Nomination>,
+    /// The packets with nominations in `in_flight`, in order: each one's ordinal (the
+    /// writer's count of packets) and how many of the nominations are its.
+    packets: std::collections::VecDeque<(u64, u32)>,
     /// The handles of the objects of the last nominations in `in_flight`, made while
     /// packets were written: they take their snapshot and lineage when the write pass
     /// is settled ([`settle`](Self::settle)); while packets are written the storage is
@@ -1273,11 +1275,8 @@ impl ConnectionBaselines {
             }),
             Some(_) => None,
         };
-        self.in_flight.extend(
-            tail.nominations
-                .iter()
-                .map(|&n| Nomination { ordinal, ..n }),
-        );
+        self.in_flight.extend(tail.nominations.iter().copied());
+        self.count_nominations(ordinal, tail.nominations.len());
         self.unsettled.extend_from_slice(&tail.unsettled);
         self.released.extend_from_slice(&tail.released);
         for m in &tail.synced {
@@ -1552,14 +1551,26 @@ impl ConnectionBaselines {
         o.set_newest(index);
         let epoch = o.epoch;
         self.in_flight.push_back(Nomination {
-            ordinal,
             object,
             lineage: NO_SNAPSHOT,
             synced,
             slot: index,
             epoch,
         });
+        self.count_nominations(ordinal, 1);
         Some((prior.unwrap_or(NO_SNAPSHOT), prior2.unwrap_or(NO_SNAPSHOT)))
+    }
+
+    /// Counts `count` nominations just queued as packet `ordinal`'s (the newest).
+    fn count_nominations(&mut self, ordinal: u64, count: usize) {
+        if count == 0 {
+            return;
+        }
+        let count = count as u32;
+        match self.packets.back_mut() {
+            Some((newest, n)) if *newest == ordinal => *n += count,
+            _ => self.packets.push_back((ordinal, count)),
+        }
     }
 
     /// The members an object's baselines hold in sync, merged: what is owed again when
@@ -1709,6 +1720,7 @@ impl ConnectionBaselines {
         for n in std::mem::take(&mut self.in_flight) {
             storage.release_lineage(n.lineage);
         }
+        self.packets.clear();
     }
 
     /// The fate of the packet with `ordinal` (packets are settled in order): each
@@ -1724,21 +1736,31 @@ impl ConnectionBaselines {
     ) -> usize {
         let mut promoted = 0;
         // The packet's nominations and any older left over, at the front.
-        let settled = self
-            .in_flight
-            .iter()
-            .take_while(|n| n.ordinal <= ordinal)
-            .count();
-        self.creation_hint = self.creation_hint.saturating_sub(settled);
-        for n in self.in_flight.drain(..settled) {
+        while let Some(&(packet, count)) = self.packets.front() {
+            if packet > ordinal {
+                break;
+            }
+            self.packets.pop_front();
+            promoted += self.settle_packet(storage, count as usize, packet == ordinal, status);
+        }
+        promoted
+    }
+
+    /// Settles the `count` oldest nominations in flight: `current`, they are the
+    /// packet whose fate is `status`; otherwise an older packet never reported.
+    fn settle_packet(
+        &mut self,
+        storage: &mut BaselineStorage,
+        count: usize,
+        current: bool,
+        status: DeliveryStatus,
+    ) -> usize {
+        let mut promoted = 0;
+        let count = count.min(self.in_flight.len());
+        self.creation_hint = self.creation_hint.saturating_sub(count);
+        for &n in self.in_flight.range(..count) {
             let o = match self.objects.get_mut(n.object as usize) {
-                Some(o)
-                    if n.ordinal == ordinal
-                        && o.epoch == n.epoch
-                        && o.pending & (1 << n.slot) != 0 =>
-                {
-                    o
-                }
+                Some(o) if current && o.epoch == n.epoch && o.pending & (1 << n.slot) != 0 => o,
                 _ => {
                     storage.release_lineage(n.lineage);
                     continue;
@@ -1753,6 +1775,7 @@ impl ConnectionBaselines {
                 storage.release_lineage(n.lineage);
             }
         }
+        self.in_flight.drain(..count);
         promoted
     }
 }
@@ -2311,9 +2334,9 @@ mod tests {
     }
 
     #[test]
-    fn object_baselines_take_8_bytes_and_a_nomination_24() {
+    fn object_baselines_take_8_bytes_and_a_nomination_12() {
         assert_eq!(std::mem::size_of::<ObjectBaselines>(), 8);
-        assert_eq!(std::mem::size_of::<Nomination>(), 24);
+        assert_eq!(std::mem::size_of::<Nomination>(), 12);
         let mut o = EMPTY;
         assert_eq!(
             (o.acked_slot(), o.newest()),
@@ -2326,7 +2349,6 @@ mod tests {
         o.set_newest(3);
         assert_eq!((o.acked_slot(), o.newest()), (INVALID_BASELINE_INDEX, 3));
         let n = Nomination {
-            ordinal: 1,
             object: 0,
             lineage: 7,
             synced: 2,
