@@ -413,12 +413,16 @@ impl BitWriter {
             if offset == 0 {
                 self.words[index..index + full].copy_from_slice(&words[..full]);
             } else {
+                // Each source word spans two: its low part ends one, its high part
+                // (carried) begins the next.
                 let keep = low_mask(offset);
-                for (i, &word) in words[..full].iter().enumerate() {
-                    let at = index + i;
-                    self.words[at] = (self.words[at] & keep) | (word << offset);
-                    self.words[at + 1] = (self.words[at + 1] & !keep) | (word >> (64 - offset));
+                let out = &mut self.words[index..=index + full];
+                let mut carry = out[0] & keep;
+                for (o, &word) in out.iter_mut().zip(&words[..full]) {
+                    *o = carry | (word << offset);
+                    carry = word >> (64 - offset);
                 }
+                out[full] = (out[full] & !keep) | carry;
             }
             self.pos += full * 64;
         }
