@@ -17,7 +17,7 @@ impl ReplicationWriter {
         let Some(record) = self.records.pop_front() else {
             return;
         };
-        self.record_bytes = self.record_bytes.saturating_sub(Self::record_size(&record));
+        self.record_bytes = self.record_bytes.saturating_sub(record.size());
         let ordinal = self.records_popped;
         self.records_popped += 1;
         // The packet's nominations become acknowledged baselines or are released (the
@@ -32,7 +32,11 @@ impl ReplicationWriter {
         if !record.exports.is_empty() {
             lock(&self.exports).on_delivery(&record.exports, status);
         }
-        if status == DeliveryStatus::Discard {
+        if status == DeliveryStatus::Discard
+            || (status == DeliveryStatus::Delivered && record.is_plain())
+        {
+            // A delivered update settles nothing per object (its baseline, if it
+            // nominated one, was promoted above).
             return;
         }
         for ri in &record.infos {

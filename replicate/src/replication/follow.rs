@@ -134,7 +134,7 @@ impl ReplicationWriter {
         w.write_words(&t.words, t.bits);
         self.schedule.copy_remaining(&t.schedule[1]);
         if let Some(record) = &t.record {
-            self.record_bytes += Self::record_size(record);
+            self.record_bytes += record.size();
             self.records.push_back(std::sync::Arc::clone(record));
         }
         self.stats.add(&t.stats);

@@ -543,6 +543,47 @@ pub struct PacketRecord {
     pub infos: Vec<RecordInfo>,
     /// Net token exports that travelled with batches of this packet.
     pub exports: Vec<crate::stream::tokens::NetToken>,
+    /// What deliveries read of the finished record ([`seal`](Self::seal)), computed
+    /// once: a replayed record is shared by every connection that replays it.
+    summary: RecordSummary,
+}
+
+/// See [`PacketRecord::seal`].
+#[derive(Debug, Clone, Copy, Default)]
+struct RecordSummary {
+    bytes: usize,
+    plain: bool,
+}
+
+impl PacketRecord {
+    /// Notes, once the packet is written, the record's estimated heap size (each
+    /// destroy counted as `retained` more bytes: an object whose destroy is in flight
+    /// is kept for the connection) and whether every entry is a plain update, whose
+    /// delivery settles nothing per object.
+    pub(crate) fn seal(&mut self, retained: usize) {
+        let destroys = self
+            .infos
+            .iter()
+            .filter(|ri| ri.kind == RecordKind::Destroy)
+            .count();
+        self.summary = RecordSummary {
+            bytes: std::mem::size_of::<Self>()
+                + self.infos.capacity() * std::mem::size_of::<RecordInfo>()
+                + self.exports.capacity() * std::mem::size_of::<crate::stream::tokens::NetToken>()
+                + destroys * retained,
+            plain: self.infos.iter().all(|ri| ri.kind == RecordKind::State),
+        };
+    }
+
+    /// The estimated heap bytes [`seal`](Self::seal) noted (0 before).
+    pub(crate) fn size(&self) -> usize {
+        self.summary.bytes
+    }
+
+    /// Whether [`seal`](Self::seal) found only plain updates (`false` before).
+    pub(crate) fn is_plain(&self) -> bool {
+        self.summary.plain
+    }
 }
 
 /// Counters of one writer.

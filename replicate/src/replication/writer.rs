@@ -472,20 +472,6 @@ impl ReplicationWriter {
         self.record_bytes + self.pending_destroys.len() * RETAINED_OBJECT_BYTES
     }
 
-    /// Estimated heap bytes of one packet record, destroys counted as retained
-    /// objects (an object whose destroy is in flight is kept for this connection).
-    fn record_size(record: &PacketRecord) -> usize {
-        let destroys = record
-            .infos
-            .iter()
-            .filter(|ri| ri.kind == RecordKind::Destroy)
-            .count();
-        std::mem::size_of::<PacketRecord>()
-            + record.infos.capacity() * std::mem::size_of::<RecordInfo>()
-            + record.exports.capacity() * std::mem::size_of::<crate::stream::tokens::NetToken>()
-            + destroys * RETAINED_OBJECT_BYTES
-    }
-
     /// The roots the client reported broken since the last call (each is destroyed
     /// on the client and created again).
     pub fn take_recovered(&mut self) -> Vec<NetRefHandle> {
@@ -691,7 +677,8 @@ impl ReplicationWriter {
         // section back and reports it lost) keeps the states consistent.
         self.stats.packets += 1;
         self.stats.bits += (w.position() - start.position()) as u64;
-        self.record_bytes += Self::record_size(&record);
+        record.seal(RETAINED_OBJECT_BYTES);
+        self.record_bytes += record.size();
         self.records.push_back(std::sync::Arc::new(record));
         if more || !self.pending_destroys.is_empty() {
             WriteResult::HasMoreData
