@@ -11,10 +11,11 @@ use replicate::bits::{BitReader, BitWriter};
 use replicate::internals::connection::{DeliveryStatus, PacketSequence};
 use replicate::internals::object::ConnectionId;
 use replicate::internals::replication::{
-    DeltaSettings, ObjectReadError, ReplicationClient, ReplicationConfig, ReplicationEvent,
-    ReplicationServer,
+    DeltaSettings, ObjectReadError, PacketWrite, ReplicationClient, ReplicationConfig,
+    ReplicationEvent, ReplicationServer,
 };
 use replicate::internals::state::ChangeMask;
+use replicate::internals::stream::WriteResult;
 use std::time::Duration;
 
 fn config(min_frames: u32) -> ReplicationConfig {
@@ -316,6 +317,76 @@ fn a_hundred_connections_share_one_snapshot_cloned_once() {
     }
     assert_eq!(server.baselines().live_snapshots(), 0);
     assert_eq!(server.baselines().live_lineages(), 0);
+}
+
+#[test]
+fn connections_in_step_replay_and_settle_on_shared_lineages_without_leaks() {
+    // Eight connections written in passes: four always delivered (in step, so they
+    // replay one another's sections and settle on the leader's lineages), four losing
+    // packets on their own schedules. Every client converges, and once the
+    // connections leave no lineage or snapshot is left.
+    let mut m = Multi::new(8, ReplicationConfig::default());
+    let pawns: Vec<_> = (0..30)
+        .map(|_| m.server.objects_mut().spawn(Pawn::default()).unwrap())
+        .collect();
+    let lost = |tick: u16, k: usize| k >= 4 && (tick as usize * 7 + k * 3) % 5 == 0;
+    for tick in 0..60u16 {
+        for (n, &h) in pawns.iter().enumerate() {
+            if (n + tick as usize) % 3 == 0 {
+                let p = m.server.objects_mut().get_mut::<Pawn>(h).unwrap();
+                p.x += 3 + n as i32;
+                p.hp = p.hp.wrapping_add(1);
+            }
+        }
+        m.now += Duration::from_millis(33);
+        m.server.tick(m.now);
+        for _ in 0..4 {
+            let seq = PacketSequence(m.seq);
+            m.seq += 1;
+            let mut packets: Vec<PacketWrite> = m
+                .clients
+                .iter()
+                .map(|(c, _)| PacketWrite::new(*c, seq, BitWriter::with_capacity_bytes(300)))
+                .collect();
+            m.server.write_packets(&mut packets);
+            let mut more = false;
+            for (k, (packet, (conn, client))) in packets.into_iter().zip(&mut m.clients).enumerate()
+            {
+                more |= packet.result == WriteResult::HasMoreData;
+                let fate = if lost(tick, k) {
+                    DeliveryStatus::Lost
+                } else {
+                    let bytes = packet.writer.finish().unwrap();
+                    client
+                        .read_packet(m.now, seq, &mut BitReader::new(&bytes))
+                        .unwrap();
+                    DeliveryStatus::Delivered
+                };
+                m.server.process_delivery(*conn, seq, fate);
+            }
+            if !more {
+                break;
+            }
+        }
+    }
+    assert!(
+        m.server.replayed_sections().0 > 0,
+        "connections in step replayed sections"
+    );
+    for _ in 0..10 {
+        m.round_trip();
+    }
+    for (conn, client) in &m.clients {
+        for &h in &pawns {
+            assert!(same_state(&m.server, client, h), "connection {conn}, {h}");
+        }
+    }
+    let conns: Vec<_> = m.clients.iter().map(|(c, _)| *c).collect();
+    for c in conns {
+        m.server.remove_connection(c);
+    }
+    assert_eq!(m.server.baselines().live_lineages(), 0);
+    assert_eq!(m.server.baselines().live_snapshots(), 0);
 }
 
 #[test]
