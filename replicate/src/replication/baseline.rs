@@ -1040,6 +1040,28 @@ const EMPTY: ObjectBaselines = ObjectBaselines {
 };
 
 impl ObjectBaselines {
+    /// The 8 bytes as one word ([`ConnectionBaselines::word`]).
+    #[inline]
+    const fn to_word(self) -> u64 {
+        self.acked as u64
+            | (self.synced as u64) << 32
+            | (self.slots as u64) << 40
+            | (self.pending as u64) << 48
+            | (self.epoch as u64) << 56
+    }
+
+    /// The 8 bytes [`to_word`](Self::to_word) made a word of.
+    #[inline]
+    const fn from_word(word: u64) -> Self {
+        Self {
+            acked: word as u32,
+            synced: (word >> 32) as u8,
+            slots: (word >> 40) as u8,
+            pending: (word >> 48) as u8,
+            epoch: (word >> 56) as u8,
+        }
+    }
+
     fn live(&self) -> usize {
         usize::from(self.has_acked()) + self.pending.count_ones() as usize
     }
@@ -1203,27 +1225,19 @@ impl ConnectionBaselines {
     /// An object's 8 bytes as one word (an object never touched reads as empty).
     #[inline]
     pub(crate) fn word(&self, object: InternalIndex) -> u64 {
-        let o = self.get(object).copied().unwrap_or(EMPTY);
-        u64::from(o.acked)
-            | u64::from(o.synced) << 32
-            | u64::from(o.slots) << 40
-            | u64::from(o.pending) << 48
-            | u64::from(o.epoch) << 56
+        self.get(object).copied().unwrap_or(EMPTY).to_word()
     }
 
     /// Sets an object's 8 bytes from what [`word`](Self::word) read.
     #[inline]
     pub(crate) fn set_word(&mut self, object: InternalIndex, word: u64) {
-        if word == self.word(object) {
-            return;
+        let o = ObjectBaselines::from_word(word);
+        match self.objects.get_mut(object as usize) {
+            Some(slot) => *slot = o,
+            // An object never touched reads as empty: only another value makes room.
+            None if word != EMPTY.to_word() => *self.get_mut(object) = o,
+            None => {}
         }
-        *self.get_mut(object) = ObjectBaselines {
-            acked: word as u32,
-            synced: (word >> 32) as u8,
-            slots: (word >> 40) as u8,
-            pending: (word >> 48) as u8,
-            epoch: (word >> 56) as u8,
-        };
     }
 
     /// The table of synced masks: equal tables give equal words equal meanings.
