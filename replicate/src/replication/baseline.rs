@@ -1155,10 +1155,10 @@ pub struct ConnectionBaselines {
     /// The packets with nominations in `in_flight`, in order: each one's ordinal (the
     /// writer's count of packets) and how many of the nominations are its.
     packets: std::collections::VecDeque<(u64, u32)>,
-    /// The handles of the objects of the last nominations in `in_flight`, made while
-    /// packets were written: they take their snapshot and lineage when the write pass
-    /// is settled ([`settle`](Self::settle)); while packets are written the storage is
-    /// only read.
+    /// For the last nominations in `in_flight`, made while packets were written, their
+    /// objects' handles and priors: they take their snapshot and lineage when the write
+    /// pass is settled ([`settle`](Self::settle)); while packets are written the storage
+    /// is only read.
     unsettled: Vec<Unsettled>,
     /// Lineages this connection stopped holding while a packet was written, released
     /// when the write pass is settled.
@@ -1695,7 +1695,10 @@ impl ConnectionBaselines {
         let mut copied = 0..0;
         if let (Some(m), Some(leader)) = (self.mirror.take(), leader) {
             let (settled, settled_count) = leader.settled;
-            if m.start + m.len <= count && m.from + m.len <= settled_count {
+            if m.start + m.len <= count
+                && m.from + m.len <= settled_count
+                && settled + settled_count <= leader.in_flight.len()
+            {
                 copied = m.start..m.start + m.len;
                 let from = settled + m.from;
                 let ours = self

@@ -78,12 +78,9 @@ impl WriterHooks for InterestHooks {
     }
 
     fn priorities(&mut self, table: &ObjectTable, objects: &[InternalIndex], out: &mut Vec<f32>) {
+        // Static priorities never get here: the writer reads those itself
+        // (`static_priorities`).
         let interest = read(&self.shared);
-        if interest.all_static() {
-            // What `priority` answers for each, without looking the object up.
-            out.extend(objects.iter().map(|&i| table.priority(i)));
-            return;
-        }
         out.extend(
             objects
                 .iter()
@@ -91,7 +88,7 @@ impl WriterHooks for InterestHooks {
         );
     }
 
-    fn static_priorities(&mut self) -> bool {
+    fn static_priorities(&self) -> bool {
         read(&self.shared).all_static()
     }
 

@@ -117,7 +117,7 @@ impl ReplicationWriter {
             }
         }
         let gain = |p: f32| if p.is_finite() { p.max(0.0) } else { 0.0 };
-        if self.hooks.0.as_mut().is_none_or(|h| h.static_priorities()) {
+        let Some(hooks) = self.hooks.0.as_mut().filter(|h| !h.static_priorities()) else {
             // Every root's static priority: read straight from the table.
             for i in self.dirty.iter_and_not(Some(table.subobject_set())) {
                 if let Some(info) = self.infos.get_mut(i as usize) {
@@ -125,7 +125,7 @@ impl ReplicationWriter {
                 }
             }
             return;
-        }
+        };
         // In chunks, so the scratch stays small after a tick that dirtied everything.
         const CHUNK: usize = 256;
         let mut roots = std::mem::take(&mut self.roots);
@@ -144,10 +144,7 @@ impl ReplicationWriter {
             if roots.is_empty() {
                 break;
             }
-            match &mut self.hooks.0 {
-                Some(h) => h.priorities(table, &roots, &mut added),
-                None => added.extend(roots.iter().map(|&i| table.priority(i))),
-            }
+            hooks.priorities(table, &roots, &mut added);
             for (&i, &p) in roots.iter().zip(&added) {
                 if let Some(info) = self.infos.get_mut(i as usize) {
                     info.add_priority(gain(p));

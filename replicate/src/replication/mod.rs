@@ -376,8 +376,9 @@ fn writer_of(
         .map(ServerConnection::writer_mut)
 }
 
-/// The server-side driver: the object table plus, per connection, a stream manager with
-/// the replication writer and the token stream.
+/// The server-side driver: the object table plus, per connection, a stream manager
+/// with the connection's streams (replication writer, tokens, huge
+/// objects, messages) and any added later.
 pub struct ReplicationServer {
     objects: ObjectTable,
     connections: Vec<Option<ServerConnection>>,
@@ -1083,7 +1084,7 @@ impl ReplicationServer {
 }
 
 /// The client-side driver: the client's world plus a stream manager with the
-/// replication reader and the token stream.
+/// receiving ends of the server's streams and any added later.
 pub struct ReplicationClient {
     world: ClientWorld,
     streams: ClientStreamManager,

@@ -120,7 +120,7 @@ pub trait WriterHooks: Send {
     /// Whether, this tick, [`priority`](Self::priority) is every object's static one
     /// ([`ObjectTable::priority`]): the writer then reads those itself, without asking
     /// for them. The default, `false`, always asks.
-    fn static_priorities(&mut self) -> bool {
+    fn static_priorities(&self) -> bool {
         false
     }
 
