@@ -6,7 +6,6 @@ use super::ReplicationWriter;
 use crate::bits::BitWriter;
 use crate::object::{ConnectionId, InternalIndex, ObjectEntry, ObjectTable};
 use crate::replication::baseline::MAX_BASELINE_COUNT;
-use crate::replication::record::ReplicationInfo;
 use crate::replication::replay::{Candidate, SectionInputs, TracedObject};
 use crate::replication::wire::index_width;
 use crate::state::Condition;
@@ -85,14 +84,6 @@ impl ReplicationWriter {
         })
     }
 
-    /// The state of one object a trace compares: send state (with its priority) and
-    /// baselines.
-    #[inline]
-    fn traced_state(&self, index: InternalIndex) -> Option<(ReplicationInfo, u64)> {
-        let info = *self.infos.get(index as usize)?;
-        Some((info, self.baselines.word(index)))
-    }
-
     /// Writes the packet's replication sections: replayed from a trace of a
     /// connection in step, or written and recorded as a trace for others.
     pub(super) fn write_shared(&mut self, table: &ObjectTable, w: &mut BitWriter) -> WriteResult {
@@ -106,11 +97,9 @@ impl ReplicationWriter {
             dirty: &self.dirty,
             schedule: &self.schedule,
         };
-        if let Some(i) = self
-            .cache
-            .replays
-            .find(&candidate, |index| self.traced_state(index))
-        {
+        let info = |index: InternalIndex| self.infos.get(index as usize).copied();
+        let baselines = |index| self.baselines.word(index);
+        if let Some(i) = self.cache.replays.find(&candidate, info, baselines) {
             return self.replay(i, w);
         }
         match self.cache.replays.begin() {
@@ -126,9 +115,10 @@ impl ReplicationWriter {
         let mut replays = std::mem::take(&mut self.cache.replays);
         let t = replays.replay(i);
         for o in &t.objects {
-            let index = o.index as usize;
-            self.infos[index] = o.info[1];
-            self.baselines.set_word(o.index, o.baselines[1]);
+            self.infos[o.index as usize] = o.info[1];
+            if o.visited {
+                self.baselines.set_word(o.index, o.baselines[1]);
+            }
         }
         self.dirty.clone_from(&t.dirty[1]);
         w.write_words(&t.words, t.bits);
@@ -179,6 +169,7 @@ impl ReplicationWriter {
                 let word = baselines.word(index);
                 t.objects.push(TracedObject {
                     index,
+                    visited: true,
                     info: [info; 2],
                     baselines: [word; 2],
                 });
@@ -195,10 +186,18 @@ impl ReplicationWriter {
         self.stats.add(&gain);
         let now = self.cache.batch_counts();
         let t = self.cache.replays.trace_mut(i);
-        if !inputs.rebuilds {
-            // Only the objects the write looked at are compared and taken.
-            let visited = &mut self.trace.visited;
-            visited.sort_unstable();
+        let visited = &mut self.trace.visited;
+        visited.sort_unstable();
+        if inputs.rebuilds {
+            // Every dirty object's priority went into the schedule: all send states
+            // are compared and taken, the baselines only of the objects the write
+            // looked at (it read no other, and changed none).
+            for o in &mut t.objects {
+                o.visited = visited.binary_search(&o.index).is_ok();
+            }
+        } else {
+            // A continued schedule read no other object's state: only the objects the
+            // write looked at are compared and taken.
             t.objects
                 .retain(|o| visited.binary_search(&o.index).is_ok());
         }
@@ -208,6 +207,9 @@ impl ReplicationWriter {
             ok &= !info.is_mask_pooled();
             o.info[1] = info;
             o.baselines[1] = self.baselines.word(o.index);
+            // (Were an object's baselines changed without the write looking at it, a
+            // replay would miss the change: such a section is not replayed.)
+            ok &= o.visited || o.baselines[1] == o.baselines[0];
         }
         t.dirty[1].clone_from(&self.dirty);
         t.bits = w.position() - start;

@@ -42,6 +42,11 @@ const MAX_UNUSED_TRACES: u32 = MAX_TRACES as u32;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct TracedObject {
     pub index: InternalIndex,
+    /// The write looked at the object (scheduled it and reached it, or wrote it as a
+    /// subobject). One it did not look at only had its priority read, for the
+    /// schedule: its baselines are neither compared nor taken (they were left as
+    /// they were).
+    pub visited: bool,
     pub info: [ReplicationInfo; 2],
     pub baselines: [u64; 2],
 }
@@ -110,12 +115,13 @@ pub(crate) struct PacketTrace {
 }
 
 impl PacketTrace {
-    /// Whether `candidate`, with per-object state read by `state` (send state with
-    /// priority, baseline word), would write this section.
+    /// Whether `candidate`, with per-object state read by `info` (send state with
+    /// priority) and `baselines` (baseline word), would write this section.
     pub(crate) fn matches(
         &self,
         candidate: &Candidate<'_>,
-        state: impl Fn(InternalIndex) -> Option<(ReplicationInfo, u64)>,
+        info: impl Fn(InternalIndex) -> Option<ReplicationInfo>,
+        baselines: impl Fn(InternalIndex) -> u64,
     ) -> bool {
         if candidate.connection == self.leader
             || self.inputs != Some(candidate.inputs)
@@ -127,8 +133,7 @@ impl PacketTrace {
             return false;
         }
         self.objects.iter().all(|o| {
-            state(o.index)
-                .is_some_and(|(info, baselines)| info == o.info[0] && baselines == o.baselines[0])
+            info(o.index) == Some(o.info[0]) && (!o.visited || baselines(o.index) == o.baselines[0])
         })
     }
 }
@@ -169,12 +174,13 @@ impl Replays {
     pub(crate) fn find(
         &self,
         candidate: &Candidate<'_>,
-        state: impl Fn(InternalIndex) -> Option<(ReplicationInfo, u64)>,
+        info: impl Fn(InternalIndex) -> Option<ReplicationInfo>,
+        baselines: impl Fn(InternalIndex) -> u64,
     ) -> Option<usize> {
         // The newest first: connections in step are written one after the other.
         (0..self.live)
             .rev()
-            .find(|&i| self.traces[i].matches(candidate, &state))
+            .find(|&i| self.traces[i].matches(candidate, &info, &baselines))
     }
 
     /// The trace at `i`, counted as replayed.
@@ -258,6 +264,8 @@ mod tests {
         for index in dirty.iter() {
             t.objects.push(TracedObject {
                 index,
+                // Object 5 was only scheduled: the write did not reach it.
+                visited: index != 5,
                 info: [prioritized(1.0); 2],
                 baselines: [u64::from(index); 2],
             });
@@ -288,10 +296,11 @@ mod tests {
             dirty,
             schedule: &schedule,
         };
-        let same = |index: InternalIndex| Some((prioritized(1.0), u64::from(index)));
-        assert_eq!(r.find(&candidate(1, inputs(), &d), same), Some(i));
+        let same = |_| Some(prioritized(1.0));
+        let own = |index: InternalIndex| u64::from(index);
+        assert_eq!(r.find(&candidate(1, inputs(), &d), same, own), Some(i));
         assert_eq!(
-            r.find(&candidate(0, inputs(), &d), same),
+            r.find(&candidate(0, inputs(), &d), same, own),
             None,
             "not its own"
         );
@@ -299,12 +308,26 @@ mod tests {
             slot_phase: 0,
             ..inputs()
         };
-        assert_eq!(r.find(&candidate(1, other, &d), same), None);
+        assert_eq!(r.find(&candidate(1, other, &d), same, own), None);
         let mut more = dirty();
         more.set(6);
-        assert_eq!(r.find(&candidate(1, inputs(), &more), same), None);
-        let lower = |index: InternalIndex| Some((prioritized(0.5), u64::from(index)));
-        assert_eq!(r.find(&candidate(1, inputs(), &d), lower), None);
+        assert_eq!(r.find(&candidate(1, inputs(), &more), same, own), None);
+        let lower = |_| Some(prioritized(0.5));
+        assert_eq!(r.find(&candidate(1, inputs(), &d), lower, own), None);
+        // Baselines count only where the write looked.
+        let other_at = |at: InternalIndex| {
+            move |index: InternalIndex| u64::from(index) + u64::from(index == at)
+        };
+        assert_eq!(
+            r.find(&candidate(1, inputs(), &d), same, other_at(2)),
+            None,
+            "a written object's baselines differ"
+        );
+        assert_eq!(
+            r.find(&candidate(1, inputs(), &d), same, other_at(5)),
+            Some(i),
+            "only an unvisited object's baselines differ"
+        );
         assert!(r.replay(i).record.is_none());
         assert_eq!(
             r.counts(),
@@ -313,7 +336,7 @@ mod tests {
         );
         // The pass ends: nothing left to match.
         r.end_pass();
-        assert_eq!(r.find(&candidate(1, inputs(), &d), same), None);
+        assert_eq!(r.find(&candidate(1, inputs(), &d), same, own), None);
     }
 
     #[test]
