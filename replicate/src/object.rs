@@ -372,7 +372,8 @@ pub struct ObjectTable {
     dirty: Vec<InternalIndex>,
     dirty_set: BitArray,
     /// The tick's changes as the writers take them, once sealed
-    /// ([`seal_tick`](Self::seal_tick)).
+    /// ([`seal_tick`](Self::seal_tick)); kept past the tick's end until the next tick
+    /// seals its own, for writers that take them late.
     changes: Vec<TickChange>,
     /// `changes` holds every change so far this tick.
     sealed: bool,
@@ -1048,17 +1049,17 @@ impl ObjectTable {
         self.sealed = true;
     }
 
-    /// The tick's changes, as of the last [`seal_tick`](Self::seal_tick).
+    /// The changes of the latest tick, as of its last [`seal_tick`](Self::seal_tick):
+    /// kept after [`end_tick`](Self::end_tick) until the next tick is sealed.
     pub fn tick_changes(&self) -> &[TickChange] {
-        debug_assert!(self.sealed, "the tick's changes are read once sealed");
         &self.changes
     }
 
     /// End of a server tick (after every connection took the tick's changes): clears
     /// the per-tick masks and frees destroyed objects no connection references.
     pub fn end_tick(&mut self) {
-        self.changes.clear();
-        self.sealed = true;
+        // The sealed changes stay (see `tick_changes`); the next tick seals its own.
+        self.sealed = false;
         for i in std::mem::take(&mut self.dirty) {
             self.dirty_set.clear(i);
             if let Some(Some(e)) = self.entries.get_mut(i as usize) {

@@ -12,6 +12,7 @@ use replicate::internals::object::SchedulingHint;
 use replicate::internals::replication::{
     ReplicatedObjectState as S, ReplicationEvent, ReplicationInfo,
 };
+use std::time::Duration;
 
 fn state_of(m: &Manual, h: NetRefHandle) -> S {
     let i = m.server.objects().index_of(h).expect("live object");
@@ -540,7 +541,7 @@ fn poll_mode_compares_quantized_members() {
 }
 
 #[test]
-fn sealed_tick_changes_follow_every_poll_until_the_tick_ends() {
+fn sealed_tick_changes_follow_every_poll_until_the_next_tick_seals() {
     let mut m = Manual::new();
     let mut game_side = pawn(1, 1);
     let h = m.server.objects_mut().spawn_polled(&game_side).unwrap();
@@ -562,8 +563,53 @@ fn sealed_tick_changes_follow_every_poll_until_the_tick_ends() {
     assert!(table.poll(h, &game_side));
     table.seal_tick();
     assert_eq!(masks(table), [(i, 0b0110)]);
+    // They outlive the tick for connections that take them late, until the next
+    // tick seals its own (none here): never taken twice.
     table.end_tick();
+    assert_eq!(masks(table), [(i, 0b0110)]);
+    table.seal_tick();
     assert!(table.tick_changes().is_empty());
+}
+
+#[test]
+fn a_connection_not_written_takes_every_ticks_changes_once() {
+    // A tick's change masks wait for the connection's next write; a tick that comes
+    // first hands them over before it seals its own. Nothing is lost or taken twice:
+    // the masks of both ticks, and the priority of each tick the object was owed.
+    let mut m = Manual::new();
+    let h = m.server.objects_mut().spawn(Pawn::default()).unwrap();
+    m.round_trip();
+    let i = m.server.objects().index_of(h).unwrap();
+    let tick = |m: &mut Manual| {
+        m.now += Duration::from_millis(16);
+        m.server.tick(m.now);
+    };
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x = 5;
+    tick(&mut m);
+    assert_eq!(
+        m.server.writer(m.conn).unwrap().dirty_objects(),
+        0,
+        "not taken before the connection is reached"
+    );
+    m.server.objects_mut().get_mut::<Pawn>(h).unwrap().y = 6;
+    tick(&mut m);
+    tick(&mut m); // no change: only the priority grows
+    let gain = m.server.objects().priority(i);
+    assert!(m.server.writer_mut(m.conn).is_some());
+    let w = m.server.writer(m.conn).unwrap();
+    assert_eq!(
+        w.change_mask(m.server.objects(), i).unwrap().to_u64(),
+        0b0011
+    );
+    assert_eq!(w.priority(i), 3.0 * gain);
+    // Reaching it again takes nothing more.
+    assert!(m.server.writer_mut(m.conn).is_some());
+    assert_eq!(m.server.writer(m.conn).unwrap().priority(i), 3.0 * gain);
+    let (seq, bytes) = m.write();
+    m.deliver_to_client(&bytes);
+    m.ack(seq, Delivered);
+    let p = m.client.get::<Pawn>(h).unwrap();
+    assert_eq!((p.x, p.y), (5, 6));
 }
 
 #[test]

@@ -74,6 +74,8 @@ fn lost_baseline_merges_its_mask_back() {
     m.server.objects_mut().get_mut::<Pawn>(h).unwrap().alive = true; // D
     m.now += Duration::from_millis(16);
     m.server.tick(m.now);
+    // (The writer takes the tick's change masks when reached mutably.)
+    assert!(m.server.writer_mut(m.conn).is_some());
     assert_eq!(
         m.server
             .writer(m.conn)

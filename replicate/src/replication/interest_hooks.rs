@@ -133,7 +133,7 @@ impl ReplicationServer {
     pub(super) fn interest_begin_tick(&mut self) {
         let changes = lock(&self.interest).begin_tick(&self.objects, self.now);
         for ch in changes {
-            if let Some(w) = super::writer_of(&mut self.connections, ch.connection) {
+            if let Some(w) = super::writer_of(&mut self.connections, &self.objects, ch.connection) {
                 w.set_in_scope(&mut self.objects, ch.object, ch.in_scope);
             }
         }
@@ -341,6 +341,7 @@ impl ReplicationServer {
             };
             for conn in self.connections.iter_mut().flatten() {
                 let w = conn.writer_mut();
+                w.take_tick_changes(&self.objects);
                 // Baselines taken while the switch was the other way hold values
                 // this connection never received (or may no longer use).
                 w.invalidate_baselines(&self.objects, i);

@@ -82,10 +82,37 @@ impl ReplicationWriter {
         }
     }
 
-    /// The second part of [`update`](Self::update), which only reads the table (the
-    /// server runs it for several connections at once): the change masks of the
-    /// objects that changed, then the priority of every object with something to send.
+    /// The second part of [`update`](Self::update), which only reads the table: the
+    /// objects whose tags changed, the change masks of the objects that changed, then
+    /// the priority of every object with something to send.
     pub(crate) fn update_dirty(&mut self, table: &ObjectTable) {
+        self.update_tags(table);
+        self.apply_tick_changes(table);
+    }
+
+    /// [`update_dirty`](Self::update_dirty) with its second part put off until the
+    /// connection is next written or its state next read or changed through the server
+    /// ([`take_tick_changes`](Self::take_tick_changes)): then the changes meet the
+    /// send states the write reads right after, while they are still in cache. The
+    /// table keeps the tick's sealed changes until the next tick seals its own; the
+    /// server takes any left over before that.
+    pub(crate) fn defer_tick_changes(&mut self, table: &ObjectTable) {
+        self.update_tags(table);
+        // With no change and nothing owed, taking them would do nothing.
+        self.changes_pending = !table.tick_changes().is_empty() || !self.dirty.none();
+    }
+
+    /// Takes the tick changes [`defer_tick_changes`](Self::defer_tick_changes) put
+    /// off, if any are left.
+    #[inline]
+    pub(crate) fn take_tick_changes(&mut self, table: &ObjectTable) {
+        if self.changes_pending {
+            self.apply_tick_changes(table);
+        }
+    }
+
+    /// The objects whose tags changed this tick are owed their tags.
+    fn update_tags(&mut self, table: &ObjectTable) {
         for &i in table.tick_tags_changed() {
             let Some(info) = self.infos.get_mut(i as usize) else {
                 continue;
@@ -95,6 +122,12 @@ impl ReplicationWriter {
                 self.mark_dirty(table, i);
             }
         }
+    }
+
+    /// The change masks of the objects that changed in the table's latest tick, then
+    /// the priority every object with something to send gains in it.
+    fn apply_tick_changes(&mut self, table: &ObjectTable) {
+        self.changes_pending = false;
         for change in table.tick_changes() {
             let i = change.index;
             // Out of scope (a root): not replicated here, and the small bit array

@@ -313,6 +313,8 @@ fn write_chunk(
         }
         let writer = &mut *job.writer;
         let sub = writer.begin_substream(allowed.unwrap_or(usize::MAX));
+        // The tick's changes meet the send states right before the write reads them.
+        conn.writer_mut().take_tick_changes(objects);
         std::mem::swap(conn.writer_mut().cache_mut(), cache);
         job.result = conn.streams.write_packet(objects, job.sequence, writer);
         std::mem::swap(conn.writer_mut().cache_mut(), cache);
@@ -365,15 +367,26 @@ fn on_writer_threads<T: Send, C: Send>(
     });
 }
 
-/// Connection `id`'s writer, borrowed apart from the object table the caller also needs.
-fn writer_of(
-    connections: &mut [Option<ServerConnection>],
+/// Connection `id`, borrowed apart from the object table the caller also needs, with
+/// the latest tick's changes taken (see [`ReplicationServer::tick`]): every access to a
+/// connection but the write path goes through here.
+fn open_connection<'c>(
+    connections: &'c mut [Option<ServerConnection>],
+    objects: &ObjectTable,
     id: ConnectionId,
-) -> Option<&mut ReplicationWriter> {
-    connections
-        .get_mut(id as usize)
-        .and_then(Option::as_mut)
-        .map(ServerConnection::writer_mut)
+) -> Option<&'c mut ServerConnection> {
+    let conn = connections.get_mut(id as usize).and_then(Option::as_mut)?;
+    conn.writer_mut().take_tick_changes(objects);
+    Some(conn)
+}
+
+/// Connection `id`'s writer ([`open_connection`]).
+fn writer_of<'c>(
+    connections: &'c mut [Option<ServerConnection>],
+    objects: &ObjectTable,
+    id: ConnectionId,
+) -> Option<&'c mut ReplicationWriter> {
+    open_connection(connections, objects, id).map(ServerConnection::writer_mut)
 }
 
 /// The server-side driver: the object table plus, per connection, a stream manager
@@ -497,7 +510,7 @@ impl ReplicationServer {
     /// Takes the member value ranges connection `id`'s writer observed since the last
     /// call (attribution at the `Members` level).
     pub fn take_member_ranges(&mut self, id: ConnectionId) -> Vec<crate::insights::MemberRange> {
-        writer_of(&mut self.connections, id)
+        writer_of(&mut self.connections, &self.objects, id)
             .map(ReplicationWriter::take_member_ranges)
             .unwrap_or_default()
     }
@@ -592,12 +605,12 @@ impl ReplicationServer {
     }
 
     fn conn_mut(&mut self, id: ConnectionId) -> Option<&mut ServerConnection> {
-        self.connections
-            .get_mut(id as usize)
-            .and_then(Option::as_mut)
+        open_connection(&mut self.connections, &self.objects, id)
     }
 
-    /// The replication writer of a connection.
+    /// The replication writer of a connection. Its send states hold the latest
+    /// tick's change masks once the connection was written or reached mutably since
+    /// the tick (see [`tick`](Self::tick)).
     pub fn writer(&self, id: ConnectionId) -> Option<&ReplicationWriter> {
         self.conn(id).map(ServerConnection::writer)
     }
@@ -675,7 +688,7 @@ impl ReplicationServer {
         let Some(index) = self.objects.index_of(handle) else {
             return;
         };
-        if let Some(w) = writer_of(&mut self.connections, id) {
+        if let Some(w) = writer_of(&mut self.connections, &self.objects, id) {
             w.mark_members_dirty(&self.objects, index, mask);
         }
     }
@@ -692,7 +705,7 @@ impl ReplicationServer {
         let Some(index) = self.objects.index_of(handle) else {
             return;
         };
-        if let Some(w) = writer_of(&mut self.connections, id) {
+        if let Some(w) = writer_of(&mut self.connections, &self.objects, id) {
             w.set_in_scope(&mut self.objects, index, in_scope);
         }
     }
@@ -700,7 +713,16 @@ impl ReplicationServer {
     /// One server tick: quantizes every dirty push-mode object once, hands the tick's
     /// changes (creations, destroys, change masks) to every connection, then clears
     /// them. Poll-mode objects must have been polled before.
+    ///
+    /// A connection takes the change masks (and the priorities its objects gain) when
+    /// it is next written, or sooner if anything else reads or changes its state
+    /// through the server; [`writer`](Self::writer) shows its state without them until
+    /// then.
     pub fn tick(&mut self, now: Duration) {
+        // Changes of the last tick not taken yet (a connection not written since).
+        for conn in self.connections.iter_mut().flatten() {
+            conn.writer_mut().take_tick_changes(&self.objects);
+        }
         self.now = now;
         // Segments are kept for other connections to copy: worth it with two or more
         // per thread.
@@ -712,23 +734,15 @@ impl ReplicationServer {
         baseline::write_storage(&self.baselines).begin_frame();
         self.objects.begin_tick();
         self.interest_begin_tick();
-        // The tick's changes: what changes the table one connection after another,
-        // then the dirty objects on the writer threads.
+        // The tick's changes: what changes the table one connection after another;
+        // the change masks wait for each connection's next write (on the writer
+        // threads).
         for conn in self.connections.iter_mut().flatten() {
             conn.writer_mut().update_lifecycle(&mut self.objects);
         }
         self.objects.seal_tick();
-        let objects = &self.objects;
-        let mut writers: Vec<&mut ReplicationWriter> = self
-            .connections
-            .iter_mut()
-            .flatten()
-            .map(ServerConnection::writer_mut)
-            .collect();
-        on_writer_threads(&mut writers, &mut self.caches, |_, share| {
-            share.iter_mut().for_each(|w| w.update_dirty(objects));
-        });
         for conn in self.connections.iter_mut().flatten() {
+            conn.writer_mut().defer_tick_changes(&self.objects);
             conn.streams.fixed_mut().after_tick(&self.objects, now);
         }
         self.objects.end_tick();
@@ -1013,7 +1027,7 @@ impl ReplicationServer {
         let Some(index) = self.objects.index_of(handle) else {
             return;
         };
-        if let Some(w) = writer_of(&mut self.connections, id) {
+        if let Some(w) = writer_of(&mut self.connections, &self.objects, id) {
             w.invalidate_baselines(&self.objects, index);
         }
     }
@@ -1025,11 +1039,7 @@ impl ReplicationServer {
         sequence: PacketSequence,
         status: DeliveryStatus,
     ) {
-        let Some(conn) = self
-            .connections
-            .get_mut(id as usize)
-            .and_then(Option::as_mut)
-        else {
+        let Some(conn) = open_connection(&mut self.connections, &self.objects, id) else {
             return;
         };
         conn.streams
@@ -1062,7 +1072,7 @@ impl ReplicationServer {
     /// The roots connection `id`'s client reported broken since the last call; each
     /// is destroyed on that client and created again.
     pub fn take_recovered(&mut self, id: ConnectionId) -> Vec<NetRefHandle> {
-        writer_of(&mut self.connections, id)
+        writer_of(&mut self.connections, &self.objects, id)
             .map_or_else(Vec::new, ReplicationWriter::take_recovered)
     }
 
@@ -1072,11 +1082,7 @@ impl ReplicationServer {
         id: ConnectionId,
         reader: &mut BitReader,
     ) -> Result<(), StreamError> {
-        let Some(conn) = self
-            .connections
-            .get_mut(id as usize)
-            .and_then(Option::as_mut)
-        else {
+        let Some(conn) = open_connection(&mut self.connections, &self.objects, id) else {
             return Ok(());
         };
         conn.streams.read_packet(&mut self.objects, reader)

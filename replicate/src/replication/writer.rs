@@ -213,6 +213,9 @@ pub struct ReplicationWriter {
     config: ReplicationConfig,
     infos: Vec<ReplicationInfo>,
     dirty: BitArray,
+    /// The table's latest tick changes are still to be taken
+    /// ([`take_tick_changes`](Self::take_tick_changes)).
+    changes_pending: bool,
     excluded: BitArray,
     pending_destroys: Vec<InternalIndex>,
     /// The records of the packets in flight, oldest first (shared with the
@@ -282,6 +285,7 @@ impl ReplicationWriter {
             config,
             infos: Vec::new(),
             dirty: BitArray::default(),
+            changes_pending: false,
             excluded: BitArray::default(),
             pending_destroys: Vec::new(),
             records: VecDeque::new(),
@@ -486,7 +490,8 @@ impl ReplicationWriter {
     /// Whether nothing is left to write or confirm: every tracked object is `Created`
     /// with a clean mask (or gone) and no packet is in flight.
     pub fn is_idle(&self) -> bool {
-        self.records.is_empty()
+        !self.changes_pending
+            && self.records.is_empty()
             && self.dirty.none()
             && self.pending_destroys.is_empty()
             && self
