@@ -259,31 +259,32 @@ impl Component {
     }
 }
 
+/// The order a component `bits` wide codes with under selector `sel`: its entry of
+/// [`k_table`]`(bits)`.
+#[inline(always)]
+fn order(bits: u32, sel: usize) -> u32 {
+    K_TABLE[sel & 3].min(bits)
+}
+
 /// The selector and length of the shortest residual code of `comps` (selector and
-/// component codes, without the escape bit).
+/// component codes, without the escape bit); the lowest selector of equal lengths.
+/// Every selector's length is summed in one pass over the components.
 #[inline]
 fn best_code(comps: &[Component], residuals: &[u64]) -> (u32, u32) {
-    let mut best = (0, code_len(comps, residuals, 0));
-    for sel in 1..4 {
-        let len = code_len(comps, residuals, sel);
+    let mut lens = [K_SELECTOR_BITS; 4];
+    for (c, &z) in comps.iter().zip(residuals) {
+        let bits = c.bits.clamp(1, 64);
+        for (sel, len) in lens.iter_mut().enumerate() {
+            *len += exp_golomb_len(z, order(bits, sel), bits);
+        }
+    }
+    let mut best = (0, lens[0]);
+    for (sel, &len) in lens.iter().enumerate().skip(1) {
         if len < best.1 {
             best = (sel as u32, len);
         }
     }
     best
-}
-
-/// The length of the residual code of `comps` with selector `sel` (selector and
-/// component codes, without the escape bit).
-#[inline]
-fn code_len(comps: &[Component], residuals: &[u64], sel: usize) -> u32 {
-    comps
-        .iter()
-        .zip(residuals)
-        .fold(K_SELECTOR_BITS, |len, (c, &z)| {
-            let bits = c.bits.clamp(1, 64);
-            len + exp_golomb_len(z, k_table(bits)[sel], bits)
-        })
 }
 
 /// Writes a member's components as residuals against the baseline, or the escape.
@@ -309,7 +310,7 @@ pub fn write_residuals(w: &mut BitWriter, comps: &[Component], full_len: u32) ->
     w.write_bits(sel as u64, K_SELECTOR_BITS);
     for (c, &z) in comps.iter().zip(residuals) {
         let bits = c.bits.clamp(1, 64);
-        write_exp_golomb(w, z, k_table(bits)[sel as usize], bits);
+        write_exp_golomb(w, z, order(bits, sel as usize), bits);
     }
     false
 }
@@ -337,11 +338,8 @@ pub fn shift_residuals<const N: usize>(
 ) -> Option<[u64; N]> {
     let residuals: [u64; N] =
         std::array::from_fn(|i| residual(comps[i].value, comps[i].prev, comps[i].bits));
-    // The residuals are sent when any order codes them within the full length; the
-    // middle orders (most motion) are tried first.
-    let fits = [1, 2, 0, 3]
-        .into_iter()
-        .any(|sel| code_len(comps, &residuals, sel) <= full_len);
+    // The residuals are sent when the shortest code is within the full length.
+    let fits = best_code(comps, &residuals).1 <= full_len;
     fits.then(|| {
         std::array::from_fn(|i| apply_residual(base[i], residuals[i], comps[i].bits.clamp(1, 64)))
     })
@@ -372,7 +370,7 @@ pub fn read_residuals(r: &mut BitReader, comps: &mut [Component]) -> Result<bool
     r.check()?;
     for c in comps.iter_mut() {
         let bits = c.bits.clamp(1, 64);
-        let z = read_exp_golomb(r, k_table(bits)[sel & 3], bits)?;
+        let z = read_exp_golomb(r, order(bits, sel), bits)?;
         c.value = apply_residual(c.prev, z, bits);
     }
     Ok(false)
