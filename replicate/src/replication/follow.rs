@@ -20,9 +20,10 @@ pub(super) struct TraceNotes {
     pub ok: bool,
     /// Owners of the conditional objects written.
     pub owners: Vec<ConnectionId>,
-    /// The objects the write looked at: the schedule's entries it reached and their
+    /// The dirty objects the write looked at, each with its state when first looked
+    /// at (before the write changed it): the schedule's entries it reached and their
     /// dirty subobjects (a continued schedule reads no other object's state).
-    pub visited: Vec<InternalIndex>,
+    pub visited: Vec<TracedObject>,
 }
 
 impl TraceNotes {
@@ -53,6 +54,27 @@ impl ReplicationWriter {
             _ if custom || is_owner => self.trace.spoil(),
             Some(owner) => self.trace.owners.push(owner),
             None => {}
+        }
+    }
+
+    /// Notes an object the write looks at, for the trace being recorded: a dirty one
+    /// with its state before the write changes it.
+    #[inline]
+    pub(super) fn note_visit(&mut self, index: InternalIndex) {
+        if !self.trace.on || !self.dirty.get(index) {
+            return;
+        }
+        match self.infos.get(index as usize) {
+            Some(&info) => {
+                let word = self.baselines.word(index);
+                self.trace.visited.push(TracedObject {
+                    index,
+                    visited: true,
+                    info: [info; 2],
+                    baselines: [word; 2],
+                });
+            }
+            None => self.trace.spoil(),
         }
     }
 
@@ -160,19 +182,23 @@ impl ReplicationWriter {
                 t.schedule[0].copy_remaining(&self.schedule);
             }
             t.objects.clear();
-            for index in self.dirty.iter() {
-                let Some(&info) = infos.get(index as usize) else {
-                    ok = false;
-                    break;
-                };
-                ok &= !info.is_mask_pooled();
-                let word = baselines.word(index);
-                t.objects.push(TracedObject {
-                    index,
-                    visited: true,
-                    info: [info; 2],
-                    baselines: [word; 2],
-                });
+            // Every dirty object's priority goes into a fresh schedule: all are
+            // compared. A continued schedule reads only the objects the write looks
+            // at, noted as it goes (`note_visit`).
+            if inputs.rebuilds {
+                for index in self.dirty.iter() {
+                    let Some(&info) = infos.get(index as usize) else {
+                        ok = false;
+                        break;
+                    };
+                    let word = baselines.word(index);
+                    t.objects.push(TracedObject {
+                        index,
+                        visited: true,
+                        info: [info; 2],
+                        baselines: [word; 2],
+                    });
+                }
             }
         }
         self.trace.on = true;
@@ -187,24 +213,22 @@ impl ReplicationWriter {
         let now = self.cache.batch_counts();
         let t = self.cache.replays.trace_mut(i);
         let visited = &mut self.trace.visited;
-        visited.sort_unstable();
+        // In index order, each object once with its state when first looked at.
+        visited.sort_by_key(|o| o.index);
+        visited.dedup_by_key(|o| o.index);
         if inputs.rebuilds {
-            // Every dirty object's priority went into the schedule: all send states
-            // are compared and taken, the baselines only of the objects the write
-            // looked at (it read no other, and changed none).
+            // All send states are compared and taken, the baselines only of the
+            // objects the write looked at (it read no other, and changed none).
             for o in &mut t.objects {
-                o.visited = visited.binary_search(&o.index).is_ok();
+                o.visited = visited.binary_search_by_key(&o.index, |v| v.index).is_ok();
             }
         } else {
-            // A continued schedule read no other object's state: only the objects the
-            // write looked at are compared and taken.
-            t.objects
-                .retain(|o| visited.binary_search(&o.index).is_ok());
+            t.objects.extend_from_slice(visited);
         }
         for o in &mut t.objects {
             let index = o.index as usize;
             let info = self.infos[index];
-            ok &= !info.is_mask_pooled();
+            ok &= !info.is_mask_pooled() && !o.info[0].is_mask_pooled();
             o.info[1] = info;
             o.baselines[1] = self.baselines.word(o.index);
             // (Were an object's baselines changed without the write looking at it, a

@@ -632,9 +632,7 @@ impl ReplicationWriter {
         let mut pos = self.schedule.start();
         let mut failures = 0;
         while let Some(entry) = self.schedule.get(pos, chunk) {
-            if self.trace.on {
-                self.trace.visited.push(entry.index);
-            }
+            self.note_visit(entry.index);
             if entry_fate(&self.dirty, &self.infos, threshold, table, &entry) != EntryFate::Keep {
                 // Written by an earlier packet of the tick (or cleaned since).
                 pos += 1;
@@ -744,9 +742,7 @@ impl ReplicationWriter {
                     if !self.dirty.get(s) {
                         continue;
                     }
-                    if self.trace.on {
-                        self.trace.visited.push(s);
-                    }
+                    self.note_visit(s);
                     if !root_on_remote {
                         blocked = true;
                         continue;
