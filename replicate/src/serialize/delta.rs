@@ -287,6 +287,19 @@ fn best_code(comps: &[Component], residuals: &[u64]) -> (u32, u32) {
     best
 }
 
+/// The length of the residual code of `comps` with selector `sel` (selector and
+/// component codes, without the escape bit).
+#[inline]
+fn code_len(comps: &[Component], residuals: &[u64], sel: usize) -> u32 {
+    comps
+        .iter()
+        .zip(residuals)
+        .fold(K_SELECTOR_BITS, |len, (c, &z)| {
+            let bits = c.bits.clamp(1, 64);
+            len + exp_golomb_len(z, order(bits, sel), bits)
+        })
+}
+
 /// Writes a member's components as residuals against the baseline, or the escape.
 ///
 /// `full_len` is the exact length of the member's full encoding. Returns `true` when
@@ -338,8 +351,11 @@ pub fn shift_residuals<const N: usize>(
 ) -> Option<[u64; N]> {
     let residuals: [u64; N] =
         std::array::from_fn(|i| residual(comps[i].value, comps[i].prev, comps[i].bits));
-    // The residuals are sent when the shortest code is within the full length.
-    let fits = best_code(comps, &residuals).1 <= full_len;
+    // The residuals are sent when any order codes them within the full length; the
+    // middle orders (most motion) are tried first.
+    let fits = [1, 2, 0, 3]
+        .into_iter()
+        .any(|sel| code_len(comps, &residuals, sel) <= full_len);
     fits.then(|| {
         std::array::from_fn(|i| apply_residual(base[i], residuals[i], comps[i].bits.clamp(1, 64)))
     })
