@@ -24,6 +24,9 @@ pub(super) struct TraceNotes {
     /// at (before the write changed it): the schedule's entries it reached and their
     /// dirty subobjects (a continued schedule reads no other object's state).
     pub visited: Vec<TracedObject>,
+    /// The dirty set's words whose bits the write read, each with its value when
+    /// first read.
+    pub dirty_words: Vec<(u32, u64)>,
 }
 
 impl TraceNotes {
@@ -61,7 +64,11 @@ impl ReplicationWriter {
     /// with its state before the write changes it.
     #[inline]
     pub(super) fn note_visit(&mut self, index: InternalIndex) {
-        if !self.trace.on || !self.dirty.get(index) {
+        if !self.trace.on {
+            return;
+        }
+        self.note_dirty_read(index);
+        if !self.dirty.get(index) {
             return;
         }
         match self.infos.get(index as usize) {
@@ -75,6 +82,18 @@ impl ReplicationWriter {
                 });
             }
             None => self.trace.spoil(),
+        }
+    }
+
+    /// Notes that the write reads object `index`'s dirty bit, for the trace being
+    /// recorded.
+    #[inline]
+    pub(super) fn note_dirty_read(&mut self, index: InternalIndex) {
+        if self.trace.on {
+            let k = index / 64;
+            self.trace
+                .dirty_words
+                .push((k, self.dirty.word(k as usize)));
         }
     }
 
@@ -122,7 +141,7 @@ impl ReplicationWriter {
         let info = |index: InternalIndex| self.infos.get(index as usize).copied();
         let baselines = |index| self.baselines.word(index);
         if let Some(i) = self.cache.replays.find(&candidate, info, baselines) {
-            return self.replay(i, w);
+            return self.replay(i, w, inputs.rebuilds);
         }
         match self.cache.replays.begin() {
             Some(i) => self.write_traced(table, w, inputs, i),
@@ -131,7 +150,7 @@ impl ReplicationWriter {
     }
 
     /// Takes trace `i`: its bits go into `w`, its states become this connection's.
-    fn replay(&mut self, i: usize, w: &mut BitWriter) -> WriteResult {
+    fn replay(&mut self, i: usize, w: &mut BitWriter, rebuilds: bool) -> WriteResult {
         // The packet's nominations are made under this connection's own ordinal.
         let ordinal = self.packet_ordinal();
         let mut replays = std::mem::take(&mut self.cache.replays);
@@ -142,7 +161,7 @@ impl ReplicationWriter {
                 self.baselines.set_word(o.index, o.baselines[1]);
             }
         }
-        self.dirty.clone_from(&t.dirty[1]);
+        t.take_dirty(&mut self.dirty, rebuilds);
         w.write_words(&t.words, t.bits);
         self.schedule.copy_remaining(&t.schedule[1]);
         if let Some(record) = &t.record {
@@ -205,6 +224,7 @@ impl ReplicationWriter {
         self.trace.ok = ok;
         self.trace.owners.clear();
         self.trace.visited.clear();
+        self.trace.dirty_words.clear();
         let result = self.write_sections(table, w);
         self.trace.on = false;
         let mut ok = self.trace.ok;
@@ -236,6 +256,22 @@ impl ReplicationWriter {
             ok &= o.visited || o.baselines[1] == o.baselines[0];
         }
         t.dirty[1].clone_from(&self.dirty);
+        t.dirty_words.clear();
+        if !inputs.rebuilds {
+            // The words read, each once with its first value, and after. (Were a bit
+            // elsewhere changed, a replay would miss it: such a section is not
+            // replayed.)
+            let words = &mut self.trace.dirty_words;
+            words.sort_by_key(|&(k, _)| k);
+            words.dedup_by_key(|&mut (k, _)| k);
+            let mut expected = t.dirty[0].clone();
+            for &(k, before) in words.iter() {
+                let after = self.dirty.word(k as usize);
+                expected.set_word(k as usize, after);
+                t.dirty_words.push((k, [before, after]));
+            }
+            ok &= expected.same_bits(&self.dirty);
+        }
         t.bits = w.position() - start;
         t.words.clear();
         w.copy_bits(start, t.bits, &mut t.words);

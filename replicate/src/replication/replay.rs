@@ -94,6 +94,10 @@ pub(crate) struct PacketTrace {
     pub synced: Vec<ChangeMask>,
     /// The dirty set before the packet, and after.
     pub dirty: [BitArray; 2],
+    /// A continued schedule's section reads and changes the dirty bits only in these
+    /// words (by index, before and after): they are compared and taken instead of the
+    /// whole set.
+    pub dirty_words: Vec<(u32, [u64; 2])>,
     /// The dirty objects, in index order.
     pub objects: Vec<TracedObject>,
     /// The owners of the conditional objects written (a connection among them would
@@ -115,6 +119,29 @@ pub(crate) struct PacketTrace {
 }
 
 impl PacketTrace {
+    /// Whether `candidate`'s dirty set is the leader's where the section reads it: all
+    /// of it for a fresh schedule, the noted words for a continued one.
+    fn same_dirty(&self, candidate: &Candidate<'_>) -> bool {
+        if candidate.inputs.rebuilds {
+            candidate.dirty.same_bits(&self.dirty[0])
+        } else {
+            self.dirty_words
+                .iter()
+                .all(|&(k, [before, _])| candidate.dirty.word(k as usize) == before)
+        }
+    }
+
+    /// Makes `dirty` the dirty set the section leaves (see [`same_dirty`](Self::same_dirty)).
+    pub(crate) fn take_dirty(&self, dirty: &mut BitArray, rebuilds: bool) {
+        if rebuilds {
+            dirty.clone_from(&self.dirty[1]);
+        } else {
+            for &(k, [_, after]) in &self.dirty_words {
+                dirty.set_word(k as usize, after);
+            }
+        }
+    }
+
     /// Whether `candidate`, with per-object state read by `info` (send state with
     /// priority) and `baselines` (baseline word), would write this section.
     pub(crate) fn matches(
@@ -126,7 +153,7 @@ impl PacketTrace {
         if candidate.connection == self.leader
             || self.inputs != Some(candidate.inputs)
             || candidate.synced != self.synced.as_slice()
-            || !candidate.dirty.same_bits(&self.dirty[0])
+            || !self.same_dirty(candidate)
             || (!candidate.inputs.rebuilds && !candidate.schedule.same_remaining(&self.schedule[0]))
             || self.owners.binary_search(&candidate.connection).is_ok()
         {
@@ -337,6 +364,48 @@ mod tests {
         // The pass ends: nothing left to match.
         r.end_pass();
         assert_eq!(r.find(&candidate(1, inputs(), &d), same, own), None);
+    }
+
+    #[test]
+    fn a_continued_section_compares_and_takes_only_the_dirty_words_it_read() {
+        let mut r = Replays::default();
+        r.begin_pass(3);
+        let continued = SectionInputs {
+            rebuilds: false,
+            ..inputs()
+        };
+        let d = dirty();
+        let i = r.begin().unwrap();
+        let t = r.trace_mut(i);
+        t.leader = 0;
+        t.dirty[0].clone_from(&d);
+        t.objects.clear();
+        // The write read word 0 (objects 2 and 5, written: both clean after).
+        t.dirty_words = vec![(0, [0b10_0100, 0])];
+        t.inputs = Some(continued);
+        r.end(true);
+        let schedule = Schedule::default();
+        let find = |dirty: &BitArray| {
+            let c = Candidate {
+                connection: 1,
+                inputs: continued,
+                synced: &[],
+                dirty,
+                schedule: &schedule,
+            };
+            r.find(&c, |_| None, |_| 0)
+        };
+        // Another word differs: not read, not compared.
+        let mut elsewhere = dirty();
+        elsewhere.set(700);
+        assert_eq!(find(&elsewhere), Some(i));
+        // Object 3, in the word read, is dirty here only: the write would have seen it.
+        let mut more = dirty();
+        more.set(3);
+        assert_eq!(find(&more), None);
+        // Taking the section clears the word and leaves the rest.
+        r.replay(i).take_dirty(&mut elsewhere, false);
+        assert_eq!(elsewhere.iter().collect::<Vec<_>>(), [700]);
     }
 
     #[test]

@@ -739,6 +739,7 @@ impl ReplicationWriter {
             );
             if let Some(entry) = table.entry_at(root) {
                 for &s in entry.subobjects() {
+                    self.note_dirty_read(s);
                     if !self.dirty.get(s) {
                         continue;
                     }

@@ -589,6 +589,35 @@ impl BitArray {
         }
     }
 
+    /// Word `k` of the array: bits `64 k .. 64 k + 64` (0 past the end).
+    #[inline]
+    pub fn word(&self, k: usize) -> u64 {
+        self.words.get(k).copied().unwrap_or(0)
+    }
+
+    /// Replaces word `k` (see [`word`](Self::word)), growing as needed.
+    pub fn set_word(&mut self, k: usize, value: u64) {
+        if k >= self.words.len() {
+            if value == 0 {
+                return;
+            }
+            self.grow(k + 1);
+        }
+        let was = self.words[k] != 0;
+        self.words[k] = value;
+        match (was, value != 0) {
+            (false, true) => {
+                self.summary[k / 64] |= 1 << (k % 64);
+                self.set_words += 1;
+            }
+            (true, false) => {
+                self.summary[k / 64] &= !(1 << (k % 64));
+                self.set_words -= 1;
+            }
+            _ => {}
+        }
+    }
+
     /// Sets or clears bit `i`.
     pub fn assign(&mut self, i: u32, on: bool) {
         if on { self.set(i) } else { self.clear(i) }
@@ -776,6 +805,25 @@ mod tests {
         c.set(9000);
         c.clone_from(&a);
         assert!(c.same_bits(&a) && !c.get(9000));
+    }
+
+    #[test]
+    fn words_replaced_whole_keep_the_summary_and_count() {
+        let mut a = BitArray::default();
+        a.set(70);
+        assert_eq!((a.word(1), a.word(99)), (1 << 6, 0));
+        // Word 1 emptied, word 150 (past the end) filled, word 200 left empty.
+        a.set_word(1, 0);
+        a.set_word(150, 0b101);
+        a.set_word(200, 0);
+        assert_eq!(a.iter().collect::<Vec<_>>(), [150 * 64, 150 * 64 + 2]);
+        assert_eq!(a.count(), 2);
+        let mut b = BitArray::default();
+        b.set(150 * 64);
+        b.set(150 * 64 + 2);
+        assert!(a.same_bits(&b));
+        a.set_word(150, 0);
+        assert!(a.none() && a.iter().next().is_none());
     }
 
     #[test]
