@@ -585,7 +585,11 @@ impl AxesConfig {
 
     #[inline]
     fn quantizers(&self) -> [Quantizer; 3] {
-        [self.x, self.y, self.z].map(|c| Quantizer::for_config(&c))
+        [
+            Quantizer::for_config(&self.x),
+            Quantizer::for_config(&self.y),
+            Quantizer::for_config(&self.z),
+        ]
     }
 }
 
