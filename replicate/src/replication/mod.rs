@@ -23,8 +23,9 @@
 //! writing its own); what connections change in common —
 //! the snapshots their nominations take, references, budgets — is settled after the
 //! pass, in the order of the packets, so the bytes do not depend on the thread count.
-//! [`ReplicationServer::tick`] hands the tick's dirty objects to the writers on the
-//! same threads.
+//! [`ReplicationServer::tick`] runs each writer's lifecycle stage; a writer takes the
+//! tick's change masks when it is next written, on the same threads, right before it
+//! reads the send states they change (or sooner, when anything else reaches it).
 //!
 //! and the client feeds each received packet (after the connection header, with the
 //! header's sequence) to [`ReplicationClient::read_packet`], then drains
