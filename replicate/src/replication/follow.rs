@@ -255,9 +255,10 @@ impl ReplicationWriter {
             // replay would miss the change: such a section is not replayed.)
             ok &= o.visited || o.baselines[1] == o.baselines[0];
         }
-        t.dirty[1].clone_from(&self.dirty);
         t.dirty_words.clear();
-        if !inputs.rebuilds {
+        if inputs.rebuilds {
+            t.dirty[1].clone_from(&self.dirty);
+        } else {
             // The words read, each once with its first value, and after. (Were a bit
             // elsewhere changed, a replay would miss it: such a section is not
             // replayed.)

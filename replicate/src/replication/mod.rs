@@ -369,8 +369,9 @@ fn on_writer_threads<T: Send, C: Send>(
 }
 
 /// Connection `id`, borrowed apart from the object table the caller also needs, with
-/// the latest tick's changes taken (see [`ReplicationServer::tick`]): every access to a
-/// connection but the write path goes through here.
+/// the latest tick's changes taken (see [`ReplicationServer::tick`]). Whatever reaches
+/// a connection's state goes through here, but the write path and the tick, which
+/// take the changes themselves.
 fn open_connection<'c>(
     connections: &'c mut [Option<ServerConnection>],
     objects: &ObjectTable,
