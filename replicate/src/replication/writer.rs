@@ -542,6 +542,10 @@ impl ReplicationWriter {
     /// Writes destroys, then scheduled objects, into `w` (up to its capacity). Returns
     /// `NoData` (and writes nothing) when there was nothing to send or nothing fit.
     pub fn write(&mut self, table: &ObjectTable, w: &mut BitWriter) -> WriteResult {
+        debug_assert!(
+            !self.changes_pending,
+            "the tick's change masks are taken before the connection is written"
+        );
         self.pump_huge(table);
         if self.pending_destroys.is_empty() && self.dirty.none() {
             // Nothing to write (the common case of a quiet connection).
@@ -1194,6 +1198,10 @@ impl DataStream<ObjectTable> for ReplicationWriter {
     }
 
     fn process_delivery(&mut self, ctx: &mut ObjectTable, status: DeliveryStatus) {
+        debug_assert!(
+            !self.changes_pending,
+            "the tick's change masks are taken before a delivery reaches the connection"
+        );
         ReplicationWriter::process_delivery(self, ctx, status)
     }
 
