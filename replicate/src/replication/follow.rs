@@ -60,14 +60,18 @@ impl ReplicationWriter {
         }
     }
 
-    /// Notes an object the write looks at, for the trace being recorded: a dirty one
-    /// with its state before the write changes it.
+    /// Notes an object the write looks at, for the trace being recorded: the word of
+    /// the dirty set holding its bit, and, for a dirty one, its state before the write
+    /// changes it.
     #[inline]
     pub(super) fn note_visit(&mut self, index: InternalIndex) {
         if !self.trace.on {
             return;
         }
-        self.note_dirty_read(index);
+        let k = index / 64;
+        self.trace
+            .dirty_words
+            .push((k, self.dirty.word(k as usize)));
         if !self.dirty.get(index) {
             return;
         }
@@ -82,18 +86,6 @@ impl ReplicationWriter {
                 });
             }
             None => self.trace.spoil(),
-        }
-    }
-
-    /// Notes that the write reads object `index`'s dirty bit, for the trace being
-    /// recorded.
-    #[inline]
-    pub(super) fn note_dirty_read(&mut self, index: InternalIndex) {
-        if self.trace.on {
-            let k = index / 64;
-            self.trace
-                .dirty_words
-                .push((k, self.dirty.word(k as usize)));
         }
     }
 
@@ -265,13 +257,14 @@ impl ReplicationWriter {
             let words = &mut self.trace.dirty_words;
             words.sort_by_key(|&(k, _)| k);
             words.dedup_by_key(|&mut (k, _)| k);
-            let mut expected = t.dirty[0].clone();
-            for &(k, before) in words.iter() {
-                let after = self.dirty.word(k as usize);
-                expected.set_word(k as usize, after);
-                t.dirty_words.push((k, [before, after]));
+            let [before, after] = &mut t.dirty;
+            after.clone_from(before);
+            for &(k, first) in words.iter() {
+                let now = self.dirty.word(k as usize);
+                after.set_word(k as usize, now);
+                t.dirty_words.push((k, [first, now]));
             }
-            ok &= expected.same_bits(&self.dirty);
+            ok &= after.same_bits(&self.dirty);
         }
         t.bits = w.position() - start;
         t.words.clear();

@@ -92,7 +92,7 @@ pub(crate) struct PacketTrace {
     pub inputs: Option<SectionInputs>,
     /// The leader's synced masks.
     pub synced: Vec<ChangeMask>,
-    /// The dirty set before the packet, and (a fresh schedule's) after.
+    /// The dirty set before the packet, and after.
     pub dirty: [BitArray; 2],
     /// A continued schedule's section reads and changes the dirty bits only in these
     /// words (by index, before and after): they are compared and taken instead of the

@@ -743,11 +743,10 @@ impl ReplicationWriter {
             );
             if let Some(entry) = table.entry_at(root) {
                 for &s in entry.subobjects() {
-                    self.note_dirty_read(s);
+                    self.note_visit(s);
                     if !self.dirty.get(s) {
                         continue;
                     }
-                    self.note_visit(s);
                     if !root_on_remote {
                         blocked = true;
                         continue;
