@@ -729,3 +729,73 @@ fn a_packet_in_flight_during_an_invalidation_still_decodes() {
     assert_eq!((p.x, p.y), (5, 6));
     assert!(same_state(&m.server, &m.client, h));
 }
+
+#[test]
+fn delivered_packets_promote_their_baselines_when_the_connection_is_next_reached() {
+    // Two identical servers: `later` reports fates only (a delivered update's baselines
+    // wait for the next write), `now` also reaches the connection after each report
+    // (`Manual::ack`), so its baselines are promoted at once. Acks two packets late,
+    // every fifth one lost: the packets are the same bytes, and the client decodes.
+    let mut later = Manual::with_config(config(1));
+    let mut now = Manual::with_config(config(1));
+    let h = later.server.objects_mut().spawn(Pawn::default()).unwrap();
+    now.server.objects_mut().spawn(Pawn::default()).unwrap();
+    let i = index(&later.server, h);
+    let mut in_flight = std::collections::VecDeque::new();
+    let mut deferred_seen = false;
+    for step in 0..40 {
+        for m in [&mut later, &mut now] {
+            let p = m.server.objects_mut().get_mut::<Pawn>(h).unwrap();
+            p.x += 3;
+            p.y -= step % 4;
+        }
+        let (seq, bytes) = later.tick_and_write();
+        let (_, bytes_now) = now.tick_and_write();
+        assert_eq!(bytes, bytes_now, "step {step}");
+        later.deliver_to_client(&bytes);
+        now.deliver_to_client(&bytes_now);
+        assert!(same_state(&later.server, &later.client, h), "step {step}");
+        in_flight.push_back(seq);
+        if in_flight.len() > 2 {
+            let seq = in_flight.pop_front().unwrap();
+            let status = if step % 5 == 0 {
+                DeliveryStatus::Lost
+            } else {
+                DeliveryStatus::Delivered
+            };
+            let before = later
+                .server
+                .writer(later.conn)
+                .unwrap()
+                .baselines()
+                .pending(i);
+            later.server.process_delivery(later.conn, seq, status);
+            now.ack(seq, status);
+            let after = later
+                .server
+                .writer(later.conn)
+                .unwrap()
+                .baselines()
+                .pending(i);
+            if status == DeliveryStatus::Delivered && before != 0 && after == before {
+                // The read-only view shows the nomination still pending.
+                deferred_seen = true;
+            }
+        }
+    }
+    assert!(deferred_seen, "no delivered packet's promotion was put off");
+    // Reached mutably, the connection shows what reporting at once showed.
+    let w = later.server.writer_mut(later.conn).unwrap();
+    let pending = w.baselines().pending(i);
+    let count = w.baselines().count(i);
+    let n = now.server.writer(now.conn).unwrap();
+    assert_eq!(pending, n.baselines().pending(i));
+    assert_eq!(count, n.baselines().count(i));
+    assert!(
+        later
+            .client
+            .drain_events()
+            .iter()
+            .all(|e| !matches!(e, ReplicationEvent::ObjectError { .. }))
+    );
+}

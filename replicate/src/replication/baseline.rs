@@ -1178,6 +1178,9 @@ pub struct ConnectionBaselines {
     /// Where in `in_flight` the nominations settled last began, and how many: what a
     /// connection that replayed this one's section settles on.
     settled: (usize, usize),
+    /// Fates of packets with nominations, reported and not yet applied
+    /// ([`defer_delivery`](Self::defer_delivery)), in send order.
+    fates: Vec<(u64, DeliveryStatus)>,
 }
 
 /// Nominations a connection took from another's packet in the same write pass
@@ -1729,6 +1732,9 @@ impl ConnectionBaselines {
 
     /// Releases everything (the connection goes away).
     pub fn release_all(&mut self, storage: &mut BaselineStorage) {
+        // A fate not applied yet would only move references from the nominations in
+        // flight to the acknowledged baselines: every one of both is released below.
+        self.fates.clear();
         // Unsettled nominations hold no reference yet.
         self.settle(storage, None);
         for o in std::mem::take(&mut self.objects) {
@@ -1745,12 +1751,60 @@ impl ConnectionBaselines {
     /// previous one) if delivered, or is released if lost or discarded (the members the
     /// batch carried are owed again through the packet record). Returns the number of
     /// baselines promoted.
+    ///
+    /// Fates put off with [`defer_delivery`](Self::defer_delivery) are applied first.
     pub fn on_delivery(
         &mut self,
         storage: &mut BaselineStorage,
         ordinal: u64,
         status: DeliveryStatus,
     ) -> usize {
+        self.take_fates();
+        let promoted = self.apply_fate(ordinal, status);
+        // No packet is being written: what the fates let go of is released now.
+        for l in self.released.drain(..) {
+            storage.release_lineage(l);
+        }
+        promoted
+    }
+
+    /// [`on_delivery`](Self::on_delivery) put off until [`take_fates`](Self::take_fates),
+    /// which the writer calls right before it next reads these baselines (on its writer
+    /// thread, where they are still in cache for the write). Only packets that
+    /// nominated something are queued.
+    pub fn defer_delivery(&mut self, ordinal: u64, status: DeliveryStatus) {
+        if self
+            .packets
+            .front()
+            .is_some_and(|&(packet, _)| packet <= ordinal)
+        {
+            self.fates.push((ordinal, status));
+        }
+    }
+
+    /// Whether fates put off with [`defer_delivery`](Self::defer_delivery) wait.
+    pub fn has_fates(&self) -> bool {
+        !self.fates.is_empty()
+    }
+
+    /// Applies the fates put off with [`defer_delivery`](Self::defer_delivery), in
+    /// order. The storage is not touched: the lineages they let go of are released when
+    /// the connection's next write pass is settled (or at its next
+    /// [`on_delivery`](Self::on_delivery)).
+    pub fn take_fates(&mut self) {
+        if self.fates.is_empty() {
+            return;
+        }
+        let fates = std::mem::take(&mut self.fates);
+        for &(ordinal, status) in &fates {
+            self.apply_fate(ordinal, status);
+        }
+        self.fates = fates;
+        self.fates.clear();
+    }
+
+    /// The fate of packet `ordinal`, its released lineages left in `released`.
+    fn apply_fate(&mut self, ordinal: u64, status: DeliveryStatus) -> usize {
         let mut promoted = 0;
         // The packet's nominations and any older left over, at the front.
         while let Some(&(packet, count)) = self.packets.front() {
@@ -1758,38 +1812,38 @@ impl ConnectionBaselines {
                 break;
             }
             self.packets.pop_front();
-            promoted += self.settle_packet(storage, count as usize, packet == ordinal, status);
+            promoted += self.settle_packet(count as usize, packet == ordinal, status);
         }
         promoted
     }
 
     /// Settles the `count` oldest nominations in flight: `current`, they are the
-    /// packet whose fate is `status`; otherwise an older packet never reported.
-    fn settle_packet(
-        &mut self,
-        storage: &mut BaselineStorage,
-        count: usize,
-        current: bool,
-        status: DeliveryStatus,
-    ) -> usize {
+    /// packet whose fate is `status`; otherwise an older packet never reported. The
+    /// lineages let go of wait in `released`.
+    fn settle_packet(&mut self, count: usize, current: bool, status: DeliveryStatus) -> usize {
         let mut promoted = 0;
         let count = count.min(self.in_flight.len());
         self.creation_hint = self.creation_hint.saturating_sub(count);
+        let released = &mut self.released;
+        let mut let_go = |l: u32| {
+            if l != NO_SNAPSHOT {
+                released.push(l);
+            }
+        };
         for &n in self.in_flight.range(..count) {
             let o = match self.objects.get_mut(n.object as usize) {
                 Some(o) if current && o.epoch == n.epoch && o.pending & (1 << n.slot) != 0 => o,
                 _ => {
-                    storage.release_lineage(n.lineage);
+                    let_go(n.lineage);
                     continue;
                 }
             };
             o.pending &= !(1 << n.slot);
             if status == DeliveryStatus::Delivered {
-                let old = o.promote(&n);
-                storage.release_lineage(old);
+                let_go(o.promote(&n));
                 promoted += 1;
             } else {
-                storage.release_lineage(n.lineage);
+                let_go(n.lineage);
             }
         }
         self.in_flight.drain(..count);

@@ -7,19 +7,38 @@ use super::{ReplicationWriter, mask_bits};
 use crate::connection::DeliveryStatus;
 use crate::object::{InternalIndex, ObjectTable};
 use crate::replication::baseline::write_storage;
-use crate::replication::record::{RecordKind, ReplicatedObjectState as S};
+use crate::replication::record::{PacketRecord, RecordKind, ReplicatedObjectState as S};
 use crate::stream::tokens::lock;
 
 impl ReplicationWriter {
     /// The fate of the oldest packet this writer wrote into.
+    ///
+    /// A delivered packet of plain updates settles nothing but the baselines it
+    /// nominated, and those wait: they are promoted when the connection is next caught
+    /// up ([`catch_up`](Self::catch_up)), which the server does on the writer thread
+    /// right before the connection's next write reads them. Any other fate catches up
+    /// first and is settled at once.
     pub fn process_delivery(&mut self, table: &mut ObjectTable, status: DeliveryStatus) {
         self.release_huge_tear_offs(table);
+        if status == DeliveryStatus::Delivered
+            && self
+                .records
+                .front()
+                .is_some_and(|r| r.is_plain() && r.exports.is_empty())
+        {
+            if let Some(record) = self.records.pop_front() {
+                let ordinal = self.pop_record(&record);
+                if self.storage.is_some() {
+                    self.baselines.defer_delivery(ordinal, status);
+                }
+            }
+            return;
+        }
+        self.catch_up(table);
         let Some(record) = self.records.pop_front() else {
             return;
         };
-        self.record_bytes = self.record_bytes.saturating_sub(record.size());
-        let ordinal = self.records_popped;
-        self.records_popped += 1;
+        let ordinal = self.pop_record(&record);
         // The packet's nominations become acknowledged baselines or are released (the
         // members their batches carried are owed again through the record).
         if let Some(storage) = &self.storage {
@@ -118,6 +137,15 @@ impl ReplicationWriter {
                 (DeliveryStatus::Discard, _) => {}
             }
         }
+    }
+
+    /// Counts the packet `record` (just popped) out of the records in flight; returns its
+    /// ordinal.
+    fn pop_record(&mut self, record: &PacketRecord) -> u64 {
+        self.record_bytes = self.record_bytes.saturating_sub(record.size());
+        let ordinal = self.records_popped;
+        self.records_popped += 1;
+        ordinal
     }
 
     /// Releases everything (the connection is going away): records are discarded and

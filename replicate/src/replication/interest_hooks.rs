@@ -341,7 +341,7 @@ impl ReplicationServer {
             };
             for conn in self.connections.iter_mut().flatten() {
                 let w = conn.writer_mut();
-                w.take_tick_changes(&self.objects);
+                w.catch_up(&self.objects);
                 // Baselines taken while the switch was the other way hold values
                 // this connection never received (or may no longer use).
                 w.invalidate_baselines(&self.objects, i);

@@ -92,7 +92,7 @@ impl ReplicationWriter {
 
     /// [`update_dirty`](Self::update_dirty) with its second part put off until the
     /// connection is next written or its state next read or changed through the server
-    /// ([`take_tick_changes`](Self::take_tick_changes)): then the changes meet the
+    /// ([`catch_up`](Self::catch_up)): then the changes meet the
     /// send states the write reads right after, while they are still in cache. The
     /// table keeps the tick's sealed changes until the next tick seals its own; the
     /// server takes any left over before that.
@@ -102,8 +102,18 @@ impl ReplicationWriter {
         self.changes_pending = !table.tick_changes().is_empty() || !self.dirty.none();
     }
 
-    /// Takes the tick changes [`defer_tick_changes`](Self::defer_tick_changes) put
-    /// off, if any are left.
+    /// Takes what was put off until this connection is next reached: the tick changes
+    /// [`defer_tick_changes`](Self::defer_tick_changes) left, then the fates of
+    /// delivered packets whose baselines wait to be promoted (see
+    /// [`process_delivery`](Self::process_delivery)).
+    #[inline]
+    pub(crate) fn catch_up(&mut self, table: &ObjectTable) {
+        self.take_tick_changes(table);
+        self.baselines.take_fates();
+    }
+
+    /// The part of [`catch_up`](Self::catch_up) that must not outlive the tick: the
+    /// tick changes, which the table keeps only until the next tick is sealed.
     #[inline]
     pub(crate) fn take_tick_changes(&mut self, table: &ObjectTable) {
         if self.changes_pending {

@@ -314,8 +314,9 @@ fn write_chunk(
         }
         let writer = &mut *job.writer;
         let sub = writer.begin_substream(allowed.unwrap_or(usize::MAX));
-        // The tick's changes meet the send states right before the write reads them.
-        conn.writer_mut().take_tick_changes(objects);
+        // The tick's changes and the fates of delivered packets meet the send states
+        // and baselines right before the write reads them.
+        conn.writer_mut().catch_up(objects);
         std::mem::swap(conn.writer_mut().cache_mut(), cache);
         job.result = conn.streams.write_packet(objects, job.sequence, writer);
         std::mem::swap(conn.writer_mut().cache_mut(), cache);
@@ -368,17 +369,19 @@ fn on_writer_threads<T: Send, C: Send>(
     });
 }
 
-/// Connection `id`, borrowed apart from the object table the caller also needs, with
-/// the latest tick's changes taken (see [`ReplicationServer::tick`]). Whatever reaches
-/// a connection's state goes through here, but the write path and the tick, which
-/// take the changes themselves.
+/// Connection `id`, borrowed apart from the object table the caller also needs,
+/// caught up with what was put off until it is next reached: the latest tick's changes
+/// (see [`ReplicationServer::tick`]) and the fates of delivered packets (see
+/// [`ReplicationServer::process_delivery`]). Whatever reaches a connection's state goes
+/// through here, but the write path, the tick and deliveries, which catch up
+/// themselves as far as they need.
 fn open_connection<'c>(
     connections: &'c mut [Option<ServerConnection>],
     objects: &ObjectTable,
     id: ConnectionId,
 ) -> Option<&'c mut ServerConnection> {
     let conn = connections.get_mut(id as usize).and_then(Option::as_mut)?;
-    conn.writer_mut().take_tick_changes(objects);
+    conn.writer_mut().catch_up(objects);
     Some(conn)
 }
 
@@ -611,8 +614,9 @@ impl ReplicationServer {
     }
 
     /// The replication writer of a connection. Its send states hold the latest
-    /// tick's change masks once the connection was written or reached mutably since
-    /// the tick (see [`tick`](Self::tick)).
+    /// tick's change masks, and its baselines the promotions of delivered packets,
+    /// once the connection was written or reached mutably since (see
+    /// [`tick`](Self::tick) and [`process_delivery`](Self::process_delivery)).
     pub fn writer(&self, id: ConnectionId) -> Option<&ReplicationWriter> {
         self.conn(id).map(ServerConnection::writer)
     }
@@ -721,7 +725,8 @@ impl ReplicationServer {
     /// through the server; [`writer`](Self::writer) shows its state without them until
     /// then.
     pub fn tick(&mut self, now: Duration) {
-        // Changes of the last tick not taken yet (a connection not written since).
+        // Changes of the last tick not taken yet (a connection not written since);
+        // fates of delivered packets can wait for the next write.
         for conn in self.connections.iter_mut().flatten() {
             conn.writer_mut().take_tick_changes(&self.objects);
         }
@@ -1035,13 +1040,24 @@ impl ReplicationServer {
     }
 
     /// The fate of packet `sequence` of connection `id`.
+    ///
+    /// A delivered packet of plain updates only promotes the baselines it nominated,
+    /// and that waits until the connection is next written (on the writer threads,
+    /// where its baselines are read right after) or otherwise reached through the
+    /// server; [`writer`](Self::writer) shows the baselines without it until then. Any
+    /// other fate is settled at once.
     pub fn process_delivery(
         &mut self,
         id: ConnectionId,
         sequence: PacketSequence,
         status: DeliveryStatus,
     ) {
-        let Some(conn) = open_connection(&mut self.connections, &self.objects, id) else {
+        // The writer catches up itself where the fate needs it.
+        let Some(conn) = self
+            .connections
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+        else {
             return;
         };
         conn.streams

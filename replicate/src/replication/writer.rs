@@ -214,7 +214,7 @@ pub struct ReplicationWriter {
     infos: Vec<ReplicationInfo>,
     dirty: BitArray,
     /// The table's latest tick changes are still to be taken
-    /// ([`take_tick_changes`](Self::take_tick_changes)).
+    /// ([`catch_up`](Self::catch_up)).
     changes_pending: bool,
     excluded: BitArray,
     pending_destroys: Vec<InternalIndex>,
@@ -543,8 +543,8 @@ impl ReplicationWriter {
     /// `NoData` (and writes nothing) when there was nothing to send or nothing fit.
     pub fn write(&mut self, table: &ObjectTable, w: &mut BitWriter) -> WriteResult {
         debug_assert!(
-            !self.changes_pending,
-            "the tick's change masks are taken before the connection is written"
+            !self.changes_pending && !self.baselines.has_fates(),
+            "the tick's change masks and delivered packets' fates are taken before the connection is written"
         );
         self.pump_huge(table);
         if self.pending_destroys.is_empty() && self.dirty.none() {
@@ -1197,10 +1197,6 @@ impl DataStream<ObjectTable> for ReplicationWriter {
     }
 
     fn process_delivery(&mut self, ctx: &mut ObjectTable, status: DeliveryStatus) {
-        debug_assert!(
-            !self.changes_pending,
-            "the tick's change masks are taken before a delivery reaches the connection"
-        );
         ReplicationWriter::process_delivery(self, ctx, status)
     }
 

@@ -284,8 +284,12 @@ impl Manual {
         read_manual_packet(&mut self.client, self.now, bytes).expect("well-formed packet");
     }
 
+    /// Reports packet `seq`'s fate, then reaches the connection mutably: a delivered
+    /// update's baselines are promoted when the connection is next reached, and the
+    /// tests read them through the read-only [`ReplicationServer::writer`].
     pub fn ack(&mut self, seq: PacketSequence, status: DeliveryStatus) {
         self.server.process_delivery(self.conn, seq, status);
+        self.server.writer_mut(self.conn);
     }
 
     /// Tick, write, deliver and ack one packet.
