@@ -827,15 +827,16 @@ impl BaselineStorage {
         Some(self.take_lineage(snapshot, prior, prior2))
     }
 
-    /// Adds a holder to lineage `l`, which another connection's nomination of the same
-    /// object from the same priors took in this frame, for a nomination that copies
-    /// it: what [`nominated_lineage`](Self::nominated_lineage) would do, without
-    /// looking the lineage up. `false` (nothing changed) when `l` is not live.
-    pub(crate) fn join_nominated(&mut self, l: u32) -> bool {
+    /// Adds `holders` holders to lineage `l`, which another connection's nomination of
+    /// the same object from the same priors took in this frame, for as many
+    /// nominations that copy it: what [`nominated_lineage`](Self::nominated_lineage)
+    /// would do for each, without looking the lineage up. `false` (nothing changed)
+    /// when `l` is not live.
+    pub(crate) fn join_nominated(&mut self, l: u32, holders: u32) -> bool {
         match self.lineages.get_mut(l as usize) {
             Some(lineage) if lineage.refs > 0 => {
-                lineage.refs += 1;
-                self.stats.baselines_created += 1;
+                lineage.refs += holders;
+                self.stats.baselines_created += u64::from(holders);
                 true
             }
             _ => false,
@@ -1181,6 +1182,30 @@ pub struct ConnectionBaselines {
     /// Fates of packets with nominations, reported and not yet applied
     /// ([`defer_delivery`](Self::defer_delivery)), in send order.
     fates: Vec<(u64, DeliveryStatus)>,
+    /// The lineages of the nominations settled last, in order, for the connections
+    /// that replayed this one's section (made when the first of them settles).
+    settled_lineages: Option<Arc<[u32]>>,
+    /// How many of those connections hold each of the nominations settled last, as
+    /// differences: the count at `k` is the sum of `joins[..=k]`. Added to the
+    /// lineages' holders at once by [`add_joins`](Self::add_joins).
+    joins: Vec<i32>,
+    /// The nominations this connection copied from another's packet, settled on that
+    /// connection's lineages: they take them when the connection is next caught up
+    /// ([`take_fates`](Self::take_fates)), on its writer thread.
+    joined: Option<Joined>,
+}
+
+/// Nominations of a connection that settled on another's lineages
+/// ([`ConnectionBaselines::settle`]), waiting to take them.
+#[derive(Debug, Clone)]
+struct Joined {
+    /// The other connection's settled lineages.
+    lineages: Arc<[u32]>,
+    /// Where the copied ones begin among them.
+    from: usize,
+    /// Where they begin in this connection's `in_flight`.
+    at: usize,
+    len: usize,
 }
 
 /// Nominations a connection took from another's packet in the same write pass
@@ -1681,7 +1706,17 @@ impl ConnectionBaselines {
     /// `leader` is the [`mirrored_leader`](Self::mirrored_leader), settled already:
     /// the nominations taken from its packet join its lineages one for one, without
     /// looking them up.
-    pub fn settle(&mut self, storage: &mut BaselineStorage, leader: Option<&ConnectionBaselines>) {
+    ///
+    /// The copied nominations join the leader's lineages in bulk: the leader counts
+    /// them ([`add_joins`](Self::add_joins) adds them to the lineages' holders once
+    /// every connection of the pass is settled), and this connection takes the
+    /// lineages themselves when it is next caught up. Either way it does what looking
+    /// each one up would: same objects, snapshots and priors give the same lineage.
+    pub fn settle(
+        &mut self,
+        storage: &mut BaselineStorage,
+        leader: Option<&mut ConnectionBaselines>,
+    ) {
         // The pass's nominations are the newest in flight: no delivery settles a
         // packet before its pass is settled.
         let start = self.in_flight.len() - self.unsettled.len();
@@ -1693,6 +1728,8 @@ impl ConnectionBaselines {
         );
         let count = self.unsettled.len();
         self.settled = (start, count);
+        self.settled_lineages = None;
+        self.joins.clear();
         let unsettled = std::mem::take(&mut self.unsettled);
         // The nominations copied from the leader's packet join its lineages.
         let mut copied = 0..0;
@@ -1703,18 +1740,20 @@ impl ConnectionBaselines {
                 && settled + settled_count <= leader.in_flight.len()
             {
                 copied = m.start..m.start + m.len;
-                let from = settled + m.from;
-                let ours = self
-                    .in_flight
-                    .range_mut(start + copied.start..start + copied.end);
-                let theirs = leader.in_flight.range(from..from + m.len);
-                for ((n, l), u) in ours.zip(theirs).zip(&unsettled[copied.clone()]) {
-                    if l.object == n.object && storage.join_nominated(l.lineage) {
-                        n.lineage = l.lineage;
-                    } else {
-                        n.settle(storage, u);
-                    }
-                }
+                debug_assert!(
+                    self.in_flight
+                        .range(start + copied.start..start + copied.end)
+                        .zip(leader.in_flight.range(settled + m.from..))
+                        .all(|(n, l)| n.object == l.object),
+                    "a replayed section's nominations are the leader's"
+                );
+                self.joined = Some(Joined {
+                    lineages: leader.settled_lineages(),
+                    from: m.from,
+                    at: start + copied.start,
+                    len: m.len,
+                });
+                leader.count_joins(m.from, m.len);
             }
         }
         // The others are looked up.
@@ -1730,8 +1769,65 @@ impl ConnectionBaselines {
         }
     }
 
+    /// The lineages of the nominations settled last, shared.
+    fn settled_lineages(&mut self) -> Arc<[u32]> {
+        let (start, count) = self.settled;
+        let in_flight = &self.in_flight;
+        self.settled_lineages
+            .get_or_insert_with(|| {
+                in_flight
+                    .range(start..start + count)
+                    .map(|n| n.lineage)
+                    .collect()
+            })
+            .clone()
+    }
+
+    /// Counts one more holder of the `len` nominations settled last from `from` on.
+    fn count_joins(&mut self, from: usize, len: usize) {
+        if len == 0 {
+            return;
+        }
+        if self.joins.is_empty() {
+            self.joins.resize(self.settled.1 + 1, 0);
+        }
+        self.joins[from] += 1;
+        self.joins[from + len] -= 1;
+    }
+
+    /// Adds the holders counted while the pass was settled (connections that replayed
+    /// this one's section) to the lineages of the nominations settled last. Call once
+    /// every connection of the pass is settled.
+    pub fn add_joins(&mut self, storage: &mut BaselineStorage) {
+        if self.joins.is_empty() {
+            return;
+        }
+        let (start, count) = self.settled;
+        let mut holders = 0i32;
+        for (n, &d) in self.in_flight.range(start..start + count).zip(&self.joins) {
+            holders += d;
+            if holders > 0 {
+                storage.join_nominated(n.lineage, holders as u32);
+            }
+        }
+        self.joins.clear();
+    }
+
+    /// Gives the nominations copied from another connection's packet that
+    /// connection's lineages (see [`settle`](Self::settle)).
+    fn take_joined(&mut self) {
+        let Some(j) = self.joined.take() else {
+            return;
+        };
+        let ours = self.in_flight.range_mut(j.at..j.at + j.len);
+        for (n, &l) in ours.zip(&j.lineages[j.from..j.from + j.len]) {
+            n.lineage = l;
+        }
+    }
+
     /// Releases everything (the connection goes away).
     pub fn release_all(&mut self, storage: &mut BaselineStorage) {
+        self.take_joined();
         // A fate not applied yet would only move references from the nominations in
         // flight to the acknowledged baselines: every one of both is released below.
         self.fates.clear();
@@ -1782,9 +1878,11 @@ impl ConnectionBaselines {
         }
     }
 
-    /// Whether fates put off with [`defer_delivery`](Self::defer_delivery) wait.
+    /// Whether anything waits for [`take_fates`](Self::take_fates): fates put off with
+    /// [`defer_delivery`](Self::defer_delivery), or lineages joined when the pass was
+    /// settled.
     pub fn has_fates(&self) -> bool {
-        !self.fates.is_empty()
+        !self.fates.is_empty() || self.joined.is_some()
     }
 
     /// Applies the fates put off with [`defer_delivery`](Self::defer_delivery), in
@@ -1792,6 +1890,7 @@ impl ConnectionBaselines {
     /// the connection's next write pass is settled (or at its next
     /// [`on_delivery`](Self::on_delivery)).
     pub fn take_fates(&mut self) {
+        self.take_joined();
         if self.fates.is_empty() {
             return;
         }
@@ -2530,7 +2629,8 @@ mod tests {
         assert_eq!(a.synced_table(), b.synced_table());
         assert_eq!(b.intern(&all), Some(0), "the index knows the mask");
         a.settle(&mut s, None);
-        b.settle(&mut s, Some(&a));
+        b.settle(&mut s, Some(&mut a));
+        a.add_joins(&mut s);
         assert_eq!(b.mirrored_leader(), None, "settled");
         assert_eq!(s.live_lineages(), 1, "both hold the one lineage");
         for c in [&mut a, &mut b] {
@@ -2566,10 +2666,24 @@ mod tests {
         a.settle(&mut s, None);
         c.settle(&mut s, None);
         let created = s.stats().baselines_created;
-        b.settle(&mut s, Some(&a));
-        assert_eq!(s.stats().baselines_created, created + 2, "each copy counts");
+        b.settle(&mut s, Some(&mut a));
         let lineages =
             |x: &ConnectionBaselines| x.in_flight.iter().map(|n| n.lineage).collect::<Vec<_>>();
+        assert!(
+            lineages(&b).iter().all(|&l| l == NO_SNAPSHOT),
+            "taken when b is next caught up"
+        );
+        assert!(b.has_fates());
+        a.add_joins(&mut s);
+        assert_eq!(s.stats().baselines_created, created + 2, "each copy counts");
+        let holders = |x: &ConnectionBaselines, s: &BaselineStorage| {
+            x.in_flight
+                .iter()
+                .map(|n| s.lineages[n.lineage as usize].refs)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(holders(&a, &s), [1, 2, 2], "b holds the section's two");
+        b.take_fates();
         assert_eq!(lineages(&b), lineages(&a)[1..]);
         assert_ne!(lineages(&c)[0], lineages(&a)[1], "c's prior differs");
         assert_eq!(s.live_lineages(), 4, "a's three and c's one: b made none");

@@ -944,24 +944,36 @@ impl ReplicationServer {
         let mut storage = baseline::write_storage(&self.baselines);
         let mut interest = interest_hooks::lock(&self.interest);
         let mut settled_at: Vec<Option<usize>> = vec![None; connection_count];
+        let mut leaders = Vec::new();
         for k in 0..work.len() {
             let (done, rest) = work.split_at_mut(k);
             let Some((job, Some(conn), _, start)) = rest.first_mut() else {
                 continue;
             };
-            let leader = conn
+            let leader_at = conn
                 .writer()
                 .replayed_from()
-                .and_then(|id| settled_at.get(id as usize).copied().flatten())
-                .and_then(|j| done.get(j))
-                .and_then(|(_, c, _, _)| c.as_deref())
-                .map(ServerConnection::writer);
+                .and_then(|id| settled_at.get(id as usize).copied().flatten());
+            let leader = leader_at
+                .and_then(|j| done.get_mut(j))
+                .and_then(|(_, c, _, _)| c.as_deref_mut())
+                .map(ServerConnection::writer_mut);
+            if leader.is_some() {
+                leaders.extend(leader_at);
+            }
             conn.writer_mut().settle(&mut storage, leader);
             if let Some(at) = settled_at.get_mut(job.connection as usize) {
                 *at = Some(k);
             }
             let bits = job.writer.position().saturating_sub(*start);
             interest.end_packet(job.connection, bits);
+        }
+        // The nominations replayed sections copied join their leaders' lineages, a
+        // leader's at once.
+        for j in leaders {
+            if let Some((_, Some(conn), _, _)) = work.get_mut(j) {
+                conn.writer_mut().add_joins(&mut storage);
+            }
         }
         for cache in &mut self.caches {
             let (delta, full) = cache.take_batch_counts();

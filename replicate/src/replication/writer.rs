@@ -442,8 +442,15 @@ impl ReplicationWriter {
     ///
     /// `leader` is the writer of the connection this one replayed a section of in the
     /// pass ([`replayed_from`](Self::replayed_from)), settled already.
-    pub(crate) fn settle(&mut self, storage: &mut BaselineStorage, leader: Option<&Self>) {
-        self.baselines.settle(storage, leader.map(|l| &l.baselines));
+    pub(crate) fn settle(&mut self, storage: &mut BaselineStorage, leader: Option<&mut Self>) {
+        self.baselines
+            .settle(storage, leader.map(|l| &mut l.baselines));
+    }
+
+    /// Adds the holders of this writer's settled nominations counted while the pass
+    /// was settled (see [`ConnectionBaselines::add_joins`]).
+    pub(crate) fn add_joins(&mut self, storage: &mut BaselineStorage) {
+        self.baselines.add_joins(storage);
     }
 
     /// The connection whose section this writer replayed in the write pass being
