@@ -27,7 +27,11 @@
 //!   client holds in sync, an index into the connection's few distinct masks) and
 //!   which slots are in flight. The nominations
 //!   themselves wait in a queue ordered by packet, so a packet's fate settles them by
-//!   popping its entries from the front.
+//!   popping its entries from the front. A delivered packet's promotions can wait
+//!   ([`ConnectionBaselines::defer_delivery`]) until the connection is next written,
+//!   so that they run on its writer thread; the nominations a replayed section copied
+//!   join the leader's lineages by count, once per pass
+//!   ([`ConnectionBaselines::add_joins`]).
 //! - [`ReceiverBaselines`] and the client-side decoding of a delta batch.
 //!
 //! # Baselines the client can rebuild exactly

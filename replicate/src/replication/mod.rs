@@ -23,9 +23,14 @@
 //! writing its own); what connections change in common —
 //! the snapshots their nominations take, references, budgets — is settled after the
 //! pass, in the order of the packets, so the bytes do not depend on the thread count.
+//! A connection that replayed another's section settles on that one's lineages in
+//! bulk: the leader counts its holders, and the follower takes the lineage ids when it
+//! is next written.
 //! [`ReplicationServer::tick`] runs each writer's lifecycle stage; a writer takes the
-//! tick's change masks when it is next written, on the same threads, right before it
-//! reads the send states they change (or sooner, when anything else reaches it).
+//! tick's change masks, and the baselines its delivered packets promote, when it is
+//! next written, on the same threads, right before it reads the send states and
+//! baselines they change (or sooner, when anything else reaches it). So the work per
+//! connection between passes is small, and the writer threads do the rest.
 //!
 //! and the client feeds each received packet (after the connection header, with the
 //! header's sequence) to [`ReplicationClient::read_packet`], then drains
