@@ -302,14 +302,13 @@ struct WriteJob<'w> {
     result: WriteResult,
 }
 
-/// Writes a share of a pass's packets on one thread, lending `cache` to each
+/// Writes a chunk of a pass's packets on one thread, lending `cache` to each
 /// connection's writer: `allowed` is the connection's allowance in bits.
 fn write_chunk(
     objects: &ObjectTable,
     cache: &mut encode::TickCache,
     chunk: &mut [PacketWork<'_, '_>],
 ) {
-    cache.replays.begin_pass(chunk.len());
     for (job, conn, allowed, _) in chunk.iter_mut() {
         let Some(conn) = conn.as_deref_mut() else {
             continue;
@@ -344,9 +343,12 @@ type PacketWork<'j, 'w> = (
     usize,
 );
 
-/// Runs `work` over `items` split into one contiguous share per cache (at most as many
-/// shares as items), each share with its own cache: the first on the calling thread,
-/// the others on scoped threads.
+/// Runs `work` over `items` in chunks, each thread with its own cache: the calling
+/// thread takes chunks from the front, the others (started on scoped threads) from
+/// the back, until none is left. So the threads end together however late the others
+/// start, and each keeps about the same items from one call to the next. A thread
+/// works through each chunk in order, and through the chunks it took in the order it
+/// took them.
 fn on_writer_threads<T: Send, C: Send>(
     items: &mut [T],
     caches: &mut [C],
@@ -355,23 +357,54 @@ fn on_writer_threads<T: Send, C: Send>(
     let Some((first_cache, other_caches)) = caches.split_first_mut() else {
         return;
     };
-    let per_thread = items.len().div_ceil(other_caches.len() + 1).max(1);
-    if per_thread >= items.len() {
+    if other_caches.is_empty() || items.len() < 2 {
         // One share: no thread to start.
         work(first_cache, items);
         return;
     }
-    let mut shares = items.chunks_mut(per_thread);
-    let first = shares.next();
-    let work = &work;
+    // Several chunks per thread: the balance is off by a chunk at most.
+    let threads = other_caches.len().min(items.len() - 1) + 1;
+    let chunk = items.len().div_ceil(threads * CHUNKS_PER_THREAD).max(1);
+    let chunks = std::sync::Mutex::new(items.chunks_mut(chunk));
+    let take = |front: bool| {
+        let mut chunks = chunks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if front {
+            chunks.next()
+        } else {
+            chunks.next_back()
+        }
+    };
+    let run = |cache: &mut C, front: bool| {
+        while let Some(chunk) = take(front) {
+            work(cache, chunk);
+        }
+    };
     std::thread::scope(|scope| {
-        for (share, cache) in shares.zip(other_caches.iter_mut()) {
-            scope.spawn(move || work(cache, share));
+        for cache in other_caches.iter_mut().take(threads - 1) {
+            scope.spawn(|| run(cache, false));
         }
-        if let Some(share) = first {
-            work(first_cache, share);
-        }
+        run(first_cache, true);
     });
+}
+
+/// Chunks per writer thread a write pass is cut into (see [`on_writer_threads`]).
+const CHUNKS_PER_THREAD: usize = 8;
+
+/// Items `a` and `b` of `items`, both mutably (`None` when they are the same or one is
+/// out of range).
+fn two_mut<T>(items: &mut [T], a: usize, b: usize) -> Option<(&mut T, &mut T)> {
+    if a == b || a.max(b) >= items.len() {
+        return None;
+    }
+    let (low, high) = items.split_at_mut(a.max(b));
+    let (first, second) = (&mut low[a.min(b)], &mut high[0]);
+    Some(if a < b {
+        (first, second)
+    } else {
+        (second, first)
+    })
 }
 
 /// Connection `id`, borrowed apart from the object table the caller also needs,
@@ -936,42 +969,53 @@ impl ReplicationServer {
             }
         }
         let objects = &self.objects;
-        on_writer_threads(&mut work, &mut self.caches, |cache, share| {
-            write_chunk(objects, cache, share)
+        for cache in &mut self.caches {
+            cache.replays.begin_pass(work.len());
+        }
+        on_writer_threads(&mut work, &mut self.caches, |cache, chunk| {
+            write_chunk(objects, cache, chunk)
         });
         // The pass's traces read the storage as it stands until it is settled.
         for cache in &mut self.caches {
             cache.replays.end_pass();
         }
         // Settled in job order: nominations take their snapshots, budgets are paid. A
-        // connection that replayed another's section follows it in the order (the
-        // section was recorded first) and settles on its lineages.
+        // connection that replayed another's section settles after every one that
+        // wrote its own (its leader among them), on its leader's lineages.
         let mut storage = baseline::write_storage(&self.baselines);
         let mut interest = interest_hooks::lock(&self.interest);
         let mut settled_at: Vec<Option<usize>> = vec![None; connection_count];
         let mut leaders = Vec::new();
-        for k in 0..work.len() {
-            let (done, rest) = work.split_at_mut(k);
-            let Some((job, Some(conn), _, start)) = rest.first_mut() else {
-                continue;
-            };
-            let leader_at = conn
-                .writer()
-                .replayed_from()
-                .and_then(|id| settled_at.get(id as usize).copied().flatten());
-            let leader = leader_at
-                .and_then(|j| done.get_mut(j))
-                .and_then(|(_, c, _, _)| c.as_deref_mut())
-                .map(ServerConnection::writer_mut);
-            if leader.is_some() {
-                leaders.extend(leader_at);
+        // Connections that wrote their own section first, then those that replayed
+        // one (a thread may have written a follower before its leader in job order).
+        for followers in [false, true] {
+            for k in 0..work.len() {
+                let Some((job, Some(conn), _, start)) = work.get_mut(k) else {
+                    continue;
+                };
+                let replayed_from = conn.writer().replayed_from();
+                if replayed_from.is_some() != followers {
+                    continue;
+                }
+                let connection = job.connection;
+                let bits = job.writer.position().saturating_sub(*start);
+                let leader_at =
+                    replayed_from.and_then(|id| settled_at.get(id as usize).copied().flatten());
+                let (conn, leader) = match leader_at.and_then(|j| two_mut(&mut work, k, j)) {
+                    Some((ours, theirs)) => (ours.1.as_deref_mut(), theirs.1.as_deref_mut()),
+                    None => (work[k].1.as_deref_mut(), None),
+                };
+                let Some(conn) = conn else { continue };
+                let leader = leader.map(ServerConnection::writer_mut);
+                if leader.is_some() {
+                    leaders.extend(leader_at);
+                }
+                conn.writer_mut().settle(&mut storage, leader);
+                if let Some(at) = settled_at.get_mut(connection as usize) {
+                    *at = Some(k);
+                }
+                interest.end_packet(connection, bits);
             }
-            conn.writer_mut().settle(&mut storage, leader);
-            if let Some(at) = settled_at.get_mut(job.connection as usize) {
-                *at = Some(k);
-            }
-            let bits = job.writer.position().saturating_sub(*start);
-            interest.end_packet(job.connection, bits);
         }
         // The nominations replayed sections copied join their leaders' lineages, a
         // leader's at once.
@@ -1274,5 +1318,45 @@ impl ReplicationClient {
     /// The huge-object receiver (parts reassembled, counters).
     pub fn huge_receiver(&self) -> &HugeObjectReceiver {
         &self.streams.fixed().huge
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{on_writer_threads, two_mut};
+
+    #[test]
+    fn writer_threads_take_every_item_once_the_calling_thread_a_prefix() {
+        for (items, threads) in [(1, 2), (2, 2), (7, 2), (100, 2), (100, 3), (5, 8)] {
+            let mut work: Vec<(u32, u32)> = (0..items).map(|i| (i, 0)).collect();
+            let mut caches: Vec<Vec<Vec<u32>>> = vec![Vec::new(); threads];
+            on_writer_threads(&mut work, &mut caches, |taken, chunk| {
+                taken.push(chunk.iter().map(|&(i, _)| i).collect());
+                for (_, visits) in chunk.iter_mut() {
+                    *visits += 1;
+                }
+            });
+            assert!(
+                work.iter().all(|&(_, v)| v == 1),
+                "{items} items, {threads} threads"
+            );
+            // The calling thread's chunks, in the order it took them, are the front of
+            // the items; every chunk is in order.
+            let front: Vec<u32> = caches[0].iter().flatten().copied().collect();
+            assert_eq!(front, (0..front.len() as u32).collect::<Vec<_>>());
+            for chunk in caches.iter().flatten() {
+                assert!(chunk.windows(2).all(|w| w[0] + 1 == w[1]));
+            }
+        }
+    }
+
+    #[test]
+    fn two_mut_lends_two_distinct_items() {
+        let mut v = [1, 2, 3];
+        let (a, b) = two_mut(&mut v, 2, 0).unwrap();
+        std::mem::swap(a, b);
+        assert_eq!(v, [3, 2, 1]);
+        assert!(two_mut(&mut v, 1, 1).is_none());
+        assert!(two_mut(&mut v, 0, 3).is_none());
     }
 }
