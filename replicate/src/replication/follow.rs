@@ -146,7 +146,10 @@ impl ReplicationWriter {
         // The packet's nominations are made under this connection's own ordinal.
         let ordinal = self.packet_ordinal();
         let mut replays = std::mem::take(&mut self.cache.replays);
-        let t = replays.replay(i);
+        let Some(t) = replays.replay(i) else {
+            self.cache.replays = replays;
+            return WriteResult::NoData;
+        };
         for o in &t.objects {
             self.infos[o.index as usize] = o.info[1];
             if o.visited {

@@ -304,12 +304,20 @@ struct WriteJob<'w> {
 
 /// Writes a chunk of a pass's packets on one thread, lending `cache` to each
 /// connection's writer: `allowed` is the connection's allowance in bits.
+///
+/// With `first`, the calling thread's: it publishes the pass's first trace there once
+/// it wrote (or skipped) a packet.
 fn write_chunk(
     objects: &ObjectTable,
     cache: &mut encode::TickCache,
     chunk: &mut [PacketWork<'_, '_>],
+    first: Option<&FirstTrace>,
 ) {
-    for (job, conn, allowed, _) in chunk.iter_mut() {
+    for (k, (job, conn, allowed, _)) in chunk.iter_mut().enumerate() {
+        if let Some(first) = first.filter(|_| k > 0) {
+            // The packet before this one was written (or skipped).
+            first.publish(|| cache.replays.first_complete());
+        }
         let Some(conn) = conn.as_deref_mut() else {
             continue;
         };
@@ -332,6 +340,9 @@ fn write_chunk(
             );
         }
     }
+    if let Some(first) = first {
+        first.publish(|| cache.replays.first_complete());
+    }
 }
 
 /// One packet of a write pass: the job, its connection (`None`: not open, or named
@@ -349,17 +360,19 @@ type PacketWork<'j, 'w> = (
 /// start, and each keeps about the same items from one call to the next. A thread
 /// works through each chunk in order, and through the chunks it took in the order it
 /// took them.
+///
+/// `work` is told whether its thread is the calling one.
 fn on_writer_threads<T: Send, C: Send>(
     items: &mut [T],
     caches: &mut [C],
-    work: impl Fn(&mut C, &mut [T]) + Sync,
+    work: impl Fn(&mut C, &mut [T], bool) + Sync,
 ) {
     let Some((first_cache, other_caches)) = caches.split_first_mut() else {
         return;
     };
     if other_caches.is_empty() || items.len() < 2 {
         // One share: no thread to start.
-        work(first_cache, items);
+        work(first_cache, items, true);
         return;
     }
     // Several chunks per thread: the balance is off by a chunk at most.
@@ -378,7 +391,7 @@ fn on_writer_threads<T: Send, C: Send>(
     };
     let run = |cache: &mut C, front: bool| {
         while let Some(chunk) = take(front) {
-            work(cache, chunk);
+            work(cache, chunk, front);
         }
     };
     std::thread::scope(|scope| {
@@ -391,6 +404,62 @@ fn on_writer_threads<T: Send, C: Send>(
 
 /// Chunks per writer thread a write pass is cut into (see [`on_writer_threads`]).
 const CHUNKS_PER_THREAD: usize = 8;
+
+/// The first trace of a write pass, shared by its writer threads: the calling thread
+/// publishes the trace of the first section it writes (or that there is none), and
+/// the other threads adopt it before they write anything. So connections in step with
+/// the calling thread's first one replay its section on every thread, where each
+/// thread would otherwise write (and encode) a section of its own first.
+#[derive(Default)]
+struct FirstTrace {
+    decided: std::sync::atomic::AtomicBool,
+    trace: std::sync::Mutex<Option<std::sync::Arc<replay::PacketTrace>>>,
+}
+
+impl FirstTrace {
+    /// Publishes `trace` unless a trace (or none) was published already.
+    fn publish(&self, trace: impl FnOnce() -> Option<std::sync::Arc<replay::PacketTrace>>) {
+        use std::sync::atomic::Ordering;
+        if self.decided.load(Ordering::Acquire) {
+            return;
+        }
+        *self
+            .trace
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = trace();
+        self.decided.store(true, Ordering::Release);
+    }
+
+    /// The published trace, once published (the calling thread publishes after its
+    /// first packet, or when it stops).
+    fn wait(&self) -> Option<std::sync::Arc<replay::PacketTrace>> {
+        use std::sync::atomic::Ordering;
+        let mut spins = 0u32;
+        while !self.decided.load(Ordering::Acquire) {
+            spins += 1;
+            if spins % 64 == 0 {
+                // The calling thread may be waiting for a core.
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        self.trace
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Publishes that there is no first trace if none was published when dropped (also
+/// when the calling thread unwinds: no writer thread waits forever).
+struct PublishOnDrop<'a>(&'a FirstTrace);
+
+impl Drop for PublishOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.publish(|| None);
+    }
+}
 
 /// Items `a` and `b` of `items`, both mutably (`None` when they are the same or one is
 /// out of range).
@@ -972,8 +1041,15 @@ impl ReplicationServer {
         for cache in &mut self.caches {
             cache.replays.begin_pass(work.len());
         }
-        on_writer_threads(&mut work, &mut self.caches, |cache, chunk| {
-            write_chunk(objects, cache, chunk)
+        let first = FirstTrace::default();
+        on_writer_threads(&mut work, &mut self.caches, |cache, chunk, calling| {
+            if calling {
+                let _stop = PublishOnDrop(&first);
+                write_chunk(objects, cache, chunk, Some(&first));
+            } else {
+                cache.replays.adopt(first.wait());
+                write_chunk(objects, cache, chunk, None);
+            }
         });
         // The pass's traces read the storage as it stands until it is settled.
         for cache in &mut self.caches {
@@ -1323,14 +1399,14 @@ impl ReplicationClient {
 
 #[cfg(test)]
 mod tests {
-    use super::{on_writer_threads, two_mut};
+    use super::{FirstTrace, PublishOnDrop, on_writer_threads, two_mut};
 
     #[test]
     fn writer_threads_take_every_item_once_the_calling_thread_a_prefix() {
         for (items, threads) in [(1, 2), (2, 2), (7, 2), (100, 2), (100, 3), (5, 8)] {
             let mut work: Vec<(u32, u32)> = (0..items).map(|i| (i, 0)).collect();
             let mut caches: Vec<Vec<Vec<u32>>> = vec![Vec::new(); threads];
-            on_writer_threads(&mut work, &mut caches, |taken, chunk| {
+            on_writer_threads(&mut work, &mut caches, |taken, chunk, _| {
                 taken.push(chunk.iter().map(|&(i, _)| i).collect());
                 for (_, visits) in chunk.iter_mut() {
                     *visits += 1;
@@ -1348,6 +1424,24 @@ mod tests {
                 assert!(chunk.windows(2).all(|w| w[0] + 1 == w[1]));
             }
         }
+    }
+
+    #[test]
+    fn writer_threads_wait_for_the_first_trace_or_for_none() {
+        let first = FirstTrace::default();
+        std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| first.wait());
+            first.publish(|| Some(Default::default()));
+            first.publish(|| None);
+            assert!(
+                waiter.join().unwrap().is_some(),
+                "the first publication stands"
+            );
+        });
+        // A calling thread that stops (or unwinds) without a trace publishes none.
+        let first = FirstTrace::default();
+        drop(PublishOnDrop(&first));
+        assert!(first.wait().is_none());
     }
 
     #[test]

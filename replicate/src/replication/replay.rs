@@ -28,6 +28,7 @@ use crate::object::{ConnectionId, InternalIndex};
 use crate::serialize::BitArray;
 use crate::state::ChangeMask;
 use crate::stream::WriteResult;
+use std::sync::Arc;
 
 /// Traces kept per write pass: one per group of connections in step (connections at
 /// different round-trip times form a group per ack delay).
@@ -83,7 +84,7 @@ pub(crate) struct Candidate<'a> {
 }
 
 /// One recorded objects section: its inputs, its bits and the states it left.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct PacketTrace {
     /// The connection that wrote it.
     pub leader: ConnectionId,
@@ -168,7 +169,11 @@ impl PacketTrace {
 /// A write pass's traces (see the module documentation), reused from pass to pass.
 #[derive(Debug, Default)]
 pub(crate) struct Replays {
-    traces: Vec<PacketTrace>,
+    /// Shared with the pass's other writer threads once published (see
+    /// [`first_complete`](Self::first_complete)); unique again once they end the pass.
+    traces: Vec<Arc<PacketTrace>>,
+    /// Another writer thread's trace of the pass, replayed like this thread's own.
+    adopted: Option<Arc<PacketTrace>>,
     /// Traces in use this pass (the others are spare allocations).
     live: usize,
     /// The next trace to record over when all are in use.
@@ -195,9 +200,25 @@ impl Replays {
         self.live = 0;
         self.next = 0;
         self.unused = 0;
+        self.adopted = None;
     }
 
-    /// The index of the first live trace a connection's section matches.
+    /// The pass's first complete trace, to share with the pass's other writer
+    /// threads ([`adopt`](Self::adopt)).
+    pub(crate) fn first_complete(&self) -> Option<Arc<PacketTrace>> {
+        self.traces[..self.live]
+            .iter()
+            .find(|t| t.inputs.is_some())
+            .cloned()
+    }
+
+    /// Replays another writer thread's trace of the pass too.
+    pub(crate) fn adopt(&mut self, trace: Option<Arc<PacketTrace>>) {
+        self.adopted = trace;
+    }
+
+    /// The index of the first live trace a connection's section matches: this
+    /// thread's, newest first, then the adopted one (index [`MAX_TRACES`]).
     pub(crate) fn find(
         &self,
         candidate: &Candidate<'_>,
@@ -208,15 +229,24 @@ impl Replays {
         (0..self.live)
             .rev()
             .find(|&i| self.traces[i].matches(candidate, &info, &baselines))
+            .or_else(|| {
+                self.adopted
+                    .as_ref()
+                    .filter(|t| t.matches(candidate, &info, &baselines))
+                    .map(|_| MAX_TRACES)
+            })
     }
 
-    /// The trace at `i`, counted as replayed.
-    pub(crate) fn replay(&mut self, i: usize) -> &PacketTrace {
+    /// The trace at `i` ([`find`](Self::find)), counted as replayed.
+    pub(crate) fn replay(&mut self, i: usize) -> Option<&PacketTrace> {
         self.unused = 0;
-        let t = &self.traces[i];
+        let t = match i {
+            MAX_TRACES => self.adopted.as_deref()?,
+            _ => self.traces.get(i)?,
+        };
         self.replayed.0 += 1;
         self.replayed.1 += t.record.as_ref().map_or(0, |r| r.infos.len() as u64);
-        t
+        Some(t)
     }
 
     /// A trace to record into, by index (its previous contents are overwritten by the
@@ -234,15 +264,16 @@ impl Replays {
             i
         };
         if self.traces.len() <= i {
-            self.traces.resize_with(i + 1, PacketTrace::default);
+            self.traces.resize_with(i + 1, Arc::default);
         }
-        self.traces[i].inputs = None;
+        self.trace_mut(i).inputs = None;
         Some(i)
     }
 
-    /// The trace at `i`, being recorded.
+    /// The trace at `i`, being recorded (a copy if another thread still held it: it
+    /// does not, once every thread ended the pass it was shared in).
     pub(crate) fn trace_mut(&mut self, i: usize) -> &mut PacketTrace {
-        &mut self.traces[i]
+        Arc::make_mut(&mut self.traces[i])
     }
 
     /// Ends a recording `begin` started: a complete trace (one that holds its inputs)
@@ -310,6 +341,41 @@ mod tests {
     }
 
     #[test]
+    fn another_threads_trace_is_replayed_once_adopted_until_the_pass_ends() {
+        let d = dirty();
+        let mut calling = Replays::default();
+        calling.begin_pass(3);
+        assert!(calling.first_complete().is_none(), "nothing recorded yet");
+        record(&mut calling, 0, &d).unwrap();
+        let shared = calling.first_complete();
+        assert!(shared.is_some());
+        let mut other = Replays::default();
+        other.begin_pass(3);
+        let schedule = Schedule::default();
+        let candidate = Candidate {
+            connection: 2,
+            inputs: inputs(),
+            synced: &[],
+            dirty: &d,
+            schedule: &schedule,
+        };
+        let same = |_| Some(prioritized(1.0));
+        let own = |index: InternalIndex| u64::from(index);
+        assert_eq!(other.find(&candidate, same, own), None);
+        other.adopt(shared);
+        let i = other.find(&candidate, same, own);
+        assert_eq!(i, Some(MAX_TRACES));
+        assert_eq!(other.replay(MAX_TRACES).map(|t| t.leader), Some(0));
+        assert_eq!(other.counts().0, 1, "counted where it was replayed");
+        other.end_pass();
+        assert_eq!(other.find(&candidate, same, own), None, "the pass ended");
+        // Shared no more: the calling thread records over it in place.
+        calling.begin_pass(3);
+        let j = calling.begin().unwrap();
+        assert!(Arc::get_mut(&mut calling.traces[j]).is_some());
+    }
+
+    #[test]
     fn a_trace_matches_another_connection_with_equal_inputs_and_states() {
         let mut r = Replays::default();
         r.begin_pass(3);
@@ -355,7 +421,7 @@ mod tests {
             Some(i),
             "only an unvisited object's baselines differ"
         );
-        assert!(r.replay(i).record.is_none());
+        assert!(r.replay(i).is_some_and(|t| t.record.is_none()));
         assert_eq!(
             r.counts(),
             (1, 0),
@@ -404,7 +470,9 @@ mod tests {
         more.set(3);
         assert_eq!(find(&more), None);
         // Taking the section clears the word and leaves the rest.
-        r.replay(i).take_dirty(&mut elsewhere, false);
+        if let Some(t) = r.replay(i) {
+            t.take_dirty(&mut elsewhere, false);
+        }
         assert_eq!(elsewhere.iter().collect::<Vec<_>>(), [700]);
     }
 

@@ -227,7 +227,7 @@ pub enum EntryFate {
 /// The entries a used-up schedule keeps room for; a larger buffer is let go.
 const KEPT_CAPACITY: usize = 4096;
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Schedule {
     /// Shared by the copies of a schedule (connections in step take the one a packet
     /// left behind) until one changes it.
