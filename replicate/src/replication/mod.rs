@@ -361,10 +361,16 @@ type PacketWork<'j, 'w> = (
 /// works through each chunk in order, and through the chunks it took in the order it
 /// took them.
 ///
-/// `work` is told whether its thread is the calling one.
+/// `work` is told whether its thread is the calling one. The other threads, until
+/// `ready()`, only `prepare` the chunks they take, and work through them once it is;
+/// the calling thread calls `done()` when no chunk is left for it (whatever the others
+/// wait for must be decided then).
 fn on_writer_threads<T: Send, C: Send>(
     items: &mut [T],
     caches: &mut [C],
+    ready: impl Fn() -> bool + Sync,
+    prepare: impl Fn(&mut [T]) + Sync,
+    done: impl Fn() + Sync,
     work: impl Fn(&mut C, &mut [T], bool) + Sync,
 ) {
     let Some((first_cache, other_caches)) = caches.split_first_mut() else {
@@ -373,6 +379,7 @@ fn on_writer_threads<T: Send, C: Send>(
     if other_caches.is_empty() || items.len() < 2 {
         // One share: no thread to start.
         work(first_cache, items, true);
+        done();
         return;
     }
     // Several chunks per thread: the balance is off by a chunk at most.
@@ -390,8 +397,22 @@ fn on_writer_threads<T: Send, C: Send>(
         }
     };
     let run = |cache: &mut C, front: bool| {
+        let mut early = Vec::new();
+        while !front && !ready() {
+            let Some(chunk) = take(front) else {
+                break;
+            };
+            prepare(chunk);
+            early.push(chunk);
+        }
+        for chunk in early {
+            work(cache, chunk, front);
+        }
         while let Some(chunk) = take(front) {
             work(cache, chunk, front);
+        }
+        if front {
+            done();
         }
     };
     std::thread::scope(|scope| {
@@ -430,13 +451,18 @@ impl FirstTrace {
         self.decided.store(true, Ordering::Release);
     }
 
+    /// Whether the trace (or that there is none) was published.
+    fn is_decided(&self) -> bool {
+        self.decided.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// The published trace, once published (the calling thread publishes after its
     /// first packet, or when it stops).
     fn wait(&self) -> Option<std::sync::Arc<replay::PacketTrace>> {
         use std::sync::atomic::Ordering;
         let mut spins = 0u32;
         while !self.decided.load(Ordering::Acquire) {
-            spins += 1;
+            spins = spins.wrapping_add(1);
             if spins % 64 == 0 {
                 // The calling thread may be waiting for a core.
                 std::thread::yield_now();
@@ -1042,15 +1068,31 @@ impl ReplicationServer {
             cache.replays.begin_pass(work.len());
         }
         let first = FirstTrace::default();
-        on_writer_threads(&mut work, &mut self.caches, |cache, chunk, calling| {
-            if calling {
-                let _stop = PublishOnDrop(&first);
-                write_chunk(objects, cache, chunk, Some(&first));
-            } else {
-                cache.replays.adopt(first.wait());
-                write_chunk(objects, cache, chunk, None);
-            }
-        });
+        on_writer_threads(
+            &mut work,
+            &mut self.caches,
+            || first.is_decided(),
+            // While the other threads wait for the first trace, their connections
+            // take what they put off (catching up again at the write does nothing).
+            |chunk| {
+                for (_, conn, allowed, _) in chunk {
+                    if let Some(conn) = conn.as_deref_mut().filter(|_| *allowed != Some(0)) {
+                        conn.writer_mut().catch_up(objects);
+                    }
+                }
+            },
+            // The others may have taken every chunk: then there is no first trace.
+            || first.publish(|| None),
+            |cache, chunk, calling| {
+                if calling {
+                    let _stop = PublishOnDrop(&first);
+                    write_chunk(objects, cache, chunk, Some(&first));
+                } else {
+                    cache.replays.adopt(first.wait());
+                    write_chunk(objects, cache, chunk, None);
+                }
+            },
+        );
         // The pass's traces read the storage as it stands until it is settled.
         for cache in &mut self.caches {
             cache.replays.end_pass();
@@ -1406,12 +1448,19 @@ mod tests {
         for (items, threads) in [(1, 2), (2, 2), (7, 2), (100, 2), (100, 3), (5, 8)] {
             let mut work: Vec<(u32, u32)> = (0..items).map(|i| (i, 0)).collect();
             let mut caches: Vec<Vec<Vec<u32>>> = vec![Vec::new(); threads];
-            on_writer_threads(&mut work, &mut caches, |taken, chunk, _| {
-                taken.push(chunk.iter().map(|&(i, _)| i).collect());
-                for (_, visits) in chunk.iter_mut() {
-                    *visits += 1;
-                }
-            });
+            on_writer_threads(
+                &mut work,
+                &mut caches,
+                || true,
+                |_| {},
+                || {},
+                |taken, chunk, _| {
+                    taken.push(chunk.iter().map(|&(i, _)| i).collect());
+                    for (_, visits) in chunk.iter_mut() {
+                        *visits += 1;
+                    }
+                },
+            );
             assert!(
                 work.iter().all(|&(_, v)| v == 1),
                 "{items} items, {threads} threads"
@@ -1424,6 +1473,36 @@ mod tests {
                 assert!(chunk.windows(2).all(|w| w[0] + 1 == w[1]));
             }
         }
+    }
+
+    #[test]
+    fn other_writer_threads_prepare_what_they_take_until_ready() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let ready = AtomicBool::new(false);
+        // (item, visits, prepared, visited by the calling thread)
+        let mut work: Vec<(u32, u32, bool, bool)> = (0..64).map(|i| (i, 0, false, false)).collect();
+        let mut caches = vec![(); 2];
+        on_writer_threads(
+            &mut work,
+            &mut caches,
+            || ready.load(Ordering::Acquire),
+            |chunk| chunk.iter_mut().for_each(|item| item.2 = true),
+            || ready.store(true, Ordering::Release),
+            |_, chunk, calling| {
+                for item in chunk.iter_mut() {
+                    item.1 += 1;
+                    item.3 = calling;
+                }
+                if calling {
+                    ready.store(true, Ordering::Release);
+                }
+            },
+        );
+        assert!(work.iter().all(|item| item.1 == 1));
+        assert!(
+            work.iter().all(|item| !(item.2 && item.3)),
+            "only other threads prepare"
+        );
     }
 
     #[test]
