@@ -1068,6 +1068,8 @@ impl ReplicationServer {
             cache.replays.begin_pass(work.len());
         }
         let first = FirstTrace::default();
+        // Shared only between threads (a pass of one packet stays on the calling one).
+        let threads = self.caches.len() > 1 && work.len() > 1;
         on_writer_threads(
             &mut work,
             &mut self.caches,
@@ -1084,7 +1086,9 @@ impl ReplicationServer {
             // The others may have taken every chunk: then there is no first trace.
             || first.publish(|| None),
             |cache, chunk, calling| {
-                if calling {
+                if !threads {
+                    write_chunk(objects, cache, chunk, None);
+                } else if calling {
                     let _stop = PublishOnDrop(&first);
                     write_chunk(objects, cache, chunk, Some(&first));
                 } else {
@@ -1106,13 +1110,18 @@ impl ReplicationServer {
         let mut leaders = Vec::new();
         // Connections that wrote their own section first, then those that replayed
         // one (a thread may have written a follower before its leader in job order).
+        let mut followers_left = false;
         for followers in [false, true] {
+            if followers && !followers_left {
+                break;
+            }
             for k in 0..work.len() {
                 let Some((job, Some(conn), _, start)) = work.get_mut(k) else {
                     continue;
                 };
                 let replayed_from = conn.writer().replayed_from();
                 if replayed_from.is_some() != followers {
+                    followers_left |= !followers;
                     continue;
                 }
                 let connection = job.connection;
