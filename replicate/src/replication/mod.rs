@@ -921,9 +921,10 @@ impl ReplicationServer {
     /// connection named twice, or not open, writes nothing (`NoData`).
     ///
     /// Connections in step (their acknowledgements, dirty objects and budgets alike)
-    /// write the same objects section: the first one of a thread's share writes it, the
+    /// write the same objects section: the first one a thread writes writes it, the
     /// others copy it and take its state changes ([`replayed_sections`](Self::replayed_sections)
-    /// counts them). Passing the connections together is what lets them share it.
+    /// counts them); the other threads also copy the first section the calling thread
+    /// writes. Passing the connections together is what lets them share it.
     ///
     /// ```
     /// use replicate::bits::BitWriter;

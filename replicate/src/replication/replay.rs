@@ -13,6 +13,8 @@
 //! it read (its inputs) and what it did (the bits, and every state it changed, before
 //! and after). A later connection of the same pass whose inputs equal a trace's does not
 //! plan, frame or encode anything: it copies the bits and takes the trace's states.
+//! Each writer thread keeps its own traces; the first the calling thread records is
+//! shared with the pass's other threads ([`Replays::adopt`]).
 //! Equal inputs are checked exactly, never by hash, so a replayed section is the
 //! section the writer would have written, bit for bit (a test writes every packet both
 //! ways and compares them).
