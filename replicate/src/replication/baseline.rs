@@ -1195,7 +1195,7 @@ pub struct ConnectionBaselines {
     joins: Vec<i32>,
     /// The nominations this connection copied from another's packet, settled on that
     /// connection's lineages: they take them when the connection is next caught up
-    /// ([`take_fates`](Self::take_fates)), on its writer thread.
+    /// ([`catch_up`](Self::catch_up)), on its writer thread.
     joined: Option<Joined>,
 }
 
@@ -1707,15 +1707,12 @@ impl ConnectionBaselines {
     /// of are released (after the nominations took theirs: a prior they name stays
     /// alive).
     ///
-    /// `leader` is the [`mirrored_leader`](Self::mirrored_leader), settled already:
-    /// the nominations taken from its packet join its lineages one for one, without
-    /// looking them up.
-    ///
-    /// The copied nominations join the leader's lineages in bulk: the leader counts
-    /// them ([`add_joins`](Self::add_joins) adds them to the lineages' holders once
-    /// every connection of the pass is settled), and this connection takes the
-    /// lineages themselves when it is next caught up. Either way it does what looking
-    /// each one up would: same objects, snapshots and priors give the same lineage.
+    /// `leader` is the [`mirrored_leader`](Self::mirrored_leader), settled already.
+    /// The nominations taken from its packet join its lineages in bulk, without looking
+    /// them up: the leader counts them ([`add_joins`](Self::add_joins) adds them to the
+    /// lineages' holders once every connection of the pass is settled), and this
+    /// connection takes the lineage ids when it is next caught up. That is what looking
+    /// each one up would give: same objects, snapshots and priors, same lineage.
     pub fn settle(
         &mut self,
         storage: &mut BaselineStorage,
@@ -1859,7 +1856,7 @@ impl ConnectionBaselines {
         ordinal: u64,
         status: DeliveryStatus,
     ) -> usize {
-        self.take_fates();
+        self.catch_up();
         let promoted = self.apply_fate(ordinal, status);
         // No packet is being written: what the fates let go of is released now.
         for l in self.released.drain(..) {
@@ -1868,7 +1865,7 @@ impl ConnectionBaselines {
         promoted
     }
 
-    /// [`on_delivery`](Self::on_delivery) put off until [`take_fates`](Self::take_fates),
+    /// [`on_delivery`](Self::on_delivery) put off until [`catch_up`](Self::catch_up),
     /// which the writer calls right before it next reads these baselines (on its writer
     /// thread, where they are still in cache for the write). Only packets that
     /// nominated something are queued.
@@ -1882,18 +1879,19 @@ impl ConnectionBaselines {
         }
     }
 
-    /// Whether anything waits for [`take_fates`](Self::take_fates): fates put off with
+    /// Whether anything waits for [`catch_up`](Self::catch_up): fates put off with
     /// [`defer_delivery`](Self::defer_delivery), or lineages joined when the pass was
     /// settled.
-    pub fn has_fates(&self) -> bool {
+    pub fn is_behind(&self) -> bool {
         !self.fates.is_empty() || self.joined.is_some()
     }
 
-    /// Applies the fates put off with [`defer_delivery`](Self::defer_delivery), in
-    /// order. The storage is not touched: the lineages they let go of are released when
-    /// the connection's next write pass is settled (or at its next
+    /// Takes the lineage ids joined when the pass was settled, then applies the fates
+    /// put off with [`defer_delivery`](Self::defer_delivery), in order. The storage is
+    /// not touched: the lineages the fates let go of are released when the
+    /// connection's next write pass is settled (or at its next
     /// [`on_delivery`](Self::on_delivery)).
-    pub fn take_fates(&mut self) {
+    pub fn catch_up(&mut self) {
         self.take_joined();
         if self.fates.is_empty() {
             return;
@@ -2677,7 +2675,7 @@ mod tests {
             lineages(&b).iter().all(|&l| l == NO_SNAPSHOT),
             "taken when b is next caught up"
         );
-        assert!(b.has_fates());
+        assert!(b.is_behind());
         a.add_joins(&mut s);
         assert_eq!(s.stats().baselines_created, created + 2, "each copy counts");
         let holders = |x: &ConnectionBaselines, s: &BaselineStorage| {
@@ -2687,7 +2685,7 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(holders(&a, &s), [1, 2, 2], "b holds the section's two");
-        b.take_fates();
+        b.catch_up();
         assert_eq!(lineages(&b), lineages(&a)[1..]);
         assert_ne!(lineages(&c)[0], lineages(&a)[1], "c's prior differs");
         assert_eq!(s.live_lineages(), 4, "a's three and c's one: b made none");

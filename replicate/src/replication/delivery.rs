@@ -7,7 +7,7 @@ use super::{ReplicationWriter, mask_bits};
 use crate::connection::DeliveryStatus;
 use crate::object::{InternalIndex, ObjectTable};
 use crate::replication::baseline::write_storage;
-use crate::replication::record::{PacketRecord, RecordKind, ReplicatedObjectState as S};
+use crate::replication::record::{RecordKind, ReplicatedObjectState as S};
 use crate::stream::tokens::lock;
 
 impl ReplicationWriter {
@@ -20,25 +20,24 @@ impl ReplicationWriter {
     /// first and is settled at once.
     pub fn process_delivery(&mut self, table: &mut ObjectTable, status: DeliveryStatus) {
         self.release_huge_tear_offs(table);
-        if status == DeliveryStatus::Delivered
+        let later = status == DeliveryStatus::Delivered
             && self
                 .records
                 .front()
-                .is_some_and(|r| r.is_plain() && r.exports.is_empty())
-        {
-            if let Some(record) = self.records.pop_front() {
-                let ordinal = self.pop_record(&record);
-                if self.storage.is_some() {
-                    self.baselines.defer_delivery(ordinal, status);
-                }
-            }
-            return;
+                .is_some_and(|r| r.is_plain() && r.exports.is_empty());
+        if !later {
+            self.catch_up(table);
         }
-        self.catch_up(table);
         let Some(record) = self.records.pop_front() else {
             return;
         };
-        let ordinal = self.pop_record(&record);
+        self.record_bytes = self.record_bytes.saturating_sub(record.size());
+        let ordinal = self.records_popped;
+        self.records_popped += 1;
+        if later {
+            self.baselines.defer_delivery(ordinal, status);
+            return;
+        }
         // The packet's nominations become acknowledged baselines or are released (the
         // members their batches carried are owed again through the record).
         if let Some(storage) = &self.storage {
@@ -137,15 +136,6 @@ impl ReplicationWriter {
                 (DeliveryStatus::Discard, _) => {}
             }
         }
-    }
-
-    /// Counts the packet `record` (just popped) out of the records in flight; returns its
-    /// ordinal.
-    fn pop_record(&mut self, record: &PacketRecord) -> u64 {
-        self.record_bytes = self.record_bytes.saturating_sub(record.size());
-        let ordinal = self.records_popped;
-        self.records_popped += 1;
-        ordinal
     }
 
     /// Releases everything (the connection is going away): records are discarded and

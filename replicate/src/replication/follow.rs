@@ -132,8 +132,9 @@ impl ReplicationWriter {
         };
         let info = |index: InternalIndex| self.infos.get(index as usize).copied();
         let baselines = |index| self.baselines.word(index);
-        if let Some(i) = self.cache.replays.find(&candidate, info, baselines) {
-            return self.replay(i, w, inputs.rebuilds);
+        let found = self.cache.replays.find(&candidate, info, baselines);
+        if let Some(result) = found.and_then(|i| self.replay(i, w, inputs.rebuilds)) {
+            return result;
         }
         match self.cache.replays.begin() {
             Some(i) => self.write_traced(table, w, inputs, i),
@@ -142,13 +143,14 @@ impl ReplicationWriter {
     }
 
     /// Takes trace `i`: its bits go into `w`, its states become this connection's.
-    fn replay(&mut self, i: usize, w: &mut BitWriter, rebuilds: bool) -> WriteResult {
+    /// `None` (nothing taken) when there is no trace `i`.
+    fn replay(&mut self, i: usize, w: &mut BitWriter, rebuilds: bool) -> Option<WriteResult> {
         // The packet's nominations are made under this connection's own ordinal.
         let ordinal = self.packet_ordinal();
         let mut replays = std::mem::take(&mut self.cache.replays);
         let Some(t) = replays.replay(i) else {
             self.cache.replays = replays;
-            return WriteResult::NoData;
+            return None;
         };
         for o in &t.objects {
             self.infos[o.index as usize] = o.info[1];
@@ -168,7 +170,7 @@ impl ReplicationWriter {
         self.cache.add_batch_counts(t.batch_counts);
         let result = t.result.unwrap_or(WriteResult::NoData);
         self.cache.replays = replays;
-        result
+        Some(result)
     }
 
     /// Writes the sections and records them as trace `i`.

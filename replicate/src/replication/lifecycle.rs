@@ -109,7 +109,7 @@ impl ReplicationWriter {
     #[inline]
     pub(crate) fn catch_up(&mut self, table: &ObjectTable) {
         self.take_tick_changes(table);
-        self.baselines.take_fates();
+        self.baselines.catch_up();
     }
 
     /// The part of [`catch_up`](Self::catch_up) that must not outlive the tick: the

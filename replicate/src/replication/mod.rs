@@ -363,8 +363,8 @@ type PacketWork<'j, 'w> = (
 ///
 /// `work` is told whether its thread is the calling one. The other threads, until
 /// `ready()`, only `prepare` the chunks they take, and work through them once it is;
-/// the calling thread calls `done()` when no chunk is left for it (whatever the others
-/// wait for must be decided then).
+/// the calling thread calls `done()` when no chunk is left for it, or when it unwinds
+/// (whatever the others wait for must be decided then).
 fn on_writer_threads<T: Send, C: Send>(
     items: &mut [T],
     caches: &mut [C],
@@ -378,8 +378,8 @@ fn on_writer_threads<T: Send, C: Send>(
     };
     if other_caches.is_empty() || items.len() < 2 {
         // One share: no thread to start.
+        let _done = OnDrop(&done);
         work(first_cache, items, true);
-        done();
         return;
     }
     // Several chunks per thread: the balance is off by a chunk at most.
@@ -397,6 +397,7 @@ fn on_writer_threads<T: Send, C: Send>(
         }
     };
     let run = |cache: &mut C, front: bool| {
+        let _done = front.then(|| OnDrop(&done));
         let mut early = Vec::new();
         while !front && !ready() {
             let Some(chunk) = take(front) else {
@@ -410,9 +411,6 @@ fn on_writer_threads<T: Send, C: Send>(
         }
         while let Some(chunk) = take(front) {
             work(cache, chunk, front);
-        }
-        if front {
-            done();
         }
     };
     std::thread::scope(|scope| {
@@ -477,13 +475,12 @@ impl FirstTrace {
     }
 }
 
-/// Publishes that there is no first trace if none was published when dropped (also
-/// when the calling thread unwinds: no writer thread waits forever).
-struct PublishOnDrop<'a>(&'a FirstTrace);
+/// Calls its function when dropped, also while unwinding.
+struct OnDrop<F: Fn()>(F);
 
-impl Drop for PublishOnDrop<'_> {
+impl<F: Fn()> Drop for OnDrop<F> {
     fn drop(&mut self) {
-        self.0.publish(|| None);
+        (self.0)();
     }
 }
 
@@ -1069,8 +1066,6 @@ impl ReplicationServer {
             cache.replays.begin_pass(work.len());
         }
         let first = FirstTrace::default();
-        // Shared only between threads (a pass of one packet stays on the calling one).
-        let threads = self.caches.len() > 1 && work.len() > 1;
         on_writer_threads(
             &mut work,
             &mut self.caches,
@@ -1084,13 +1079,11 @@ impl ReplicationServer {
                     }
                 }
             },
-            // The others may have taken every chunk: then there is no first trace.
+            // The calling thread stopped (the others may have taken every chunk): if it
+            // published no trace, there is none.
             || first.publish(|| None),
             |cache, chunk, calling| {
-                if !threads {
-                    write_chunk(objects, cache, chunk, None);
-                } else if calling {
-                    let _stop = PublishOnDrop(&first);
+                if calling {
                     write_chunk(objects, cache, chunk, Some(&first));
                 } else {
                     cache.replays.adopt(first.wait());
@@ -1451,7 +1444,7 @@ impl ReplicationClient {
 
 #[cfg(test)]
 mod tests {
-    use super::{FirstTrace, PublishOnDrop, on_writer_threads, two_mut};
+    use super::{FirstTrace, on_writer_threads, two_mut};
 
     #[test]
     fn writer_threads_take_every_item_once_the_calling_thread_a_prefix() {
@@ -1516,7 +1509,7 @@ mod tests {
     }
 
     #[test]
-    fn writer_threads_wait_for_the_first_trace_or_for_none() {
+    fn the_first_published_trace_stands() {
         let first = FirstTrace::default();
         std::thread::scope(|scope| {
             let waiter = scope.spawn(|| first.wait());
@@ -1527,10 +1520,26 @@ mod tests {
                 "the first publication stands"
             );
         });
-        // A calling thread that stops (or unwinds) without a trace publishes none.
-        let first = FirstTrace::default();
-        drop(PublishOnDrop(&first));
-        assert!(first.wait().is_none());
+    }
+
+    #[test]
+    fn the_calling_thread_is_done_even_when_it_unwinds() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let done = AtomicBool::new(false);
+        let mut work = [0u32; 8];
+        let mut caches = [(); 2];
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            on_writer_threads(
+                &mut work,
+                &mut caches,
+                || done.load(Ordering::Acquire),
+                |_| {},
+                || done.store(true, Ordering::Release),
+                |_, _, calling| assert!(!calling, "the calling thread fails"),
+            )
+        }));
+        assert!(run.is_err());
+        assert!(done.load(Ordering::Acquire));
     }
 
     #[test]

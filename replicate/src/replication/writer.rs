@@ -550,7 +550,7 @@ impl ReplicationWriter {
     /// `NoData` (and writes nothing) when there was nothing to send or nothing fit.
     pub fn write(&mut self, table: &ObjectTable, w: &mut BitWriter) -> WriteResult {
         debug_assert!(
-            !self.changes_pending && !self.baselines.has_fates(),
+            !self.changes_pending && !self.baselines.is_behind(),
             "the tick's change masks and delivered packets' fates are taken before the connection is written"
         );
         self.pump_huge(table);
