@@ -358,12 +358,13 @@ type PacketWork<'j, 'w> = (
 /// thread takes chunks from the front, the others (started on scoped threads) from
 /// the back, until none is left. So the threads end together however late the others
 /// start, and each keeps about the same items from one call to the next. A thread
-/// works through each chunk in order, and through the chunks it took in the order it
-/// took them.
+/// works through each chunk in order.
 ///
-/// `work` is told whether its thread is the calling one. The other threads, until
-/// `ready()`, only `prepare` the chunks they take, and work through them once it is;
-/// the calling thread calls `done()` when no chunk is left for it, or when it unwinds
+/// `work` is told whether its thread is the calling one. Until `ready()`, the other
+/// threads only `prepare` the chunks they take, and put them back, prepared: once no
+/// chunk is left to take, any thread works the prepared ones (the last prepared
+/// first). So a thread that prepared while waiting holds no work the others could do.
+/// The calling thread calls `done()` when no chunk is left for it, or when it unwinds
 /// (whatever the others wait for must be decided then).
 fn on_writer_threads<T: Send, C: Send>(
     items: &mut [T],
@@ -385,29 +386,30 @@ fn on_writer_threads<T: Send, C: Send>(
     // Several chunks per thread: the balance is off by a chunk at most.
     let threads = other_caches.len().min(items.len() - 1) + 1;
     let chunk = items.len().div_ceil(threads * CHUNKS_PER_THREAD).max(1);
-    let chunks = std::sync::Mutex::new(items.chunks_mut(chunk));
-    let take = |front: bool| {
-        let mut chunks = chunks
+    // The chunks not taken yet, and those prepared and put back.
+    let chunks = std::sync::Mutex::new((items.chunks_mut(chunk), Vec::new()));
+    let lock = || {
+        chunks
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if front {
-            chunks.next()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    let take = |front: bool| {
+        let (fresh, prepared) = &mut *lock();
+        let next = if front {
+            fresh.next()
         } else {
-            chunks.next_back()
-        }
+            fresh.next_back()
+        };
+        next.or_else(|| prepared.pop())
     };
     let run = |cache: &mut C, front: bool| {
         let _done = front.then(|| OnDrop(&done));
-        let mut early = Vec::new();
         while !front && !ready() {
-            let Some(chunk) = take(front) else {
+            let Some(chunk) = lock().0.next_back() else {
                 break;
             };
             prepare(chunk);
-            early.push(chunk);
-        }
-        for chunk in early {
-            work(cache, chunk, front);
+            lock().1.push(chunk);
         }
         while let Some(chunk) = take(front) {
             work(cache, chunk, front);
@@ -1482,30 +1484,82 @@ mod tests {
     fn other_writer_threads_prepare_what_they_take_until_ready() {
         use std::sync::atomic::{AtomicBool, Ordering};
         let ready = AtomicBool::new(false);
-        // (item, visits, prepared, visited by the calling thread)
-        let mut work: Vec<(u32, u32, bool, bool)> = (0..64).map(|i| (i, 0, false, false)).collect();
+        // (item, visits, times prepared, prepared before its visit)
+        let mut work: Vec<(u32, u32, u32, bool)> = (0..64).map(|i| (i, 0, 0, false)).collect();
         let mut caches = vec![(); 2];
         on_writer_threads(
             &mut work,
             &mut caches,
             || ready.load(Ordering::Acquire),
-            |chunk| chunk.iter_mut().for_each(|item| item.2 = true),
+            |chunk| {
+                assert!(!ready.load(Ordering::Acquire), "prepared after ready");
+                chunk.iter_mut().for_each(|item| item.2 += 1);
+            },
             || ready.store(true, Ordering::Release),
             |_, chunk, calling| {
                 for item in chunk.iter_mut() {
                     item.1 += 1;
-                    item.3 = calling;
+                    item.3 = item.2 > 0;
                 }
                 if calling {
                     ready.store(true, Ordering::Release);
                 }
             },
         );
-        assert!(work.iter().all(|item| item.1 == 1));
+        assert!(work.iter().all(|item| item.1 == 1), "every item once");
+        assert!(work.iter().all(|item| item.2 <= 1), "prepared once at most");
         assert!(
-            work.iter().all(|item| !(item.2 && item.3)),
-            "only other threads prepare"
+            work.iter().all(|item| item.3 == (item.2 == 1)),
+            "prepared before the visit"
         );
+    }
+
+    #[test]
+    fn chunks_prepared_while_waiting_are_left_for_any_thread() {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        use std::time::{Duration, Instant};
+        let ready = AtomicBool::new(false);
+        let prepared = AtomicUsize::new(0);
+        let calling_took_prepared = AtomicBool::new(false);
+        // (visited by the calling thread, prepared)
+        let mut work = vec![(false, false); 32];
+        let chunks = 2 * super::CHUNKS_PER_THREAD;
+        let mut caches = vec![(); 2];
+        on_writer_threads(
+            &mut work,
+            &mut caches,
+            || ready.load(Ordering::Acquire),
+            |chunk| {
+                chunk.iter_mut().for_each(|item| item.1 = true);
+                prepared.fetch_add(1, Ordering::AcqRel);
+            },
+            || ready.store(true, Ordering::Release),
+            |_, chunk, calling| {
+                let deadline = Instant::now() + Duration::from_secs(5);
+                if calling && !ready.load(Ordering::Acquire) {
+                    // The calling thread's first chunk takes as long as the other
+                    // thread needs to prepare every other chunk.
+                    while prepared.load(Ordering::Acquire) < chunks - 1 && Instant::now() < deadline
+                    {
+                        std::thread::yield_now();
+                    }
+                    ready.store(true, Ordering::Release);
+                } else if calling {
+                    calling_took_prepared.fetch_or(chunk[0].1, Ordering::AcqRel);
+                } else {
+                    // The other thread is slow: the calling thread must not be left
+                    // idle while it works through what it prepared.
+                    while !calling_took_prepared.load(Ordering::Acquire)
+                        && Instant::now() < deadline
+                    {
+                        std::thread::yield_now();
+                    }
+                }
+                chunk.iter_mut().for_each(|item| item.0 = calling);
+            },
+        );
+        assert!(calling_took_prepared.load(Ordering::Acquire));
+        assert!(work.iter().filter(|item| item.0 && item.1).count() >= 2);
     }
 
     #[test]
