@@ -559,13 +559,35 @@ impl BaselineStorage {
         {
             return c.predicted.clone();
         }
-        let predicted = extrapolate(
-            base.as_ref(),
-            prior_state.as_ref(),
-            prior2_state.map(|p| p.as_ref()),
-            mask,
-            kind,
-        );
+        // A quadratic prediction starts from the linear one over one interval: taken
+        // from the cache when it was made (as `choose_prediction` does first).
+        let continued = match &entry.predicted[0] {
+            Some(c)
+                if kind == Prediction::Quadratic
+                    && c.kind == Prediction::Linear(1)
+                    && c.priors.0 == priors.0
+                    && c.mask == *mask =>
+            {
+                c.predicted.clone()
+            }
+            _ => None,
+        };
+        let predicted = match (kind, continued, prior2_state) {
+            (Prediction::Quadratic, Some(continued), Some(prior2)) => extrapolate_quadratic(
+                base.as_ref(),
+                prior_state.as_ref(),
+                prior2.as_ref(),
+                continued,
+                mask,
+            ),
+            _ => extrapolate(
+                base.as_ref(),
+                prior_state.as_ref(),
+                prior2_state.map(|p| p.as_ref()),
+                mask,
+                kind,
+            ),
+        };
         entry.predicted[cached] = Some(PredictionCache {
             priors,
             _keep: (prior_state.clone(), prior2_state.cloned()),
@@ -2007,13 +2029,31 @@ pub fn extrapolate(
             Some(out)
         }
         Prediction::Quadratic => {
-            // `prior` continued at the velocity it came with, then `b`'s distance
-            // from that (the change of velocity) added on top of `b` continued.
-            let prior_continued = step(prior, prior, prior2?)?;
             let continued = step(b, b, prior)?;
-            step(continued.as_ref(), b, prior_continued.as_ref())
+            extrapolate_quadratic(b, prior, prior2?, continued, mask)
         }
     }
+}
+
+/// [`extrapolate`]'s quadratic prediction from `continued`, the linear one over one
+/// interval (`b + (b − prior)`): `prior` continued at the velocity it came with, then
+/// `b`'s distance from that (the change of velocity) added on top of `continued`.
+fn extrapolate_quadratic(
+    b: &dyn ErasedState,
+    prior: &dyn ErasedState,
+    prior2: &dyn ErasedState,
+    continued: Arc<dyn ErasedState>,
+    mask: &ChangeMask,
+) -> Option<Arc<dyn ErasedState>> {
+    let same_type = |s: &dyn ErasedState| std::ptr::eq(b.type_descriptor(), s.type_descriptor());
+    if !same_type(prior2) || !same_type(continued.as_ref()) {
+        return None;
+    }
+    let step = |x: &dyn ErasedState, y: &dyn ErasedState, z: &dyn ErasedState| {
+        shared_copy(x, |t| t.shift(x, y, z, mask).then_some(()).ok_or(())).ok()
+    };
+    let prior_continued = step(prior, prior, prior2)?;
+    step(continued.as_ref(), b, prior_continued.as_ref())
 }
 
 /// The bits of the members' delta code of `value` against `baseline`.

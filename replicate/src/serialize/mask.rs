@@ -149,8 +149,20 @@ impl ChangeMask {
     }
 
     /// Whether any bit in `offset..offset + count` is set.
+    #[inline]
     pub fn any_in(&self, offset: u32, count: u32) -> bool {
-        (offset..offset.saturating_add(count).min(self.len())).any(|i| self.get(i))
+        let end = offset.saturating_add(count).min(self.len());
+        if offset >= end {
+            return false;
+        }
+        let (first, last) = (offset / 64, (end - 1) / 64);
+        let words = self.words();
+        (first..=last).any(|w| {
+            let low = if w == first { offset % 64 } else { 0 };
+            let high = if w == last { (end - 1) % 64 } else { 63 };
+            let bits = (u64::MAX >> (63 - high)) & (u64::MAX << low);
+            words.get(w as usize).is_some_and(|&word| word & bits != 0)
+        })
     }
 
     /// Sets every bit.
@@ -673,6 +685,21 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
+        #[test]
+        fn any_in_is_any_bit_of_the_range(
+            bits in 0u32..=200,
+            set in proptest::collection::vec(0u32..200, 0..4),
+            offset in 0u32..210,
+            count in 0u32..140,
+        ) {
+            let mut mask = ChangeMask::new(bits);
+            for &i in &set {
+                mask.set(i);
+            }
+            let expected = (offset..offset.saturating_add(count)).any(|i| mask.get(i));
+            proptest::prop_assert_eq!(mask.any_in(offset, count), expected);
+        }
+
         #[test]
         fn inline_masks_combine_like_their_words(bits in 0u32..=64, a: u64, b: u64, wide: u64) {
             let keep = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
