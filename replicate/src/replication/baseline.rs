@@ -30,7 +30,8 @@
 //!   popping its entries from the front. A delivered packet's promotions can wait
 //!   ([`ConnectionBaselines::defer_delivery`]) until the connection is next written,
 //!   so that they run on its writer thread; the nominations a replayed section copied
-//!   join the leader's lineages by count, once per pass
+//!   join the leader's lineages by count, once per pass, and the lineages such a
+//!   connection lets go of, when they are the leader's, are dropped with the leader's
 //!   ([`ConnectionBaselines::add_joins`]).
 //! - [`ReceiverBaselines`] and the client-side decoding of a delta batch.
 //!
@@ -902,12 +903,12 @@ impl BaselineStorage {
         self.lineages.get(l as usize).filter(|l| l.refs > 0)
     }
 
-    /// Drops a holder of a lineage; at zero it releases its snapshots.
-    pub(crate) fn release_lineage(&mut self, l: u32) {
+    /// Drops `holders` holders of a lineage; at zero it releases its snapshots.
+    pub(crate) fn release_lineage(&mut self, l: u32, holders: u32) {
         let Some(lineage) = self.lineages.get_mut(l as usize).filter(|l| l.refs > 0) else {
             return;
         };
-        lineage.refs -= 1;
+        lineage.refs = lineage.refs.saturating_sub(holders);
         if lineage.refs == 0 {
             let lineage = *lineage;
             self.free_lineages.push(l);
@@ -1219,6 +1220,13 @@ pub struct ConnectionBaselines {
     /// connection's lineages: they take them when the connection is next caught up
     /// ([`catch_up`](Self::catch_up)), on its writer thread.
     joined: Option<Joined>,
+    /// The lineages let go of when the pass was last settled, kept for the connections
+    /// that replayed this one's section: theirs are most often the same (they held the
+    /// same lineages and took the same fates).
+    released_settled: Vec<u32>,
+    /// How many of those connections let go of exactly `released_settled`: released
+    /// that many times more at once by [`add_joins`](Self::add_joins).
+    release_repeats: u32,
 }
 
 /// Nominations of a connection that settled on another's lineages
@@ -1658,7 +1666,7 @@ impl ConnectionBaselines {
     /// their packet's fate is known): the next batch takes the full path.
     pub fn release_object(&mut self, storage: &mut BaselineStorage, object: InternalIndex) {
         if let Some(acked) = self.forget_object(object) {
-            storage.release_lineage(acked);
+            storage.release_lineage(acked, 1);
         }
     }
 
@@ -1753,10 +1761,12 @@ impl ConnectionBaselines {
         self.settled = (start, count);
         self.settled_lineages = None;
         self.joins.clear();
+        self.release_repeats = 0;
         let unsettled = std::mem::take(&mut self.unsettled);
         // The nominations copied from the leader's packet join its lineages.
         let mut copied = 0..0;
-        if let (Some(m), Some(leader)) = (self.mirror.take(), leader) {
+        let mut leader = leader;
+        if let (Some(m), Some(leader)) = (self.mirror.take(), leader.as_deref_mut()) {
             let (settled, settled_count) = leader.settled;
             if m.start + m.len <= count
                 && m.from + m.len <= settled_count
@@ -1787,8 +1797,22 @@ impl ConnectionBaselines {
         }
         self.unsettled = unsettled;
         self.unsettled.clear();
-        for l in self.released.drain(..) {
-            storage.release_lineage(l);
+        // What a connection in step with its leader lets go of is what the leader let go
+        // of: counted, and released with the leader's.
+        self.released_settled.clear();
+        match leader {
+            Some(leader)
+                if !self.released.is_empty() && self.released == leader.released_settled =>
+            {
+                leader.release_repeats += 1;
+                self.released.clear();
+            }
+            _ => {
+                for &l in &self.released {
+                    storage.release_lineage(l, 1);
+                }
+                std::mem::swap(&mut self.released, &mut self.released_settled);
+            }
         }
     }
 
@@ -1819,9 +1843,16 @@ impl ConnectionBaselines {
     }
 
     /// Adds the holders counted while the pass was settled (connections that replayed
-    /// this one's section) to the lineages of the nominations settled last. Call once
-    /// every connection of the pass is settled.
+    /// this one's section) to the lineages of the nominations settled last, and drops
+    /// the holders those connections let go of with this one's. Call once every
+    /// connection of the pass is settled.
     pub fn add_joins(&mut self, storage: &mut BaselineStorage) {
+        if self.release_repeats > 0 {
+            for &l in &self.released_settled {
+                storage.release_lineage(l, self.release_repeats);
+            }
+            self.release_repeats = 0;
+        }
         if self.joins.is_empty() {
             return;
         }
@@ -1857,10 +1888,10 @@ impl ConnectionBaselines {
         // Unsettled nominations hold no reference yet.
         self.settle(storage, None);
         for o in std::mem::take(&mut self.objects) {
-            storage.release_lineage(o.acked);
+            storage.release_lineage(o.acked, 1);
         }
         for n in std::mem::take(&mut self.in_flight) {
-            storage.release_lineage(n.lineage);
+            storage.release_lineage(n.lineage, 1);
         }
         self.packets.clear();
     }
@@ -1882,7 +1913,7 @@ impl ConnectionBaselines {
         let promoted = self.apply_fate(ordinal, status);
         // No packet is being written: what the fates let go of is released now.
         for l in self.released.drain(..) {
-            storage.release_lineage(l);
+            storage.release_lineage(l, 1);
         }
         promoted
     }

@@ -448,7 +448,8 @@ impl ReplicationWriter {
     }
 
     /// Adds the holders of this writer's settled nominations counted while the pass
-    /// was settled (see [`ConnectionBaselines::add_joins`]).
+    /// was settled, and drops the holders that let go of what it let go of (see
+    /// [`ConnectionBaselines::add_joins`]).
     pub(crate) fn add_joins(&mut self, storage: &mut BaselineStorage) {
         self.baselines.add_joins(storage);
     }
