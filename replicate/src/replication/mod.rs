@@ -168,7 +168,9 @@ pub struct ReplicationConfig {
     pub delta: DeltaSettings,
     /// Threads [`ReplicationServer::write_packets`] writes connections on (default 1:
     /// the calling thread only). The packets are the same bytes whatever the count;
-    /// more threads pay off from a few dozen connections.
+    /// more threads pay off from a few dozen connections. The server keeps the
+    /// threads besides the calling one in a pool of its own, started with it, so a
+    /// write pass starts none.
     pub writer_threads: usize,
 }
 
@@ -355,8 +357,8 @@ type PacketWork<'j, 'w> = (
 );
 
 /// Runs `work` over `items` in chunks, each thread with its own cache: the calling
-/// thread takes chunks from the front, the others (started on scoped threads) from
-/// the back, until none is left. So the threads end together however late the others
+/// thread takes chunks from the front, the others (`pool`'s threads, or scoped threads
+/// started for the call without one) from the back, until none is left. So the threads end together however late the others
 /// start, and each keeps about the same items from one call to the next. A thread
 /// works through each chunk in order.
 ///
@@ -367,6 +369,7 @@ type PacketWork<'j, 'w> = (
 /// The calling thread calls `done()` when no chunk is left for it, or when it unwinds
 /// (whatever the others wait for must be decided then).
 fn on_writer_threads<T: Send, C: Send>(
+    pool: Option<&rayon::ThreadPool>,
     items: &mut [T],
     caches: &mut [C],
     ready: impl Fn() -> bool + Sync,
@@ -415,12 +418,21 @@ fn on_writer_threads<T: Send, C: Send>(
             work(cache, chunk, front);
         }
     };
-    std::thread::scope(|scope| {
-        for cache in other_caches.iter_mut().take(threads - 1) {
-            scope.spawn(|| run(cache, false));
-        }
-        run(first_cache, true);
-    });
+    match pool {
+        Some(pool) => pool.in_place_scope(|scope| {
+            for cache in other_caches.iter_mut().take(threads - 1) {
+                let run = &run;
+                scope.spawn(move |_| run(cache, false));
+            }
+            run(first_cache, true);
+        }),
+        None => std::thread::scope(|scope| {
+            for cache in other_caches.iter_mut().take(threads - 1) {
+                scope.spawn(|| run(cache, false));
+            }
+            run(first_cache, true);
+        }),
+    }
 }
 
 /// Chunks per writer thread a write pass is cut into (see [`on_writer_threads`]).
@@ -543,6 +555,9 @@ pub struct ReplicationServer {
     /// writes: each batch segment is encoded once per tick and thread and copied for
     /// the other connections.
     caches: Vec<encode::TickCache>,
+    /// The writer threads besides the calling one (none with one writer thread, or
+    /// when the system would not start them: then each pass starts its own).
+    pool: Option<rayon::ThreadPool>,
 }
 
 impl std::fmt::Debug for ReplicationServer {
@@ -564,6 +579,15 @@ impl ReplicationServer {
             caches: (0..config.writer_threads.max(1))
                 .map(|_| encode::TickCache::default())
                 .collect(),
+            pool: (config.writer_threads > 1)
+                .then(|| {
+                    rayon::ThreadPoolBuilder::new()
+                        .num_threads(config.writer_threads - 1)
+                        .thread_name(|k| format!("replicate-writer-{}", k + 1))
+                        .build()
+                        .ok()
+                })
+                .flatten(),
             config,
             now: Duration::ZERO,
             interest: Self::new_interest(),
@@ -1069,6 +1093,7 @@ impl ReplicationServer {
         }
         let first = FirstTrace::default();
         on_writer_threads(
+            self.pool.as_ref(),
             &mut work,
             &mut self.caches,
             || first.is_decided(),
@@ -1448,12 +1473,30 @@ impl ReplicationClient {
 mod tests {
     use super::{FirstTrace, on_writer_threads, two_mut};
 
+    /// Every `on_writer_threads` case runs with threads started for the call and with
+    /// a pool of `threads - 1`.
+    fn pools(threads: usize) -> [Option<rayon::ThreadPool>; 2] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.saturating_sub(1).max(1))
+            .build();
+        [None, Some(pool.expect("a test pool starts"))]
+    }
+
     #[test]
     fn writer_threads_take_every_item_once_the_calling_thread_a_prefix() {
         for (items, threads) in [(1, 2), (2, 2), (7, 2), (100, 2), (100, 3), (5, 8)] {
+            for pool in pools(threads) {
+                take_every_item_once(pool.as_ref(), items, threads);
+            }
+        }
+    }
+
+    fn take_every_item_once(pool: Option<&rayon::ThreadPool>, items: u32, threads: usize) {
+        {
             let mut work: Vec<(u32, u32)> = (0..items).map(|i| (i, 0)).collect();
             let mut caches: Vec<Vec<Vec<u32>>> = vec![Vec::new(); threads];
             on_writer_threads(
+                pool,
                 &mut work,
                 &mut caches,
                 || true,
@@ -1482,12 +1525,19 @@ mod tests {
 
     #[test]
     fn other_writer_threads_prepare_what_they_take_until_ready() {
+        for pool in pools(2) {
+            prepare_until_ready(pool.as_ref());
+        }
+    }
+
+    fn prepare_until_ready(pool: Option<&rayon::ThreadPool>) {
         use std::sync::atomic::{AtomicBool, Ordering};
         let ready = AtomicBool::new(false);
         // (item, visits, times prepared, prepared before its visit)
         let mut work: Vec<(u32, u32, u32, bool)> = (0..64).map(|i| (i, 0, 0, false)).collect();
         let mut caches = vec![(); 2];
         on_writer_threads(
+            pool,
             &mut work,
             &mut caches,
             || ready.load(Ordering::Acquire),
@@ -1516,6 +1566,12 @@ mod tests {
 
     #[test]
     fn chunks_prepared_while_waiting_are_left_for_any_thread() {
+        for pool in pools(2) {
+            leave_prepared_chunks(pool.as_ref());
+        }
+    }
+
+    fn leave_prepared_chunks(pool: Option<&rayon::ThreadPool>) {
         use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
         use std::time::{Duration, Instant};
         let ready = AtomicBool::new(false);
@@ -1526,6 +1582,7 @@ mod tests {
         let chunks = 2 * super::CHUNKS_PER_THREAD;
         let mut caches = vec![(); 2];
         on_writer_threads(
+            pool,
             &mut work,
             &mut caches,
             || ready.load(Ordering::Acquire),
@@ -1578,12 +1635,19 @@ mod tests {
 
     #[test]
     fn the_calling_thread_is_done_even_when_it_unwinds() {
+        for pool in pools(2) {
+            done_when_unwinding(pool.as_ref());
+        }
+    }
+
+    fn done_when_unwinding(pool: Option<&rayon::ThreadPool>) {
         use std::sync::atomic::{AtomicBool, Ordering};
         let done = AtomicBool::new(false);
         let mut work = [0u32; 8];
         let mut caches = [(); 2];
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             on_writer_threads(
+                pool,
                 &mut work,
                 &mut caches,
                 || done.load(Ordering::Acquire),
