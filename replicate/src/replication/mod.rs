@@ -1473,21 +1473,20 @@ impl ReplicationClient {
 mod tests {
     use super::{FirstTrace, on_writer_threads, two_mut};
 
-    /// Every `on_writer_threads` case runs with threads started for the call and with
+    /// Runs an `on_writer_threads` case with threads started for the call, then with
     /// a pool of `threads - 1`.
-    fn pools(threads: usize) -> [Option<rayon::ThreadPool>; 2] {
+    fn both_ways(threads: usize, case: impl Fn(Option<&rayon::ThreadPool>)) {
+        case(None);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads.saturating_sub(1).max(1))
             .build();
-        [None, Some(pool.expect("a test pool starts"))]
+        case(Some(&pool.expect("a test pool starts")));
     }
 
     #[test]
     fn writer_threads_take_every_item_once_the_calling_thread_a_prefix() {
         for (items, threads) in [(1, 2), (2, 2), (7, 2), (100, 2), (100, 3), (5, 8)] {
-            for pool in pools(threads) {
-                take_every_item_once(pool.as_ref(), items, threads);
-            }
+            both_ways(threads, |pool| take_every_item_once(pool, items, threads));
         }
     }
 
@@ -1525,9 +1524,7 @@ mod tests {
 
     #[test]
     fn other_writer_threads_prepare_what_they_take_until_ready() {
-        for pool in pools(2) {
-            prepare_until_ready(pool.as_ref());
-        }
+        both_ways(2, prepare_until_ready);
     }
 
     fn prepare_until_ready(pool: Option<&rayon::ThreadPool>) {
@@ -1566,9 +1563,7 @@ mod tests {
 
     #[test]
     fn chunks_prepared_while_waiting_are_left_for_any_thread() {
-        for pool in pools(2) {
-            leave_prepared_chunks(pool.as_ref());
-        }
+        both_ways(2, leave_prepared_chunks);
     }
 
     fn leave_prepared_chunks(pool: Option<&rayon::ThreadPool>) {
@@ -1635,9 +1630,7 @@ mod tests {
 
     #[test]
     fn the_calling_thread_is_done_even_when_it_unwinds() {
-        for pool in pools(2) {
-            done_when_unwinding(pool.as_ref());
-        }
+        both_ways(2, done_when_unwinding);
     }
 
     fn done_when_unwinding(pool: Option<&rayon::ThreadPool>) {
