@@ -358,9 +358,9 @@ type PacketWork<'j, 'w> = (
 
 /// Runs `work` over `items` in chunks, each thread with its own cache: the calling
 /// thread takes chunks from the front, the others (`pool`'s threads, or scoped threads
-/// started for the call without one) from the back, until none is left. So the threads end together however late the others
-/// start, and each keeps about the same items from one call to the next. A thread
-/// works through each chunk in order.
+/// started for the call without one) from the back, until none is left. So the
+/// threads end together however late the others start, and each keeps about the same
+/// items from one call to the next. A thread works through each chunk in order.
 ///
 /// `work` is told whether its thread is the calling one. Until `ready()`, the other
 /// threads only `prepare` the chunks they take, and put them back, prepared: once no
@@ -1491,34 +1491,32 @@ mod tests {
     }
 
     fn take_every_item_once(pool: Option<&rayon::ThreadPool>, items: u32, threads: usize) {
-        {
-            let mut work: Vec<(u32, u32)> = (0..items).map(|i| (i, 0)).collect();
-            let mut caches: Vec<Vec<Vec<u32>>> = vec![Vec::new(); threads];
-            on_writer_threads(
-                pool,
-                &mut work,
-                &mut caches,
-                || true,
-                |_| {},
-                || {},
-                |taken, chunk, _| {
-                    taken.push(chunk.iter().map(|&(i, _)| i).collect());
-                    for (_, visits) in chunk.iter_mut() {
-                        *visits += 1;
-                    }
-                },
-            );
-            assert!(
-                work.iter().all(|&(_, v)| v == 1),
-                "{items} items, {threads} threads"
-            );
-            // The calling thread's chunks, in the order it took them, are the front of
-            // the items; every chunk is in order.
-            let front: Vec<u32> = caches[0].iter().flatten().copied().collect();
-            assert_eq!(front, (0..front.len() as u32).collect::<Vec<_>>());
-            for chunk in caches.iter().flatten() {
-                assert!(chunk.windows(2).all(|w| w[0] + 1 == w[1]));
-            }
+        let mut work: Vec<(u32, u32)> = (0..items).map(|i| (i, 0)).collect();
+        let mut caches: Vec<Vec<Vec<u32>>> = vec![Vec::new(); threads];
+        on_writer_threads(
+            pool,
+            &mut work,
+            &mut caches,
+            || true,
+            |_| {},
+            || {},
+            |taken, chunk, _| {
+                taken.push(chunk.iter().map(|&(i, _)| i).collect());
+                for (_, visits) in chunk.iter_mut() {
+                    *visits += 1;
+                }
+            },
+        );
+        assert!(
+            work.iter().all(|&(_, v)| v == 1),
+            "{items} items, {threads} threads"
+        );
+        // The calling thread's chunks, in the order it took them, are the front of
+        // the items; every chunk is in order.
+        let front: Vec<u32> = caches[0].iter().flatten().copied().collect();
+        assert_eq!(front, (0..front.len() as u32).collect::<Vec<_>>());
+        for chunk in caches.iter().flatten() {
+            assert!(chunk.windows(2).all(|w| w[0] + 1 == w[1]));
         }
     }
 
@@ -1538,10 +1536,7 @@ mod tests {
             &mut work,
             &mut caches,
             || ready.load(Ordering::Acquire),
-            |chunk| {
-                assert!(!ready.load(Ordering::Acquire), "prepared after ready");
-                chunk.iter_mut().for_each(|item| item.2 += 1);
-            },
+            |chunk| chunk.iter_mut().for_each(|item| item.2 += 1),
             || ready.store(true, Ordering::Release),
             |_, chunk, calling| {
                 for item in chunk.iter_mut() {
