@@ -319,13 +319,41 @@ pub fn write_residuals(w: &mut BitWriter, comps: &[Component], full_len: u32) ->
         w.write_bool(true);
         return true;
     }
+    // [0][selector][codes]: one write when they fit in a word (nearly always).
+    if let Some((word, n)) = joined_code(comps, residuals, sel) {
+        w.write_bits(word, n);
+    } else {
+        write_codes_apart(w, comps, residuals, sel);
+    }
+    false
+}
+
+/// [`write_residuals`]' bits after the escape, `[0][selector][codes]`, as one word
+/// (its first bit lowest) and its length, when they fit in 64 bits.
+#[inline]
+fn joined_code(comps: &[Component], residuals: &[u64], sel: u32) -> Option<(u64, u32)> {
+    let mut word = u64::from(sel) << 1;
+    let mut at = 1 + K_SELECTOR_BITS;
+    for (c, &z) in comps.iter().zip(residuals) {
+        let bits = c.bits.clamp(1, 64);
+        let (code, n) = exp_golomb_word(z, order(bits, sel as usize), bits)?;
+        if at + n > 64 {
+            return None;
+        }
+        word |= code << at;
+        at += n;
+    }
+    Some((word, at))
+}
+
+/// [`write_residuals`]' bits after the escape, written a field at a time.
+fn write_codes_apart(w: &mut BitWriter, comps: &[Component], residuals: &[u64], sel: u32) {
     w.write_bool(false);
-    w.write_bits(sel as u64, K_SELECTOR_BITS);
+    w.write_bits(u64::from(sel), K_SELECTOR_BITS);
     for (c, &z) in comps.iter().zip(residuals) {
         let bits = c.bits.clamp(1, 64);
         write_exp_golomb(w, z, order(bits, sel as usize), bits);
     }
-    false
 }
 
 /// What [`read_residuals`] gives back against other baselines, `base`, from the
@@ -525,6 +553,38 @@ mod tests {
         assert_eq!(cost(u64::MAX, 0, 64), 16);
         assert_eq!(cost(7, 3, 8), 9);
         assert_eq!(cost(3, 3, 8), 1);
+    }
+
+    proptest! {
+        #[test]
+        fn joined_codes_are_the_codes_written_apart(
+            comps in proptest::collection::vec((any::<u64>(), any::<u64>(), 1u32..=64), 1..=4),
+            sel in 0u32..4,
+            skew in 0u32..8,
+        ) {
+            // Values near their baselines (short codes, joined) and anywhere (long
+            // codes, often too long to join).
+            let comps: Vec<Component> = comps
+                .into_iter()
+                .map(|(value, prev, bits)| {
+                    let near = prev.wrapping_add(value % (1 << skew)) ;
+                    let value = if skew == 7 { value } else { near };
+                    Component::new(value & mask(bits), prev & mask(bits), bits)
+                })
+                .collect();
+            let residuals: Vec<u64> =
+                comps.iter().map(|c| residual(c.value, c.prev, c.bits)).collect();
+            let mut apart = BitWriter::with_capacity_bits(1024);
+            write_codes_apart(&mut apart, &comps, &residuals, sel);
+            if let Some((word, n)) = joined_code(&comps, &residuals, sel) {
+                let mut joined = BitWriter::with_capacity_bits(1024);
+                joined.write_bits(word, n);
+                prop_assert_eq!(joined.position(), apart.position());
+                prop_assert_eq!(joined.finish().unwrap(), apart.finish().unwrap());
+            } else {
+                prop_assert!(apart.position() > 64, "{} bits were not joined", apart.position());
+            }
+        }
     }
 
     /// Writes a member of `comps` (full encoding: the raw components), reads it back;
