@@ -1746,7 +1746,7 @@ impl ConnectionBaselines {
     pub fn settle(
         &mut self,
         storage: &mut BaselineStorage,
-        leader: Option<&mut ConnectionBaselines>,
+        mut leader: Option<&mut ConnectionBaselines>,
     ) {
         // The pass's nominations are the newest in flight: no delivery settles a
         // packet before its pass is settled.
@@ -1765,7 +1765,6 @@ impl ConnectionBaselines {
         let unsettled = std::mem::take(&mut self.unsettled);
         // The nominations copied from the leader's packet join its lineages.
         let mut copied = 0..0;
-        let mut leader = leader;
         if let (Some(m), Some(leader)) = (self.mirror.take(), leader.as_deref_mut()) {
             let (settled, settled_count) = leader.settled;
             if m.start + m.len <= count
@@ -2046,21 +2045,17 @@ pub fn extrapolate(
     if !same_type(prior) || !prior2.is_none_or(same_type) {
         return None;
     }
-    // `x` moved by the step from `z` to `y`, as a new shared state.
-    let step = |x: &dyn ErasedState, y: &dyn ErasedState, z: &dyn ErasedState| {
-        shared_copy(x, |t| t.shift(x, y, z, mask).then_some(()).ok_or(())).ok()
-    };
     match kind {
         Prediction::Linear(steps) => {
             // b + (b − prior), then again from there for each further step.
-            let mut out = step(b, b, prior)?;
+            let mut out = shifted(b, b, prior, mask)?;
             for _ in 1..steps.clamp(1, MAX_PREDICTION_STEPS) {
-                out = step(out.as_ref(), b, prior)?;
+                out = shifted(out.as_ref(), b, prior, mask)?;
             }
             Some(out)
         }
         Prediction::Quadratic => {
-            let continued = step(b, b, prior)?;
+            let continued = shifted(b, b, prior, mask)?;
             extrapolate_quadratic(b, prior, prior2?, continued, mask)
         }
     }
@@ -2080,11 +2075,19 @@ fn extrapolate_quadratic(
     if !same_type(prior2) || !same_type(continued.as_ref()) {
         return None;
     }
-    let step = |x: &dyn ErasedState, y: &dyn ErasedState, z: &dyn ErasedState| {
-        shared_copy(x, |t| t.shift(x, y, z, mask).then_some(()).ok_or(())).ok()
-    };
-    let prior_continued = step(prior, prior, prior2)?;
-    step(continued.as_ref(), b, prior_continued.as_ref())
+    let prior_continued = shifted(prior, prior, prior2, mask)?;
+    shifted(continued.as_ref(), b, prior_continued.as_ref(), mask)
+}
+
+/// `x` moved by the step from `z` to `y` ([`ErasedState::shift`]), as a new shared
+/// state.
+fn shifted(
+    x: &dyn ErasedState,
+    y: &dyn ErasedState,
+    z: &dyn ErasedState,
+    mask: &ChangeMask,
+) -> Option<Arc<dyn ErasedState>> {
+    shared_copy(x, |t| t.shift(x, y, z, mask).then_some(()).ok_or(())).ok()
 }
 
 /// The bits of the members' delta code of `value` against `baseline`.

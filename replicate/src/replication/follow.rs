@@ -6,7 +6,7 @@ use super::ReplicationWriter;
 use crate::bits::BitWriter;
 use crate::object::{ConnectionId, InternalIndex, ObjectEntry, ObjectTable};
 use crate::replication::baseline::MAX_BASELINE_COUNT;
-use crate::replication::replay::{Candidate, SectionInputs, TracedObject};
+use crate::replication::replay::{Candidate, SectionInputs, TraceRef, TracedObject};
 use crate::replication::wire::index_width;
 use crate::state::Condition;
 use crate::stream::WriteResult;
@@ -142,13 +142,18 @@ impl ReplicationWriter {
         }
     }
 
-    /// Takes trace `i`: its bits go into `w`, its states become this connection's.
-    /// `None` (nothing taken) when there is no trace `i`.
-    fn replay(&mut self, i: usize, w: &mut BitWriter, rebuilds: bool) -> Option<WriteResult> {
+    /// Takes the trace `found` names: its bits go into `w`, its states become this
+    /// connection's. `None` (nothing taken) when there is no such trace.
+    fn replay(
+        &mut self,
+        found: TraceRef,
+        w: &mut BitWriter,
+        rebuilds: bool,
+    ) -> Option<WriteResult> {
         // The packet's nominations are made under this connection's own ordinal.
         let ordinal = self.packet_ordinal();
         let mut replays = std::mem::take(&mut self.cache.replays);
-        let Some(t) = replays.replay(i) else {
+        let Some(t) = replays.replay(found) else {
             self.cache.replays = replays;
             return None;
         };

@@ -1128,21 +1128,15 @@ impl ReplicationServer {
         let mut storage = baseline::write_storage(&self.baselines);
         let mut interest = interest_hooks::lock(&self.interest);
         let mut settled_at: Vec<Option<usize>> = vec![None; connection_count];
-        let mut leaders = Vec::new();
         // Connections that wrote their own section first, then those that replayed
         // one (a thread may have written a follower before its leader in job order).
-        let mut followers_left = false;
         for followers in [false, true] {
-            if followers && !followers_left {
-                break;
-            }
             for k in 0..work.len() {
                 let Some((job, Some(conn), _, start)) = work.get_mut(k) else {
                     continue;
                 };
                 let replayed_from = conn.writer().replayed_from();
                 if replayed_from.is_some() != followers {
-                    followers_left |= !followers;
                     continue;
                 }
                 let connection = job.connection;
@@ -1155,9 +1149,6 @@ impl ReplicationServer {
                 };
                 let Some(conn) = conn else { continue };
                 let leader = leader.map(ServerConnection::writer_mut);
-                if leader.is_some() {
-                    leaders.extend(leader_at);
-                }
                 conn.writer_mut().settle(&mut storage, leader);
                 if let Some(at) = settled_at.get_mut(connection as usize) {
                     *at = Some(k);
@@ -1166,9 +1157,9 @@ impl ReplicationServer {
             }
         }
         // The nominations replayed sections copied join their leaders' lineages, a
-        // leader's at once.
-        for j in leaders {
-            if let Some((_, Some(conn), _, _)) = work.get_mut(j) {
+        // leader's at once (nothing to add for the others).
+        for (_, conn, _, _) in &mut work {
+            if let Some(conn) = conn.as_deref_mut() {
                 conn.writer_mut().add_joins(&mut storage);
             }
         }

@@ -168,6 +168,14 @@ impl PacketTrace {
     }
 }
 
+/// A trace [`Replays::find`] found: one this thread recorded (by index), or the one
+/// it adopted from the calling thread ([`Replays::adopt`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TraceRef {
+    Own(usize),
+    Adopted,
+}
+
 /// A write pass's traces (see the module documentation), reused from pass to pass.
 #[derive(Debug, Default)]
 pub(crate) struct Replays {
@@ -220,31 +228,32 @@ impl Replays {
     }
 
     /// The index of the first live trace a connection's section matches: this
-    /// thread's, newest first, then the adopted one (index [`MAX_TRACES`]).
+    /// thread's, newest first, then the adopted one.
     pub(crate) fn find(
         &self,
         candidate: &Candidate<'_>,
         info: impl Fn(InternalIndex) -> Option<ReplicationInfo>,
         baselines: impl Fn(InternalIndex) -> u64,
-    ) -> Option<usize> {
+    ) -> Option<TraceRef> {
         // The newest first: connections in step are written one after the other.
         (0..self.live)
             .rev()
             .find(|&i| self.traces[i].matches(candidate, &info, &baselines))
+            .map(TraceRef::Own)
             .or_else(|| {
                 self.adopted
                     .as_ref()
                     .filter(|t| t.matches(candidate, &info, &baselines))
-                    .map(|_| MAX_TRACES)
+                    .map(|_| TraceRef::Adopted)
             })
     }
 
-    /// The trace at `i` ([`find`](Self::find)), counted as replayed.
-    pub(crate) fn replay(&mut self, i: usize) -> Option<&PacketTrace> {
+    /// The trace `found` names ([`find`](Self::find)), counted as replayed.
+    pub(crate) fn replay(&mut self, found: TraceRef) -> Option<&PacketTrace> {
         self.unused = 0;
-        let t = match i {
-            MAX_TRACES => self.adopted.as_deref()?,
-            _ => self.traces.get(i)?,
+        let t = match found {
+            TraceRef::Own(i) => self.traces.get(i)?,
+            TraceRef::Adopted => self.adopted.as_deref()?,
         };
         self.replayed.0 += 1;
         self.replayed.1 += t.record.as_ref().map_or(0, |r| r.infos.len() as u64);
@@ -366,8 +375,8 @@ mod tests {
         assert_eq!(other.find(&candidate, same, own), None);
         other.adopt(shared);
         let i = other.find(&candidate, same, own);
-        assert_eq!(i, Some(MAX_TRACES));
-        assert_eq!(other.replay(MAX_TRACES).map(|t| t.leader), Some(0));
+        assert_eq!(i, Some(TraceRef::Adopted));
+        assert_eq!(other.replay(TraceRef::Adopted).map(|t| t.leader), Some(0));
         assert_eq!(other.counts().0, 1, "counted where it was replayed");
         other.end_pass();
         assert_eq!(other.find(&candidate, same, own), None, "the pass ended");
@@ -393,7 +402,10 @@ mod tests {
         };
         let same = |_| Some(prioritized(1.0));
         let own = |index: InternalIndex| u64::from(index);
-        assert_eq!(r.find(&candidate(1, inputs(), &d), same, own), Some(i));
+        assert_eq!(
+            r.find(&candidate(1, inputs(), &d), same, own),
+            Some(TraceRef::Own(i))
+        );
         assert_eq!(
             r.find(&candidate(0, inputs(), &d), same, own),
             None,
@@ -420,10 +432,13 @@ mod tests {
         );
         assert_eq!(
             r.find(&candidate(1, inputs(), &d), same, other_at(5)),
-            Some(i),
+            Some(TraceRef::Own(i)),
             "only an unvisited object's baselines differ"
         );
-        assert!(r.replay(i).is_some_and(|t| t.record.is_none()));
+        assert!(
+            r.replay(TraceRef::Own(i))
+                .is_some_and(|t| t.record.is_none())
+        );
         assert_eq!(
             r.counts(),
             (1, 0),
@@ -466,15 +481,15 @@ mod tests {
         // Another word differs: not read, not compared.
         let mut elsewhere = dirty();
         elsewhere.set(700);
-        assert_eq!(find(&elsewhere), Some(i));
+        assert_eq!(find(&elsewhere), Some(TraceRef::Own(i)));
         // Object 3, in the word read, is dirty here only: the write would have seen it.
         let mut more = dirty();
         more.set(3);
         assert_eq!(find(&more), None);
         // Taking the section clears the word and leaves the rest.
-        if let Some(t) = r.replay(i) {
-            t.take_dirty(&mut elsewhere, false);
-        }
+        r.replay(TraceRef::Own(i))
+            .expect("the trace found")
+            .take_dirty(&mut elsewhere, false);
         assert_eq!(elsewhere.iter().collect::<Vec<_>>(), [700]);
     }
 
@@ -490,7 +505,7 @@ mod tests {
         }
         assert_eq!(r.begin(), None, "too many traces went unused");
         // A replay resets the count; the ring reuses its oldest trace.
-        r.replay(0);
+        r.replay(TraceRef::Own(0));
         assert!(record(&mut r, 0, &d).is_some());
         // A spoiled recording matches nothing.
         let i = r.begin().unwrap();
