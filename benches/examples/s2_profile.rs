@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo build --release -p replicate-bench --example s2_profile
-//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel] [objects=N] [connections=N] [ticks=N]
+//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel] [objects=N] [players=N] [connections=N] [ticks=N]
 //! ```
 //!
 //! Prints the configuration's figures on one line (thread CPU time, as in S2's table).
@@ -65,6 +65,13 @@ fn main() {
                     std::process::exit(2);
                 }
             },
+            other if other.starts_with("players=") => match other["players=".len()..].parse() {
+                Ok(n) => setup.players = n,
+                Err(e) => {
+                    eprintln!("players=N: {e}");
+                    std::process::exit(2);
+                }
+            },
             other if other.starts_with("objects=") => match other["objects=".len()..].parse() {
                 Ok(n) => setup.objects = n,
                 Err(e) => {
@@ -83,7 +90,7 @@ fn main() {
             }
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel] [objects=N] [connections=N] [ticks=N]"
+                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel] [objects=N] [players=N] [connections=N] [ticks=N]"
                 );
                 std::process::exit(2);
             }

@@ -259,51 +259,36 @@ struct SnapshotPredictions {
 /// The predictions made this tick, per snapshot: each writer thread keeps its own,
 /// so that connections are written reading the [`BaselineStorage`] only. Emptied
 /// every tick ([`clear`](Self::clear)), which lets go of the states they hold.
+///
+/// Keyed by hash: the tick's entries are a few per object that changed, while
+/// snapshot and lineage indices run over every baseline alive; an array indexed by
+/// them would cost a cache miss per lookup in a large world.
 #[derive(Default)]
 pub(crate) struct Predictions {
-    /// Per snapshot index: (generation, position in `entries`); a position is valid
-    /// only in the generation it was given in, so clearing is O(1) here.
-    slots: Vec<(u32, u32)>,
-    /// The snapshots predicted from this tick, densely (a few per object that
-    /// changed, not one per snapshot in the storage).
+    /// Per snapshot index, its position in `entries`.
+    slots: crate::interest::IndexMap<u32, u32>,
+    /// The snapshots predicted from this tick, densely.
     entries: Vec<SnapshotPredictions>,
-    generation: u32,
     /// Per lineage index, the prediction chosen for it this tick.
-    best: Vec<Option<BestPrediction>>,
-    /// The lineage indices with a choice in `best`, emptied by [`clear`](Self::clear).
-    best_used: Vec<u32>,
+    best: crate::interest::IndexMap<u32, BestPrediction>,
 }
 
 impl Predictions {
     /// Forgets every prediction.
     pub(crate) fn clear(&mut self) {
-        for l in self.best_used.drain(..) {
-            self.best[l as usize] = None;
-        }
-        if self.entries.is_empty() {
-            return;
-        }
+        self.best.clear();
+        self.slots.clear();
         self.entries.clear();
-        self.generation = self.generation.wrapping_add(1);
-        if self.generation == 0 {
-            // Wrapped: old slots could look current again.
-            self.slots.clear();
-        }
     }
 
     /// The entry of snapshot `info`, whose state is `base`: emptied if it was made for
     /// another state.
     fn entry(&mut self, info: u32, base: &Arc<dyn ErasedState>) -> (u32, &mut SnapshotPredictions) {
-        let i = info as usize;
-        if self.slots.len() <= i {
-            self.slots.resize(i + 1, (0, u32::MAX));
-        }
-        let (generation, at) = self.slots[i];
-        if generation != self.generation || at == u32::MAX {
-            self.slots[i] = (self.generation, self.entries.len() as u32);
+        let next = self.entries.len() as u32;
+        let at = *self.slots.entry(info).or_insert(next);
+        if at == next {
             self.entries.push(SnapshotPredictions::default());
         }
-        let at = self.slots[i].1;
         let e = &mut self.entries[at as usize];
         if e.base.as_ref().map(address) != Some(address(base)) {
             *e = SnapshotPredictions {
@@ -326,7 +311,7 @@ pub(crate) struct PredictionRef {
 impl Predictions {
     /// The prediction `r` names.
     fn chosen(&self, r: PredictionRef) -> Option<&Arc<dyn ErasedState>> {
-        let best = self.best.get(r.lineage as usize)?.as_ref()?;
+        let best = self.best.get(&r.lineage)?;
         best.chosen.as_ref().map(|(_, p)| p)
     }
 }
@@ -617,7 +602,7 @@ impl BaselineStorage {
     ) -> Option<(Prediction, PredictionRef)> {
         let l = *self.lineage(lineage)?;
         let named = PredictionRef { lineage };
-        if let Some(Some(best)) = cache.best.get(lineage as usize)
+        if let Some(best) = cache.best.get(&lineage)
             && best.generation == l.generation
             && best.frame == self.frame
             && best.mask == *mask
@@ -626,20 +611,16 @@ impl BaselineStorage {
         }
         let prior2 = (l.prior2 != NO_SNAPSHOT).then_some(l.prior2);
         let chosen = self.choose_prediction(cache, l.snapshot, l.prior, prior2, mask, state);
-        let i = lineage as usize;
-        if cache.best.len() <= i {
-            cache.best.resize_with(i + 1, || None);
-        }
-        if cache.best[i].is_none() {
-            cache.best_used.push(lineage);
-        }
         let kind = chosen.as_ref().map(|(kind, _)| *kind);
-        cache.best[i] = Some(BestPrediction {
-            generation: l.generation,
-            frame: self.frame,
-            mask: mask.clone(),
-            chosen,
-        });
+        cache.best.insert(
+            lineage,
+            BestPrediction {
+                generation: l.generation,
+                frame: self.frame,
+                mask: mask.clone(),
+                chosen,
+            },
+        );
         kind.map(|kind| (kind, named))
     }
 
