@@ -1,6 +1,5 @@
 //! Hashing for the interest layer's sets and maps of object indices, group ids and grid
-//! cells (and the replication layer's per-tick caches keyed by baseline indices):
-//! small integers the server chose, never bytes from the network, so a
+//! cells: small integers the server chose, never bytes from the network, so a
 //! multiply-and-rotate hash (FxHash's) serves them better than the standard library's
 //! SipHash, which defends against inputs an attacker picks.
 

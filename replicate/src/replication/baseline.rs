@@ -260,43 +260,96 @@ struct SnapshotPredictions {
 /// so that connections are written reading the [`BaselineStorage`] only. Emptied
 /// every tick ([`clear`](Self::clear)), which lets go of the states they hold.
 ///
-/// Keyed by hash: the tick's entries are a few per object that changed, while
-/// snapshot and lineage indices run over every baseline alive; an array indexed by
-/// them would cost a cache miss per lookup in a large world.
+/// Snapshot and lineage indices run over every baseline alive, while a tick uses a few
+/// per object that changed: the arrays indexed by them hold 8-byte slots (generation,
+/// position), and the entries themselves are dense.
 #[derive(Default)]
 pub(crate) struct Predictions {
-    /// Per snapshot index, its position in `entries`.
-    slots: crate::interest::IndexMap<u32, u32>,
+    /// Per snapshot index: (generation, position in `entries`); a position is valid
+    /// only in the generation it was given in, so clearing is O(1) here.
+    slots: Vec<(u32, u32)>,
     /// The snapshots predicted from this tick, densely.
     entries: Vec<SnapshotPredictions>,
-    /// Per lineage index, the prediction chosen for it this tick.
-    best: crate::interest::IndexMap<u32, BestPrediction>,
+    generation: u32,
+    /// Per lineage index: (generation, position in `best`).
+    best_slots: Vec<(u32, u32)>,
+    /// The predictions chosen for lineages this tick, densely.
+    best: Vec<BestPrediction>,
 }
+
+/// A slot that names no position.
+const NO_POSITION: (u32, u32) = (0, u32::MAX);
 
 impl Predictions {
     /// Forgets every prediction.
     pub(crate) fn clear(&mut self) {
-        self.best.clear();
-        self.slots.clear();
+        if self.entries.is_empty() && self.best.is_empty() {
+            return;
+        }
         self.entries.clear();
+        self.best.clear();
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            // Wrapped: old slots could look current again.
+            self.slots.clear();
+            self.best_slots.clear();
+        }
+    }
+
+    /// The position `slots[i]` names in this generation.
+    fn position(slots: &[(u32, u32)], i: u32, generation: u32) -> Option<usize> {
+        match slots.get(i as usize) {
+            Some(&(g, at)) if g == generation && at != u32::MAX => Some(at as usize),
+            _ => None,
+        }
+    }
+
+    /// Names `at` in `slots[i]` for this generation.
+    fn name(slots: &mut Vec<(u32, u32)>, i: u32, generation: u32, at: usize) {
+        let i = i as usize;
+        if slots.len() <= i {
+            slots.resize(i + 1, NO_POSITION);
+        }
+        slots[i] = (generation, at as u32);
+    }
+
+    /// The prediction chosen for lineage `l` this tick.
+    fn best(&self, l: u32) -> Option<&BestPrediction> {
+        let at = Self::position(&self.best_slots, l, self.generation)?;
+        self.best.get(at)
+    }
+
+    /// Records the prediction chosen for lineage `l`.
+    fn set_best(&mut self, l: u32, best: BestPrediction) {
+        match Self::position(&self.best_slots, l, self.generation) {
+            Some(at) => self.best[at] = best,
+            None => {
+                Self::name(&mut self.best_slots, l, self.generation, self.best.len());
+                self.best.push(best);
+            }
+        }
     }
 
     /// The entry of snapshot `info`, whose state is `base`: emptied if it was made for
     /// another state.
     fn entry(&mut self, info: u32, base: &Arc<dyn ErasedState>) -> (u32, &mut SnapshotPredictions) {
-        let next = self.entries.len() as u32;
-        let at = *self.slots.entry(info).or_insert(next);
-        if at == next {
-            self.entries.push(SnapshotPredictions::default());
-        }
-        let e = &mut self.entries[at as usize];
+        let at = match Self::position(&self.slots, info, self.generation) {
+            Some(at) => at,
+            None => {
+                let at = self.entries.len();
+                Self::name(&mut self.slots, info, self.generation, at);
+                self.entries.push(SnapshotPredictions::default());
+                at
+            }
+        };
+        let e = &mut self.entries[at];
         if e.base.as_ref().map(address) != Some(address(base)) {
             *e = SnapshotPredictions {
                 base: Some(base.clone()),
                 predicted: [None, None],
             };
         }
-        (at, e)
+        (at as u32, e)
     }
 }
 
@@ -311,8 +364,7 @@ pub(crate) struct PredictionRef {
 impl Predictions {
     /// The prediction `r` names.
     fn chosen(&self, r: PredictionRef) -> Option<&Arc<dyn ErasedState>> {
-        let best = self.best.get(&r.lineage)?;
-        best.chosen.as_ref().map(|(_, p)| p)
+        self.best(r.lineage)?.chosen.as_ref().map(|(_, p)| p)
     }
 }
 
@@ -602,7 +654,7 @@ impl BaselineStorage {
     ) -> Option<(Prediction, PredictionRef)> {
         let l = *self.lineage(lineage)?;
         let named = PredictionRef { lineage };
-        if let Some(best) = cache.best.get(&lineage)
+        if let Some(best) = cache.best(lineage)
             && best.generation == l.generation
             && best.frame == self.frame
             && best.mask == *mask
@@ -612,7 +664,7 @@ impl BaselineStorage {
         let prior2 = (l.prior2 != NO_SNAPSHOT).then_some(l.prior2);
         let chosen = self.choose_prediction(cache, l.snapshot, l.prior, prior2, mask, state);
         let kind = chosen.as_ref().map(|(kind, _)| *kind);
-        cache.best.insert(
+        cache.set_best(
             lineage,
             BestPrediction {
                 generation: l.generation,
@@ -2505,6 +2557,42 @@ mod tests {
         assert_eq!(prediction_steps(9, 10, 100), MAX_PREDICTION_STEPS);
         assert_eq!(prediction_steps(10, 10, 10), 1);
         assert_eq!(prediction_steps(u32::MAX, 0, 1), 1);
+    }
+
+    #[test]
+    fn predictions_forget_their_choices_when_cleared_and_overwrite_in_place() {
+        let mut p = Predictions::default();
+        let choice = |frame| BestPrediction {
+            generation: 1,
+            frame,
+            mask: ChangeMask::all(3),
+            chosen: None,
+        };
+        assert!(p.best(7).is_none());
+        p.set_best(7, choice(1));
+        p.set_best(100_000, choice(2));
+        assert_eq!(p.best(7).map(|b| b.frame), Some(1));
+        assert_eq!(p.best(100_000).map(|b| b.frame), Some(2));
+        assert!(p.best(8).is_none());
+        p.set_best(7, choice(3));
+        assert_eq!(p.best(7).map(|b| b.frame), Some(3));
+        assert_eq!(
+            p.best.len(),
+            2,
+            "a second choice for a lineage replaces the first"
+        );
+        p.clear();
+        assert!(p.best(7).is_none() && p.best(100_000).is_none());
+        // Across the generation's wraparound, no slot named in the first generation 0
+        // (100 000's, at position 1) looks current.
+        p.generation = u32::MAX;
+        p.set_best(7, choice(5));
+        p.clear();
+        assert_eq!(p.generation, 0);
+        p.set_best(1, choice(6));
+        p.set_best(2, choice(7));
+        assert!(p.best(100_000).is_none());
+        assert_eq!(p.best(2).map(|b| b.frame), Some(7));
     }
 
     #[test]
