@@ -259,97 +259,108 @@ struct SnapshotPredictions {
 /// The predictions made this tick, per snapshot: each writer thread keeps its own,
 /// so that connections are written reading the [`BaselineStorage`] only. Emptied
 /// every tick ([`clear`](Self::clear)), which lets go of the states they hold.
-///
-/// Snapshot and lineage indices run over every baseline alive, while a tick uses a few
-/// per object that changed: the arrays indexed by them hold 8-byte slots (generation,
-/// position), and the entries themselves are dense.
 #[derive(Default)]
 pub(crate) struct Predictions {
-    /// Per snapshot index: (generation, position in `entries`); a position is valid
-    /// only in the generation it was given in, so clearing is O(1) here.
-    slots: Vec<(u32, u32)>,
-    /// The snapshots predicted from this tick, densely.
-    entries: Vec<SnapshotPredictions>,
+    /// Per snapshot index, the predictions made from it.
+    snapshots: TickSlots<SnapshotPredictions>,
+    /// Per lineage index, the prediction chosen for it.
+    best: TickSlots<BestPrediction>,
+    /// The tick's generation: a slot names a position only in the one it was given in,
+    /// so clearing is O(1) in the slots.
     generation: u32,
-    /// Per lineage index: (generation, position in `best`).
-    best_slots: Vec<(u32, u32)>,
-    /// The predictions chosen for lineages this tick, densely.
-    best: Vec<BestPrediction>,
 }
 
-/// A slot that names no position.
-const NO_POSITION: (u32, u32) = (0, u32::MAX);
+/// Entries made this tick for a few of many indices (snapshot or lineage indices run
+/// over every baseline alive, while a tick uses a few per object that changed): an
+/// 8-byte slot per index, (generation, position), and the entries dense.
+struct TickSlots<T> {
+    slots: Vec<(u32, u32)>,
+    entries: Vec<T>,
+}
 
-impl Predictions {
-    /// Forgets every prediction.
-    pub(crate) fn clear(&mut self) {
-        if self.entries.is_empty() && self.best.is_empty() {
-            return;
-        }
-        self.entries.clear();
-        self.best.clear();
-        self.generation = self.generation.wrapping_add(1);
-        if self.generation == 0 {
-            // Wrapped: old slots could look current again.
-            self.slots.clear();
-            self.best_slots.clear();
+impl<T> Default for TickSlots<T> {
+    fn default() -> Self {
+        Self {
+            slots: Vec::new(),
+            entries: Vec::new(),
         }
     }
+}
 
-    /// The position `slots[i]` names in this generation.
-    fn position(slots: &[(u32, u32)], i: u32, generation: u32) -> Option<usize> {
-        match slots.get(i as usize) {
+impl<T> TickSlots<T> {
+    /// The position of index `i`'s entry in `generation`.
+    fn position(&self, i: u32, generation: u32) -> Option<usize> {
+        match self.slots.get(i as usize) {
             Some(&(g, at)) if g == generation && at != u32::MAX => Some(at as usize),
             _ => None,
         }
     }
 
-    /// Names `at` in `slots[i]` for this generation.
-    fn name(slots: &mut Vec<(u32, u32)>, i: u32, generation: u32, at: usize) {
-        let i = i as usize;
-        if slots.len() <= i {
-            slots.resize(i + 1, NO_POSITION);
+    /// Index `i`'s entry in `generation`.
+    fn get(&self, i: u32, generation: u32) -> Option<&T> {
+        self.entries.get(self.position(i, generation)?)
+    }
+
+    /// Adds `entry` as index `i`'s in `generation`; returns its position.
+    fn push(&mut self, i: u32, generation: u32, entry: T) -> usize {
+        let (i, at) = (i as usize, self.entries.len());
+        if self.slots.len() <= i {
+            self.slots.resize(i + 1, (0, u32::MAX));
         }
-        slots[i] = (generation, at as u32);
+        self.slots[i] = (generation, at as u32);
+        self.entries.push(entry);
+        at
+    }
+}
+
+impl Predictions {
+    /// Forgets every prediction.
+    pub(crate) fn clear(&mut self) {
+        if self.snapshots.entries.is_empty() && self.best.entries.is_empty() {
+            return;
+        }
+        self.snapshots.entries.clear();
+        self.best.entries.clear();
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            // Wrapped: old slots could look current again.
+            self.snapshots.slots.clear();
+            self.best.slots.clear();
+        }
     }
 
     /// The prediction chosen for lineage `l` this tick.
     fn best(&self, l: u32) -> Option<&BestPrediction> {
-        let at = Self::position(&self.best_slots, l, self.generation)?;
-        self.best.get(at)
+        self.best.get(l, self.generation)
     }
 
     /// Records the prediction chosen for lineage `l`.
     fn set_best(&mut self, l: u32, best: BestPrediction) {
-        match Self::position(&self.best_slots, l, self.generation) {
-            Some(at) => self.best[at] = best,
+        match self.best.position(l, self.generation) {
+            Some(at) => self.best.entries[at] = best,
             None => {
-                Self::name(&mut self.best_slots, l, self.generation, self.best.len());
-                self.best.push(best);
+                self.best.push(l, self.generation, best);
             }
         }
     }
 
     /// The entry of snapshot `info`, whose state is `base`: emptied if it was made for
     /// another state.
-    fn entry(&mut self, info: u32, base: &Arc<dyn ErasedState>) -> (u32, &mut SnapshotPredictions) {
-        let at = match Self::position(&self.slots, info, self.generation) {
+    fn entry(&mut self, info: u32, base: &Arc<dyn ErasedState>) -> &mut SnapshotPredictions {
+        let at = match self.snapshots.position(info, self.generation) {
             Some(at) => at,
-            None => {
-                let at = self.entries.len();
-                Self::name(&mut self.slots, info, self.generation, at);
-                self.entries.push(SnapshotPredictions::default());
-                at
-            }
+            None => self
+                .snapshots
+                .push(info, self.generation, SnapshotPredictions::default()),
         };
-        let e = &mut self.entries[at];
+        let e = &mut self.snapshots.entries[at];
         if e.base.as_ref().map(address) != Some(address(base)) {
             *e = SnapshotPredictions {
                 base: Some(base.clone()),
                 predicted: [None, None],
             };
         }
-        (at as u32, e)
+        e
     }
 }
 
@@ -588,7 +599,7 @@ impl BaselineStorage {
             None => None,
         };
         let priors = (address(prior_state), prior2_state.map_or(0, address));
-        let (_, entry) = cache.entry(info, base);
+        let entry = cache.entry(info, base);
         let cached = usize::from(kind == Prediction::Quadratic);
         if let Some(c) = &entry.predicted[cached]
             && c.kind == kind
@@ -2577,7 +2588,7 @@ mod tests {
         p.set_best(7, choice(3));
         assert_eq!(p.best(7).map(|b| b.frame), Some(3));
         assert_eq!(
-            p.best.len(),
+            p.best.entries.len(),
             2,
             "a second choice for a lineage replaces the first"
         );

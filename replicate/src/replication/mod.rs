@@ -1474,6 +1474,27 @@ mod tests {
         case(Some(&pool.expect("a test pool starts")));
     }
 
+    /// [`on_writer_threads`] on two threads that wait for `ready`, which the calling
+    /// thread's `done` sets.
+    fn on_two_threads_until_ready<T: Send>(
+        pool: Option<&rayon::ThreadPool>,
+        items: &mut [T],
+        ready: &std::sync::atomic::AtomicBool,
+        prepare: impl Fn(&mut [T]) + Sync,
+        work: impl Fn(&mut [T], bool) + Sync,
+    ) {
+        use std::sync::atomic::Ordering;
+        on_writer_threads(
+            pool,
+            items,
+            &mut [(), ()],
+            || ready.load(Ordering::Acquire),
+            prepare,
+            || ready.store(true, Ordering::Release),
+            |_, chunk, calling| work(chunk, calling),
+        );
+    }
+
     #[test]
     fn writer_threads_take_every_item_once_the_calling_thread_a_prefix() {
         for (items, threads) in [(1, 2), (2, 2), (7, 2), (100, 2), (100, 3), (5, 8)] {
@@ -1521,15 +1542,12 @@ mod tests {
         let ready = AtomicBool::new(false);
         // (item, visits, times prepared, prepared before its visit)
         let mut work: Vec<(u32, u32, u32, bool)> = (0..64).map(|i| (i, 0, 0, false)).collect();
-        let mut caches = vec![(); 2];
-        on_writer_threads(
+        on_two_threads_until_ready(
             pool,
             &mut work,
-            &mut caches,
-            || ready.load(Ordering::Acquire),
+            &ready,
             |chunk| chunk.iter_mut().for_each(|item| item.2 += 1),
-            || ready.store(true, Ordering::Release),
-            |_, chunk, calling| {
+            |chunk, calling| {
                 for item in chunk.iter_mut() {
                     item.1 += 1;
                     item.3 = item.2 > 0;
@@ -1561,18 +1579,15 @@ mod tests {
         // (visited by the calling thread, prepared)
         let mut work = vec![(false, false); 32];
         let chunks = 2 * super::CHUNKS_PER_THREAD;
-        let mut caches = vec![(); 2];
-        on_writer_threads(
+        on_two_threads_until_ready(
             pool,
             &mut work,
-            &mut caches,
-            || ready.load(Ordering::Acquire),
+            &ready,
             |chunk| {
                 chunk.iter_mut().for_each(|item| item.1 = true);
                 prepared.fetch_add(1, Ordering::AcqRel);
             },
-            || ready.store(true, Ordering::Release),
-            |_, chunk, calling| {
+            |chunk, calling| {
                 let deadline = Instant::now() + Duration::from_secs(5);
                 if calling && !ready.load(Ordering::Acquire) {
                     // The calling thread's first chunk takes as long as the other

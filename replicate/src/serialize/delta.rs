@@ -567,7 +567,7 @@ mod tests {
             let comps: Vec<Component> = comps
                 .into_iter()
                 .map(|(value, prev, bits)| {
-                    let near = prev.wrapping_add(value % (1 << skew)) ;
+                    let near = prev.wrapping_add(value % (1 << skew));
                     let value = if skew == 7 { value } else { near };
                     Component::new(value & mask(bits), prev & mask(bits), bits)
                 })
