@@ -17,6 +17,7 @@
 
 use super::baseline::{PlanStates, SegmentKind};
 use super::insights::MemberMeasure;
+use super::record::TickMoves;
 use super::replay::Replays;
 use crate::bits::{BitWriter, WriterMark};
 use crate::handle::NetRefHandle;
@@ -42,6 +43,9 @@ pub(crate) struct TickCache {
     batches: (u64, u64),
     /// The pass's recorded objects sections, for connections in step to replay.
     pub(crate) replays: Replays,
+    /// How the pass's first catch-up on this thread moved send states with the tick's
+    /// changes, for the connections caught up after it.
+    pub(crate) moves: TickMoves,
     /// The writer a sized batch body goes into before its size prefix, and its empty
     /// mark (made on the first such batch).
     pub(crate) scratch: Option<(BitWriter, WriterMark)>,
@@ -60,7 +64,20 @@ impl TickCache {
     pub(crate) fn clear(&mut self) {
         self.segments.clear();
         self.states.clear();
+        self.end_pass();
+    }
+
+    /// Starts a write pass of `packets` packets (see [`Replays::begin_pass`]).
+    pub(crate) fn begin_pass(&mut self, packets: usize) {
+        self.replays.begin_pass(packets);
+        self.moves.clear();
+    }
+
+    /// Ends a write pass: what it recorded read the storage and the table as they
+    /// stood during the pass.
+    pub(crate) fn end_pass(&mut self) {
         self.replays.end_pass();
+        self.moves.clear();
     }
 
     /// Adds batches counted elsewhere: (delta, full).

@@ -4,9 +4,16 @@
 //! recovery of an object the client reported broken.
 
 use super::{ReplicationWriter, mask_bits};
-use crate::object::{InternalIndex, ObjectTable};
+use crate::object::{InternalIndex, ObjectTable, TickChange};
 use crate::replication::record::ReplicatedObjectState as S;
+use crate::replication::record::{SendStateMove, TickMoves};
 use crate::state::ChangeMask;
+
+/// The priority a root gains for a tick with something to send: `p`, or none when it
+/// is negative or not a number.
+fn priority_gain(p: f32) -> f32 {
+    if p.is_finite() { p.max(0.0) } else { 0.0 }
+}
 
 impl ReplicationWriter {
     /// Starts replicating every live object in scope (a new connection).
@@ -87,7 +94,7 @@ impl ReplicationWriter {
     /// the priority of every object with something to send.
     pub(crate) fn update_dirty(&mut self, table: &ObjectTable) {
         self.update_tags(table);
-        self.apply_tick_changes(table);
+        self.apply_tick_changes(table, None);
     }
 
     /// [`update_dirty`](Self::update_dirty) with its second part put off until the
@@ -108,7 +115,17 @@ impl ReplicationWriter {
     /// [`process_delivery`](Self::process_delivery)).
     #[inline]
     pub(crate) fn catch_up(&mut self, table: &ObjectTable) {
-        self.take_tick_changes(table);
+        self.catch_up_in_pass(table, None);
+    }
+
+    /// [`catch_up`](Self::catch_up) in a write pass: `moves` are the pass's
+    /// [`TickMoves`] on this thread, which the first connection to take the tick's
+    /// changes records and the others replay where their send states are the same.
+    #[inline]
+    pub(crate) fn catch_up_in_pass(&mut self, table: &ObjectTable, moves: Option<&mut TickMoves>) {
+        if self.changes_pending {
+            self.apply_tick_changes(table, moves);
+        }
         self.baselines.catch_up();
     }
 
@@ -117,7 +134,7 @@ impl ReplicationWriter {
     #[inline]
     pub(crate) fn take_tick_changes(&mut self, table: &ObjectTable) {
         if self.changes_pending {
-            self.apply_tick_changes(table);
+            self.apply_tick_changes(table, None);
         }
     }
 
@@ -134,39 +151,113 @@ impl ReplicationWriter {
         }
     }
 
-    /// The change masks of the objects that changed in the table's latest tick, then
-    /// the priority every object with something to send gains in it.
-    fn apply_tick_changes(&mut self, table: &ObjectTable) {
+    /// Merges the tick's change masks into the send states and adds the priority of
+    /// every root with something to send, once: the roots dirty already first, then
+    /// each as a change makes it dirty. With `moves`, a change whose send state and
+    /// dirty bit are the recorded ones takes the recorded result (see [`TickMoves`]).
+    fn apply_tick_changes(&mut self, table: &ObjectTable, moves: Option<&mut TickMoves>) {
         self.changes_pending = false;
-        for change in table.tick_changes() {
+        if self
+            .hooks
+            .0
+            .as_ref()
+            .is_some_and(|h| !h.static_priorities())
+        {
+            // The hooks' priorities may differ by connection: nothing is recorded.
+            for change in table.tick_changes() {
+                if !self.excluded.get(change.index) {
+                    self.take_change(table, change, false);
+                }
+            }
+            self.add_hook_priorities(table);
+            return;
+        }
+        // The roots dirty already gain their static priority, read straight from the
+        // table; those the changes make dirty gain it as they do.
+        for i in self.dirty.iter_and_not(Some(table.subobject_set())) {
+            if let Some(info) = self.infos.get_mut(i as usize) {
+                info.add_priority(priority_gain(table.priority(i)));
+            }
+        }
+        let changes = table.tick_changes();
+        let (recorded, mut recording) = match moves {
+            Some(m) => match m.begin(changes.len()) {
+                Some(r) => (None, Some(r)),
+                None => (Some(&*m), None),
+            },
+            None => (None, None),
+        };
+        for (k, change) in changes.iter().enumerate() {
             let i = change.index;
             // Out of scope (a root): not replicated here, and the small bit array
             // answers without touching the object's send state.
             if self.excluded.get(i) {
                 continue;
             }
-            let Some(info) = self.infos.get_mut(i as usize) else {
+            let Some(&before) = self.infos.get(i as usize) else {
                 continue;
             };
-            if !matches!(
-                info.state(),
-                S::PendingCreate | S::WaitOnCreateConfirmation | S::Created | S::HugeObject
-            ) {
+            let was_dirty = self.dirty.get(i);
+            let recorded = recorded.and_then(|m| m.get(k));
+            if let Some(m) = recorded.filter(|m| m.before == before && m.was_dirty == was_dirty) {
+                self.infos[i as usize] = m.after;
+                if m.dirties {
+                    self.schedule.invalidate();
+                    self.dirty.set(i);
+                }
                 continue;
             }
-            info.or_mask(&change.mask, &mut self.pool);
-            if info.has_dirty_mask() {
-                self.mark_dirty_under(i, change.root);
+            let dirties = self.take_change(table, change, true);
+            if let Some(r) = recording.as_deref_mut()
+                && change.root.is_none()
+                && !before.is_mask_pooled()
+            {
+                r[k] = Some(SendStateMove {
+                    before,
+                    was_dirty,
+                    after: self.infos[i as usize],
+                    dirties,
+                });
             }
         }
-        let gain = |p: f32| if p.is_finite() { p.max(0.0) } else { 0.0 };
-        let Some(hooks) = self.hooks.0.as_mut().filter(|h| !h.static_priorities()) else {
-            // Every root's static priority: read straight from the table.
-            for i in self.dirty.iter_and_not(Some(table.subobject_set())) {
-                if let Some(info) = self.infos.get_mut(i as usize) {
-                    info.add_priority(gain(table.priority(i)));
-                }
+    }
+
+    /// Merges one change's mask into its object's send state (one taking changes:
+    /// created, or being created); with `static_gain`, a root it makes dirty gains its
+    /// static priority. Whether the object is dirty with it.
+    fn take_change(&mut self, table: &ObjectTable, change: &TickChange, static_gain: bool) -> bool {
+        let i = change.index;
+        let Some(info) = self.infos.get_mut(i as usize) else {
+            return false;
+        };
+        if !matches!(
+            info.state(),
+            S::PendingCreate | S::WaitOnCreateConfirmation | S::Created | S::HugeObject
+        ) {
+            return false;
+        }
+        info.or_mask(&change.mask, &mut self.pool);
+        if !info.has_dirty_mask() {
+            return false;
+        }
+        let gains = |w: &Self, j: InternalIndex| {
+            static_gain && !w.dirty.get(j) && !table.subobject_set().get(j)
+        };
+        let gained = [Some(i), change.root].map(|j| j.filter(|&j| gains(self, j)));
+        self.mark_dirty_under(i, change.root);
+        for j in gained.into_iter().flatten() {
+            if self.dirty.get(j)
+                && let Some(info) = self.infos.get_mut(j as usize)
+            {
+                info.add_priority(priority_gain(table.priority(j)));
             }
+        }
+        true
+    }
+
+    /// Adds the priority the hooks give every root with something to send.
+    fn add_hook_priorities(&mut self, table: &ObjectTable) {
+        let Some(hooks) = self.hooks.0.as_mut() else {
             return;
         };
         // In chunks, so the scratch stays small after a tick that dirtied everything.
@@ -190,7 +281,7 @@ impl ReplicationWriter {
             hooks.priorities(table, &roots, &mut added);
             for (&i, &p) in roots.iter().zip(&added) {
                 if let Some(info) = self.infos.get_mut(i as usize) {
-                    info.add_priority(gain(p));
+                    info.add_priority(priority_gain(p));
                 }
             }
         }

@@ -330,7 +330,8 @@ fn write_chunk(
         let sub = writer.begin_substream(allowed.unwrap_or(usize::MAX));
         // The tick's changes and the fates of delivered packets meet the send states
         // and baselines right before the write reads them.
-        conn.writer_mut().catch_up(objects);
+        conn.writer_mut()
+            .catch_up_in_pass(objects, Some(&mut cache.moves));
         std::mem::swap(conn.writer_mut().cache_mut(), cache);
         job.result = conn.streams.write_packet(objects, job.sequence, writer);
         std::mem::swap(conn.writer_mut().cache_mut(), cache);
@@ -373,7 +374,7 @@ fn on_writer_threads<T: Send, C: Send>(
     items: &mut [T],
     caches: &mut [C],
     ready: impl Fn() -> bool + Sync,
-    prepare: impl Fn(&mut [T]) + Sync,
+    prepare: impl Fn(&mut C, &mut [T]) + Sync,
     done: impl Fn() + Sync,
     work: impl Fn(&mut C, &mut [T], bool) + Sync,
 ) {
@@ -411,7 +412,7 @@ fn on_writer_threads<T: Send, C: Send>(
             let Some(chunk) = lock().0.next_back() else {
                 break;
             };
-            prepare(chunk);
+            prepare(cache, chunk);
             lock().1.push(chunk);
         }
         while let Some(chunk) = take(front) {
@@ -1089,7 +1090,7 @@ impl ReplicationServer {
         }
         let objects = &self.objects;
         for cache in &mut self.caches {
-            cache.replays.begin_pass(work.len());
+            cache.begin_pass(work.len());
         }
         let first = FirstTrace::default();
         on_writer_threads(
@@ -1099,10 +1100,11 @@ impl ReplicationServer {
             || first.is_decided(),
             // While the other threads wait for the first trace, their connections
             // take what they put off (catching up again at the write does nothing).
-            |chunk| {
+            |cache, chunk| {
                 for (_, conn, allowed, _) in chunk {
                     if let Some(conn) = conn.as_deref_mut().filter(|_| *allowed != Some(0)) {
-                        conn.writer_mut().catch_up(objects);
+                        conn.writer_mut()
+                            .catch_up_in_pass(objects, Some(&mut cache.moves));
                     }
                 }
             },
@@ -1120,7 +1122,7 @@ impl ReplicationServer {
         );
         // The pass's traces read the storage as it stands until it is settled.
         for cache in &mut self.caches {
-            cache.replays.end_pass();
+            cache.end_pass();
         }
         // Settled in job order: nominations take their snapshots, budgets are paid. A
         // connection that replayed another's section settles after every one that
@@ -1489,7 +1491,7 @@ mod tests {
             items,
             &mut [(), ()],
             || ready.load(Ordering::Acquire),
-            prepare,
+            |_, chunk| prepare(chunk),
             || ready.store(true, Ordering::Release),
             |_, chunk, calling| work(chunk, calling),
         );
@@ -1510,7 +1512,7 @@ mod tests {
             &mut work,
             &mut caches,
             || true,
-            |_| {},
+            |_, _| {},
             || {},
             |taken, chunk, _| {
                 taken.push(chunk.iter().map(|&(i, _)| i).collect());
@@ -1645,7 +1647,7 @@ mod tests {
                 &mut work,
                 &mut caches,
                 || done.load(Ordering::Acquire),
-                |_| {},
+                |_, _| {},
                 || done.store(true, Ordering::Release),
                 |_, _, calling| assert!(!calling, "the calling thread fails"),
             )

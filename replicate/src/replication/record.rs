@@ -505,6 +505,58 @@ impl ReplicationInfo {
     }
 }
 
+/// How a write pass's first catch-up on a thread moved send states with the tick's
+/// changes, change by change, for the connections caught up after it: a connection
+/// whose send state and dirty bit for a change are the ones recorded before takes the
+/// recorded state after, instead of merging the mask and adding the priority again.
+/// Taking the tick's changes is a pure function of those two values (the change, the
+/// object's static priority and the pass are the same for every connection), so the
+/// state taken is the state computed, bit for bit; any other state is computed.
+#[derive(Debug, Default)]
+pub(crate) struct TickMoves {
+    /// Per change of the tick, in the table's order; `None` where nothing was recorded
+    /// (out of the recording connection's scope, a subobject, a mask in the pool).
+    moves: Vec<Option<SendStateMove>>,
+    /// Whether [`moves`](Self::moves) holds the pass's recording.
+    recorded: bool,
+}
+
+/// One send state before and after the tick's change of its object.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SendStateMove {
+    pub before: ReplicationInfo,
+    pub was_dirty: bool,
+    pub after: ReplicationInfo,
+    /// The object has something to send after the change (it is marked dirty, and the
+    /// schedule is made anew).
+    pub dirties: bool,
+}
+
+impl TickMoves {
+    /// Forgets the recording (a new pass: the table and priorities may have changed).
+    pub(crate) fn clear(&mut self) {
+        self.recorded = false;
+    }
+
+    /// Starts recording a catch-up of `changes` changes, unless one was recorded in
+    /// this pass: `None` then.
+    pub(crate) fn begin(&mut self, changes: usize) -> Option<&mut Vec<Option<SendStateMove>>> {
+        if self.recorded {
+            return None;
+        }
+        self.recorded = true;
+        self.moves.clear();
+        self.moves.resize(changes, None);
+        Some(&mut self.moves)
+    }
+
+    /// The recorded move of change `k`, if the pass recorded one.
+    #[inline]
+    pub(crate) fn get(&self, k: usize) -> Option<&SendStateMove> {
+        self.moves.get(k)?.as_ref()
+    }
+}
+
 /// What one record entry says was written for an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordKind {
@@ -701,6 +753,30 @@ mod tests {
         assert_eq!(a.bits_per_type, vec![15, 20, 7], "grown to the longer one");
         assert_eq!((a.framing.mask, a.schedules), (4, 1));
         assert_eq!(a.batches, 0);
+    }
+
+    #[test]
+    fn a_pass_records_its_tick_moves_once_until_cleared() {
+        let mut moves = TickMoves::default();
+        let mut after = ReplicationInfo::default();
+        after.set_priority(2.0);
+        let recording = moves.begin(3).expect("the pass's first catch-up records");
+        assert_eq!(recording.len(), 3, "a move per change");
+        recording[1] = Some(SendStateMove {
+            before: ReplicationInfo::default(),
+            was_dirty: false,
+            after,
+            dirties: true,
+        });
+        assert!(moves.begin(3).is_none(), "recorded once a pass");
+        assert!(moves.get(0).is_none(), "a change not recorded");
+        assert_eq!(moves.get(1).map(|m| m.after), Some(after));
+        assert!(moves.get(3).is_none(), "no such change");
+        // A new pass records afresh, over the last recording.
+        moves.clear();
+        let recording = moves.begin(2).expect("a new pass records");
+        assert!(recording.iter().all(Option::is_none));
+        assert!(moves.get(1).is_none());
     }
 
     #[test]
