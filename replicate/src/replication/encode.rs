@@ -70,7 +70,7 @@ impl TickCache {
     /// Starts a write pass of `packets` packets (see [`Replays::begin_pass`]).
     pub(crate) fn begin_pass(&mut self, packets: usize) {
         self.replays.begin_pass(packets);
-        self.moves.clear();
+        self.moves.begin_pass(packets);
     }
 
     /// Ends a write pass: what it recorded read the storage and the table as they

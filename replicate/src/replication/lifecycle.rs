@@ -180,44 +180,61 @@ impl ReplicationWriter {
             }
         }
         let changes = table.tick_changes();
-        let (recorded, mut recording) = match moves {
-            Some(m) => match m.begin(changes.len()) {
-                Some(r) => (None, Some(r)),
-                None => (Some(&*m), None),
-            },
-            None => (None, None),
-        };
-        for (k, change) in changes.iter().enumerate() {
-            let i = change.index;
-            // Out of scope (a root): not replicated here, and the small bit array
-            // answers without touching the object's send state.
-            if self.excluded.get(i) {
-                continue;
-            }
-            let Some(&before) = self.infos.get(i as usize) else {
-                continue;
-            };
-            let was_dirty = self.dirty.get(i);
-            let recorded = recorded.and_then(|m| m.get(k));
-            if let Some(m) = recorded.filter(|m| m.before == before && m.was_dirty == was_dirty) {
-                self.infos[i as usize] = m.after;
-                if m.dirties {
-                    self.schedule.invalidate();
-                    self.dirty.set(i);
+        let Some(moves) = moves.filter(|m| m.in_use()) else {
+            for change in changes {
+                // Out of scope (a root): not replicated here, and the small bit array
+                // answers without touching the object's send state.
+                if !self.excluded.get(change.index) {
+                    self.take_change(table, change, true);
                 }
-                continue;
             }
-            let dirties = self.take_change(table, change, true);
-            if let Some(r) = recording.as_deref_mut()
-                && change.root.is_none()
-                && !before.is_mask_pooled()
-            {
-                r[k] = Some(SendStateMove {
-                    before,
-                    was_dirty,
-                    after: self.infos[i as usize],
-                    dirties,
-                });
+            return;
+        };
+        match moves.begin(changes.len()) {
+            Some(recording) => {
+                for (change, slot) in changes.iter().zip(recording.iter_mut()) {
+                    let i = change.index;
+                    if self.excluded.get(i) {
+                        continue;
+                    }
+                    let Some(&before) = self.infos.get(i as usize) else {
+                        continue;
+                    };
+                    let was_dirty = self.dirty.get(i);
+                    let dirties = self.take_change(table, change, true);
+                    if change.root.is_none() && !before.is_mask_pooled() {
+                        *slot = Some(SendStateMove {
+                            before,
+                            was_dirty,
+                            after: self.infos[i as usize],
+                            dirties,
+                        });
+                    }
+                }
+            }
+            None => {
+                for (k, change) in changes.iter().enumerate() {
+                    let i = change.index;
+                    if self.excluded.get(i) {
+                        continue;
+                    }
+                    let Some(info) = self.infos.get_mut(i as usize) else {
+                        continue;
+                    };
+                    let was_dirty = self.dirty.get(i);
+                    match moves.get(k) {
+                        Some(m) if m.before == *info && m.was_dirty == was_dirty => {
+                            *info = m.after;
+                            if m.dirties {
+                                self.schedule.invalidate();
+                                self.dirty.set(i);
+                            }
+                        }
+                        _ => {
+                            self.take_change(table, change, true);
+                        }
+                    }
+                }
             }
         }
     }
@@ -225,6 +242,7 @@ impl ReplicationWriter {
     /// Merges one change's mask into its object's send state (one taking changes:
     /// created, or being created); with `static_gain`, a root it makes dirty gains its
     /// static priority. Whether the object is dirty with it.
+    #[inline(always)]
     fn take_change(&mut self, table: &ObjectTable, change: &TickChange, static_gain: bool) -> bool {
         let i = change.index;
         let Some(info) = self.infos.get_mut(i as usize) else {
@@ -240,19 +258,41 @@ impl ReplicationWriter {
         if !info.has_dirty_mask() {
             return false;
         }
+        match change.root {
+            None => {
+                if static_gain && !self.dirty.get(i) && !table.subobject_set().get(i) {
+                    info.add_priority(priority_gain(table.priority(i)));
+                }
+                self.mark_dirty_under(i, None);
+            }
+            Some(root) => self.mark_subobject_dirty(table, i, root, static_gain),
+        }
+        true
+    }
+
+    /// [`take_change`](Self::take_change)'s marking of a subobject: its owner `root`
+    /// gains its static priority if it was not dirty before.
+    #[cold]
+    fn mark_subobject_dirty(
+        &mut self,
+        table: &ObjectTable,
+        i: InternalIndex,
+        root: InternalIndex,
+        static_gain: bool,
+    ) {
         let gains = |w: &Self, j: InternalIndex| {
             static_gain && !w.dirty.get(j) && !table.subobject_set().get(j)
         };
-        let gained = [Some(i), change.root].map(|j| j.filter(|&j| gains(self, j)));
-        self.mark_dirty_under(i, change.root);
-        for j in gained.into_iter().flatten() {
-            if self.dirty.get(j)
+        let gained = [i, root].map(|j| gains(self, j));
+        self.mark_dirty_under(i, Some(root));
+        for (j, gained) in [i, root].into_iter().zip(gained) {
+            if gained
+                && self.dirty.get(j)
                 && let Some(info) = self.infos.get_mut(j as usize)
             {
                 info.add_priority(priority_gain(table.priority(j)));
             }
         }
-        true
     }
 
     /// Adds the priority the hooks give every root with something to send.

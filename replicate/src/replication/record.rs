@@ -519,6 +519,8 @@ pub(crate) struct TickMoves {
     moves: Vec<Option<SendStateMove>>,
     /// Whether [`moves`](Self::moves) holds the pass's recording.
     recorded: bool,
+    /// The pass writes a single packet: nothing would take a recording.
+    alone: bool,
 }
 
 /// One send state before and after the tick's change of its object.
@@ -533,14 +535,27 @@ pub(crate) struct SendStateMove {
 }
 
 impl TickMoves {
-    /// Forgets the recording (a new pass: the table and priorities may have changed).
+    /// Forgets the recording (the pass ended: the table and priorities may change).
     pub(crate) fn clear(&mut self) {
         self.recorded = false;
+        self.alone = true;
+    }
+
+    /// Starts a pass of `packets` packets: with fewer than two, no connection would
+    /// take a recording, and none is made.
+    pub(crate) fn begin_pass(&mut self, packets: usize) {
+        self.recorded = false;
+        self.alone = packets < 2;
+    }
+
+    /// Whether the pass records and replays moves.
+    pub(crate) fn in_use(&self) -> bool {
+        !self.alone
     }
 
     /// Starts recording a catch-up of `changes` changes, unless one was recorded in
     /// this pass: `None` then.
-    pub(crate) fn begin(&mut self, changes: usize) -> Option<&mut Vec<Option<SendStateMove>>> {
+    pub(crate) fn begin(&mut self, changes: usize) -> Option<&mut [Option<SendStateMove>]> {
         if self.recorded {
             return None;
         }
@@ -553,7 +568,7 @@ impl TickMoves {
     /// The recorded move of change `k`, if the pass recorded one.
     #[inline]
     pub(crate) fn get(&self, k: usize) -> Option<&SendStateMove> {
-        self.moves.get(k)?.as_ref()
+        self.moves.get(k)?.as_ref().filter(|_| self.recorded)
     }
 }
 
@@ -756,8 +771,10 @@ mod tests {
     }
 
     #[test]
-    fn a_pass_records_its_tick_moves_once_until_cleared() {
+    fn a_pass_of_several_packets_records_its_tick_moves_once() {
         let mut moves = TickMoves::default();
+        moves.begin_pass(3);
+        assert!(moves.in_use());
         let mut after = ReplicationInfo::default();
         after.set_priority(2.0);
         let recording = moves.begin(3).expect("the pass's first catch-up records");
@@ -772,11 +789,18 @@ mod tests {
         assert!(moves.get(0).is_none(), "a change not recorded");
         assert_eq!(moves.get(1).map(|m| m.after), Some(after));
         assert!(moves.get(3).is_none(), "no such change");
-        // A new pass records afresh, over the last recording.
+        // The pass ends: nothing recorded is taken any more.
         moves.clear();
+        assert!(!moves.in_use());
+        assert!(moves.get(1).is_none());
+        // A pass of one packet: nobody would take a recording.
+        moves.begin_pass(1);
+        assert!(!moves.in_use());
+        // The next pass records afresh, over the last recording.
+        moves.begin_pass(2);
+        assert!(moves.get(1).is_none());
         let recording = moves.begin(2).expect("a new pass records");
         assert!(recording.iter().all(Option::is_none));
-        assert!(moves.get(1).is_none());
     }
 
     #[test]
