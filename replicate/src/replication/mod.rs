@@ -18,9 +18,11 @@
 //! [`ReplicationConfig::writer_threads`] threads. While a pass is written each
 //! connection's writer reads the object table, the baseline storage and the interest
 //! state, and changes only its own state and its thread's tick cache (`encode`: the
-//! tick's encoded segments and predictions, and the pass's recorded objects sections,
+//! tick's encoded segments and predictions, the pass's recorded objects sections,
 //! which a connection in step with an earlier one of the pass replays instead of
-//! writing its own); what connections change in common —
+//! writing its own, and how the pass's first connection moved each send state with
+//! the tick's changes, which the others take where their state is the same); what
+//! connections change in common —
 //! the snapshots their nominations take, references, budgets — is settled after the
 //! pass, in the order of the packets, so the bytes do not depend on the thread count.
 //! A connection that replayed another's section settles on that one's lineages in
