@@ -157,7 +157,7 @@ impl ReplicationWriter {
             self.cache.replays = replays;
             return None;
         };
-        for o in &t.objects {
+        for o in t.changed.iter().filter_map(|&k| t.objects.get(k as usize)) {
             self.infos[o.index as usize] = o.info[1];
             if o.visited {
                 self.baselines.set_word(o.index, o.baselines[1]);
@@ -247,7 +247,8 @@ impl ReplicationWriter {
         } else {
             t.objects.extend_from_slice(visited);
         }
-        for o in &mut t.objects {
+        t.changed.clear();
+        for (k, o) in t.objects.iter_mut().enumerate() {
             let index = o.index as usize;
             let info = self.infos[index];
             ok &= !info.is_mask_pooled() && !o.info[0].is_mask_pooled();
@@ -256,6 +257,9 @@ impl ReplicationWriter {
             // (Were an object's baselines changed without the write looking at it, a
             // replay would miss the change: such a section is not replayed.)
             ok &= o.visited || o.baselines[1] == o.baselines[0];
+            if o.info[1] != o.info[0] || o.baselines[1] != o.baselines[0] {
+                t.changed.push(k as u32);
+            }
         }
         t.dirty_words.clear();
         if inputs.rebuilds {

@@ -103,6 +103,9 @@ pub(crate) struct PacketTrace {
     pub dirty_words: Vec<(u32, [u64; 2])>,
     /// The dirty objects, in index order.
     pub objects: Vec<TracedObject>,
+    /// The positions in [`objects`](Self::objects) of those whose state the section
+    /// changed: a replay takes only theirs (the others' it compared equal).
+    pub changed: Vec<u32>,
     /// The owners of the conditional objects written (a connection among them would
     /// receive other members).
     pub owners: Vec<ConnectionId>,
