@@ -301,6 +301,16 @@ impl<T> TickSlots<T> {
         self.entries.get(self.position(i, generation)?)
     }
 
+    /// Makes `entry` index `i`'s in `generation`, in place of any it had.
+    fn set(&mut self, i: u32, generation: u32, entry: T) {
+        match self.position(i, generation) {
+            Some(at) => self.entries[at] = entry,
+            None => {
+                self.push(i, generation, entry);
+            }
+        }
+    }
+
     /// Adds `entry` as index `i`'s in `generation`; returns its position.
     fn push(&mut self, i: u32, generation: u32, entry: T) -> usize {
         let (i, at) = (i as usize, self.entries.len());
@@ -336,12 +346,7 @@ impl Predictions {
 
     /// Records the prediction chosen for lineage `l`.
     fn set_best(&mut self, l: u32, best: BestPrediction) {
-        match self.best.position(l, self.generation) {
-            Some(at) => self.best.entries[at] = best,
-            None => {
-                self.best.push(l, self.generation, best);
-            }
-        }
+        self.best.set(l, self.generation, best);
     }
 
     /// The entry of snapshot `info`, whose state is `base`: emptied if it was made for

@@ -6,7 +6,7 @@
 use super::{ReplicationWriter, mask_bits};
 use crate::object::{InternalIndex, ObjectTable, TickChange};
 use crate::replication::record::ReplicatedObjectState as S;
-use crate::replication::record::{SendStateMove, TickMoves};
+use crate::replication::record::{MovesUse, SendStateMove, TickMoves};
 use crate::state::ChangeMask;
 
 /// The priority a root gains for a tick with something to send: `p`, or none when it
@@ -180,7 +180,7 @@ impl ReplicationWriter {
             }
         }
         let changes = table.tick_changes();
-        let Some(moves) = moves.filter(|m| m.in_use()) else {
+        let Some(moves) = moves.and_then(|m| m.for_catch_up(changes.len())) else {
             for change in changes {
                 // Out of scope (a root): not replicated here, and the small bit array
                 // answers without touching the object's send state.
@@ -190,8 +190,8 @@ impl ReplicationWriter {
             }
             return;
         };
-        match moves.begin(changes.len()) {
-            Some(recording) => {
+        match moves {
+            MovesUse::Record(recording) => {
                 for (change, slot) in changes.iter().zip(recording.iter_mut()) {
                     let i = change.index;
                     if self.excluded.get(i) {
@@ -212,8 +212,8 @@ impl ReplicationWriter {
                     }
                 }
             }
-            None => {
-                for (k, change) in changes.iter().enumerate() {
+            MovesUse::Replay(recorded) => {
+                for (change, recorded) in changes.iter().zip(recorded) {
                     let i = change.index;
                     if self.excluded.get(i) {
                         continue;
@@ -222,7 +222,7 @@ impl ReplicationWriter {
                         continue;
                     };
                     let was_dirty = self.dirty.get(i);
-                    match moves.get(k) {
+                    match recorded {
                         Some(m) if m.before == *info && m.was_dirty == was_dirty => {
                             *info = m.after;
                             if m.dirties {

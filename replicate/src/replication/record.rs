@@ -548,28 +548,30 @@ impl TickMoves {
         self.alone = packets < 2;
     }
 
-    /// Whether the pass records and replays moves.
-    pub(crate) fn in_use(&self) -> bool {
-        !self.alone
-    }
-
-    /// Starts recording a catch-up of `changes` changes, unless one was recorded in
-    /// this pass: `None` then.
-    pub(crate) fn begin(&mut self, changes: usize) -> Option<&mut [Option<SendStateMove>]> {
-        if self.recorded {
+    /// What a catch-up of the tick's `changes` changes does with the pass's moves:
+    /// records them (the pass's first), or takes the recorded ones; `None` in a pass of
+    /// one packet.
+    pub(crate) fn for_catch_up(&mut self, changes: usize) -> Option<MovesUse<'_>> {
+        if self.alone {
             return None;
+        }
+        if self.recorded {
+            return Some(MovesUse::Replay(&self.moves));
         }
         self.recorded = true;
         self.moves.clear();
         self.moves.resize(changes, None);
-        Some(&mut self.moves)
+        Some(MovesUse::Record(&mut self.moves))
     }
+}
 
-    /// The recorded move of change `k`, if the pass recorded one.
-    #[inline]
-    pub(crate) fn get(&self, k: usize) -> Option<&SendStateMove> {
-        self.moves.get(k)?.as_ref().filter(|_| self.recorded)
-    }
+/// What a catch-up does with [`TickMoves`]: one move per change of the tick, in the
+/// table's order (`None`: nothing recorded for that change).
+pub(crate) enum MovesUse<'a> {
+    /// Records the moves it computes.
+    Record(&'a mut [Option<SendStateMove>]),
+    /// Takes the recorded moves where its send states are the same.
+    Replay(&'a [Option<SendStateMove>]),
 }
 
 /// What one record entry says was written for an object.
@@ -772,12 +774,17 @@ mod tests {
 
     #[test]
     fn a_pass_of_several_packets_records_its_tick_moves_once() {
+        let replayed = |moves: &mut TickMoves, changes| match moves.for_catch_up(changes) {
+            Some(MovesUse::Replay(recorded)) => Some(recorded.to_vec()),
+            _ => None,
+        };
         let mut moves = TickMoves::default();
         moves.begin_pass(3);
-        assert!(moves.in_use());
         let mut after = ReplicationInfo::default();
         after.set_priority(2.0);
-        let recording = moves.begin(3).expect("the pass's first catch-up records");
+        let Some(MovesUse::Record(recording)) = moves.for_catch_up(3) else {
+            panic!("the pass's first catch-up records");
+        };
         assert_eq!(recording.len(), 3, "a move per change");
         recording[1] = Some(SendStateMove {
             before: ReplicationInfo::default(),
@@ -785,21 +792,21 @@ mod tests {
             after,
             dirties: true,
         });
-        assert!(moves.begin(3).is_none(), "recorded once a pass");
-        assert!(moves.get(0).is_none(), "a change not recorded");
-        assert_eq!(moves.get(1).map(|m| m.after), Some(after));
-        assert!(moves.get(3).is_none(), "no such change");
+        let recorded = replayed(&mut moves, 3).expect("recorded once a pass");
+        assert!(recorded[0].is_none(), "a change not recorded");
+        assert_eq!(recorded[1].map(|m| m.after), Some(after));
+        assert!(recorded.get(3).is_none(), "no such change");
         // The pass ends: nothing recorded is taken any more.
         moves.clear();
-        assert!(!moves.in_use());
-        assert!(moves.get(1).is_none());
+        assert!(moves.for_catch_up(3).is_none());
         // A pass of one packet: nobody would take a recording.
         moves.begin_pass(1);
-        assert!(!moves.in_use());
+        assert!(moves.for_catch_up(3).is_none());
         // The next pass records afresh, over the last recording.
         moves.begin_pass(2);
-        assert!(moves.get(1).is_none());
-        let recording = moves.begin(2).expect("a new pass records");
+        let Some(MovesUse::Record(recording)) = moves.for_catch_up(2) else {
+            panic!("a new pass records");
+        };
         assert!(recording.iter().all(Option::is_none));
     }
 
