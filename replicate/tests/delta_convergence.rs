@@ -149,6 +149,9 @@ struct Sent {
     segments: (u64, u64),
     /// Objects sections replayed from a connection in step, and their batches.
     replayed: (u64, u64),
+    /// Copies of send states the connections held at the end, and copies made of a
+    /// shared one (see `ReplicationServer::send_state_copies`).
+    send_states: (usize, u64),
 }
 
 fn run_world(
@@ -284,6 +287,7 @@ fn run_world(
         digests: w.sim.peers.iter().map(|p| p.sent_digest).collect(),
         segments: w.sim.server.segment_counts(),
         replayed: w.sim.server.replayed_sections(),
+        send_states: w.sim.server.send_state_copies(),
     }
 }
 
@@ -416,6 +420,11 @@ fn replayed_sections_are_the_sections_each_connection_writes_alone() {
             "{link:?}: replays changed packets"
         );
         assert_eq!(alone.replayed, (0, 0), "nothing is shared across threads");
+        assert_eq!(alone.send_states.1, 0, "no send states are shared either");
+        assert!(
+            shared.send_states.1 > 0,
+            "{link:?}: connections in step shared their send states"
+        );
         let (sections, batches) = shared.replayed;
         assert!(
             sections > 0 && batches > sections,

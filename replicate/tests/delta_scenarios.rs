@@ -366,6 +366,10 @@ fn connections_in_step_replay_and_settle_on_shared_lineages_without_leaks() {
         m.server.replayed_sections().0 > 0,
         "connections in step replayed sections"
     );
+    // The four in step hold one copy of their send states (the others hold their
+    // own, or join a group when back in step).
+    let (held, made) = m.server.send_state_copies();
+    assert!(held <= 5 && made > 0, "{held} copies held, {made} made");
     for _ in 0..10 {
         m.round_trip();
     }

@@ -30,6 +30,7 @@ const LAYERS: &[&str] = &[
     "interest",
     "replication::wire",
     "replication::record",
+    "replication::group",
     "replication::baseline",
     "replication::insights",
     "replication::scheduler",

@@ -217,6 +217,11 @@ pub struct Measured {
     /// Of the batches written over the timed ticks, the share in objects sections
     /// replayed from a connection in step (see `ReplicationServer::replayed_sections`).
     pub replayed_share: f64,
+    /// Copies of send states the connections held after the timed ticks (connections
+    /// in step share one, see `ReplicationServer::send_state_copies`).
+    pub send_state_copies: usize,
+    /// Copies made of a shared copy of send states, per timed tick.
+    pub send_state_copies_made: f64,
     /// Peak RSS of the process after this configuration.
     pub peak_rss: Option<u64>,
     /// Whether `peak_rss` is this configuration's own (the high-water mark was reset
@@ -518,7 +523,16 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
             .sum()
     };
     let mut batches_at_warm = (0, 0);
+    let mut copies_at_warm = 0;
     for t in 0..warm + s.ticks * 2 {
+        if t == warm {
+            copies_at_warm = server.send_state_copies().1;
+        }
+        if t == warm + s.ticks {
+            let (held, made) = server.send_state_copies();
+            out.send_state_copies = held;
+            out.send_state_copies_made = (made - copies_at_warm) as f64 / s.ticks as f64;
+        }
         if t == warm {
             segments_at_warm = server.segment_counts();
             batches_at_warm = (
@@ -809,6 +823,11 @@ fn json_measured(name: &str, s: &Setup, m: &Measured) -> Json {
             Json::Num(m.copies_per_encoding),
         ),
         ("batches_replayed_share", Json::Num(m.replayed_share)),
+        ("send_state_copies", Json::Num(m.send_state_copies as f64)),
+        (
+            "send_state_copies_made_per_tick",
+            Json::Num(m.send_state_copies_made),
+        ),
         ("idle_tick_ns", Json::Num(m.idle_ns)),
         ("dirty_pairs_per_tick", Json::Num(m.pairs)),
         ("ns_per_dirty_pair", Json::Num(m.ns_per_pair())),

@@ -68,7 +68,8 @@ impl ReplicationWriter {
             if table.entry_at(i).map(|e| e.handle()) != Some(ri.handle) {
                 continue;
             }
-            let Some(info) = self.infos.get_mut(i as usize) else {
+            let sends = &mut *self.sends;
+            let Some(info) = sends.infos.get_mut(i as usize) else {
                 continue;
             };
             let state = info.state();
@@ -102,13 +103,13 @@ impl ReplicationWriter {
                     match state {
                         S::WaitOnCreateConfirmation if ri.kind == RecordKind::Creation => {
                             info.set_state(S::PendingCreate);
-                            info.set_all(mask_bits(table, i), &mut self.pool);
+                            info.set_all(mask_bits(table, i), &mut sends.pool);
                         }
                         S::PendingCreate | S::WaitOnCreateConfirmation => {
-                            info.set_all(mask_bits(table, i), &mut self.pool);
+                            info.set_all(mask_bits(table, i), &mut sends.pool);
                         }
                         S::Created => {
-                            info.or_mask(&ri.mask, &mut self.pool);
+                            info.or_mask(&ri.mask, &mut sends.pool);
                             if ri.tags {
                                 info.set_tags_dirty(true);
                             }
@@ -147,14 +148,15 @@ impl ReplicationWriter {
         self.records.clear();
         self.record_bytes = 0;
         self.pending_destroys.clear();
-        for i in 0..self.infos.len() {
-            if self.infos[i].state() != S::Invalid {
-                self.infos[i].release(&mut self.pool);
+        let sends = &mut *self.sends;
+        for i in 0..sends.infos.len() {
+            if sends.infos[i].state() != S::Invalid {
+                sends.infos[i].release(&mut sends.pool);
                 table.release_ref(i as InternalIndex);
             }
         }
         self.tracked = 0;
-        self.dirty.clear_all();
+        self.sends.dirty.clear_all();
         self.schedule.invalidate();
     }
 }

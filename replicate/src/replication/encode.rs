@@ -16,6 +16,7 @@
 //! object table).
 
 use super::baseline::{PlanStates, SegmentKind};
+use super::group::Transitions;
 use super::insights::MemberMeasure;
 use super::record::TickMoves;
 use super::replay::Replays;
@@ -46,6 +47,9 @@ pub(crate) struct TickCache {
     /// How the pass's first catch-up on this thread moved send states with the tick's
     /// changes, for the connections caught up after it.
     pub(crate) moves: TickMoves,
+    /// How the pass moved shared send states, for the connections holding the same
+    /// copy (see `group`).
+    pub(crate) transitions: Transitions,
     /// The writer a sized batch body goes into before its size prefix, and its empty
     /// mark (made on the first such batch).
     pub(crate) scratch: Option<(BitWriter, WriterMark)>,
@@ -71,6 +75,7 @@ impl TickCache {
     pub(crate) fn begin_pass(&mut self, packets: usize) {
         self.replays.begin_pass(packets);
         self.moves.begin_pass(packets);
+        self.transitions.clear();
     }
 
     /// Ends a write pass: what it recorded read the storage and the table as they
@@ -78,6 +83,7 @@ impl TickCache {
     pub(crate) fn end_pass(&mut self) {
         self.replays.end_pass();
         self.moves.clear();
+        self.transitions.clear();
     }
 
     /// Adds batches counted elsewhere: (delta, full).

@@ -6,10 +6,24 @@ use super::ReplicationWriter;
 use crate::bits::BitWriter;
 use crate::object::{ConnectionId, InternalIndex, ObjectEntry, ObjectTable};
 use crate::replication::baseline::MAX_BASELINE_COUNT;
+use crate::replication::group::{Event, SendStates};
 use crate::replication::replay::{Candidate, SectionInputs, TraceRef, TracedObject};
 use crate::replication::wire::index_width;
 use crate::state::Condition;
 use crate::stream::WriteResult;
+use std::sync::Arc;
+
+/// The most replays a connection that is not in a group waits between two
+/// comparisons of its send states with its leader's.
+const MAX_JOIN_WAIT: u8 = 64;
+
+/// When a connection that replays on its own send states next compares them with the
+/// leader's ([`ReplicationWriter::join`]).
+#[derive(Debug, Default)]
+pub(super) struct JoinWait {
+    wait: u8,
+    countdown: u8,
+}
 
 /// What the write stages note for a trace being recorded.
 #[derive(Debug, Default)]
@@ -71,11 +85,11 @@ impl ReplicationWriter {
         let k = index / 64;
         self.trace
             .dirty_words
-            .push((k, self.dirty.word(k as usize)));
-        if !self.dirty.get(index) {
+            .push((k, self.sends.dirty.word(k as usize)));
+        if !self.sends.dirty.get(index) {
             return;
         }
-        match self.infos.get(index as usize) {
+        match self.sends.infos.get(index as usize) {
             Some(&info) => {
                 let word = self.baselines.word(index);
                 self.trace.visited.push(TracedObject {
@@ -127,10 +141,11 @@ impl ReplicationWriter {
             connection: self.connection,
             inputs,
             synced: self.baselines.synced_table(),
-            dirty: &self.dirty,
+            dirty: &self.sends.dirty,
             schedule: &self.schedule,
+            sends: self.sends.shared(),
         };
-        let info = |index: InternalIndex| self.infos.get(index as usize).copied();
+        let info = |index: InternalIndex| self.sends.infos.get(index as usize).copied();
         let baselines = |index| self.baselines.word(index);
         let found = self.cache.replays.find(&candidate, info, baselines);
         if let Some(result) = found.and_then(|i| self.replay(i, w, inputs.rebuilds)) {
@@ -157,13 +172,36 @@ impl ReplicationWriter {
             self.cache.replays = replays;
             return None;
         };
-        for o in t.changed.iter().filter_map(|&k| t.objects.get(k as usize)) {
-            self.infos[o.index as usize] = o.info[1];
-            if o.visited {
-                self.baselines.set_word(o.index, o.baselines[1]);
+        let changed = || t.changed.iter().filter_map(|&k| t.objects.get(k as usize));
+        let event = Event::Replay {
+            adopted: found == TraceRef::Adopted,
+            serial: t.serial,
+        };
+        let leaders = match &t.states {
+            [Some(before), Some(after)] if self.sends.is(before) => Some((after, true)),
+            _ => self.cache.transitions.find(&self.sends, event),
+        };
+        if let Some((after, _)) = leaders {
+            // Send states shared with the connection that moved them.
+            self.sends.adopt(after);
+        } else {
+            let before = self.cache.transitions.loggable(&self.sends);
+            let sends = &mut *self.sends;
+            for o in changed() {
+                sends.infos[o.index as usize] = o.info[1];
+            }
+            t.take_dirty(&mut sends.dirty, rebuilds);
+            match before {
+                Some(before) => {
+                    let after = self.sends.publish();
+                    self.cache.transitions.log(before, event, after, true);
+                }
+                None => self.join(t.states[1].as_ref()),
             }
         }
-        t.take_dirty(&mut self.dirty, rebuilds);
+        for o in changed().filter(|o| o.visited) {
+            self.baselines.set_word(o.index, o.baselines[1]);
+        }
         w.write_words(&t.words, t.bits);
         self.schedule.copy_remaining(&t.schedule[1]);
         if let Some(record) = &t.record {
@@ -176,6 +214,27 @@ impl ReplicationWriter {
         let result = t.result.unwrap_or(WriteResult::NoData);
         self.cache.replays = replays;
         Some(result)
+    }
+
+    /// Joins the group holding `leaders` (a leader's send states after the section
+    /// this connection just replayed on its own copy) if the two are equal. Compared
+    /// now and then: after a failed comparison, the next waits twice as many replays,
+    /// up to [`MAX_JOIN_WAIT`].
+    fn join(&mut self, leaders: Option<&Arc<SendStates>>) {
+        let Some(leaders) = leaders else {
+            return;
+        };
+        if self.joins.countdown > 0 {
+            self.joins.countdown -= 1;
+            return;
+        }
+        if **leaders == *self.sends {
+            self.sends.adopt(leaders);
+            self.joins.wait = 0;
+        } else {
+            self.joins.wait = (self.joins.wait * 2).clamp(1, MAX_JOIN_WAIT);
+            self.joins.countdown = self.joins.wait;
+        }
     }
 
     /// Writes the sections and records them as trace `i`.
@@ -193,12 +252,18 @@ impl ReplicationWriter {
         let start = w.position();
         let mut ok = true;
         {
-            let (infos, baselines) = (&self.infos, &self.baselines);
+            let (infos, baselines) = (&self.sends.infos, &self.baselines);
             let t = self.cache.replays.trace_mut(i);
             t.leader = self.connection;
+            // Shared with others: a connection holding the same copy takes the result.
+            t.states[0] = self
+                .sends
+                .shared()
+                .filter(|s| Arc::strong_count(s) > 1)
+                .cloned();
             t.synced.clear();
             t.synced.extend_from_slice(baselines.synced_table());
-            t.dirty[0].clone_from(&self.dirty);
+            t.dirty[0].clone_from(&self.sends.dirty);
             if !inputs.rebuilds {
                 t.schedule[0].copy_remaining(&self.schedule);
             }
@@ -207,7 +272,7 @@ impl ReplicationWriter {
             // compared. A continued schedule reads only the objects the write looks
             // at, noted as it goes (`note_visit`).
             if inputs.rebuilds {
-                for index in self.dirty.iter() {
+                for index in self.sends.dirty.iter() {
                     let Some(&info) = infos.get(index as usize) else {
                         ok = false;
                         break;
@@ -250,7 +315,7 @@ impl ReplicationWriter {
         t.changed.clear();
         for (k, o) in t.objects.iter_mut().enumerate() {
             let index = o.index as usize;
-            let info = self.infos[index];
+            let info = self.sends.infos[index];
             ok &= !info.is_mask_pooled() && !o.info[0].is_mask_pooled();
             o.info[1] = info;
             o.baselines[1] = self.baselines.word(o.index);
@@ -263,7 +328,7 @@ impl ReplicationWriter {
         }
         t.dirty_words.clear();
         if inputs.rebuilds {
-            t.dirty[1].clone_from(&self.dirty);
+            t.dirty[1].clone_from(&self.sends.dirty);
         } else {
             // The words read, each once with its first value, and after. (Were a bit
             // elsewhere changed, a replay would miss it: such a section is not
@@ -274,11 +339,11 @@ impl ReplicationWriter {
             let [before, after] = &mut t.dirty;
             after.clone_from(before);
             for &(k, first) in words.iter() {
-                let now = self.dirty.word(k as usize);
+                let now = self.sends.dirty.word(k as usize);
                 after.set_word(k as usize, now);
                 t.dirty_words.push((k, [first, now]));
             }
-            ok &= after.same_bits(&self.dirty);
+            ok &= after.same_bits(&self.sends.dirty);
         }
         t.bits = w.position() - start;
         t.words.clear();
@@ -296,6 +361,7 @@ impl ReplicationWriter {
         t.owners.dedup();
         if ok {
             t.inputs = Some(inputs);
+            t.states[1] = Some(self.sends.publish());
         }
         self.cache.replays.end(ok);
         result

@@ -502,7 +502,7 @@ impl ReplicationWriter {
     pub(super) fn release_huge_tear_offs(&mut self, table: &mut ObjectTable) {
         for index in std::mem::take(&mut self.huge.torn_off) {
             if self.object_state(index) == S::Destroyed {
-                self.infos[index as usize].set_state(S::Invalid);
+                self.sends.infos[index as usize].set_state(S::Invalid);
                 self.release(table, index);
             }
         }
@@ -557,7 +557,7 @@ impl ReplicationWriter {
                 }
             }
         }
-        let infos = &self.infos;
+        let infos = &self.sends.infos;
         // A transfer goes on while its object stays huge and, once torn off, only if it
         // is the tear-off itself.
         let cancelled = q.cancel_where(|t| {
@@ -593,7 +593,7 @@ impl ReplicationWriter {
                 }
                 None => {
                     // Nothing to send after all (conditions filtered everything).
-                    if let Some(info) = self.infos.get_mut(index as usize) {
+                    if let Some(info) = self.sends.infos.get_mut(index as usize) {
                         if info.is_creation_confirmed() {
                             info.set_state(S::Created);
                         }
@@ -651,7 +651,8 @@ impl ReplicationWriter {
         if table.entry_at(index).map(|e| e.handle()) != Some(handle) {
             return;
         }
-        let Some(info) = self.infos.get_mut(index as usize) else {
+        let sends = &mut *self.sends;
+        let Some(info) = sends.infos.get_mut(index as usize) else {
             return;
         };
         if info.state() != S::HugeObject {
@@ -678,7 +679,7 @@ impl ReplicationWriter {
             info.set_state(S::Created);
         } else {
             info.set_state(S::PendingCreate);
-            info.set_all(super::mask_bits(table, index), &mut self.pool);
+            info.set_all(super::mask_bits(table, index), &mut sends.pool);
         }
         if info.has_dirty_mask() || info.has_dirty_subobjects() || info.has_dirty_tags() {
             self.mark_dirty(table, index);

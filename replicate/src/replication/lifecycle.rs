@@ -5,6 +5,8 @@
 
 use super::{ReplicationWriter, mask_bits};
 use crate::object::{InternalIndex, ObjectTable, TickChange};
+use crate::replication::encode::TickCache;
+use crate::replication::group::Event;
 use crate::replication::record::ReplicatedObjectState as S;
 use crate::replication::record::{MovesUse, SendStateMove, TickMoves};
 use crate::state::ChangeMask;
@@ -106,7 +108,7 @@ impl ReplicationWriter {
     pub(crate) fn defer_tick_changes(&mut self, table: &ObjectTable) {
         self.update_tags(table);
         // With no change and nothing owed, taking them would do nothing.
-        self.changes_pending = !table.tick_changes().is_empty() || !self.dirty.none();
+        self.changes_pending = !table.tick_changes().is_empty() || !self.sends.dirty.none();
     }
 
     /// Takes what was put off until this connection is next reached: the tick changes
@@ -118,15 +120,59 @@ impl ReplicationWriter {
         self.catch_up_in_pass(table, None);
     }
 
-    /// [`catch_up`](Self::catch_up) in a write pass: `moves` are the pass's
-    /// [`TickMoves`] on this thread, which the first connection to take the tick's
-    /// changes records and the others replay where their send states are the same.
+    /// [`catch_up`](Self::catch_up) in a write pass, with the tick cache of the thread
+    /// writing it: a connection holding the same shared send states as one caught up
+    /// before it, with the same scope, takes that one's result (see `group`); the
+    /// others take the changes with the pass's [`TickMoves`], which the first
+    /// connection to take them records and the others replay where their send states
+    /// are the same.
     #[inline]
-    pub(crate) fn catch_up_in_pass(&mut self, table: &ObjectTable, moves: Option<&mut TickMoves>) {
+    pub(crate) fn catch_up_in_pass(&mut self, table: &ObjectTable, pass: Option<&mut TickCache>) {
         if self.changes_pending {
-            self.apply_tick_changes(table, moves);
+            match pass {
+                Some(pass) => self.take_tick_changes_in_pass(table, pass),
+                None => self.apply_tick_changes(table, None),
+            }
         }
         self.baselines.catch_up();
+    }
+
+    /// [`apply_tick_changes`](Self::apply_tick_changes) in a write pass, taken from
+    /// the pass's log of shared send states where it can be.
+    fn take_tick_changes_in_pass(&mut self, table: &ObjectTable, pass: &mut TickCache) {
+        if self
+            .hooks
+            .0
+            .as_ref()
+            .is_some_and(|h| !h.static_priorities())
+        {
+            // The hooks' priorities may differ by connection.
+            return self.apply_tick_changes(table, Some(&mut pass.moves));
+        }
+        let event = Event::CatchUp {
+            excluded: &self.excluded,
+            schedule_valid: self.schedule.is_valid(),
+        };
+        if let Some((after, schedule_valid)) = pass.transitions.find(&self.sends, event) {
+            self.changes_pending = false;
+            self.sends.adopt(after);
+            if !schedule_valid {
+                self.schedule.invalidate();
+            }
+            return;
+        }
+        let before = pass.transitions.loggable(&self.sends);
+        let schedule_valid = self.schedule.is_valid();
+        self.apply_tick_changes(table, Some(&mut pass.moves));
+        if let Some(before) = before {
+            let after = self.sends.publish();
+            let event = Event::CatchUp {
+                excluded: &self.excluded,
+                schedule_valid,
+            };
+            pass.transitions
+                .log(before, event, after, self.schedule.is_valid());
+        }
     }
 
     /// The part of [`catch_up`](Self::catch_up) that must not outlive the tick: the
@@ -141,7 +187,7 @@ impl ReplicationWriter {
     /// The objects whose tags changed this tick are owed their tags.
     fn update_tags(&mut self, table: &ObjectTable) {
         for &i in table.tick_tags_changed() {
-            let Some(info) = self.infos.get_mut(i as usize) else {
+            let Some(info) = self.sends.infos.get_mut(i as usize) else {
                 continue;
             };
             if matches!(info.state(), S::WaitOnCreateConfirmation | S::Created) {
@@ -174,8 +220,9 @@ impl ReplicationWriter {
         }
         // The roots dirty already gain their static priority, read straight from the
         // table; those the changes make dirty gain it as they do.
-        for i in self.dirty.iter_and_not(Some(table.subobject_set())) {
-            if let Some(info) = self.infos.get_mut(i as usize) {
+        let sends = &mut *self.sends;
+        for i in sends.dirty.iter_and_not(Some(table.subobject_set())) {
+            if let Some(info) = sends.infos.get_mut(i as usize) {
                 info.add_priority(priority_gain(table.priority(i)));
             }
         }
@@ -197,16 +244,16 @@ impl ReplicationWriter {
                     if self.excluded.get(i) {
                         continue;
                     }
-                    let Some(&before) = self.infos.get(i as usize) else {
+                    let Some(&before) = self.sends.infos.get(i as usize) else {
                         continue;
                     };
-                    let was_dirty = self.dirty.get(i);
+                    let was_dirty = self.sends.dirty.get(i);
                     let dirties = self.take_change(table, change, true);
                     if change.root.is_none() && !before.is_mask_pooled() {
                         *slot = Some(SendStateMove {
                             before,
                             was_dirty,
-                            after: self.infos[i as usize],
+                            after: self.sends.infos[i as usize],
                             dirties,
                         });
                     }
@@ -218,16 +265,17 @@ impl ReplicationWriter {
                     if self.excluded.get(i) {
                         continue;
                     }
-                    let Some(info) = self.infos.get_mut(i as usize) else {
+                    let sends = &mut *self.sends;
+                    let was_dirty = sends.dirty.get(i);
+                    let Some(info) = sends.infos.get_mut(i as usize) else {
                         continue;
                     };
-                    let was_dirty = self.dirty.get(i);
                     match recorded {
                         Some(m) if m.before == *info && m.was_dirty == was_dirty => {
                             *info = m.after;
                             if m.dirties {
                                 self.schedule.invalidate();
-                                self.dirty.set(i);
+                                sends.dirty.set(i);
                             }
                         }
                         _ => {
@@ -245,7 +293,8 @@ impl ReplicationWriter {
     #[inline(always)]
     fn take_change(&mut self, table: &ObjectTable, change: &TickChange, static_gain: bool) -> bool {
         let i = change.index;
-        let Some(info) = self.infos.get_mut(i as usize) else {
+        let sends = &mut *self.sends;
+        let Some(info) = sends.infos.get_mut(i as usize) else {
             return false;
         };
         if !matches!(
@@ -254,13 +303,13 @@ impl ReplicationWriter {
         ) {
             return false;
         }
-        info.or_mask(&change.mask, &mut self.pool);
+        info.or_mask(&change.mask, &mut sends.pool);
         if !info.has_dirty_mask() {
             return false;
         }
         match change.root {
             None => {
-                if static_gain && !self.dirty.get(i) && !table.subobject_set().get(i) {
+                if static_gain && !sends.dirty.get(i) && !table.subobject_set().get(i) {
                     info.add_priority(priority_gain(table.priority(i)));
                 }
                 self.mark_dirty_under(i, None);
@@ -281,14 +330,14 @@ impl ReplicationWriter {
         static_gain: bool,
     ) {
         let gains = |w: &Self, j: InternalIndex| {
-            static_gain && !w.dirty.get(j) && !table.subobject_set().get(j)
+            static_gain && !w.sends.dirty.get(j) && !table.subobject_set().get(j)
         };
         let gained = [i, root].map(|j| gains(self, j));
         self.mark_dirty_under(i, Some(root));
         for (j, gained) in [i, root].into_iter().zip(gained) {
             if gained
-                && self.dirty.get(j)
-                && let Some(info) = self.infos.get_mut(j as usize)
+                && self.sends.dirty.get(j)
+                && let Some(info) = self.sends.infos.get_mut(j as usize)
             {
                 info.add_priority(priority_gain(table.priority(j)));
             }
@@ -304,7 +353,8 @@ impl ReplicationWriter {
         const CHUNK: usize = 256;
         let mut roots = std::mem::take(&mut self.roots);
         let mut added = std::mem::take(&mut self.added);
-        let mut dirty = self.dirty.iter_and_not(Some(table.subobject_set()));
+        let sends = &mut *self.sends;
+        let mut dirty = sends.dirty.iter_and_not(Some(table.subobject_set()));
         loop {
             roots.clear();
             added.clear();
@@ -320,7 +370,7 @@ impl ReplicationWriter {
             }
             hooks.priorities(table, &roots, &mut added);
             for (&i, &p) in roots.iter().zip(&added) {
-                if let Some(info) = self.infos.get_mut(i as usize) {
+                if let Some(info) = sends.infos.get_mut(i as usize) {
                     info.add_priority(priority_gain(p));
                 }
             }
@@ -374,11 +424,12 @@ impl ReplicationWriter {
         mask: &ChangeMask,
         owed_in: impl Fn(S) -> bool,
     ) {
-        let Some(info) = self.infos.get_mut(index as usize) else {
+        let sends = &mut *self.sends;
+        let Some(info) = sends.infos.get_mut(index as usize) else {
             return;
         };
         if owed_in(info.state()) && mask.any() {
-            info.or_mask(mask, &mut self.pool);
+            info.or_mask(mask, &mut sends.pool);
             self.mark_dirty(table, index);
         }
     }
@@ -394,7 +445,7 @@ impl ReplicationWriter {
         // A root that was not scheduled may be owed now (every priority increase
         // outside `update` goes with a `mark_dirty` too).
         self.schedule.invalidate();
-        self.dirty.set(index);
+        self.sends.dirty.set(index);
         if let Some(root) = root {
             self.mark_owner_dirty(root);
         }
@@ -405,9 +456,9 @@ impl ReplicationWriter {
     #[cold]
     fn mark_owner_dirty(&mut self, root: InternalIndex) {
         self.ensure(root);
-        if self.infos[root as usize].state() != S::Invalid {
-            self.dirty.set(root);
-            self.infos[root as usize].set_dirty_subobjects(true);
+        if self.sends.infos[root as usize].state() != S::Invalid {
+            self.sends.dirty.set(root);
+            self.sends.infos[root as usize].set_dirty_subobjects(true);
         }
     }
 
@@ -422,12 +473,13 @@ impl ReplicationWriter {
         let bits = entry.descriptor().change_mask_bits;
         let is_sub = entry.root().is_some();
         // Subobjects started before their owner (index order) already flagged it.
-        let dirty_subs = entry.subobjects().iter().any(|&s| self.dirty.get(s));
-        let info = &mut self.infos[index as usize];
+        let dirty_subs = entry.subobjects().iter().any(|&s| self.sends.dirty.get(s));
+        let sends = &mut *self.sends;
+        let info = &mut sends.infos[index as usize];
         if info.state() != S::Invalid {
             return;
         }
-        if !info.init(bits, &mut self.pool) {
+        if !info.init(bits, &mut sends.pool) {
             tracing::error!(
                 "replication writer: connection {} holds too many wide change masks; {} is not replicated to it",
                 self.connection,
@@ -439,7 +491,7 @@ impl ReplicationWriter {
         info.set_subobject(is_sub);
         info.set_dirty_subobjects(dirty_subs);
         info.set_state(S::PendingCreate);
-        info.set_all(bits, &mut self.pool);
+        info.set_all(bits, &mut sends.pool);
         info.set_priority(0.0);
         table.add_ref(index);
         self.tracked += 1;
@@ -455,7 +507,8 @@ impl ReplicationWriter {
             self.recoveries.remove(&entry.handle());
         }
         self.drop_baselines(index);
-        let Some(info) = self.infos.get_mut(index as usize) else {
+        let sends = &mut *self.sends;
+        let Some(info) = sends.infos.get_mut(index as usize) else {
             return;
         };
         // The remote has let go of the object (destroy or tear-off acknowledged, or no
@@ -463,14 +516,14 @@ impl ReplicationWriter {
         if let Some(local) = info.local_index() {
             self.locals.free(local);
         }
-        info.release(&mut self.pool);
-        self.dirty.clear(index);
+        info.release(&mut sends.pool);
+        sends.dirty.clear(index);
         self.tracked = self.tracked.saturating_sub(1);
         table.release_ref(index);
     }
 
     pub(super) fn push_destroy(&mut self, index: InternalIndex) {
-        self.dirty.clear(index);
+        self.sends.dirty.clear(index);
         if !self.pending_destroys.contains(&index) {
             self.pending_destroys.push(index);
         }
@@ -486,14 +539,15 @@ impl ReplicationWriter {
     ) {
         // The remote loses the object (and its stored baselines) or keeps a final state.
         self.drop_baselines(index);
-        let Some(info) = self.infos.get_mut(index as usize) else {
+        let sends = &mut *self.sends;
+        let Some(info) = sends.infos.get_mut(index as usize) else {
             return;
         };
         match info.state() {
             S::PendingCreate | S::HugeObject => {
                 if info.is_creation_sent() {
                     info.set_state(S::PendingDestroy);
-                    info.clear_mask(&mut self.pool);
+                    info.clear_mask(&mut sends.pool);
                     self.push_destroy(index);
                 } else {
                     info.set_state(S::Invalid);
@@ -502,7 +556,7 @@ impl ReplicationWriter {
             }
             S::WaitOnCreateConfirmation | S::PendingTearOff => {
                 info.set_state(S::PendingDestroy);
-                info.clear_mask(&mut self.pool);
+                info.clear_mask(&mut sends.pool);
                 self.push_destroy(index);
             }
             S::Created => {
@@ -512,7 +566,7 @@ impl ReplicationWriter {
                     info.set_state(S::WaitOnFlush);
                 }
                 info.set_state(S::PendingDestroy);
-                info.clear_mask(&mut self.pool);
+                info.clear_mask(&mut sends.pool);
                 self.push_destroy(index);
             }
             S::WaitOnFlush | S::SubObjectPendingDestroy => {
@@ -522,8 +576,8 @@ impl ReplicationWriter {
             S::CancelPendingDestroy => {
                 // The destroy in flight stands.
                 info.set_state(S::WaitOnDestroyConfirmation);
-                info.clear_mask(&mut self.pool);
-                self.dirty.clear(index);
+                info.clear_mask(&mut sends.pool);
+                sends.dirty.clear(index);
             }
             S::AttachmentToObjectNotInScope => {
                 info.force_invalid();
@@ -538,7 +592,8 @@ impl ReplicationWriter {
     }
 
     pub(super) fn tear_off(&mut self, table: &mut ObjectTable, index: InternalIndex) {
-        let Some(info) = self.infos.get_mut(index as usize) else {
+        let sends = &mut *self.sends;
+        let Some(info) = sends.infos.get_mut(index as usize) else {
             return;
         };
         match info.state() {
@@ -592,7 +647,8 @@ impl ReplicationWriter {
 
     pub(super) fn enter_scope(&mut self, table: &mut ObjectTable, index: InternalIndex) {
         self.ensure(index);
-        let info = &mut self.infos[index as usize];
+        let sends = &mut *self.sends;
+        let info = &mut sends.infos[index as usize];
         match info.state() {
             S::Invalid => self.start_replication(table, index),
             S::PendingDestroy => {
@@ -602,7 +658,7 @@ impl ReplicationWriter {
                 } else {
                     info.set_state(S::PendingCreate);
                 }
-                info.set_all(mask_bits(table, index), &mut self.pool);
+                info.set_all(mask_bits(table, index), &mut sends.pool);
                 self.pending_destroys.retain(|&i| i != index);
                 self.mark_dirty(table, index);
             }
@@ -643,10 +699,11 @@ impl ReplicationWriter {
     }
 
     pub(super) fn recreate(&mut self, table: &ObjectTable, index: InternalIndex) {
-        let info = &mut self.infos[index as usize];
+        let sends = &mut *self.sends;
+        let info = &mut sends.infos[index as usize];
         info.set_state(S::PendingCreate);
         info.set_creation_confirmed(false);
-        info.set_all(mask_bits(table, index), &mut self.pool);
+        info.set_all(mask_bits(table, index), &mut sends.pool);
         if info.is_tear_off() {
             info.set_state(S::PendingTearOff);
         }

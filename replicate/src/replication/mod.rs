@@ -21,7 +21,9 @@
 //! tick's encoded segments and predictions, the pass's recorded objects sections,
 //! which a connection in step with an earlier one of the pass replays instead of
 //! writing its own, and how the pass's first connection moved each send state with
-//! the tick's changes, which the others take where their state is the same); what
+//! the tick's changes, which the others take where their state is the same). Connections
+//! in step also hold one copy of their send states between them, copy-on-write (`group`):
+//! a connection holding the copy another moved in the pass takes the result. What
 //! connections change in common —
 //! the snapshots their nominations take, references, budgets — is settled after the
 //! pass, in the order of the packets, so the bytes do not depend on the thread count.
@@ -93,6 +95,7 @@
 pub mod attachment;
 pub mod baseline;
 mod encode;
+mod group;
 mod insights;
 mod interest_hooks;
 mod reader;
@@ -332,8 +335,7 @@ fn write_chunk(
         let sub = writer.begin_substream(allowed.unwrap_or(usize::MAX));
         // The tick's changes and the fates of delivered packets meet the send states
         // and baselines right before the write reads them.
-        conn.writer_mut()
-            .catch_up_in_pass(objects, Some(&mut cache.moves));
+        conn.writer_mut().catch_up_in_pass(objects, Some(cache));
         std::mem::swap(conn.writer_mut().cache_mut(), cache);
         job.result = conn.streams.write_packet(objects, job.sequence, writer);
         std::mem::swap(conn.writer_mut().cache_mut(), cache);
@@ -1105,8 +1107,7 @@ impl ReplicationServer {
             |cache, chunk| {
                 for (_, conn, allowed, _) in chunk {
                     if let Some(conn) = conn.as_deref_mut().filter(|_| *allowed != Some(0)) {
-                        conn.writer_mut()
-                            .catch_up_in_pass(objects, Some(&mut cache.moves));
+                        conn.writer_mut().catch_up_in_pass(objects, Some(cache));
                     }
                 }
             },
@@ -1192,6 +1193,26 @@ impl ReplicationServer {
             let (cs, cb) = c.replays.counts();
             (s + cs, b + cb)
         })
+    }
+
+    /// Connection groups: how many copies of send states the open connections hold
+    /// (connections in step share one), and how many copies were made of a shared
+    /// one since the connections opened (a group's leader moving it on, or a
+    /// connection leaving step).
+    pub fn send_state_copies(&self) -> (usize, u64) {
+        let mut shared = Vec::new();
+        let (mut held, mut made) = (0, 0);
+        for conn in self.connections.iter().flatten() {
+            let sends = conn.writer().send_states();
+            made += sends.copies();
+            match sends.shared() {
+                Some(s) => shared.push(Arc::as_ptr(s)),
+                None => held += 1,
+            }
+        }
+        shared.sort_unstable();
+        shared.dedup();
+        (held + shared.len(), made)
     }
 
     /// The baseline storage shared by every connection (counters, run-time settings).

@@ -88,7 +88,7 @@ impl ReplicationWriter {
             // nominate nothing (the client may not know the object, see `wire`). Not
             // after a creation counted lost: the client may know the object from it,
             // without the baseline of the one in flight.
-            reference = (!self.infos[index as usize].is_creation_resent())
+            reference = (!self.sends.infos[index as usize].is_creation_resent())
                 .then(|| self.baselines.creation(st, index))
                 .flatten()
                 .filter(|(_, b)| {

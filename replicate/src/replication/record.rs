@@ -164,7 +164,7 @@ impl ReplicatedObjectState {
 /// Where the change masks wider than [`INLINE_MASK_BITS`] live: one writer's pool of
 /// words. A mask takes a header word (its width in words) and its words, at an offset
 /// the [`ReplicationInfo`] keeps; released masks are reused by width.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct MaskPool {
     words: Vec<u64>,
     /// Released offsets, by width in words.

@@ -24,6 +24,7 @@
 //! depends on the connection. Anything else is written the ordinary way.
 
 use super::baseline::BaselinesTail;
+use super::group::SendStates;
 use super::record::{PacketRecord, ReplicationInfo, WriterStats};
 use super::scheduler::Schedule;
 use crate::object::{ConnectionId, InternalIndex};
@@ -83,6 +84,8 @@ pub(crate) struct Candidate<'a> {
     pub synced: &'a [ChangeMask],
     pub dirty: &'a BitArray,
     pub schedule: &'a Schedule,
+    /// Its send states, when it holds a shared copy (see `group`).
+    pub sends: Option<&'a Arc<SendStates>>,
 }
 
 /// One recorded objects section: its inputs, its bits and the states it left.
@@ -122,6 +125,12 @@ pub(crate) struct PacketTrace {
     pub baselines: BaselinesTail,
     /// Batches planned with and without a reference (the tick cache's counts).
     pub batch_counts: (u64, u64),
+    /// The recording's number on its thread (a trace's place is recorded over once
+    /// all are in use).
+    pub serial: u64,
+    /// The leader's send states before the section, if shared, and after (see
+    /// `group`): a connection holding the same copy before takes the copy after.
+    pub states: [Option<Arc<SendStates>>; 2],
 }
 
 impl PacketTrace {
@@ -156,14 +165,26 @@ impl PacketTrace {
         info: impl Fn(InternalIndex) -> Option<ReplicationInfo>,
         baselines: impl Fn(InternalIndex) -> u64,
     ) -> bool {
+        // Holding the leader's send states from before the section (the same copy),
+        // the candidate's dirty set and send states are the leader's.
+        let leaders_sends = candidate
+            .sends
+            .zip(self.states[0].as_ref())
+            .is_some_and(|(a, b)| Arc::ptr_eq(a, b));
         if candidate.connection == self.leader
             || self.inputs != Some(candidate.inputs)
             || candidate.synced != self.synced.as_slice()
-            || !self.same_dirty(candidate)
+            || (!leaders_sends && !self.same_dirty(candidate))
             || (!candidate.inputs.rebuilds && !candidate.schedule.same_remaining(&self.schedule[0]))
             || self.owners.binary_search(&candidate.connection).is_ok()
         {
             return false;
+        }
+        if leaders_sends {
+            return self
+                .objects
+                .iter()
+                .all(|o| !o.visited || baselines(o.index) == o.baselines[0]);
         }
         self.objects.iter().all(|o| {
             info(o.index) == Some(o.info[0]) && (!o.visited || baselines(o.index) == o.baselines[0])
@@ -197,6 +218,8 @@ pub(crate) struct Replays {
     replayed: (u64, u64),
     /// The pass writes one packet: nothing to record.
     alone: bool,
+    /// Traces recorded since the server started.
+    recorded: u64,
 }
 
 impl Replays {
@@ -208,12 +231,18 @@ impl Replays {
     }
 
     /// Forgets the pass's traces (the storage and tables they read change between
-    /// passes).
+    /// passes), and lets go of the send states they hold where no other thread holds
+    /// the trace still (a leader's next change would copy them).
     pub(crate) fn end_pass(&mut self) {
         self.live = 0;
         self.next = 0;
         self.unused = 0;
         self.adopted = None;
+        for t in &mut self.traces {
+            if let Some(t) = Arc::get_mut(t) {
+                t.states = [None, None];
+            }
+        }
     }
 
     /// The pass's first complete trace, to share with the pass's other writer
@@ -280,7 +309,12 @@ impl Replays {
         if self.traces.len() <= i {
             self.traces.resize_with(i + 1, Arc::default);
         }
-        self.trace_mut(i).inputs = None;
+        self.recorded += 1;
+        let serial = self.recorded;
+        let t = self.trace_mut(i);
+        t.inputs = None;
+        t.serial = serial;
+        t.states = [None, None];
         Some(i)
     }
 
@@ -372,6 +406,7 @@ mod tests {
             synced: &[],
             dirty: &d,
             schedule: &schedule,
+            sends: None,
         };
         let same = |_| Some(prioritized(1.0));
         let own = |index: InternalIndex| u64::from(index);
@@ -402,6 +437,7 @@ mod tests {
             synced: &[],
             dirty,
             schedule: &schedule,
+            sends: None,
         };
         let same = |_| Some(prioritized(1.0));
         let own = |index: InternalIndex| u64::from(index);
@@ -453,6 +489,38 @@ mod tests {
     }
 
     #[test]
+    fn a_candidate_holding_the_leaders_send_states_compares_only_its_baselines() {
+        let mut r = Replays::default();
+        r.begin_pass(3);
+        let d = dirty();
+        let i = record(&mut r, 0, &d).unwrap();
+        let leaders = Arc::new(SendStates::default());
+        r.trace_mut(i).states[0] = Some(Arc::clone(&leaders));
+        let schedule = Schedule::default();
+        let empty = BitArray::default();
+        let candidate = |sends| Candidate {
+            connection: 1,
+            inputs: inputs(),
+            synced: &[],
+            // Neither the dirty set nor the send states below are the leader's: they
+            // are read only by a candidate holding another copy.
+            dirty: &empty,
+            schedule: &schedule,
+            sends,
+        };
+        let other = |_| Some(prioritized(9.0));
+        let own = |index: InternalIndex| u64::from(index);
+        let found = Some(TraceRef::Own(i));
+        assert_eq!(r.find(&candidate(Some(&leaders)), other, own), found);
+        let copy = Arc::new(SendStates::default());
+        assert_eq!(r.find(&candidate(Some(&copy)), other, own), None);
+        assert_eq!(r.find(&candidate(None), other, own), None);
+        // The baselines are the candidate's own: compared still.
+        let moved = |index: InternalIndex| u64::from(index) + 1;
+        assert_eq!(r.find(&candidate(Some(&leaders)), other, moved), None);
+    }
+
+    #[test]
     fn a_continued_section_compares_and_takes_only_the_dirty_words_it_read() {
         let mut r = Replays::default();
         r.begin_pass(3);
@@ -478,6 +546,7 @@ mod tests {
                 synced: &[],
                 dirty,
                 schedule: &schedule,
+                sends: None,
             };
             r.find(&c, |_| None, |_| 0)
         };

@@ -2,7 +2,8 @@
 //! connection (Iris's `FReplicationWriter`).
 //!
 //! Per object it keeps an 8-byte [`ReplicationInfo`] (lifecycle state + accumulated
-//! change mask) and a scheduling priority. Each tick it takes the object table's changes
+//! change mask) and a scheduling priority: its send states, one copy shared by the
+//! connections in step (see `group`). Each tick it takes the object table's changes
 //! (only the objects that changed: cost follows dirty data); each packet it writes
 //! pending destroys first, then the scheduled objects in priority order, each as a
 //! batch, and keeps a [`PacketRecord`] of what went out. The order is
@@ -49,11 +50,12 @@ use super::baseline::{
     write_storage,
 };
 use super::encode::TickCache;
+use super::group::SharedSendStates;
 use super::insights::{BatchLayout, WriterAttribution};
 pub use super::record::{FramingBits, WriterStats};
 use super::record::{
-    INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
-    ReplicatedObjectState as S, ReplicationInfo,
+    INVALID_BASELINE_INDEX, PacketRecord, RecordInfo, RecordKind, ReplicatedObjectState as S,
+    ReplicationInfo,
 };
 use super::scheduler::{EntryFate, Schedule, ScheduledObject};
 use super::wire::{SectionFrame, WIDE_BATCH_SIZE};
@@ -211,8 +213,9 @@ struct WrittenBatch<'a> {
 pub struct ReplicationWriter {
     connection: ConnectionId,
     config: ReplicationConfig,
-    infos: Vec<ReplicationInfo>,
-    dirty: BitArray,
+    /// Per object: send state, priority, the dirty set and wide masks; shared with
+    /// the connections in step (see `group`).
+    sends: SharedSendStates,
     /// The table's latest tick changes are still to be taken
     /// ([`catch_up`](Self::catch_up)).
     changes_pending: bool,
@@ -221,7 +224,6 @@ pub struct ReplicationWriter {
     /// The records of the packets in flight, oldest first (shared with the
     /// connections that replayed the same section).
     records: VecDeque<std::sync::Arc<PacketRecord>>,
-    pool: MaskPool,
     schedule: Schedule,
     reuse_schedule: bool,
     tracked: usize,
@@ -258,6 +260,8 @@ pub struct ReplicationWriter {
     added: Vec<f32>,
     /// What the write stages note while the section is recorded for replay.
     trace: follow::TraceNotes,
+    /// When this connection next compares its send states with a leader's.
+    joins: follow::JoinWait,
 }
 
 impl ReplicationWriter {
@@ -283,13 +287,11 @@ impl ReplicationWriter {
             huge: huge::WriterHuge::default(),
             connection,
             config,
-            infos: Vec::new(),
-            dirty: BitArray::default(),
+            sends: SharedSendStates::default(),
             changes_pending: false,
             excluded: BitArray::default(),
             pending_destroys: Vec::new(),
             records: VecDeque::new(),
-            pool: MaskPool::default(),
             schedule: Schedule::default(),
             reuse_schedule: true,
             tracked: 0,
@@ -308,6 +310,7 @@ impl ReplicationWriter {
             roots: Vec::new(),
             added: Vec::new(),
             trace: follow::TraceNotes::default(),
+            joins: follow::JoinWait::default(),
         }
     }
 
@@ -492,7 +495,7 @@ impl ReplicationWriter {
 
     /// Objects with something to write.
     pub fn dirty_objects(&self) -> usize {
-        self.dirty.count()
+        self.sends.dirty.count()
     }
 
     /// Whether nothing is left to write or confirm: every tracked object is `Created`
@@ -500,42 +503,50 @@ impl ReplicationWriter {
     pub fn is_idle(&self) -> bool {
         !self.changes_pending
             && self.records.is_empty()
-            && self.dirty.none()
+            && self.sends.dirty.none()
             && self.pending_destroys.is_empty()
             && self
+                .sends
                 .infos
                 .iter()
                 .all(|i| matches!(i.state(), S::Invalid | S::Created | S::HugeObject))
     }
 
+    /// The send states (see `group`).
+    pub(crate) fn send_states(&self) -> &SharedSendStates {
+        &self.sends
+    }
+
     /// The send state of an object.
     pub fn info(&self, index: InternalIndex) -> Option<&ReplicationInfo> {
-        self.infos.get(index as usize)
+        self.sends.infos.get(index as usize)
     }
 
     /// The lifecycle state of an object (`Invalid` when untracked).
     pub fn object_state(&self, index: InternalIndex) -> S {
-        self.infos
+        self.sends
+            .infos
             .get(index as usize)
             .map_or(S::Invalid, |i| i.state())
     }
 
     /// The accumulated scheduling priority of an object.
     pub fn priority(&self, index: InternalIndex) -> f32 {
-        ReplicationInfo::priority_of(&self.infos, index)
+        ReplicationInfo::priority_of(&self.sends.infos, index)
     }
 
     /// The accumulated (unsent) change mask of an object.
     pub fn change_mask(&self, table: &ObjectTable, index: InternalIndex) -> Option<ChangeMask> {
-        self.infos
+        self.sends
+            .infos
             .get(index as usize)
-            .map(|i| i.change_mask(mask_bits(table, index), &self.pool))
+            .map(|i| i.change_mask(mask_bits(table, index), &self.sends.pool))
     }
 
     fn ensure(&mut self, index: InternalIndex) {
         let n = index as usize + 1;
-        if self.infos.len() < n {
-            self.infos.resize(n, ReplicationInfo::default());
+        if self.sends.infos.len() < n {
+            self.sends.infos.resize(n, ReplicationInfo::default());
         }
     }
 
@@ -555,7 +566,7 @@ impl ReplicationWriter {
             "the tick's change masks and delivered packets' fates are taken before the connection is written"
         );
         self.pump_huge(table);
-        if self.pending_destroys.is_empty() && self.dirty.none() {
+        if self.pending_destroys.is_empty() && self.sends.dirty.none() {
             // Nothing to write (the common case of a quiet connection).
             return WriteResult::NoData;
         }
@@ -577,7 +588,7 @@ impl ReplicationWriter {
         let mut left = Vec::new();
         let mut full = false;
         for index in list {
-            let Some(info) = self.infos.get(index as usize) else {
+            let Some(info) = self.sends.infos.get(index as usize) else {
                 continue;
             };
             if info.state() != S::PendingDestroy {
@@ -599,7 +610,7 @@ impl ReplicationWriter {
                 full = true;
                 continue;
             }
-            self.infos[index as usize].set_state(S::WaitOnDestroyConfirmation);
+            self.sends.infos[index as usize].set_state(S::WaitOnDestroyConfirmation);
             record.infos.push(RecordInfo {
                 index,
                 handle,
@@ -631,10 +642,11 @@ impl ReplicationWriter {
         self.frame = SectionFrame::begin_write(w, self.locals.end());
         let outer = w.begin_substream(w.bits_left().saturating_sub(self.frame.end_bits()));
         if !self.schedule.is_valid() || !self.reuse_schedule {
+            let sends = &mut *self.sends;
             self.schedule.rebuild(
                 table,
-                &mut self.infos,
-                &self.dirty,
+                &mut sends.infos,
+                &sends.dirty,
                 self.config.scheduling_threshold,
             );
             self.stats.schedules += 1;
@@ -645,7 +657,14 @@ impl ReplicationWriter {
         let mut failures = 0;
         while let Some(entry) = self.schedule.get(pos, chunk) {
             self.note_visit(entry.index);
-            if entry_fate(&self.dirty, &self.infos, threshold, table, &entry) != EntryFate::Keep {
+            if entry_fate(
+                &self.sends.dirty,
+                &self.sends.infos,
+                threshold,
+                table,
+                &entry,
+            ) != EntryFate::Keep
+            {
                 // Written by an earlier packet of the tick (or cleaned since).
                 pos += 1;
                 continue;
@@ -670,7 +689,7 @@ impl ReplicationWriter {
         // Entries passed over but still owed stay in front for the next packet. (Were
         // an object marked dirty while writing, the schedule is invalid already, and
         // `retire` never makes it valid again.)
-        let (dirty, infos) = (&self.dirty, &self.infos);
+        let (dirty, infos) = (&self.sends.dirty, &self.sends.infos);
         self.schedule
             .retire(pos, |e| entry_fate(dirty, infos, threshold, table, e));
         let _ = w.commit_substream(outer);
@@ -720,12 +739,12 @@ impl ReplicationWriter {
         record: &mut PacketRecord,
         st: Option<&BaselineStorage>,
     ) -> Fit {
-        let Some(info) = self.infos.get(root as usize).copied() else {
-            self.dirty.clear(root);
+        let Some(info) = self.sends.infos.get(root as usize).copied() else {
+            self.sends.dirty.clear(root);
             return Fit::Nothing;
         };
         if info.state() == S::Invalid {
-            self.dirty.clear(root);
+            self.sends.dirty.clear(root);
             return Fit::Nothing;
         }
         let priority = info.priority();
@@ -743,8 +762,8 @@ impl ReplicationWriter {
         let mut subs_left = false;
         // Subobjects wait for their owner's creation (a huge owner blocks them).
         let mut blocked = false;
-        if self.infos[root as usize].has_dirty_subobjects() {
-            let root_state = self.infos[root as usize].state();
+        if self.sends.infos[root as usize].has_dirty_subobjects() {
+            let root_state = self.sends.infos[root as usize].state();
             let root_on_remote = matches!(
                 root_state,
                 S::WaitOnCreateConfirmation | S::Created | S::WaitOnDestroyConfirmation
@@ -752,7 +771,7 @@ impl ReplicationWriter {
             if let Some(entry) = table.entry_at(root) {
                 for &s in entry.subobjects() {
                     self.note_visit(s);
-                    if !self.dirty.get(s) {
+                    if !self.sends.dirty.get(s) {
                         continue;
                     }
                     if !root_on_remote {
@@ -762,9 +781,13 @@ impl ReplicationWriter {
                     if subs_left {
                         continue;
                     }
-                    let needs = self.infos.get(s as usize).is_some_and(Self::needs_batch);
+                    let needs = self
+                        .sends
+                        .infos
+                        .get(s as usize)
+                        .is_some_and(Self::needs_batch);
                     if !needs {
-                        self.dirty.clear(s);
+                        self.sends.dirty.clear(s);
                         continue;
                     }
                     match self.write_batch(table, s, w, record, st) {
@@ -772,31 +795,31 @@ impl ReplicationWriter {
                         Ok(false) => {}
                         Err(e) => {
                             self.handle_batch_error(s, e, record.infos.is_empty());
-                            subs_left = self.dirty.get(s);
+                            subs_left = self.sends.dirty.get(s);
                         }
                     }
                 }
             }
-            self.infos[root as usize].set_dirty_subobjects(subs_left || blocked);
+            self.sends.infos[root as usize].set_dirty_subobjects(subs_left || blocked);
         }
-        let root_info = self.infos[root as usize];
+        let root_info = self.sends.infos[root as usize];
         if !Self::needs_batch(&root_info) && !subs_left && !blocked {
-            self.dirty.clear(root);
+            self.sends.dirty.clear(root);
         }
         if blocked && !subs_left && !wrote {
             // Nothing can go until the owner is created: wait for more priority.
-            self.infos[root as usize].set_priority(0.0);
+            self.sends.infos[root as usize].set_priority(0.0);
             return Fit::Nothing;
         }
         if subs_left {
             // The root's own batch, if written, cleared its dirty bit and priority: the
             // subobjects left keep it scheduled, with its priority, so the rest goes
             // out soon (they were stuck until the root changed again).
-            self.dirty.set(root);
-            self.infos[root as usize].set_priority(priority);
+            self.sends.dirty.set(root);
+            self.sends.infos[root as usize].set_priority(priority);
             if wrote { Fit::Wrote } else { Fit::NoRoom }
         } else if wrote {
-            self.infos[root as usize].set_priority(0.0);
+            self.sends.infos[root as usize].set_priority(0.0);
             Fit::Wrote
         } else {
             Fit::Nothing
@@ -809,14 +832,15 @@ impl ReplicationWriter {
             return;
         }
         self.trace.spoil();
-        let info = &mut self.infos[index as usize];
+        let sends = &mut *self.sends;
+        let info = &mut sends.infos[index as usize];
         match info.state() {
             S::PendingCreate | S::WaitOnCreateConfirmation | S::Created | S::PendingTearOff
                 if self.huge.enabled() =>
             {
                 // Sent as a blob in parts on the huge-object stream (see `huge`).
                 info.set_state(S::HugeObject);
-                self.dirty.clear(index);
+                sends.dirty.clear(index);
                 self.stats.huge_objects += 1;
                 self.huge.park(index);
             }
@@ -827,8 +851,8 @@ impl ReplicationWriter {
                     self.connection
                 );
                 info.set_state(S::HugeObject);
-                info.clear_mask(&mut self.pool);
-                self.dirty.clear(index);
+                info.clear_mask(&mut sends.pool);
+                sends.dirty.clear(index);
                 self.stats.huge_objects += 1;
             }
             _ => {
@@ -836,7 +860,7 @@ impl ReplicationWriter {
                     "replication writer (connection {}): an update of object at index {index} does not fit in a packet",
                     self.connection
                 );
-                if let Some(info) = self.infos.get_mut(index as usize) {
+                if let Some(info) = sends.infos.get_mut(index as usize) {
                     info.set_priority(0.0);
                 }
             }
@@ -854,10 +878,10 @@ impl ReplicationWriter {
         st: Option<&BaselineStorage>,
     ) -> Result<bool, BatchError> {
         let Some(entry) = table.entry_at(index) else {
-            self.dirty.clear(index);
+            self.sends.dirty.clear(index);
             return Ok(false);
         };
-        let info = self.infos[index as usize];
+        let info = self.sends.infos[index as usize];
         let state = info.state();
         let tear_off = state == S::PendingTearOff || (state == S::HugeObject && info.is_tear_off());
         // Once the creation is written, updates until it is acknowledged carry only
@@ -874,7 +898,7 @@ impl ReplicationWriter {
         let mut mask = if full {
             allowed.clone()
         } else {
-            let mut owed = info.change_mask(desc.change_mask_bits, &self.pool);
+            let mut owed = info.change_mask(desc.change_mask_bits, &self.sends.pool);
             owed.and_with(&allowed);
             owed
         };
@@ -884,9 +908,10 @@ impl ReplicationWriter {
             self.note_batch(entry, is_owner, long);
         }
         if !full && !mask.any() && !send_tags {
-            let info = &mut self.infos[index as usize];
-            info.clear_mask(&mut self.pool);
-            self.dirty.clear(index);
+            let sends = &mut *self.sends;
+            let info = &mut sends.infos[index as usize];
+            info.clear_mask(&mut sends.pool);
+            sends.dirty.clear(index);
             return Ok(false);
         }
         // A huge object's blob is never a delta: its baseline could not be tied to a packet.
@@ -903,9 +928,9 @@ impl ReplicationWriter {
             }
             _ => None,
         };
-        let Some(local) = self.infos[index as usize].local_index() else {
+        let Some(local) = self.sends.infos[index as usize].local_index() else {
             // Every replicated object has an index from `start_replication`.
-            self.dirty.clear(index);
+            self.sends.dirty.clear(index);
             return Ok(false);
         };
         let coding = BatchCoding {
@@ -1051,8 +1076,9 @@ impl ReplicationWriter {
             baseline: reference_index,
             tags: send_tags,
         });
-        let info = &mut self.infos[index as usize];
-        info.clear_mask(&mut self.pool);
+        let sends = &mut *self.sends;
+        let info = &mut sends.infos[index as usize];
+        info.clear_mask(&mut sends.pool);
         info.set_tags_dirty(false);
         if creating {
             info.set_creation_resent(info.is_creation_sent());
@@ -1063,7 +1089,7 @@ impl ReplicationWriter {
             S::PendingTearOff => info.set_state(S::WaitOnDestroyConfirmation),
             _ => {}
         }
-        self.dirty.clear(index);
+        sends.dirty.clear(index);
         info.set_priority(0.0);
         self.stats.batches += 1;
         let protocol = usize::from(entry.protocol());

@@ -1,0 +1,363 @@
+//! Connection groups: connections in step share one copy of their send states.
+//!
+//! A writer's send states (one [`ReplicationInfo`] per object, the dirty set and the
+//! pool of wide change masks) are the per-object state every packet reads and most
+//! packets change. Connections whose acks are in step hold equal send states and move
+//! them the same way, so each keeping its own copy costs a cache miss per dirty object
+//! and connection for nothing. Here the copy is shared, copy-on-write:
+//!
+//! - [`SharedSendStates`] is a writer's handle: its own copy, or one shared with the
+//!   connections in step. Reading is the same either way; the first change made to a
+//!   shared copy makes it the writer's own ([`DerefMut`](std::ops::DerefMut)), so a
+//!   writer that leaves step never changes anyone else's state.
+//! - In a write pass, the first connection to move a shared copy with an event (the
+//!   tick's changes, or a replayed objects section) logs the copy before and after in
+//!   its thread's [`Transitions`]. A connection holding the very same copy (by
+//!   pointer) meets the same event and takes the logged result instead of working
+//!   through its objects. Moving send states is a pure function of the state and the
+//!   event, so what it takes is what it would have computed.
+//! - A connection joins a group by equality: after it replays an objects section on
+//!   its own copy, a copy equal to the section leader's result is dropped for the
+//!   leader's (now and then, see `follow`).
+//!
+//! Every copy a log or a handle names is kept alive by it, so pointer identity never
+//! confuses a freed copy with a new one.
+
+use super::record::{MaskPool, ReplicationInfo};
+use crate::serialize::BitArray;
+use std::sync::Arc;
+
+/// A writer's per-object send states.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct SendStates {
+    /// Per object (by internal index): lifecycle state, owed change mask, priority.
+    pub infos: Vec<ReplicationInfo>,
+    /// The objects with something to send.
+    pub dirty: BitArray,
+    /// The change masks too wide for an info's inline bits.
+    pub pool: MaskPool,
+}
+
+impl PartialEq for SendStates {
+    fn eq(&self, other: &Self) -> bool {
+        self.infos == other.infos && self.dirty.same_bits(&other.dirty) && self.pool == other.pool
+    }
+}
+
+/// A writer's send states: its own copy, or one shared with connections in step.
+#[derive(Debug)]
+pub(crate) struct SharedSendStates {
+    states: Holding,
+    /// Copies made of a shared copy so that it could change.
+    copies: u64,
+}
+
+#[derive(Debug)]
+enum Holding {
+    Own(SendStates),
+    Shared(Arc<SendStates>),
+}
+
+impl Default for SharedSendStates {
+    fn default() -> Self {
+        Self {
+            states: Holding::Own(SendStates::default()),
+            copies: 0,
+        }
+    }
+}
+
+impl std::ops::Deref for SharedSendStates {
+    type Target = SendStates;
+
+    #[inline(always)]
+    fn deref(&self) -> &SendStates {
+        match &self.states {
+            Holding::Own(s) => s,
+            Holding::Shared(s) => s,
+        }
+    }
+}
+
+impl std::ops::DerefMut for SharedSendStates {
+    /// The writer's own copy, made from the shared one first if need be.
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut SendStates {
+        if let Holding::Shared(_) = self.states {
+            self.unshare();
+        }
+        match &mut self.states {
+            Holding::Own(s) => s,
+            Holding::Shared(_) => unreachable!("unshared above"),
+        }
+    }
+}
+
+impl SharedSendStates {
+    /// Makes the shared copy these states' own: taken as it is when nothing else
+    /// holds it, copied otherwise.
+    #[cold]
+    #[inline(never)]
+    fn unshare(&mut self) {
+        let own = Holding::Own(SendStates::default());
+        if let Holding::Shared(s) = std::mem::replace(&mut self.states, own) {
+            self.states = Holding::Own(Arc::try_unwrap(s).unwrap_or_else(|s| {
+                self.copies += 1;
+                SendStates::clone(&s)
+            }));
+        }
+    }
+
+    /// The shared copy, if these states are one.
+    #[inline]
+    pub(crate) fn shared(&self) -> Option<&Arc<SendStates>> {
+        match &self.states {
+            Holding::Shared(s) => Some(s),
+            Holding::Own(_) => None,
+        }
+    }
+
+    /// Whether these states are the shared copy `other`, by pointer.
+    #[inline]
+    pub(crate) fn is(&self, other: &Arc<SendStates>) -> bool {
+        self.shared().is_some_and(|s| Arc::ptr_eq(s, other))
+    }
+
+    /// Makes these states shareable (the own copy moves behind an `Arc`: no copy) and
+    /// returns the shared copy.
+    pub(crate) fn publish(&mut self) -> Arc<SendStates> {
+        if let Holding::Own(s) = &mut self.states {
+            self.states = Holding::Shared(Arc::new(std::mem::take(s)));
+        }
+        match &self.states {
+            Holding::Shared(s) => Arc::clone(s),
+            Holding::Own(_) => unreachable!("published above"),
+        }
+    }
+
+    /// Takes the shared copy `states` for these states (they are equal to it).
+    pub(crate) fn adopt(&mut self, states: &Arc<SendStates>) {
+        self.states = Holding::Shared(Arc::clone(states));
+    }
+
+    /// Copies made of a shared copy so that it could change, since the writer started.
+    pub(crate) fn copies(&self) -> u64 {
+        self.copies
+    }
+}
+
+/// An event a write pass moves send states with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Event<'a> {
+    /// The tick's changes taken by a connection with this scope (the excluded roots),
+    /// whose schedule was valid or not before.
+    CatchUp {
+        excluded: &'a BitArray,
+        schedule_valid: bool,
+    },
+    /// The objects section of a trace, replayed: the trace is named by its serial
+    /// number on the thread that recorded it (a trace's place is recorded over once
+    /// all are in use), and whether that is another thread.
+    Replay { adopted: bool, serial: u64 },
+}
+
+/// An [`Event`] as the log keeps it.
+#[derive(Debug)]
+enum LoggedEvent {
+    CatchUp {
+        excluded: BitArray,
+        schedule_valid: bool,
+    },
+    Replay {
+        adopted: bool,
+        serial: u64,
+    },
+}
+
+impl LoggedEvent {
+    fn new(event: Event<'_>) -> Self {
+        match event {
+            Event::CatchUp {
+                excluded,
+                schedule_valid,
+            } => Self::CatchUp {
+                excluded: excluded.clone(),
+                schedule_valid,
+            },
+            Event::Replay { adopted, serial } => Self::Replay { adopted, serial },
+        }
+    }
+
+    fn matches(&self, event: Event<'_>) -> bool {
+        match (self, event) {
+            (
+                Self::CatchUp {
+                    excluded: a,
+                    schedule_valid: va,
+                },
+                Event::CatchUp {
+                    excluded: b,
+                    schedule_valid: vb,
+                },
+            ) => *va == vb && a.same_bits(b),
+            (
+                Self::Replay { adopted, serial },
+                Event::Replay {
+                    adopted: a,
+                    serial: n,
+                },
+            ) => *adopted == a && *serial == n,
+            _ => false,
+        }
+    }
+}
+
+/// One logged move: shared send states before, the event, the states after and
+/// whether the move invalidated the schedule.
+#[derive(Debug)]
+struct Transition {
+    before: Arc<SendStates>,
+    event: LoggedEvent,
+    after: Arc<SendStates>,
+    schedule_valid: bool,
+}
+
+/// The moves of shared send states logged in a write pass on one thread.
+#[derive(Debug, Default)]
+pub(crate) struct Transitions {
+    log: Vec<Transition>,
+}
+
+/// The most moves logged per pass and thread: one per group in step.
+const MAX_TRANSITIONS: usize = 16;
+
+impl Transitions {
+    /// Forgets the pass's moves (and lets go of the copies they kept).
+    pub(crate) fn clear(&mut self) {
+        self.log.clear();
+    }
+
+    /// The states `before` (a shared copy) moves to with `event`, if logged, and whether
+    /// the schedule is still valid after.
+    pub(crate) fn find(
+        &self,
+        before: &SharedSendStates,
+        event: Event<'_>,
+    ) -> Option<(&Arc<SendStates>, bool)> {
+        let shared = before.shared()?;
+        self.log
+            .iter()
+            .find(|t| Arc::ptr_eq(&t.before, shared) && t.event.matches(event))
+            .map(|t| (&t.after, t.schedule_valid))
+    }
+
+    /// The copy to log a move of `before` from: one shared with another holder, when
+    /// there is room.
+    pub(crate) fn loggable(&self, before: &SharedSendStates) -> Option<Arc<SendStates>> {
+        before
+            .shared()
+            .filter(|s| Arc::strong_count(s) > 1 && self.log.len() < MAX_TRANSITIONS)
+            .cloned()
+    }
+
+    /// Logs that `before` moved to `after` with `event`.
+    pub(crate) fn log(
+        &mut self,
+        before: Arc<SendStates>,
+        event: Event<'_>,
+        after: Arc<SendStates>,
+        schedule_valid: bool,
+    ) {
+        if self.log.len() < MAX_TRANSITIONS {
+            self.log.push(Transition {
+                before,
+                event: LoggedEvent::new(event),
+                after,
+                schedule_valid,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn states(n: usize) -> SendStates {
+        let mut s = SendStates::default();
+        s.infos.resize(n, ReplicationInfo::default());
+        s.dirty.set(1);
+        s
+    }
+
+    #[test]
+    fn a_change_to_a_shared_copy_is_made_on_an_own_copy() {
+        let mut a = SharedSendStates::default();
+        *a = states(4);
+        let shared = a.publish();
+        let mut b = SharedSendStates::default();
+        b.adopt(&shared);
+        assert!(a.is(&shared) && b.is(&shared));
+        b.dirty.set(3);
+        assert_eq!(b.copies(), 1);
+        assert!(!b.is(&shared), "b changed its own copy");
+        assert!(a.is(&shared) && !a.dirty.get(3), "a's states are untouched");
+        assert!(b.dirty.get(3) && b.dirty.get(1));
+        // Reading makes no copy.
+        assert_eq!(a.infos.len(), 4);
+        assert_eq!(a.copies(), 0);
+        // A shared copy nothing else holds becomes the writer's own as it is.
+        drop((shared, b));
+        a.dirty.set(0);
+        assert_eq!(a.copies(), 0);
+        assert!(a.shared().is_none() && a.dirty.get(0) && a.dirty.get(1));
+    }
+
+    #[test]
+    fn a_move_is_found_only_from_the_same_copy_with_the_same_event() {
+        let mut leader = SharedSendStates::default();
+        *leader = states(4);
+        let before = leader.publish();
+        let mut twin = SharedSendStates::default();
+        twin.adopt(&Arc::new(states(4))); // equal, but another copy
+        let mut follower = SharedSendStates::default();
+        follower.adopt(&before);
+        let none = BitArray::default();
+        let event = Event::CatchUp {
+            excluded: &none,
+            schedule_valid: true,
+        };
+        let mut log = Transitions::default();
+        assert!(log.loggable(&leader).is_some());
+        leader.dirty.set(2);
+        let after = leader.publish();
+        log.log(before, event, Arc::clone(&after), false);
+        let (found, valid) = log.find(&follower, event).expect("same copy, same event");
+        assert!(Arc::ptr_eq(found, &after) && !valid);
+        assert!(log.find(&twin, event).is_none(), "another copy");
+        let mut excluded = BitArray::default();
+        excluded.set(0);
+        let other_scope = Event::CatchUp {
+            excluded: &excluded,
+            schedule_valid: true,
+        };
+        assert!(log.find(&follower, other_scope).is_none());
+        let other_schedule = Event::CatchUp {
+            excluded: &none,
+            schedule_valid: false,
+        };
+        assert!(log.find(&follower, other_schedule).is_none());
+        assert!(
+            log.find(
+                &follower,
+                Event::Replay {
+                    adopted: true,
+                    serial: 0
+                }
+            )
+            .is_none()
+        );
+        log.clear();
+        assert!(log.find(&follower, event).is_none());
+    }
+}
