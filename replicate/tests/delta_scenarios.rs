@@ -386,6 +386,120 @@ fn connections_in_step_replay_and_settle_on_shared_lineages_without_leaks() {
     assert_eq!(m.server.baselines().live_snapshots(), 0);
 }
 
+/// What [`two_groups`] sent: every packet's bytes per connection, the send-state
+/// copies held at the end and made, and the sections replayed.
+struct GroupRun {
+    packets: Vec<Vec<Vec<u8>>>,
+    copies: (usize, u64),
+    replayed: u64,
+}
+
+/// Six connections written in passes on `threads` writer threads: three whose
+/// packets are delivered at once, three whose fates arrive a pass later and who lose
+/// the same packets. The two halves' send states part and meet again.
+fn two_groups(threads: usize) -> GroupRun {
+    let config = ReplicationConfig {
+        writer_threads: threads,
+        ..ReplicationConfig::default()
+    };
+    let mut m = Multi::new(6, config);
+    let pawns: Vec<_> = (0..40)
+        .map(|_| m.server.objects_mut().spawn(Pawn::default()).unwrap())
+        .collect();
+    let lost = |seq: u16| seq % 7 == 3;
+    let mut sent = vec![Vec::new(); 6];
+    let mut late: Vec<(ConnectionId, PacketSequence, DeliveryStatus)> = Vec::new();
+    for tick in 0..48u16 {
+        for (n, &h) in pawns.iter().enumerate() {
+            if (n + tick as usize) % 3 == 0 {
+                let p = m.server.objects_mut().get_mut::<Pawn>(h).unwrap();
+                p.x += 3 + n as i32;
+                p.hp = p.hp.wrapping_add(1);
+            }
+        }
+        m.now += Duration::from_millis(33);
+        m.server.tick(m.now);
+        for _ in 0..4 {
+            let seq = PacketSequence(m.seq);
+            m.seq += 1;
+            let mut packets: Vec<PacketWrite> = m
+                .clients
+                .iter()
+                .map(|(c, _)| PacketWrite::new(*c, seq, BitWriter::with_capacity_bytes(200)))
+                .collect();
+            m.server.write_packets(&mut packets);
+            for (conn, seq, fate) in late.drain(..) {
+                m.server.process_delivery(conn, seq, fate);
+            }
+            let mut more = false;
+            for (k, (packet, (conn, client))) in packets.into_iter().zip(&mut m.clients).enumerate()
+            {
+                more |= packet.result == WriteResult::HasMoreData;
+                let bytes = packet.writer.finish().unwrap();
+                let fate = if k >= 3 && lost(seq.0) {
+                    DeliveryStatus::Lost
+                } else {
+                    client
+                        .read_packet(m.now, seq, &mut BitReader::new(&bytes))
+                        .unwrap();
+                    DeliveryStatus::Delivered
+                };
+                sent[k].push(bytes);
+                if k >= 3 {
+                    late.push((*conn, seq, fate));
+                } else {
+                    m.server.process_delivery(*conn, seq, fate);
+                }
+            }
+            if !more {
+                break;
+            }
+        }
+    }
+    for (conn, seq, fate) in late.drain(..) {
+        m.server.process_delivery(conn, seq, fate);
+    }
+    let copies = m.server.send_state_copies();
+    let replayed = m.server.replayed_sections().0;
+    for _ in 0..10 {
+        m.round_trip();
+    }
+    for (conn, client) in &m.clients {
+        for &h in &pawns {
+            assert!(same_state(&m.server, client, h), "connection {conn}, {h}");
+        }
+    }
+    GroupRun {
+        packets: sent,
+        copies,
+        replayed,
+    }
+}
+
+#[test]
+fn two_groups_in_step_send_what_each_connection_writes_alone() {
+    // On one thread the connections in step share one copy of their send states, and
+    // a copy that meets one another connection moved finds its move by value. On two
+    // threads copies also meet the other thread's. On six, every connection writes
+    // alone. All send the same bytes.
+    let alone = two_groups(6);
+    assert_eq!(alone.copies.1, 0, "nothing shared");
+    for threads in [1, 2] {
+        let run = two_groups(threads);
+        assert!(
+            run.replayed > 0 && run.copies.1 > 0,
+            "threads {threads}: shared"
+        );
+        assert!(run.copies.0 <= 3, "threads {threads}: {:?}", run.copies);
+        for (k, (a, b)) in run.packets.iter().zip(&alone.packets).enumerate() {
+            assert_eq!(a.len(), b.len(), "threads {threads}, connection {k}");
+            for (n, (x, y)) in a.iter().zip(b).enumerate() {
+                assert!(x == y, "threads {threads}, connection {k}, packet {n}");
+            }
+        }
+    }
+}
+
 #[test]
 fn a_batch_that_does_not_fit_reserves_and_copies_nothing() {
     let mut server = ReplicationServer::new(registry(), ReplicationConfig::default());

@@ -178,10 +178,14 @@ impl ReplicationWriter {
             serial: t.serial,
         };
         let leaders = match &t.states {
-            [Some(before), Some(after)] if self.sends.is(before) => Some((after, true)),
-            _ => self.cache.transitions.find(&self.sends, event),
+            [Some(before), Some(after)] if self.sends.is(before) => Some(Arc::clone(after)),
+            [before, after] => self.cache.transitions.find_or_recorded(
+                &self.sends,
+                event,
+                [before.as_ref(), after.as_ref()],
+            ),
         };
-        if let Some((after, _)) = leaders {
+        if let Some(after) = leaders {
             // Send states shared with the connection that moved them.
             self.sends.adopt(after);
         } else {
@@ -229,7 +233,7 @@ impl ReplicationWriter {
             return;
         }
         if **leaders == *self.sends {
-            self.sends.adopt(leaders);
+            self.sends.adopt(Arc::clone(leaders));
             self.joins.wait = 0;
         } else {
             self.joins.wait = (self.joins.wait * 2).clamp(1, MAX_JOIN_WAIT);

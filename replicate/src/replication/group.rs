@@ -40,7 +40,8 @@ pub(crate) struct SendStates {
 
 impl PartialEq for SendStates {
     fn eq(&self, other: &Self) -> bool {
-        self.infos == other.infos && self.dirty.same_bits(&other.dirty) && self.pool == other.pool
+        // The cheap parts first.
+        self.dirty.same_bits(&other.dirty) && self.pool == other.pool && self.infos == other.infos
     }
 }
 
@@ -136,8 +137,8 @@ impl SharedSendStates {
     }
 
     /// Takes the shared copy `states` for these states (they are equal to it).
-    pub(crate) fn adopt(&mut self, states: &Arc<SendStates>) {
-        self.states = Holding::Shared(Arc::clone(states));
+    pub(crate) fn adopt(&mut self, states: Arc<SendStates>) {
+        self.states = Holding::Shared(states);
     }
 
     /// Copies made of a shared copy so that it could change, since the writer started.
@@ -239,16 +240,55 @@ impl Transitions {
 
     /// The states `before` (a shared copy) moves to with `event`, if logged, and whether
     /// the schedule is still valid after.
+    ///
+    /// A move logged from another copy holding the same states counts too (a group of
+    /// another writer thread reaching this one, say): it is found by value once, and
+    /// logged for `before`'s copy, so the others holding it find it by pointer.
     pub(crate) fn find(
-        &self,
+        &mut self,
         before: &SharedSendStates,
         event: Event<'_>,
-    ) -> Option<(&Arc<SendStates>, bool)> {
+    ) -> Option<(Arc<SendStates>, bool)> {
         let shared = before.shared()?;
-        self.log
+        let same = |t: &&Transition| Arc::ptr_eq(&t.before, shared) && t.event.matches(event);
+        if let Some(t) = self.log.iter().find(same) {
+            return Some((Arc::clone(&t.after), t.schedule_valid));
+        }
+        let equal = self
+            .log
             .iter()
-            .find(|t| Arc::ptr_eq(&t.before, shared) && t.event.matches(event))
-            .map(|t| (&t.after, t.schedule_valid))
+            .find(|t| t.event.matches(event) && *t.before == **shared)?;
+        let (after, schedule_valid) = (Arc::clone(&equal.after), equal.schedule_valid);
+        self.log(
+            Arc::clone(shared),
+            event,
+            Arc::clone(&after),
+            schedule_valid,
+        );
+        Some((after, schedule_valid))
+    }
+
+    /// [`find`](Self::find), or else the move `recorded` (a leader's states before
+    /// and after, which another thread may have recorded) when `before` holds the
+    /// same states as its start; then logged for `before`'s copy.
+    pub(crate) fn find_or_recorded(
+        &mut self,
+        before: &SharedSendStates,
+        event: Event<'_>,
+        recorded: [Option<&Arc<SendStates>>; 2],
+    ) -> Option<Arc<SendStates>> {
+        if let Some((after, _)) = self.find(before, event) {
+            return Some(after);
+        }
+        let shared = before.shared()?;
+        let [Some(start), Some(after)] = recorded else {
+            return None;
+        };
+        if **start != **shared {
+            return None;
+        }
+        self.log(Arc::clone(shared), event, Arc::clone(after), true);
+        Some(Arc::clone(after))
     }
 
     /// The copy to log a move of `before` from: one shared with another holder, when
@@ -296,7 +336,7 @@ mod tests {
         *a = states(4);
         let shared = a.publish();
         let mut b = SharedSendStates::default();
-        b.adopt(&shared);
+        b.adopt(Arc::clone(&shared));
         assert!(a.is(&shared) && b.is(&shared));
         b.dirty.set(3);
         assert_eq!(b.copies(), 1);
@@ -314,14 +354,20 @@ mod tests {
     }
 
     #[test]
-    fn a_move_is_found_only_from_the_same_copy_with_the_same_event() {
+    fn a_move_is_found_from_the_same_states_with_the_same_event() {
         let mut leader = SharedSendStates::default();
         *leader = states(4);
         let before = leader.publish();
-        let mut twin = SharedSendStates::default();
-        twin.adopt(&Arc::new(states(4))); // equal, but another copy
         let mut follower = SharedSendStates::default();
-        follower.adopt(&before);
+        follower.adopt(Arc::clone(&before));
+        // Equal states in another copy, and other states.
+        let twin = Arc::new(states(4));
+        let mut twins = [(); 2].map(|_| SharedSendStates::default());
+        for t in &mut twins {
+            t.adopt(Arc::clone(&twin));
+        }
+        let mut stranger = SharedSendStates::default();
+        stranger.adopt(Arc::new(states(5)));
         let none = BitArray::default();
         let event = Event::CatchUp {
             excluded: &none,
@@ -333,8 +379,15 @@ mod tests {
         let after = leader.publish();
         log.log(before, event, Arc::clone(&after), false);
         let (found, valid) = log.find(&follower, event).expect("same copy, same event");
-        assert!(Arc::ptr_eq(found, &after) && !valid);
-        assert!(log.find(&twin, event).is_none(), "another copy");
+        assert!(Arc::ptr_eq(&found, &after) && !valid);
+        assert!(log.find(&stranger, event).is_none(), "other states");
+        // The twin's copy is found by value, then logged: the other twin finds it by
+        // pointer.
+        let (found, _) = log.find(&twins[0], event).expect("equal states");
+        assert!(Arc::ptr_eq(&found, &after));
+        assert_eq!(log.log.len(), 2);
+        assert!(log.find(&twins[1], event).is_some());
+        assert_eq!(log.log.len(), 2, "found by pointer: nothing more logged");
         let mut excluded = BitArray::default();
         excluded.set(0);
         let other_scope = Event::CatchUp {
@@ -347,17 +400,45 @@ mod tests {
             schedule_valid: false,
         };
         assert!(log.find(&follower, other_schedule).is_none());
-        assert!(
-            log.find(
-                &follower,
-                Event::Replay {
-                    adopted: true,
-                    serial: 0
-                }
-            )
-            .is_none()
-        );
+        let replay = Event::Replay {
+            adopted: true,
+            serial: 0,
+        };
+        assert!(log.find(&follower, replay).is_none());
         log.clear();
         assert!(log.find(&follower, event).is_none());
+    }
+    #[test]
+    fn a_recorded_move_is_taken_from_the_same_states_only() {
+        let start = Arc::new(states(4));
+        let mut moved = states(4);
+        moved.dirty.set(3);
+        let after = Arc::new(moved);
+        let event = Event::Replay {
+            adopted: true,
+            serial: 7,
+        };
+        let recorded = [Some(&start), Some(&after)];
+        let mut log = Transitions::default();
+        // Equal states in another copy take the move, and log it for that copy.
+        let mut twin = SharedSendStates::default();
+        twin.adopt(Arc::new(states(4)));
+        let taken = log.find_or_recorded(&twin, event, recorded);
+        assert!(taken.is_some_and(|a| Arc::ptr_eq(&a, &after)));
+        assert_eq!(log.log.len(), 1);
+        assert!(log.find(&twin, event).is_some());
+        // Other states, an own copy, or no recorded start: nothing.
+        let mut stranger = SharedSendStates::default();
+        stranger.adopt(Arc::new(states(5)));
+        assert!(log.find_or_recorded(&stranger, event, recorded).is_none());
+        let mut own = SharedSendStates::default();
+        *own = states(4);
+        assert!(log.find_or_recorded(&own, event, recorded).is_none());
+        assert_eq!(log.log.len(), 1);
+        let mut fresh = Transitions::default();
+        let mut other = SharedSendStates::default();
+        other.adopt(Arc::new(states(4)));
+        let unrecorded = fresh.find_or_recorded(&other, event, [None, Some(&after)]);
+        assert!(unrecorded.is_none() && fresh.log.is_empty());
     }
 }
