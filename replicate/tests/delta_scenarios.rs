@@ -170,6 +170,38 @@ impl Multi {
         }
     }
 
+    fn spawn_pawns(&mut self, n: usize) -> Vec<NetRefHandle> {
+        (0..n)
+            .map(|_| self.server.objects_mut().spawn(Pawn::default()).unwrap())
+            .collect()
+    }
+
+    /// Moves a third of `pawns` (which third depends on `tick`), then ticks.
+    fn move_pawns_and_tick(&mut self, pawns: &[NetRefHandle], tick: u16) {
+        for (n, &h) in pawns.iter().enumerate() {
+            if (n + tick as usize) % 3 == 0 {
+                let p = self.server.objects_mut().get_mut::<Pawn>(h).unwrap();
+                p.x += 3 + n as i32;
+                p.hp = p.hp.wrapping_add(1);
+            }
+        }
+        self.now += Duration::from_millis(33);
+        self.server.tick(self.now);
+    }
+
+    /// One packet of `bytes` for every connection, written in a pass.
+    fn write_pass(&mut self, bytes: usize) -> (PacketSequence, Vec<PacketWrite>) {
+        let seq = PacketSequence(self.seq);
+        self.seq += 1;
+        let mut packets: Vec<PacketWrite> = self
+            .clients
+            .iter()
+            .map(|(c, _)| PacketWrite::new(*c, seq, BitWriter::with_capacity_bytes(bytes)))
+            .collect();
+        self.server.write_packets(&mut packets);
+        (seq, packets)
+    }
+
     fn round_trip(&mut self) {
         self.now += Duration::from_millis(33);
         self.server.tick(self.now);
@@ -319,29 +351,12 @@ fn connections_in_step_replay_and_settle_on_shared_lineages_without_leaks() {
     // packets on their own schedules. Every client converges, and once the
     // connections leave no lineage or snapshot is left.
     let mut m = Multi::new(8, ReplicationConfig::default());
-    let pawns: Vec<_> = (0..30)
-        .map(|_| m.server.objects_mut().spawn(Pawn::default()).unwrap())
-        .collect();
+    let pawns = m.spawn_pawns(30);
     let lost = |tick: u16, k: usize| k >= 4 && (tick as usize * 7 + k * 3) % 5 == 0;
     for tick in 0..60u16 {
-        for (n, &h) in pawns.iter().enumerate() {
-            if (n + tick as usize) % 3 == 0 {
-                let p = m.server.objects_mut().get_mut::<Pawn>(h).unwrap();
-                p.x += 3 + n as i32;
-                p.hp = p.hp.wrapping_add(1);
-            }
-        }
-        m.now += Duration::from_millis(33);
-        m.server.tick(m.now);
+        m.move_pawns_and_tick(&pawns, tick);
         for _ in 0..4 {
-            let seq = PacketSequence(m.seq);
-            m.seq += 1;
-            let mut packets: Vec<PacketWrite> = m
-                .clients
-                .iter()
-                .map(|(c, _)| PacketWrite::new(*c, seq, BitWriter::with_capacity_bytes(300)))
-                .collect();
-            m.server.write_packets(&mut packets);
+            let (seq, packets) = m.write_pass(300);
             let mut more = false;
             for (k, (packet, (conn, client))) in packets.into_iter().zip(&mut m.clients).enumerate()
             {
@@ -403,31 +418,14 @@ fn two_groups(threads: usize) -> GroupRun {
         ..ReplicationConfig::default()
     };
     let mut m = Multi::new(6, config);
-    let pawns: Vec<_> = (0..40)
-        .map(|_| m.server.objects_mut().spawn(Pawn::default()).unwrap())
-        .collect();
+    let pawns = m.spawn_pawns(40);
     let lost = |seq: u16| seq % 7 == 3;
     let mut sent = vec![Vec::new(); 6];
     let mut late: Vec<(ConnectionId, PacketSequence, DeliveryStatus)> = Vec::new();
     for tick in 0..48u16 {
-        for (n, &h) in pawns.iter().enumerate() {
-            if (n + tick as usize) % 3 == 0 {
-                let p = m.server.objects_mut().get_mut::<Pawn>(h).unwrap();
-                p.x += 3 + n as i32;
-                p.hp = p.hp.wrapping_add(1);
-            }
-        }
-        m.now += Duration::from_millis(33);
-        m.server.tick(m.now);
+        m.move_pawns_and_tick(&pawns, tick);
         for _ in 0..4 {
-            let seq = PacketSequence(m.seq);
-            m.seq += 1;
-            let mut packets: Vec<PacketWrite> = m
-                .clients
-                .iter()
-                .map(|(c, _)| PacketWrite::new(*c, seq, BitWriter::with_capacity_bytes(200)))
-                .collect();
-            m.server.write_packets(&mut packets);
+            let (seq, packets) = m.write_pass(200);
             for (conn, seq, fate) in late.drain(..) {
                 m.server.process_delivery(conn, seq, fate);
             }

@@ -84,12 +84,9 @@ impl std::ops::DerefMut for SharedSendStates {
     /// The writer's own copy, made from the shared one first if need be.
     #[inline(always)]
     fn deref_mut(&mut self) -> &mut SendStates {
-        if let Holding::Shared(_) = self.states {
-            self.unshare();
-        }
-        match &mut self.states {
-            Holding::Own(s) => s,
-            Holding::Shared(_) => unreachable!("unshared above"),
+        match self.states {
+            Holding::Own(ref mut s) => s,
+            Holding::Shared(_) => self.unshare(),
         }
     }
 }
@@ -99,13 +96,19 @@ impl SharedSendStates {
     /// holds it, copied otherwise.
     #[cold]
     #[inline(never)]
-    fn unshare(&mut self) {
-        let own = Holding::Own(SendStates::default());
-        if let Holding::Shared(s) = std::mem::replace(&mut self.states, own) {
-            self.states = Holding::Own(Arc::try_unwrap(s).unwrap_or_else(|s| {
+    fn unshare(&mut self) -> &mut SendStates {
+        let own = match std::mem::replace(&mut self.states, Holding::Own(SendStates::default())) {
+            Holding::Own(s) => s,
+            Holding::Shared(s) => Arc::try_unwrap(s).unwrap_or_else(|s| {
                 self.copies += 1;
                 SendStates::clone(&s)
-            }));
+            }),
+        };
+        self.states = Holding::Own(own);
+        match &mut self.states {
+            Holding::Own(s) => s,
+            // (Not reached: made own above.)
+            Holding::Shared(s) => Arc::make_mut(s),
         }
     }
 
@@ -127,13 +130,13 @@ impl SharedSendStates {
     /// Makes these states shareable (the own copy moves behind an `Arc`: no copy) and
     /// returns the shared copy.
     pub(crate) fn publish(&mut self) -> Arc<SendStates> {
-        if let Holding::Own(s) = &mut self.states {
-            self.states = Holding::Shared(Arc::new(std::mem::take(s)));
-        }
-        match &self.states {
-            Holding::Shared(s) => Arc::clone(s),
-            Holding::Own(_) => unreachable!("published above"),
-        }
+        let shared = match std::mem::replace(&mut self.states, Holding::Own(SendStates::default()))
+        {
+            Holding::Own(s) => Arc::new(s),
+            Holding::Shared(s) => s,
+        };
+        self.states = Holding::Shared(Arc::clone(&shared));
+        shared
     }
 
     /// Takes the shared copy `states` for these states (they are equal to it).
