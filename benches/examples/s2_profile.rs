@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo build --release -p replicate-bench --example s2_profile
-//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel] [objects=N] [players=N] [connections=N] [ticks=N]
+//! perf record -g target/release/examples/s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel] [churn] [objects=N] [players=N] [connections=N] [ticks=N]
 //! ```
 //!
 //! Prints the configuration's figures on one line (thread CPU time, as in S2's table).
@@ -22,6 +22,7 @@ fn main() {
         delta: DeltaMode::On,
         acks: AckTiming::Instant,
         writers: Writers::Passes(1),
+        churn: 0,
     };
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
@@ -53,6 +54,7 @@ fn main() {
                 }
                 return;
             }
+            "churn" => setup.churn = 1,
             "crowd" => {
                 setup.objects = setup.connections;
                 setup.dirty_fraction = 1.0;
@@ -90,7 +92,7 @@ fn main() {
             }
             other => {
                 eprintln!(
-                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel] [objects=N] [players=N] [connections=N] [ticks=N]"
+                    "unknown argument {other:?}; usage: s2_profile [delta|nodelta] [all|grid|spread|crowd|idle] [passes|per-connection|parallel] [churn] [objects=N] [players=N] [connections=N] [ticks=N]"
                 );
                 std::process::exit(2);
             }

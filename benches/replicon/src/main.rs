@@ -267,6 +267,7 @@ fn main() {
             delta: DeltaMode::On,
             acks: AckTiming::Instant,
             writers: Writers::Passes(1),
+            churn: 0,
         }) {
             Ok(m) => m,
             Err(e) => {

@@ -31,6 +31,7 @@ fn main() {
         delta: DeltaMode::On,
         acks: AckTiming::Instant,
         writers: Writers::PerConnection,
+        churn: 0,
     };
     let levels = [
         AttributionLevel::Off,

@@ -630,6 +630,7 @@ mod tests {
             delta: DeltaMode::On,
             acks: s2::AckTiming::Instant,
             writers: s2::Writers::PerConnection,
+            churn: 0,
         };
         let all = s2::measure(setup).unwrap();
         assert_eq!(all.converged, 600);
@@ -660,6 +661,7 @@ mod tests {
                 max_ms: 200,
             },
             writers: s2::Writers::Passes(1),
+            churn: 0,
         };
         let one = s2::measure(setup).unwrap();
         let two = s2::measure(s2::Setup {
@@ -675,6 +677,38 @@ mod tests {
     }
 
     #[test]
+    fn s2_with_creations_and_destroys_replays_and_sends_what_each_writes_alone() {
+        // Each tick spawns objects and destroys those of two ticks before: a tick's
+        // first packets carry creations and are each connection's own, the later
+        // ones are replayed again. On as many threads as connections nothing is
+        // replayed. Both send the same packets.
+        let setup = s2::Setup {
+            objects: 3000,
+            players: 6,
+            connections: 6,
+            dirty_fraction: 0.2,
+            scope: s2::ScopeMode::All,
+            ticks: 6,
+            seed: 11,
+            delta: DeltaMode::On,
+            acks: s2::AckTiming::Instant,
+            writers: s2::Writers::Passes(1),
+            churn: 2,
+        };
+        let shared = s2::measure(setup).unwrap();
+        let alone = s2::measure(s2::Setup {
+            writers: s2::Writers::Passes(6),
+            ..setup
+        })
+        .unwrap();
+        assert_eq!(shared.converged, 3000);
+        assert_eq!(alone.replayed_share, 0.0);
+        assert!(shared.replayed_share > 0.2, "{}", shared.replayed_share);
+        assert_ne!(shared.digest, 0);
+        assert_eq!(shared.digest, alone.digest, "replays changed packets");
+    }
+
+    #[test]
     fn s2_converges_with_round_trips_spread_and_shares_fewer_segments() {
         let setup = s2::Setup {
             objects: 400,
@@ -687,6 +721,7 @@ mod tests {
             delta: DeltaMode::On,
             acks: s2::AckTiming::Instant,
             writers: s2::Writers::PerConnection,
+            churn: 0,
         };
         let in_step = s2::measure(setup).unwrap();
         assert_eq!(in_step.converged, 400);

@@ -186,6 +186,9 @@ pub struct Setup {
     pub acks: AckTiming,
     /// How packets are written.
     pub writers: Writers,
+    /// Objects spawned each measured tick, each destroyed two ticks later (0: a
+    /// world without creations after the start).
+    pub churn: usize,
 }
 
 /// Results of one configuration.
@@ -523,6 +526,7 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
             .sum()
     };
     let mut batches_at_warm = (0, 0);
+    let mut churned = std::collections::VecDeque::new();
     let mut copies_at_warm = 0;
     for t in 0..warm + s.ticks * 2 {
         if t == warm {
@@ -558,6 +562,26 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
         };
         if grid_mode {
             ctx.feed(&mut server, &links, &mirrors, &dirty)?;
+        }
+        // Creations and destroys (the idle ticks destroy what is left).
+        if !idle {
+            for _ in 0..s.churn {
+                let pickup = Pickup {
+                    position: Vec3::ZERO,
+                    kind: 1,
+                    amount: 1,
+                };
+                let h = server.objects_mut().spawn(pickup);
+                churned.push_back(h.map_err(|e| SanityError(format!("spawn: {e:?}")))?);
+            }
+        }
+        while churned.len() > if idle { 0 } else { 2 * s.churn } {
+            if let Some(h) = churned.pop_front() {
+                server
+                    .objects_mut()
+                    .destroy(h)
+                    .map_err(|e| SanityError(format!("destroy: {e:?}")))?;
+            }
         }
         server.tick(now);
         let traffic = send(s.writers, &mut links, &mut server, now);
@@ -860,6 +884,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         acks: AckTiming::Instant,
         // As the facade writes: in passes over every connection, a packet each.
         writers: Writers::Passes(1),
+        churn: 0,
     };
     let variants = [
         ("all in scope", base),

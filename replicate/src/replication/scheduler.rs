@@ -254,9 +254,29 @@ fn fresh_id() -> u64 {
 impl Schedule {
     /// Whether `other` holds the same remaining entries in the same state (what a
     /// packet continuing either would do is the same): one is a copy of the other
-    /// ([`copy_remaining`](Self::copy_remaining)), and neither was changed since.
+    /// ([`copy_remaining`](Self::copy_remaining)) and neither was changed since, or,
+    /// for two built apart (connections that each wrote a packet of their own, say),
+    /// the remaining entries and how far they are sorted are the same, bit for bit.
     pub fn same_remaining(&self, other: &Schedule) -> bool {
-        self.valid == other.valid && self.id == other.id
+        self.valid == other.valid && (self.id == other.id || self.same_contents(other))
+    }
+
+    /// The entries from the head on, the sorted ones first.
+    fn remaining(&self) -> &[ScheduledObject] {
+        &self.entries[self.head.min(self.entries.len())..]
+    }
+
+    /// The comparison of [`same_remaining`](Self::same_remaining) for schedules of
+    /// different ids.
+    fn same_contents(&self, other: &Schedule) -> bool {
+        let (a, b) = (self.remaining(), other.remaining());
+        let sorted = |s: &Schedule| s.sorted_end.saturating_sub(s.head);
+        self.chunks == other.chunks
+            && sorted(self) == sorted(other)
+            && a.len() == b.len()
+            && a.iter().zip(b).all(|(x, y)| {
+                x.index == y.index && x.tie == y.tie && x.sort_key.to_bits() == y.sort_key.to_bits()
+            })
     }
 
     /// Becomes what `other` is from its remaining entries on (see
@@ -677,6 +697,22 @@ mod tests {
         let sb = b.start();
         b.retire(sb + 1, |_| EntryFate::Drop);
         assert!(!b.same_remaining(&a));
+        // Built apart, the same entries in the same state are the same; a priority
+        // that differs only in its bits (it may sort otherwise) is not.
+        let apart = |e: Vec<ScheduledObject>| Schedule {
+            entries: e.into(),
+            valid: true,
+            id: fresh_id(),
+            ..Schedule::default()
+        };
+        let (d, e) = (apart(entries(4)), apart(entries(4)));
+        assert!(d.same_remaining(&e));
+        let mut zeros = entries(4);
+        zeros[1].sort_key = 0.0;
+        let mut negative = entries(4);
+        negative[1].sort_key = -0.0;
+        assert!(!apart(zeros).same_remaining(&apart(negative)));
+        assert!(!apart(entries(4)).same_remaining(&apart(entries(5))));
         // A rebuild names new contents too.
         let mut c = Schedule::default();
         c.copy_remaining(&a);
