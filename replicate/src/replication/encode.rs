@@ -18,7 +18,6 @@
 use super::baseline::{PlanStates, SegmentKind};
 use super::group::Transitions;
 use super::insights::MemberMeasure;
-use super::record::TickMoves;
 use super::replay::Replays;
 use crate::bits::{BitWriter, WriterMark};
 use crate::handle::NetRefHandle;
@@ -44,9 +43,6 @@ pub(crate) struct TickCache {
     batches: (u64, u64),
     /// The pass's recorded objects sections, for connections in step to replay.
     pub(crate) replays: Replays,
-    /// How the pass's first catch-up on this thread moved send states with the tick's
-    /// changes, for the connections caught up after it.
-    pub(crate) moves: TickMoves,
     /// How the pass moved shared send states, for the connections holding the same
     /// copy (see `group`).
     pub(crate) transitions: Transitions,
@@ -74,7 +70,6 @@ impl TickCache {
     /// Starts a write pass of `packets` packets (see [`Replays::begin_pass`]).
     pub(crate) fn begin_pass(&mut self, packets: usize) {
         self.replays.begin_pass(packets);
-        self.moves.begin_pass(packets);
         self.transitions.clear();
     }
 
@@ -82,7 +77,6 @@ impl TickCache {
     /// stood during the pass.
     pub(crate) fn end_pass(&mut self) {
         self.replays.end_pass();
-        self.moves.clear();
         self.transitions.clear();
     }
 

@@ -260,11 +260,7 @@ impl ReplicationWriter {
             let t = self.cache.replays.trace_mut(i);
             t.leader = self.connection;
             // Shared with others: a connection holding the same copy takes the result.
-            t.states[0] = self
-                .sends
-                .shared()
-                .filter(|s| Arc::strong_count(s) > 1)
-                .cloned();
+            t.states[0] = self.sends.shared_with_others().cloned();
             t.synced.clear();
             t.synced.extend_from_slice(baselines.synced_table());
             t.dirty[0].clone_from(&self.sends.dirty);

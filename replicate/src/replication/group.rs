@@ -121,6 +121,13 @@ impl SharedSendStates {
         }
     }
 
+    /// The shared copy, if another holder shares it (a connection, a trace or a log):
+    /// a change would copy it.
+    #[inline]
+    pub(crate) fn shared_with_others(&self) -> Option<&Arc<SendStates>> {
+        self.shared().filter(|s| Arc::strong_count(s) > 1)
+    }
+
     /// Whether these states are the shared copy `other`, by pointer.
     #[inline]
     pub(crate) fn is(&self, other: &Arc<SendStates>) -> bool {
@@ -298,8 +305,8 @@ impl Transitions {
     /// there is room.
     pub(crate) fn loggable(&self, before: &SharedSendStates) -> Option<Arc<SendStates>> {
         before
-            .shared()
-            .filter(|s| Arc::strong_count(s) > 1 && self.log.len() < MAX_TRANSITIONS)
+            .shared_with_others()
+            .filter(|_| self.log.len() < MAX_TRANSITIONS)
             .cloned()
     }
 

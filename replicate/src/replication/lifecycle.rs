@@ -8,7 +8,6 @@ use crate::object::{InternalIndex, ObjectTable, TickChange};
 use crate::replication::encode::TickCache;
 use crate::replication::group::Event;
 use crate::replication::record::ReplicatedObjectState as S;
-use crate::replication::record::{MovesUse, SendStateMove, TickMoves};
 use crate::state::ChangeMask;
 
 /// The priority a root gains for a tick with something to send: `p`, or none when it
@@ -96,7 +95,7 @@ impl ReplicationWriter {
     /// the priority of every object with something to send.
     pub(crate) fn update_dirty(&mut self, table: &ObjectTable) {
         self.update_tags(table);
-        self.apply_tick_changes(table, None);
+        self.apply_tick_changes(table);
     }
 
     /// [`update_dirty`](Self::update_dirty) with its second part put off until the
@@ -122,16 +121,13 @@ impl ReplicationWriter {
 
     /// [`catch_up`](Self::catch_up) in a write pass, with the tick cache of the thread
     /// writing it: a connection holding the same shared send states as one caught up
-    /// before it, with the same scope, takes that one's result (see `group`); the
-    /// others take the changes with the pass's [`TickMoves`], which the first
-    /// connection to take them records and the others replay where their send states
-    /// are the same.
+    /// before it, with the same scope, takes that one's result (see `group`).
     #[inline]
     pub(crate) fn catch_up_in_pass(&mut self, table: &ObjectTable, pass: Option<&mut TickCache>) {
         if self.changes_pending {
             match pass {
                 Some(pass) => self.take_tick_changes_in_pass(table, pass),
-                None => self.apply_tick_changes(table, None),
+                None => self.apply_tick_changes(table),
             }
         }
         self.baselines.catch_up();
@@ -140,14 +136,8 @@ impl ReplicationWriter {
     /// [`apply_tick_changes`](Self::apply_tick_changes) in a write pass, taken from
     /// the pass's log of shared send states where it can be.
     fn take_tick_changes_in_pass(&mut self, table: &ObjectTable, pass: &mut TickCache) {
-        if self
-            .hooks
-            .0
-            .as_ref()
-            .is_some_and(|h| !h.static_priorities())
-        {
-            // The hooks' priorities may differ by connection.
-            return self.apply_tick_changes(table, Some(&mut pass.moves));
+        if self.priorities_by_connection() {
+            return self.apply_tick_changes(table);
         }
         let event = Event::CatchUp {
             excluded: &self.excluded,
@@ -163,7 +153,7 @@ impl ReplicationWriter {
         }
         let before = pass.transitions.loggable(&self.sends);
         let schedule_valid = self.schedule.is_valid();
-        self.apply_tick_changes(table, Some(&mut pass.moves));
+        self.apply_tick_changes(table);
         if let Some(before) = before {
             let after = self.sends.publish();
             let event = Event::CatchUp {
@@ -180,7 +170,7 @@ impl ReplicationWriter {
     #[inline]
     pub(crate) fn take_tick_changes(&mut self, table: &ObjectTable) {
         if self.changes_pending {
-            self.apply_tick_changes(table, None);
+            self.apply_tick_changes(table);
         }
     }
 
@@ -197,19 +187,21 @@ impl ReplicationWriter {
         }
     }
 
-    /// Merges the tick's change masks into the send states and adds the priority of
-    /// every root with something to send, once: the roots dirty already first, then
-    /// each as a change makes it dirty. With `moves`, a change whose send state and
-    /// dirty bit are the recorded ones takes the recorded result (see [`TickMoves`]).
-    fn apply_tick_changes(&mut self, table: &ObjectTable, moves: Option<&mut TickMoves>) {
-        self.changes_pending = false;
-        if self
-            .hooks
+    /// Whether the hooks give priorities that may differ by connection (then a
+    /// connection's taking of the tick's changes is its own).
+    fn priorities_by_connection(&self) -> bool {
+        self.hooks
             .0
             .as_ref()
             .is_some_and(|h| !h.static_priorities())
-        {
-            // The hooks' priorities may differ by connection: nothing is recorded.
+    }
+
+    /// Merges the tick's change masks into the send states and adds the priority of
+    /// every root with something to send, once: the roots dirty already first, then
+    /// each as a change makes it dirty.
+    fn apply_tick_changes(&mut self, table: &ObjectTable) {
+        self.changes_pending = false;
+        if self.priorities_by_connection() {
             for change in table.tick_changes() {
                 if !self.excluded.get(change.index) {
                     self.take_change(table, change, false);
@@ -226,86 +218,34 @@ impl ReplicationWriter {
                 info.add_priority(priority_gain(table.priority(i)));
             }
         }
-        let changes = table.tick_changes();
-        let Some(moves) = moves.and_then(|m| m.for_catch_up(changes.len())) else {
-            for change in changes {
-                // Out of scope (a root): not replicated here, and the small bit array
-                // answers without touching the object's send state.
-                if !self.excluded.get(change.index) {
-                    self.take_change(table, change, true);
-                }
-            }
-            return;
-        };
-        match moves {
-            MovesUse::Record(recording) => {
-                for (change, slot) in changes.iter().zip(recording.iter_mut()) {
-                    let i = change.index;
-                    if self.excluded.get(i) {
-                        continue;
-                    }
-                    let Some(&before) = self.sends.infos.get(i as usize) else {
-                        continue;
-                    };
-                    let was_dirty = self.sends.dirty.get(i);
-                    let dirties = self.take_change(table, change, true);
-                    if change.root.is_none() && !before.is_mask_pooled() {
-                        *slot = Some(SendStateMove {
-                            before,
-                            was_dirty,
-                            after: self.sends.infos[i as usize],
-                            dirties,
-                        });
-                    }
-                }
-            }
-            MovesUse::Replay(recorded) => {
-                for (change, recorded) in changes.iter().zip(recorded) {
-                    let i = change.index;
-                    if self.excluded.get(i) {
-                        continue;
-                    }
-                    let sends = &mut *self.sends;
-                    let was_dirty = sends.dirty.get(i);
-                    let Some(info) = sends.infos.get_mut(i as usize) else {
-                        continue;
-                    };
-                    match recorded {
-                        Some(m) if m.before == *info && m.was_dirty == was_dirty => {
-                            *info = m.after;
-                            if m.dirties {
-                                self.schedule.invalidate();
-                                sends.dirty.set(i);
-                            }
-                        }
-                        _ => {
-                            self.take_change(table, change, true);
-                        }
-                    }
-                }
+        for change in table.tick_changes() {
+            // Out of scope (a root): not replicated here, and the small bit array
+            // answers without touching the object's send state.
+            if !self.excluded.get(change.index) {
+                self.take_change(table, change, true);
             }
         }
     }
 
     /// Merges one change's mask into its object's send state (one taking changes:
     /// created, or being created); with `static_gain`, a root it makes dirty gains its
-    /// static priority. Whether the object is dirty with it.
+    /// static priority.
     #[inline(always)]
-    fn take_change(&mut self, table: &ObjectTable, change: &TickChange, static_gain: bool) -> bool {
+    fn take_change(&mut self, table: &ObjectTable, change: &TickChange, static_gain: bool) {
         let i = change.index;
         let sends = &mut *self.sends;
         let Some(info) = sends.infos.get_mut(i as usize) else {
-            return false;
+            return;
         };
         if !matches!(
             info.state(),
             S::PendingCreate | S::WaitOnCreateConfirmation | S::Created | S::HugeObject
         ) {
-            return false;
+            return;
         }
         info.or_mask(&change.mask, &mut sends.pool);
         if !info.has_dirty_mask() {
-            return false;
+            return;
         }
         match change.root {
             None => {
@@ -316,7 +256,6 @@ impl ReplicationWriter {
             }
             Some(root) => self.mark_subobject_dirty(table, i, root, static_gain),
         }
-        true
     }
 
     /// [`take_change`](Self::take_change)'s marking of a subobject: its owner `root`

@@ -20,11 +20,9 @@
 //! state, and changes only its own state and its thread's tick cache (`encode`: the
 //! tick's encoded segments and predictions, the pass's recorded objects sections,
 //! which a connection in step with an earlier one of the pass replays instead of
-//! writing its own, and how the pass's first connection moved each send state with
-//! the tick's changes, which the others take where their state is the same). Connections
-//! in step also hold one copy of their send states between them, copy-on-write (`group`):
-//! a connection holding the copy another moved in the pass takes the result. What
-//! connections change in common —
+//! writing its own). Connections in step also hold one copy of their send states
+//! between them, copy-on-write (`group`): a connection holding the copy another moved
+//! in the pass takes the result. What connections change in common —
 //! the snapshots their nominations take, references, budgets — is settled after the
 //! pass, in the order of the packets, so the bytes do not depend on the thread count.
 //! A connection that replayed another's section settles on that one's lineages in

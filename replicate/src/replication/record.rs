@@ -505,75 +505,6 @@ impl ReplicationInfo {
     }
 }
 
-/// How a write pass's first catch-up on a thread moved send states with the tick's
-/// changes, change by change, for the connections caught up after it: a connection
-/// whose send state and dirty bit for a change are the ones recorded before takes the
-/// recorded state after, instead of merging the mask and adding the priority again.
-/// Taking the tick's changes is a pure function of those two values (the change, the
-/// object's static priority and the pass are the same for every connection), so the
-/// state taken is the state computed, bit for bit; any other state is computed.
-#[derive(Debug, Default)]
-pub(crate) struct TickMoves {
-    /// Per change of the tick, in the table's order; `None` where nothing was recorded
-    /// (out of the recording connection's scope, a subobject, a mask in the pool).
-    moves: Vec<Option<SendStateMove>>,
-    /// Whether [`moves`](Self::moves) holds the pass's recording.
-    recorded: bool,
-    /// The pass writes a single packet: nothing would take a recording.
-    alone: bool,
-}
-
-/// One send state before and after the tick's change of its object.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct SendStateMove {
-    pub before: ReplicationInfo,
-    pub was_dirty: bool,
-    pub after: ReplicationInfo,
-    /// The object has something to send after the change (it is marked dirty, and the
-    /// schedule is made anew).
-    pub dirties: bool,
-}
-
-impl TickMoves {
-    /// Forgets the recording (the pass ended: the table and priorities may change).
-    pub(crate) fn clear(&mut self) {
-        self.recorded = false;
-        self.alone = true;
-    }
-
-    /// Starts a pass of `packets` packets: with fewer than two, no connection would
-    /// take a recording, and none is made.
-    pub(crate) fn begin_pass(&mut self, packets: usize) {
-        self.recorded = false;
-        self.alone = packets < 2;
-    }
-
-    /// What a catch-up of the tick's `changes` changes does with the pass's moves:
-    /// records them (the pass's first), or takes the recorded ones; `None` in a pass of
-    /// one packet.
-    pub(crate) fn for_catch_up(&mut self, changes: usize) -> Option<MovesUse<'_>> {
-        if self.alone {
-            return None;
-        }
-        if self.recorded {
-            return Some(MovesUse::Replay(&self.moves));
-        }
-        self.recorded = true;
-        self.moves.clear();
-        self.moves.resize(changes, None);
-        Some(MovesUse::Record(&mut self.moves))
-    }
-}
-
-/// What a catch-up does with [`TickMoves`]: one move per change of the tick, in the
-/// table's order (`None`: nothing recorded for that change).
-pub(crate) enum MovesUse<'a> {
-    /// Records the moves it computes.
-    Record(&'a mut [Option<SendStateMove>]),
-    /// Takes the recorded moves where its send states are the same.
-    Replay(&'a [Option<SendStateMove>]),
-}
-
 /// What one record entry says was written for an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordKind {
@@ -770,44 +701,6 @@ mod tests {
         assert_eq!(a.bits_per_type, vec![15, 20, 7], "grown to the longer one");
         assert_eq!((a.framing.mask, a.schedules), (4, 1));
         assert_eq!(a.batches, 0);
-    }
-
-    #[test]
-    fn a_pass_of_several_packets_records_its_tick_moves_once() {
-        let replayed = |moves: &mut TickMoves, changes| match moves.for_catch_up(changes) {
-            Some(MovesUse::Replay(recorded)) => Some(recorded.to_vec()),
-            _ => None,
-        };
-        let mut moves = TickMoves::default();
-        moves.begin_pass(3);
-        let mut after = ReplicationInfo::default();
-        after.set_priority(2.0);
-        let Some(MovesUse::Record(recording)) = moves.for_catch_up(3) else {
-            panic!("the pass's first catch-up records");
-        };
-        assert_eq!(recording.len(), 3, "a move per change");
-        recording[1] = Some(SendStateMove {
-            before: ReplicationInfo::default(),
-            was_dirty: false,
-            after,
-            dirties: true,
-        });
-        let recorded = replayed(&mut moves, 3).expect("recorded once a pass");
-        assert!(recorded[0].is_none(), "a change not recorded");
-        assert_eq!(recorded[1].map(|m| m.after), Some(after));
-        assert!(recorded.get(3).is_none(), "no such change");
-        // The pass ends: nothing recorded is taken any more.
-        moves.clear();
-        assert!(moves.for_catch_up(3).is_none());
-        // A pass of one packet: nobody would take a recording.
-        moves.begin_pass(1);
-        assert!(moves.for_catch_up(3).is_none());
-        // The next pass records afresh, over the last recording.
-        moves.begin_pass(2);
-        let Some(MovesUse::Record(recording)) = moves.for_catch_up(2) else {
-            panic!("a new pass records");
-        };
-        assert!(recording.iter().all(Option::is_none));
     }
 
     #[test]
