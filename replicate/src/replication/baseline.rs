@@ -95,6 +95,7 @@
 //! against the prediction if predicted, else against the reference; or against the
 //! type's default state, or in full.
 
+use super::group::Shared;
 use super::record::INVALID_BASELINE_INDEX;
 use super::wire::{BASELINE_SLOT_BITS, BatchHead, ObjectReadError, Prediction};
 use crate::bits::{BitReader, BitWriter};
@@ -1088,8 +1089,8 @@ pub struct BaselineSlot<'a> {
 /// in flight nominate. 8 bytes, stored densely by object index, so that a
 /// connection's state for 10 000 objects is 80 KB; the nominations themselves wait
 /// in [`ConnectionBaselines`]'s queue of nominations in flight.
-#[derive(Debug, Clone, Copy)]
-struct ObjectBaselines {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ObjectBaselines {
     /// The acknowledged baseline: its lineage in the storage ([`NO_SNAPSHOT`]: none),
     /// which holds its snapshot and priors.
     acked: u32,
@@ -1115,6 +1116,45 @@ const EMPTY: ObjectBaselines = ObjectBaselines {
     pending: 0,
     epoch: 0,
 };
+
+/// A connection's [`ObjectBaselines`] by object index: what connections in step
+/// share (see `group`), since their acks move them the same way.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ObjectWords(Vec<ObjectBaselines>);
+
+impl std::ops::Deref for ObjectWords {
+    type Target = Vec<ObjectBaselines>;
+
+    #[inline(always)]
+    fn deref(&self) -> &Vec<ObjectBaselines> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for ObjectWords {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Vec<ObjectBaselines> {
+        &mut self.0
+    }
+}
+
+impl ObjectWords {
+    /// Sets an object's 8 bytes from what [`ConnectionBaselines::word`] read.
+    #[inline]
+    pub(crate) fn set_word(&mut self, object: InternalIndex, word: u64) {
+        let o = ObjectBaselines::from_word(word);
+        let i = object as usize;
+        match self.0.get_mut(i) {
+            Some(slot) => *slot = o,
+            // An object never touched reads as empty: only another value makes room.
+            None if o != EMPTY => {
+                self.0.resize(i + 1, EMPTY);
+                self.0[i] = o;
+            }
+            None => {}
+        }
+    }
+}
 
 impl ObjectBaselines {
     /// The 8 bytes as one word ([`ConnectionBaselines::word`]).
@@ -1184,7 +1224,7 @@ impl ObjectBaselines {
 /// nominated it is kept per packet ([`ConnectionBaselines::packets`]); the snapshots
 /// it is built from are its lineage's, and until the write pass is settled they wait
 /// beside its object's handle ([`Unsettled`]).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Nomination {
     object: InternalIndex,
     /// Its lineage in the storage, on which it holds a reference ([`NO_SNAPSHOT`]
@@ -1227,7 +1267,8 @@ struct Unsettled {
 /// packet's fate is settled by popping its nominations from the front.
 #[derive(Debug, Default)]
 pub struct ConnectionBaselines {
-    objects: Vec<ObjectBaselines>,
+    /// Per object, shared with the connections in step (see `group`).
+    objects: Shared<ObjectWords>,
     in_flight: std::collections::VecDeque<Nomination>,
     /// The packets with nominations in `in_flight`, in order: each one's ordinal (the
     /// writer's count of packets) and how many of the nominations are its.
@@ -1276,6 +1317,60 @@ pub struct ConnectionBaselines {
     /// How many of those connections let go of exactly `released_settled`: released
     /// that many times more at once by [`add_joins`](Self::add_joins).
     release_repeats: u32,
+    /// The packets the fates being caught up with settle (kept for its allocation).
+    settling: Vec<(u32, Settle)>,
+}
+
+/// How a packet's nominations are settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settle {
+    /// The packet was delivered: they become their objects' acknowledged baselines.
+    Delivered,
+    /// The packet was lost or discarded: they are released.
+    Dropped,
+    /// An older packet whose fate was never reported: they are released, and
+    /// their slots stay taken until the object's next release.
+    Stale,
+}
+
+impl Settle {
+    fn of(current: bool, status: DeliveryStatus) -> Self {
+        match (current, status) {
+            (false, _) => Self::Stale,
+            (true, DeliveryStatus::Delivered) => Self::Delivered,
+            (true, _) => Self::Dropped,
+        }
+    }
+}
+
+/// How a write pass's catching up with packet fates moved shared baselines, on one
+/// writer thread (see `group`): a connection holding the same copy and the same
+/// nominations settled the same way takes the logged result.
+#[derive(Debug, Default)]
+pub(crate) struct FateMoves {
+    log: Vec<FateMove>,
+}
+
+/// One logged catching up: the shared copy before, the packets settled (each with
+/// its count of nominations and how) and their nominations, the copy after and the
+/// lineages let go of.
+#[derive(Debug)]
+struct FateMove {
+    before: Arc<ObjectWords>,
+    packets: Vec<(u32, Settle)>,
+    nominations: Vec<Nomination>,
+    after: Arc<ObjectWords>,
+    released: Vec<u32>,
+}
+
+/// The most catch-ups logged per pass and thread: one per group in step.
+const MAX_FATE_MOVES: usize = 16;
+
+impl FateMoves {
+    /// Forgets the pass's moves (and lets go of the copies they kept).
+    pub(crate) fn clear(&mut self) {
+        self.log.clear();
+    }
 }
 
 /// Nominations of a connection that settled on another's lineages
@@ -1339,16 +1434,19 @@ impl ConnectionBaselines {
         self.get(object).copied().unwrap_or(EMPTY).to_word()
     }
 
-    /// Sets an object's 8 bytes from what [`word`](Self::word) read.
-    #[inline]
-    pub(crate) fn set_word(&mut self, object: InternalIndex, word: u64) {
-        let o = ObjectBaselines::from_word(word);
-        match self.objects.get_mut(object as usize) {
-            Some(slot) => *slot = o,
-            // An object never touched reads as empty: only another value makes room.
-            None if word != EMPTY.to_word() => *self.get_mut(object) = o,
-            None => {}
-        }
+    /// The per-object baselines, shared with the connections in step.
+    pub(crate) fn words(&mut self) -> &mut Shared<ObjectWords> {
+        &mut self.objects
+    }
+
+    /// The shared copy of the per-object baselines, if they are one.
+    pub(crate) fn shared_words(&self) -> Option<&Arc<ObjectWords>> {
+        self.objects.shared()
+    }
+
+    /// The shared copy of the per-object baselines, if another holder shares it.
+    pub(crate) fn words_shared_with_others(&self) -> Option<&Arc<ObjectWords>> {
+        self.objects.shared_with_others()
     }
 
     /// The table of synced masks: equal tables give equal words equal meanings.
@@ -1417,8 +1515,10 @@ impl ConnectionBaselines {
 
     /// Makes room for the baselines of objects `0..objects` at once.
     pub(crate) fn reserve(&mut self, objects: usize) {
-        self.objects
-            .reserve_exact(objects.saturating_sub(self.objects.len()));
+        let more = objects.saturating_sub(self.objects.len());
+        if more > 0 {
+            self.objects.reserve_exact(more);
+        }
     }
 
     fn get_mut(&mut self, object: InternalIndex) -> &mut ObjectBaselines {
@@ -1935,7 +2035,7 @@ impl ConnectionBaselines {
         self.fates.clear();
         // Unsettled nominations hold no reference yet.
         self.settle(storage, None);
-        for o in std::mem::take(&mut self.objects) {
+        for o in self.objects.take().0 {
             storage.release_lineage(o.acked, 1);
         }
         for n in std::mem::take(&mut self.in_flight) {
@@ -1993,16 +2093,91 @@ impl ConnectionBaselines {
     /// connection's next write pass is settled (or at its next
     /// [`on_delivery`](Self::on_delivery)).
     pub fn catch_up(&mut self) {
+        self.catch_up_in_pass(None);
+    }
+
+    /// [`catch_up`](Self::catch_up) in a write pass, with the log of the pass's
+    /// catch-ups on this writer thread: a connection holding the same shared
+    /// baselines as one caught up before it, with the same nominations settled the
+    /// same way, takes that one's result, and one whose baselines are shared with
+    /// others logs its own.
+    pub(crate) fn catch_up_in_pass(&mut self, moves: Option<&mut FateMoves>) {
         self.take_joined();
         if self.fates.is_empty() {
             return;
         }
-        let fates = std::mem::take(&mut self.fates);
-        for &(ordinal, status) in &fates {
-            self.apply_fate(ordinal, status);
+        // The packets the fates settle, from the front, each with how.
+        let mut settling = std::mem::take(&mut self.settling);
+        settling.clear();
+        let mut front = 0;
+        for &(ordinal, status) in &self.fates {
+            while let Some(&(packet, count)) = self.packets.get(front) {
+                if packet > ordinal {
+                    break;
+                }
+                front += 1;
+                settling.push((count, Settle::of(packet == ordinal, status)));
+            }
         }
-        self.fates = fates;
         self.fates.clear();
+        match moves {
+            Some(moves) => self.settle_logged(&settling, moves),
+            None => self.settle_packets(&settling),
+        }
+        self.settling = settling;
+    }
+
+    /// Settles the front `packets`, taking the move from `moves` where one is logged
+    /// from the same copy with the same nominations, else logging its own when the
+    /// copy is shared.
+    fn settle_logged(&mut self, packets: &[(u32, Settle)], moves: &mut FateMoves) {
+        let total = packets
+            .iter()
+            .map(|&(count, _)| count as usize)
+            .sum::<usize>();
+        let count = total.min(self.in_flight.len());
+        if let Some(shared) = self.objects.shared() {
+            let in_flight = &self.in_flight;
+            let same = |m: &&FateMove| {
+                Arc::ptr_eq(&m.before, shared)
+                    && m.packets == packets
+                    && in_flight.range(..count).eq(m.nominations.iter())
+            };
+            if let Some(m) = moves.log.iter().find(same) {
+                self.objects.adopt(Arc::clone(&m.after));
+                self.released.extend_from_slice(&m.released);
+                self.in_flight.drain(..count);
+                self.packets.drain(..packets.len());
+                self.creation_hint = self.creation_hint.saturating_sub(count);
+                return;
+            }
+        }
+        let before = self
+            .objects
+            .shared_with_others()
+            .filter(|_| moves.log.len() < MAX_FATE_MOVES)
+            .cloned();
+        let Some(before) = before else {
+            return self.settle_packets(packets);
+        };
+        let nominations = self.in_flight.range(..count).copied().collect();
+        let released = self.released.len();
+        self.settle_packets(packets);
+        moves.log.push(FateMove {
+            before,
+            packets: packets.to_vec(),
+            nominations,
+            after: self.objects.publish(),
+            released: self.released[released..].to_vec(),
+        });
+    }
+
+    /// Settles the front `packets` (see [`settle_packet`](Self::settle_packet)).
+    fn settle_packets(&mut self, packets: &[(u32, Settle)]) {
+        for &(count, how) in packets {
+            self.packets.pop_front();
+            self.settle_packet(count as usize, how);
+        }
     }
 
     /// The fate of packet `ordinal`, its released lineages left in `released`.
@@ -2014,15 +2189,14 @@ impl ConnectionBaselines {
                 break;
             }
             self.packets.pop_front();
-            promoted += self.settle_packet(count as usize, packet == ordinal, status);
+            promoted += self.settle_packet(count as usize, Settle::of(packet == ordinal, status));
         }
         promoted
     }
 
-    /// Settles the `count` oldest nominations in flight: `current`, they are the
-    /// packet whose fate is `status`; otherwise an older packet never reported. The
-    /// lineages let go of wait in `released`.
-    fn settle_packet(&mut self, count: usize, current: bool, status: DeliveryStatus) -> usize {
+    /// Settles the `count` oldest nominations in flight as `how` says. The lineages
+    /// let go of wait in `released`.
+    fn settle_packet(&mut self, count: usize, how: Settle) -> usize {
         let mut promoted = 0;
         let count = count.min(self.in_flight.len());
         self.creation_hint = self.creation_hint.saturating_sub(count);
@@ -2032,6 +2206,7 @@ impl ConnectionBaselines {
                 released.push(l);
             }
         };
+        let current = how != Settle::Stale;
         for &n in self.in_flight.range(..count) {
             let o = match self.objects.get_mut(n.object as usize) {
                 Some(o) if current && o.epoch == n.epoch && o.pending & (1 << n.slot) != 0 => o,
@@ -2041,7 +2216,7 @@ impl ConnectionBaselines {
                 }
             };
             o.pending &= !(1 << n.slot);
-            if status == DeliveryStatus::Delivered {
+            if how == Settle::Delivered {
                 let_go(o.promote(&n));
                 promoted += 1;
             } else {
@@ -2783,7 +2958,7 @@ mod tests {
         a.tail_since(mark, &mut tail);
         assert_eq!(tail.nominations.len(), 1);
         assert_eq!(tail.synced, vec![all.clone()], "the mask it interned");
-        b.set_word(1, a.word(1));
+        b.words().set_word(1, a.word(1));
         b.append_tail(&tail, 0, 0);
         assert_eq!(b.mirrored_leader(), Some(0));
         assert_eq!(a.word(1), b.word(1));

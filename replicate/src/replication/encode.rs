@@ -15,6 +15,7 @@
 //! ([`clear`](EncodedSegments::clear): each server tick, and each mutable access to the
 //! object table).
 
+use super::baseline::{FateMoves, ObjectWords};
 use super::baseline::{PlanStates, SegmentKind};
 use super::group::Transitions;
 use super::insights::MemberMeasure;
@@ -46,6 +47,11 @@ pub(crate) struct TickCache {
     /// How the pass moved shared send states, for the connections holding the same
     /// copy (see `group`).
     pub(crate) transitions: Transitions,
+    /// The same for shared per-object baselines, moved by a replayed section.
+    pub(crate) word_moves: Transitions<ObjectWords>,
+    /// How the pass's catching up with packet fates moved shared per-object
+    /// baselines.
+    pub(crate) fates: FateMoves,
     /// The writer a sized batch body goes into before its size prefix, and its empty
     /// mark (made on the first such batch).
     pub(crate) scratch: Option<(BitWriter, WriterMark)>,
@@ -71,6 +77,8 @@ impl TickCache {
     pub(crate) fn begin_pass(&mut self, packets: usize) {
         self.replays.begin_pass(packets);
         self.transitions.clear();
+        self.word_moves.clear();
+        self.fates.clear();
     }
 
     /// Ends a write pass: what it recorded read the storage and the table as they
@@ -78,6 +86,8 @@ impl TickCache {
     pub(crate) fn end_pass(&mut self) {
         self.replays.end_pass();
         self.transitions.clear();
+        self.word_moves.clear();
+        self.fates.clear();
     }
 
     /// Adds batches counted elsewhere: (delta, full).

@@ -6,24 +6,11 @@ use super::ReplicationWriter;
 use crate::bits::BitWriter;
 use crate::object::{ConnectionId, InternalIndex, ObjectEntry, ObjectTable};
 use crate::replication::baseline::MAX_BASELINE_COUNT;
-use crate::replication::group::{Event, SendStates};
+use crate::replication::group::{Event, replay_move};
 use crate::replication::replay::{Candidate, SectionInputs, TraceRef, TracedObject};
 use crate::replication::wire::index_width;
 use crate::state::Condition;
 use crate::stream::WriteResult;
-use std::sync::Arc;
-
-/// The most replays a connection that is not in a group waits between two
-/// comparisons of its send states with its leader's.
-const MAX_JOIN_WAIT: u8 = 64;
-
-/// When a connection that replays on its own send states next compares them with the
-/// leader's ([`ReplicationWriter::join`]).
-#[derive(Debug, Default)]
-pub(super) struct JoinWait {
-    wait: u8,
-    countdown: u8,
-}
 
 /// What the write stages note for a trace being recorded.
 #[derive(Debug, Default)]
@@ -144,6 +131,7 @@ impl ReplicationWriter {
             dirty: &self.sends.dirty,
             schedule: &self.schedule,
             sends: self.sends.shared(),
+            baseline_words: self.baselines.shared_words(),
         };
         let info = |index: InternalIndex| self.sends.infos.get(index as usize).copied();
         let baselines = |index| self.baselines.word(index);
@@ -177,35 +165,32 @@ impl ReplicationWriter {
             adopted: found == TraceRef::Adopted,
             serial: t.serial,
         };
-        let leaders = match &t.states {
-            [Some(before), Some(after)] if self.sends.is(before) => Some(Arc::clone(after)),
-            [before, after] => self.cache.transitions.find_or_recorded(
-                &self.sends,
-                event,
-                [before.as_ref(), after.as_ref()],
-            ),
-        };
-        if let Some(after) = leaders {
-            // Send states shared with the connection that moved them.
-            self.sends.adopt(after);
-        } else {
-            let before = self.cache.transitions.loggable(&self.sends);
-            let sends = &mut *self.sends;
-            for o in changed() {
-                sends.infos[o.index as usize] = o.info[1];
-            }
-            t.take_dirty(&mut sends.dirty, rebuilds);
-            match before {
-                Some(before) => {
-                    let after = self.sends.publish();
-                    self.cache.transitions.log(before, event, after, true);
+        let [send_joins, word_joins] = &mut self.joins;
+        replay_move(
+            &mut self.sends,
+            &mut self.cache.transitions,
+            send_joins,
+            event,
+            [t.states[0].as_ref(), t.states[1].as_ref()],
+            |sends| {
+                for o in changed() {
+                    sends.infos[o.index as usize] = o.info[1];
                 }
-                None => self.join(t.states[1].as_ref()),
-            }
-        }
-        for o in changed().filter(|o| o.visited) {
-            self.baselines.set_word(o.index, o.baselines[1]);
-        }
+                t.take_dirty(&mut sends.dirty, rebuilds);
+            },
+        );
+        replay_move(
+            self.baselines.words(),
+            &mut self.cache.word_moves,
+            word_joins,
+            event,
+            [t.baseline_words[0].as_ref(), t.baseline_words[1].as_ref()],
+            |words| {
+                for o in changed().filter(|o| o.visited) {
+                    words.set_word(o.index, o.baselines[1]);
+                }
+            },
+        );
         w.write_words(&t.words, t.bits);
         self.schedule.copy_remaining(&t.schedule[1]);
         if let Some(record) = &t.record {
@@ -218,27 +203,6 @@ impl ReplicationWriter {
         let result = t.result.unwrap_or(WriteResult::NoData);
         self.cache.replays = replays;
         Some(result)
-    }
-
-    /// Joins the group holding `leaders` (a leader's send states after the section
-    /// this connection just replayed on its own copy) if the two are equal. Compared
-    /// now and then: after a failed comparison, the next waits twice as many replays,
-    /// up to [`MAX_JOIN_WAIT`].
-    fn join(&mut self, leaders: Option<&Arc<SendStates>>) {
-        let Some(leaders) = leaders else {
-            return;
-        };
-        if self.joins.countdown > 0 {
-            self.joins.countdown -= 1;
-            return;
-        }
-        if **leaders == *self.sends {
-            self.sends.adopt(Arc::clone(leaders));
-            self.joins.wait = 0;
-        } else {
-            self.joins.wait = (self.joins.wait * 2).clamp(1, MAX_JOIN_WAIT);
-            self.joins.countdown = self.joins.wait;
-        }
     }
 
     /// Writes the sections and records them as trace `i`.
@@ -261,6 +225,7 @@ impl ReplicationWriter {
             t.leader = self.connection;
             // Shared with others: a connection holding the same copy takes the result.
             t.states[0] = self.sends.shared_with_others().cloned();
+            t.baseline_words[0] = baselines.words_shared_with_others().cloned();
             t.synced.clear();
             t.synced.extend_from_slice(baselines.synced_table());
             t.dirty[0].clone_from(&self.sends.dirty);
@@ -362,6 +327,7 @@ impl ReplicationWriter {
         if ok {
             t.inputs = Some(inputs);
             t.states[1] = Some(self.sends.publish());
+            t.baseline_words[1] = Some(self.baselines.words().publish());
         }
         self.cache.replays.end(ok);
         result

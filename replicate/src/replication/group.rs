@@ -46,33 +46,37 @@ impl PartialEq for SendStates {
 }
 
 /// A writer's send states: its own copy, or one shared with connections in step.
+pub(crate) type SharedSendStates = Shared<SendStates>;
+
+/// Per-connection state that connections in step share, copy-on-write: the
+/// connection's own copy, or one shared with others.
 #[derive(Debug)]
-pub(crate) struct SharedSendStates {
-    states: Holding,
+pub(crate) struct Shared<T> {
+    states: Holding<T>,
     /// Copies made of a shared copy so that it could change.
     copies: u64,
 }
 
 #[derive(Debug)]
-enum Holding {
-    Own(SendStates),
-    Shared(Arc<SendStates>),
+enum Holding<T> {
+    Own(T),
+    Shared(Arc<T>),
 }
 
-impl Default for SharedSendStates {
+impl<T: Default> Default for Shared<T> {
     fn default() -> Self {
         Self {
-            states: Holding::Own(SendStates::default()),
+            states: Holding::Own(T::default()),
             copies: 0,
         }
     }
 }
 
-impl std::ops::Deref for SharedSendStates {
-    type Target = SendStates;
+impl<T> std::ops::Deref for Shared<T> {
+    type Target = T;
 
     #[inline(always)]
-    fn deref(&self) -> &SendStates {
+    fn deref(&self) -> &T {
         match &self.states {
             Holding::Own(s) => s,
             Holding::Shared(s) => s,
@@ -80,10 +84,10 @@ impl std::ops::Deref for SharedSendStates {
     }
 }
 
-impl std::ops::DerefMut for SharedSendStates {
+impl<T: Clone + Default> std::ops::DerefMut for Shared<T> {
     /// The writer's own copy, made from the shared one first if need be.
     #[inline(always)]
-    fn deref_mut(&mut self) -> &mut SendStates {
+    fn deref_mut(&mut self) -> &mut T {
         match self.states {
             Holding::Own(ref mut s) => s,
             Holding::Shared(_) => self.unshare(),
@@ -91,17 +95,17 @@ impl std::ops::DerefMut for SharedSendStates {
     }
 }
 
-impl SharedSendStates {
+impl<T: Clone + Default> Shared<T> {
     /// Makes the shared copy these states' own: taken as it is when nothing else
     /// holds it, copied otherwise.
     #[cold]
     #[inline(never)]
-    fn unshare(&mut self) -> &mut SendStates {
-        let own = match std::mem::replace(&mut self.states, Holding::Own(SendStates::default())) {
+    fn unshare(&mut self) -> &mut T {
+        let own = match std::mem::replace(&mut self.states, Holding::Own(T::default())) {
             Holding::Own(s) => s,
             Holding::Shared(s) => Arc::try_unwrap(s).unwrap_or_else(|s| {
                 self.copies += 1;
-                SendStates::clone(&s)
+                T::clone(&s)
             }),
         };
         self.states = Holding::Own(own);
@@ -112,9 +116,30 @@ impl SharedSendStates {
         }
     }
 
+    /// Makes these states shareable (the own copy moves behind an `Arc`: no copy) and
+    /// returns the shared copy.
+    pub(crate) fn publish(&mut self) -> Arc<T> {
+        let shared = match std::mem::replace(&mut self.states, Holding::Own(T::default())) {
+            Holding::Own(s) => Arc::new(s),
+            Holding::Shared(s) => s,
+        };
+        self.states = Holding::Shared(Arc::clone(&shared));
+        shared
+    }
+
+    /// Takes the states out, leaving empty ones of its own.
+    pub(crate) fn take(&mut self) -> T {
+        match std::mem::replace(&mut self.states, Holding::Own(T::default())) {
+            Holding::Own(s) => s,
+            Holding::Shared(s) => Arc::unwrap_or_clone(s),
+        }
+    }
+}
+
+impl<T> Shared<T> {
     /// The shared copy, if these states are one.
     #[inline]
-    pub(crate) fn shared(&self) -> Option<&Arc<SendStates>> {
+    pub(crate) fn shared(&self) -> Option<&Arc<T>> {
         match &self.states {
             Holding::Shared(s) => Some(s),
             Holding::Own(_) => None,
@@ -124,30 +149,18 @@ impl SharedSendStates {
     /// The shared copy, if another holder shares it (a connection, a trace or a log):
     /// a change would copy it.
     #[inline]
-    pub(crate) fn shared_with_others(&self) -> Option<&Arc<SendStates>> {
+    pub(crate) fn shared_with_others(&self) -> Option<&Arc<T>> {
         self.shared().filter(|s| Arc::strong_count(s) > 1)
     }
 
     /// Whether these states are the shared copy `other`, by pointer.
     #[inline]
-    pub(crate) fn is(&self, other: &Arc<SendStates>) -> bool {
+    pub(crate) fn is(&self, other: &Arc<T>) -> bool {
         self.shared().is_some_and(|s| Arc::ptr_eq(s, other))
     }
 
-    /// Makes these states shareable (the own copy moves behind an `Arc`: no copy) and
-    /// returns the shared copy.
-    pub(crate) fn publish(&mut self) -> Arc<SendStates> {
-        let shared = match std::mem::replace(&mut self.states, Holding::Own(SendStates::default()))
-        {
-            Holding::Own(s) => Arc::new(s),
-            Holding::Shared(s) => s,
-        };
-        self.states = Holding::Shared(Arc::clone(&shared));
-        shared
-    }
-
     /// Takes the shared copy `states` for these states (they are equal to it).
-    pub(crate) fn adopt(&mut self, states: Arc<SendStates>) {
+    pub(crate) fn adopt(&mut self, states: Arc<T>) {
         self.states = Holding::Shared(states);
     }
 
@@ -223,26 +236,32 @@ impl LoggedEvent {
     }
 }
 
-/// One logged move: shared send states before, the event, the states after and
-/// whether the move invalidated the schedule.
+/// One logged move: shared states before, the event, the states after and whether
+/// the move invalidated the schedule.
 #[derive(Debug)]
-struct Transition {
-    before: Arc<SendStates>,
+struct Transition<T> {
+    before: Arc<T>,
     event: LoggedEvent,
-    after: Arc<SendStates>,
+    after: Arc<T>,
     schedule_valid: bool,
 }
 
-/// The moves of shared send states logged in a write pass on one thread.
-#[derive(Debug, Default)]
-pub(crate) struct Transitions {
-    log: Vec<Transition>,
+/// The moves of shared states logged in a write pass on one thread.
+#[derive(Debug)]
+pub(crate) struct Transitions<T = SendStates> {
+    log: Vec<Transition<T>>,
+}
+
+impl<T> Default for Transitions<T> {
+    fn default() -> Self {
+        Self { log: Vec::new() }
+    }
 }
 
 /// The most moves logged per pass and thread: one per group in step.
 const MAX_TRANSITIONS: usize = 16;
 
-impl Transitions {
+impl<T: PartialEq> Transitions<T> {
     /// Forgets the pass's moves (and lets go of the copies they kept).
     pub(crate) fn clear(&mut self) {
         self.log.clear();
@@ -254,13 +273,9 @@ impl Transitions {
     /// A move logged from another copy holding the same states counts too (a group of
     /// another writer thread reaching this one, say): it is found by value once, and
     /// logged for `before`'s copy, so the others holding it find it by pointer.
-    pub(crate) fn find(
-        &mut self,
-        before: &SharedSendStates,
-        event: Event<'_>,
-    ) -> Option<(Arc<SendStates>, bool)> {
+    pub(crate) fn find(&mut self, before: &Shared<T>, event: Event<'_>) -> Option<(Arc<T>, bool)> {
         let shared = before.shared()?;
-        let same = |t: &&Transition| Arc::ptr_eq(&t.before, shared) && t.event.matches(event);
+        let same = |t: &&Transition<T>| Arc::ptr_eq(&t.before, shared) && t.event.matches(event);
         if let Some(t) = self.log.iter().find(same) {
             return Some((Arc::clone(&t.after), t.schedule_valid));
         }
@@ -278,15 +293,22 @@ impl Transitions {
         Some((after, schedule_valid))
     }
 
-    /// [`find`](Self::find), or else the move `recorded` (a leader's states before
-    /// and after, which another thread may have recorded) when `before` holds the
-    /// same states as its start; then logged for `before`'s copy.
+    /// The states `before` moves to with `event` when a leader recorded the move
+    /// (its states before and after, which another thread may have recorded): the
+    /// leader's after when `before` is the leader's copy from before, else
+    /// [`find`](Self::find), else the recorded move when `before` holds the same
+    /// states as its start (then logged for `before`'s copy).
     pub(crate) fn find_or_recorded(
         &mut self,
-        before: &SharedSendStates,
+        before: &Shared<T>,
         event: Event<'_>,
-        recorded: [Option<&Arc<SendStates>>; 2],
-    ) -> Option<Arc<SendStates>> {
+        recorded: [Option<&Arc<T>>; 2],
+    ) -> Option<Arc<T>> {
+        if let [Some(start), Some(after)] = recorded
+            && before.is(start)
+        {
+            return Some(Arc::clone(after));
+        }
         if let Some((after, _)) = self.find(before, event) {
             return Some(after);
         }
@@ -303,7 +325,7 @@ impl Transitions {
 
     /// The copy to log a move of `before` from: one shared with another holder, when
     /// there is room.
-    pub(crate) fn loggable(&self, before: &SharedSendStates) -> Option<Arc<SendStates>> {
+    pub(crate) fn loggable(&self, before: &Shared<T>) -> Option<Arc<T>> {
         before
             .shared_with_others()
             .filter(|_| self.log.len() < MAX_TRANSITIONS)
@@ -313,9 +335,9 @@ impl Transitions {
     /// Logs that `before` moved to `after` with `event`.
     pub(crate) fn log(
         &mut self,
-        before: Arc<SendStates>,
+        before: Arc<T>,
         event: Event<'_>,
-        after: Arc<SendStates>,
+        after: Arc<T>,
         schedule_valid: bool,
     ) {
         if self.log.len() < MAX_TRANSITIONS {
@@ -326,6 +348,69 @@ impl Transitions {
                 schedule_valid,
             });
         }
+    }
+}
+
+/// The most replays a connection that is not in a group waits between two
+/// comparisons of its states with its leader's.
+const MAX_JOIN_WAIT: u8 = 64;
+
+/// When a connection that replays on its own states next compares them with the
+/// leader's ([`replay_move`]).
+#[derive(Debug, Default)]
+pub(crate) struct JoinWait {
+    wait: u8,
+    countdown: u8,
+}
+
+impl JoinWait {
+    /// Joins the group holding `leaders` (a leader's states after the section this
+    /// connection just replayed on its own copy) if the two are equal. Compared now
+    /// and then: after a failed comparison, the next waits twice as many replays, up
+    /// to [`MAX_JOIN_WAIT`].
+    fn join<T: PartialEq>(&mut self, states: &mut Shared<T>, leaders: Option<&Arc<T>>) {
+        let Some(leaders) = leaders else {
+            return;
+        };
+        if self.countdown > 0 {
+            self.countdown -= 1;
+            return;
+        }
+        if **leaders == **states {
+            states.adopt(Arc::clone(leaders));
+            self.wait = 0;
+        } else {
+            self.wait = (self.wait * 2).clamp(1, MAX_JOIN_WAIT);
+            self.countdown = self.wait;
+        }
+    }
+}
+
+/// Moves `states` with a replayed section (`event`) whose leader moved its own from
+/// `recorded[0]` to `recorded[1]`: the result is taken by pointer where it can be
+/// ([`Transitions::find_or_recorded`]); otherwise `apply` makes the move on these
+/// states, which is logged for the connections holding the same copy, or, on an own
+/// copy, followed by an attempt to join the leader's group.
+pub(crate) fn replay_move<T: Clone + Default + PartialEq>(
+    states: &mut Shared<T>,
+    log: &mut Transitions<T>,
+    joins: &mut JoinWait,
+    event: Event<'_>,
+    recorded: [Option<&Arc<T>>; 2],
+    apply: impl FnOnce(&mut T),
+) {
+    if let Some(after) = log.find_or_recorded(states, event, recorded) {
+        states.adopt(after);
+        return;
+    }
+    let before = log.loggable(states);
+    apply(states);
+    match before {
+        Some(before) => {
+            let after = states.publish();
+            log.log(before, event, after, true);
+        }
+        None => joins.join(states, recorded[1]),
     }
 }
 

@@ -124,13 +124,20 @@ impl ReplicationWriter {
     /// before it, with the same scope, takes that one's result (see `group`).
     #[inline]
     pub(crate) fn catch_up_in_pass(&mut self, table: &ObjectTable, pass: Option<&mut TickCache>) {
-        if self.changes_pending {
-            match pass {
-                Some(pass) => self.take_tick_changes_in_pass(table, pass),
-                None => self.apply_tick_changes(table),
+        match pass {
+            Some(pass) => {
+                if self.changes_pending {
+                    self.take_tick_changes_in_pass(table, pass);
+                }
+                self.baselines.catch_up_in_pass(Some(&mut pass.fates));
+            }
+            None => {
+                if self.changes_pending {
+                    self.apply_tick_changes(table);
+                }
+                self.baselines.catch_up();
             }
         }
-        self.baselines.catch_up();
     }
 
     /// [`apply_tick_changes`](Self::apply_tick_changes) in a write pass, taken from

@@ -23,7 +23,7 @@
 //! destroy, tear-off, tags or huge object), no network insights, no member filter that
 //! depends on the connection. Anything else is written the ordinary way.
 
-use super::baseline::BaselinesTail;
+use super::baseline::{BaselinesTail, ObjectWords};
 use super::group::SendStates;
 use super::record::{PacketRecord, ReplicationInfo, WriterStats};
 use super::scheduler::Schedule;
@@ -86,6 +86,8 @@ pub(crate) struct Candidate<'a> {
     pub schedule: &'a Schedule,
     /// Its send states, when it holds a shared copy (see `group`).
     pub sends: Option<&'a Arc<SendStates>>,
+    /// Its per-object baselines, when it holds a shared copy.
+    pub baseline_words: Option<&'a Arc<ObjectWords>>,
 }
 
 /// One recorded objects section: its inputs, its bits and the states it left.
@@ -131,6 +133,8 @@ pub(crate) struct PacketTrace {
     /// The leader's send states before the section, if shared, and after (see
     /// `group`): a connection holding the same copy before takes the copy after.
     pub states: [Option<Arc<SendStates>>; 2],
+    /// The same for the leader's per-object baselines.
+    pub baseline_words: [Option<Arc<ObjectWords>>; 2],
 }
 
 impl PacketTrace {
@@ -180,15 +184,26 @@ impl PacketTrace {
         {
             return false;
         }
-        if leaders_sends {
-            return self
+        // Likewise for its baselines.
+        let leaders_words = candidate
+            .baseline_words
+            .zip(self.baseline_words[0].as_ref())
+            .is_some_and(|(a, b)| Arc::ptr_eq(a, b));
+        match (leaders_sends, leaders_words) {
+            (true, true) => true,
+            (true, false) => self
                 .objects
                 .iter()
-                .all(|o| !o.visited || baselines(o.index) == o.baselines[0]);
+                .all(|o| !o.visited || baselines(o.index) == o.baselines[0]),
+            (false, true) => self
+                .objects
+                .iter()
+                .all(|o| info(o.index) == Some(o.info[0])),
+            (false, false) => self.objects.iter().all(|o| {
+                info(o.index) == Some(o.info[0])
+                    && (!o.visited || baselines(o.index) == o.baselines[0])
+            }),
         }
-        self.objects.iter().all(|o| {
-            info(o.index) == Some(o.info[0]) && (!o.visited || baselines(o.index) == o.baselines[0])
-        })
     }
 }
 
@@ -241,6 +256,7 @@ impl Replays {
         for t in &mut self.traces {
             if let Some(t) = Arc::get_mut(t) {
                 t.states = [None, None];
+                t.baseline_words = [None, None];
             }
         }
     }
@@ -407,6 +423,7 @@ mod tests {
             dirty: &d,
             schedule: &schedule,
             sends: None,
+            baseline_words: None,
         };
         let same = |_| Some(prioritized(1.0));
         let own = |index: InternalIndex| u64::from(index);
@@ -438,6 +455,7 @@ mod tests {
             dirty,
             schedule: &schedule,
             sends: None,
+            baseline_words: None,
         };
         let same = |_| Some(prioritized(1.0));
         let own = |index: InternalIndex| u64::from(index);
@@ -489,16 +507,18 @@ mod tests {
     }
 
     #[test]
-    fn a_candidate_holding_the_leaders_send_states_compares_only_its_baselines() {
+    fn a_candidate_holding_the_leaders_states_compares_only_what_it_does_not_share() {
         let mut r = Replays::default();
         r.begin_pass(3);
         let d = dirty();
         let i = record(&mut r, 0, &d).unwrap();
         let leaders = Arc::new(SendStates::default());
+        let leaders_words = Arc::new(ObjectWords::default());
         r.trace_mut(i).states[0] = Some(Arc::clone(&leaders));
+        r.trace_mut(i).baseline_words[0] = Some(Arc::clone(&leaders_words));
         let schedule = Schedule::default();
         let empty = BitArray::default();
-        let candidate = |sends| Candidate {
+        let candidate = |sends, baseline_words| Candidate {
             connection: 1,
             inputs: inputs(),
             synced: &[],
@@ -507,17 +527,36 @@ mod tests {
             dirty: &empty,
             schedule: &schedule,
             sends,
+            baseline_words,
         };
         let other = |_| Some(prioritized(9.0));
+        let same = |_| Some(prioritized(1.0));
         let own = |index: InternalIndex| u64::from(index);
-        let found = Some(TraceRef::Own(i));
-        assert_eq!(r.find(&candidate(Some(&leaders)), other, own), found);
-        let copy = Arc::new(SendStates::default());
-        assert_eq!(r.find(&candidate(Some(&copy)), other, own), None);
-        assert_eq!(r.find(&candidate(None), other, own), None);
-        // The baselines are the candidate's own: compared still.
         let moved = |index: InternalIndex| u64::from(index) + 1;
-        assert_eq!(r.find(&candidate(Some(&leaders)), other, moved), None);
+        let found = Some(TraceRef::Own(i));
+        assert_eq!(r.find(&candidate(Some(&leaders), None), other, own), found);
+        let copy = Arc::new(SendStates::default());
+        assert_eq!(r.find(&candidate(Some(&copy), None), other, own), None);
+        assert_eq!(r.find(&candidate(None, None), other, own), None);
+        // The baselines are the candidate's own: compared still.
+        assert_eq!(r.find(&candidate(Some(&leaders), None), other, moved), None);
+        // Holding the leader's baselines too, it compares nothing per object.
+        let both = candidate(Some(&leaders), Some(&leaders_words));
+        assert_eq!(r.find(&both, other, moved), found);
+        // Holding only the leader's baselines, it compares its send states.
+        let words_only = candidate(None, Some(&leaders_words));
+        let dirty_too = Candidate {
+            dirty: &d,
+            ..words_only
+        };
+        assert_eq!(r.find(&dirty_too, same, moved), found);
+        assert_eq!(r.find(&dirty_too, other, moved), None);
+        let copy_words = Arc::new(ObjectWords::default());
+        let stranger = Candidate {
+            dirty: &d,
+            ..candidate(None, Some(&copy_words))
+        };
+        assert_eq!(r.find(&stranger, same, moved), None);
     }
 
     #[test]
@@ -547,6 +586,7 @@ mod tests {
                 dirty,
                 schedule: &schedule,
                 sends: None,
+                baseline_words: None,
             };
             r.find(&c, |_| None, |_| 0)
         };

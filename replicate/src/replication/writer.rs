@@ -50,7 +50,7 @@ use super::baseline::{
     write_storage,
 };
 use super::encode::TickCache;
-use super::group::SharedSendStates;
+use super::group::{JoinWait, SharedSendStates};
 use super::insights::{BatchLayout, WriterAttribution};
 pub use super::record::{FramingBits, WriterStats};
 use super::record::{
@@ -260,8 +260,9 @@ pub struct ReplicationWriter {
     added: Vec<f32>,
     /// What the write stages note while the section is recorded for replay.
     trace: follow::TraceNotes,
-    /// When this connection next compares its send states with a leader's.
-    joins: follow::JoinWait,
+    /// When this connection next compares its send states, and its per-object
+    /// baselines, with a leader's (see `group`).
+    joins: [JoinWait; 2],
 }
 
 impl ReplicationWriter {
@@ -310,7 +311,7 @@ impl ReplicationWriter {
             roots: Vec::new(),
             added: Vec::new(),
             trace: follow::TraceNotes::default(),
-            joins: follow::JoinWait::default(),
+            joins: Default::default(),
         }
     }
 
