@@ -95,7 +95,7 @@
 //! against the prediction if predicted, else against the reference; or against the
 //! type's default state, or in full.
 
-use super::group::Shared;
+use super::group::{Chunked, CopyOnWrite, Shared};
 use super::record::INVALID_BASELINE_INDEX;
 use super::wire::{BASELINE_SLOT_BITS, BatchHead, ObjectReadError, Prediction};
 use crate::bits::{BitReader, BitWriter};
@@ -1119,38 +1119,45 @@ const EMPTY: ObjectBaselines = ObjectBaselines {
 
 /// A connection's [`ObjectBaselines`] by object index: what connections in step
 /// share (see `group`), since their acks move them the same way.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct ObjectWords(Vec<ObjectBaselines>);
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ObjectWords(Chunked<ObjectBaselines>);
+
+impl CopyOnWrite for ObjectWords {
+    fn freeze(&mut self) {
+        self.0.freeze();
+    }
+}
 
 impl std::ops::Deref for ObjectWords {
-    type Target = Vec<ObjectBaselines>;
+    type Target = Chunked<ObjectBaselines>;
 
     #[inline(always)]
-    fn deref(&self) -> &Vec<ObjectBaselines> {
+    fn deref(&self) -> &Chunked<ObjectBaselines> {
         &self.0
     }
 }
 
-impl std::ops::DerefMut for ObjectWords {
-    #[inline(always)]
-    fn deref_mut(&mut self) -> &mut Vec<ObjectBaselines> {
-        &mut self.0
-    }
-}
-
 impl ObjectWords {
+    /// An object's baselines, made room for if need be.
+    #[inline]
+    fn entry(&mut self, object: InternalIndex) -> &mut ObjectBaselines {
+        self.0.get_mut_or_grow(object as usize, EMPTY)
+    }
+
+    /// An object's baselines, if it has room.
+    #[inline]
+    fn get_mut(&mut self, object: InternalIndex) -> Option<&mut ObjectBaselines> {
+        self.0.get_mut(object as usize)
+    }
+
     /// Sets an object's 8 bytes from what [`ConnectionBaselines::word`] read.
     #[inline]
     pub(crate) fn set_word(&mut self, object: InternalIndex, word: u64) {
         let o = ObjectBaselines::from_word(word);
-        let i = object as usize;
-        match self.0.get_mut(i) {
+        match self.get_mut(object) {
             Some(slot) => *slot = o,
             // An object never touched reads as empty: only another value makes room.
-            None if o != EMPTY => {
-                self.0.resize(i + 1, EMPTY);
-                self.0[i] = o;
-            }
+            None if o != EMPTY => *self.entry(object) = o,
             None => {}
         }
     }
@@ -1517,16 +1524,12 @@ impl ConnectionBaselines {
     pub(crate) fn reserve(&mut self, objects: usize) {
         let more = objects.saturating_sub(self.objects.len());
         if more > 0 {
-            self.objects.reserve_exact(more);
+            self.objects.0.reserve(more);
         }
     }
 
     fn get_mut(&mut self, object: InternalIndex) -> &mut ObjectBaselines {
-        let i = object as usize;
-        if self.objects.len() <= i {
-            self.objects.resize(i + 1, EMPTY);
-        }
-        &mut self.objects[i]
+        self.objects.entry(object)
     }
 
     /// The index of `mask` in the table of synced masks (added if new; `None` when
@@ -1831,7 +1834,7 @@ impl ConnectionBaselines {
     /// Empties an object's baselines (a new epoch makes its nominations in flight
     /// stale); returns the acknowledged one's lineage, which the caller releases.
     fn forget_object(&mut self, object: InternalIndex) -> Option<u32> {
-        let o = self.objects.get_mut(object as usize)?;
+        let o = self.objects.get_mut(object)?;
         let acked = o.acked;
         *o = ObjectBaselines {
             epoch: o.epoch.wrapping_add(1),
@@ -2035,7 +2038,7 @@ impl ConnectionBaselines {
         self.fates.clear();
         // Unsettled nominations hold no reference yet.
         self.settle(storage, None);
-        for o in self.objects.take().0 {
+        for o in self.objects.take().iter() {
             storage.release_lineage(o.acked, 1);
         }
         for n in std::mem::take(&mut self.in_flight) {
@@ -2208,7 +2211,7 @@ impl ConnectionBaselines {
         };
         let current = how != Settle::Stale;
         for &n in self.in_flight.range(..count) {
-            let o = match self.objects.get_mut(n.object as usize) {
+            let o = match self.objects.get_mut(n.object) {
                 Some(o) if current && o.epoch == n.epoch && o.pending & (1 << n.slot) != 0 => o,
                 _ => {
                     let_go(n.lineage);

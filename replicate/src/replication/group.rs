@@ -45,8 +45,17 @@ impl PartialEq for SendStates {
     }
 }
 
+impl CopyOnWrite for SendStates {}
+
 /// A writer's send states: its own copy, or one shared with connections in step.
 pub(crate) type SharedSendStates = Shared<SendStates>;
+
+/// What a [`Shared`] handle holds: copied when a shared copy is to change.
+pub(crate) trait CopyOnWrite: Clone + Default {
+    /// Readies the states to be shared: parts that copies of them can share (see
+    /// [`Chunked`]) are made shareable.
+    fn freeze(&mut self) {}
+}
 
 /// Per-connection state that connections in step share, copy-on-write: the
 /// connection's own copy, or one shared with others.
@@ -84,7 +93,7 @@ impl<T> std::ops::Deref for Shared<T> {
     }
 }
 
-impl<T: Clone + Default> std::ops::DerefMut for Shared<T> {
+impl<T: CopyOnWrite> std::ops::DerefMut for Shared<T> {
     /// The writer's own copy, made from the shared one first if need be.
     #[inline(always)]
     fn deref_mut(&mut self) -> &mut T {
@@ -95,7 +104,7 @@ impl<T: Clone + Default> std::ops::DerefMut for Shared<T> {
     }
 }
 
-impl<T: Clone + Default> Shared<T> {
+impl<T: CopyOnWrite> Shared<T> {
     /// Makes the shared copy these states' own: taken as it is when nothing else
     /// holds it, copied otherwise.
     #[cold]
@@ -120,7 +129,10 @@ impl<T: Clone + Default> Shared<T> {
     /// returns the shared copy.
     pub(crate) fn publish(&mut self) -> Arc<T> {
         let shared = match std::mem::replace(&mut self.states, Holding::Own(T::default())) {
-            Holding::Own(s) => Arc::new(s),
+            Holding::Own(mut s) => {
+                s.freeze();
+                Arc::new(s)
+            }
             Holding::Shared(s) => s,
         };
         self.states = Holding::Shared(Arc::clone(&shared));
@@ -167,6 +179,183 @@ impl<T> Shared<T> {
     /// Copies made of a shared copy so that it could change, since the writer started.
     pub(crate) fn copies(&self) -> u64 {
         self.copies
+    }
+}
+
+/// Entries per chunk of a [`Chunked`] vector. A packet changes the entries of a few
+/// hundred objects, so in a table of many objects most chunks stay shared.
+const CHUNK: usize = 256;
+
+/// A block of a [`Chunked`] vector.
+#[derive(Debug)]
+enum Chunk<T> {
+    /// Changed since the vector was last frozen: its own.
+    Own(Box<[T; CHUNK]>),
+    /// Shared with copies of the vector: copied before it changes.
+    Shared(Arc<[T; CHUNK]>),
+}
+
+impl<T: Copy> Clone for Chunk<T> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Own(b) => Self::Own(b.clone()),
+            Self::Shared(a) => Self::Shared(Arc::clone(a)),
+        }
+    }
+}
+
+impl<T> Chunk<T> {
+    #[inline(always)]
+    fn block(&self) -> &[T; CHUNK] {
+        match self {
+            Self::Own(b) => b,
+            Self::Shared(a) => a,
+        }
+    }
+}
+
+/// A vector of plain entries that its copies share by chunks: copying it copies the
+/// chunks changed since it was last [frozen](Self::freeze) and shares the others, and
+/// changing an entry of a shared chunk copies that chunk only. A large per-object
+/// table that connections in step share (see [`Shared`]) then costs its leader a copy
+/// of what a packet changed, not of the whole table.
+#[derive(Debug)]
+pub(crate) struct Chunked<T> {
+    chunks: Vec<Chunk<T>>,
+    len: usize,
+    /// The chunks made own since the last freeze, by index.
+    own: Vec<u32>,
+}
+
+impl<T> Default for Chunked<T> {
+    fn default() -> Self {
+        Self {
+            chunks: Vec::new(),
+            len: 0,
+            own: Vec::new(),
+        }
+    }
+}
+
+impl<T: Copy> Clone for Chunked<T> {
+    fn clone(&self) -> Self {
+        Self {
+            chunks: self.chunks.clone(),
+            len: self.len,
+            own: self.own.clone(),
+        }
+    }
+}
+
+impl<T: Copy + PartialEq> PartialEq for Chunked<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len
+            && self.chunks.iter().zip(&other.chunks).enumerate().all(|(k, (a, b))| {
+                let used = (self.len - k * CHUNK).min(CHUNK);
+                matches!((a, b), (Chunk::Shared(a), Chunk::Shared(b)) if Arc::ptr_eq(a, b))
+                    || a.block()[..used] == b.block()[..used]
+            })
+    }
+}
+
+impl<T: Copy> Chunked<T> {
+    /// Number of entries.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The entry at `i`.
+    #[inline(always)]
+    pub(crate) fn get(&self, i: usize) -> Option<&T> {
+        if i >= self.len {
+            return None;
+        }
+        Some(&self.chunks[i / CHUNK].block()[i % CHUNK])
+    }
+
+    /// The entry at `i`, its chunk made own first if shared.
+    #[inline(always)]
+    pub(crate) fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        if i >= self.len {
+            return None;
+        }
+        Some(&mut self.chunk_mut(i / CHUNK)[i % CHUNK])
+    }
+
+    /// Chunk `k`, made own first if shared.
+    #[inline(always)]
+    fn chunk_mut(&mut self, k: usize) -> &mut [T; CHUNK] {
+        if let Chunk::Shared(_) = self.chunks[k] {
+            self.own_chunk(k);
+        }
+        match &mut self.chunks[k] {
+            Chunk::Own(b) => b,
+            // (Not reached: made own above.)
+            Chunk::Shared(a) => Arc::make_mut(a),
+        }
+    }
+
+    /// Makes shared chunk `k` this vector's own (a copy).
+    #[cold]
+    #[inline(never)]
+    fn own_chunk(&mut self, k: usize) {
+        if let Chunk::Shared(a) = &self.chunks[k] {
+            self.chunks[k] = Chunk::Own(Box::new(**a));
+            self.own.push(k as u32);
+        }
+    }
+
+    /// The entry at `i`, grown to it with `value` first if need be.
+    #[inline]
+    pub(crate) fn get_mut_or_grow(&mut self, i: usize, value: T) -> &mut T {
+        if i >= self.len {
+            self.grow(i + 1, value);
+        }
+        &mut self.chunk_mut(i / CHUNK)[i % CHUNK]
+    }
+
+    /// Grows to `len` entries, the new ones `value`.
+    pub(crate) fn grow(&mut self, len: usize, value: T) {
+        while self.len < len {
+            let k = self.len / CHUNK;
+            let end = (len - k * CHUNK).min(CHUNK);
+            if k == self.chunks.len() {
+                self.chunks.push(Chunk::Own(Box::new([value; CHUNK])));
+                self.own.push(k as u32);
+            } else {
+                let from = self.len % CHUNK;
+                self.chunk_mut(k)[from..end].fill(value);
+            }
+            self.len = k * CHUNK + end;
+        }
+    }
+
+    /// Makes room for `additional` more entries' chunks.
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        let chunks = (self.len + additional).div_ceil(CHUNK);
+        self.chunks
+            .reserve(chunks.saturating_sub(self.chunks.len()));
+    }
+
+    /// The entries, in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
+        self.chunks
+            .iter()
+            .flat_map(|c| c.block().iter())
+            .take(self.len)
+    }
+
+    /// Makes the chunks changed since the last freeze shareable: copies of the
+    /// vector made from now on share them.
+    pub(crate) fn freeze(&mut self) {
+        for k in self.own.drain(..) {
+            if let Some(c) = self.chunks.get_mut(k as usize)
+                && let Chunk::Own(b) = c
+            {
+                *c = Chunk::Shared(Arc::new(**b));
+            }
+        }
     }
 }
 
@@ -391,7 +580,7 @@ impl JoinWait {
 /// ([`Transitions::find_or_recorded`]); otherwise `apply` makes the move on these
 /// states, which is logged for the connections holding the same copy, or, on an own
 /// copy, followed by an attempt to join the leader's group.
-pub(crate) fn replay_move<T: Clone + Default + PartialEq>(
+pub(crate) fn replay_move<T: CopyOnWrite + PartialEq>(
     states: &mut Shared<T>,
     log: &mut Transitions<T>,
     joins: &mut JoinWait,
