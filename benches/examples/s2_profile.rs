@@ -102,7 +102,8 @@ fn main() {
         Ok(m) => println!(
             "{:.1} ns per dirty obj×conn, tick {:.2} ms CPU / {:.2} ms wall / {:.2} ms all threads, idle {:.3} ms, \
              {:.2} B per pair, postcard {:.1} ns per pair, {:.1} segments copied per encoding, \
-             {:.0} % of batches replayed, peak RSS {} MiB, {} send-state copies held, {:.1} made per tick",
+             {:.0} % of batches replayed, peak RSS {} MiB, {} send-state copies held, {:.1} made per tick, \
+             {} baseline copies held, {:.1} made per tick",
             m.ns_per_pair(),
             m.tick_ns / 1e6,
             m.tick_wall_ns / 1e6,
@@ -116,6 +117,8 @@ fn main() {
                 .map_or("?".into(), |b| format!("{:.1}", b as f64 / 1_048_576.0)),
             m.send_state_copies,
             m.send_state_copies_made,
+            m.baseline_copies,
+            m.baseline_copies_made,
         ),
         Err(e) => {
             eprintln!("S2 failed its sanity check: {e}");

@@ -9,7 +9,7 @@ use common::core_suite::*;
 use common::*;
 use replicate::NetRefHandle;
 use replicate::internals::link::LinkConditioner;
-use replicate::internals::replication::DeltaSettings;
+use replicate::internals::replication::{DeltaSettings, GroupCopies, StateCopies};
 use std::time::Duration;
 
 struct World {
@@ -149,9 +149,8 @@ struct Sent {
     segments: (u64, u64),
     /// Objects sections replayed from a connection in step, and their batches.
     replayed: (u64, u64),
-    /// Copies of send states the connections held at the end, and copies made of a
-    /// shared one (see `ReplicationServer::send_state_copies`).
-    send_states: (usize, u64),
+    /// The states the connections in step shared (see `ReplicationServer::group_copies`).
+    copies: GroupCopies,
 }
 
 fn run_world(
@@ -287,7 +286,7 @@ fn run_world(
         digests: w.sim.peers.iter().map(|p| p.sent_digest).collect(),
         segments: w.sim.server.segment_counts(),
         replayed: w.sim.server.replayed_sections(),
-        send_states: w.sim.server.send_state_copies(),
+        copies: w.sim.server.group_copies(),
     }
 }
 
@@ -420,11 +419,16 @@ fn replayed_sections_are_the_sections_each_connection_writes_alone() {
             "{link:?}: replays changed packets"
         );
         assert_eq!(alone.replayed, (0, 0), "nothing is shared across threads");
-        assert_eq!(alone.send_states.1, 0, "no send states are shared either");
-        assert!(
-            shared.send_states.1 > 0,
-            "{link:?}: connections in step shared their send states"
-        );
+        for c in [alone.copies.send_states, alone.copies.baselines] {
+            assert_eq!(
+                c,
+                StateCopies { held: 4, made: 0 },
+                "no state is shared either"
+            );
+        }
+        for c in [shared.copies.send_states, shared.copies.baselines] {
+            assert!(c.made > 0, "{link:?}: connections in step shared states");
+        }
         let (sections, batches) = shared.replayed;
         assert!(
             sections > 0 && batches > sections,

@@ -11,8 +11,8 @@ use replicate::bits::{BitReader, BitWriter};
 use replicate::internals::connection::{DeliveryStatus, PacketSequence};
 use replicate::internals::object::ConnectionId;
 use replicate::internals::replication::{
-    DeltaSettings, ObjectReadError, PacketWrite, ReplicationClient, ReplicationConfig,
-    ReplicationEvent, ReplicationServer,
+    DeltaSettings, GroupCopies, ObjectReadError, PacketWrite, ReplicationClient, ReplicationConfig,
+    ReplicationEvent, ReplicationServer, StateCopies,
 };
 use replicate::internals::state::ChangeMask;
 use replicate::internals::stream::WriteResult;
@@ -381,10 +381,15 @@ fn connections_in_step_replay_and_settle_on_shared_lineages_without_leaks() {
         m.server.replayed_sections().0 > 0,
         "connections in step replayed sections"
     );
-    // The four in step hold one copy of their send states (the others hold their
-    // own, or join a group when back in step).
-    let (held, made) = m.server.send_state_copies();
-    assert!(held <= 5 && made > 0, "{held} copies held, {made} made");
+    // The four in step hold one copy of their send states and one of their
+    // baselines (the others hold their own, or join a group when back in step).
+    let copies = m.server.group_copies();
+    for (what, c) in [
+        ("send states", copies.send_states),
+        ("baselines", copies.baselines),
+    ] {
+        assert!(c.held <= 5 && c.made > 0, "{what}: {c:?}");
+    }
     for _ in 0..10 {
         m.round_trip();
     }
@@ -405,7 +410,7 @@ fn connections_in_step_replay_and_settle_on_shared_lineages_without_leaks() {
 /// copies held at the end and made, and the sections replayed.
 struct GroupRun {
     packets: Vec<Vec<Vec<u8>>>,
-    copies: (usize, u64),
+    copies: GroupCopies,
     replayed: u64,
 }
 
@@ -457,7 +462,7 @@ fn two_groups(threads: usize) -> GroupRun {
     for (conn, seq, fate) in late.drain(..) {
         m.server.process_delivery(conn, seq, fate);
     }
-    let copies = m.server.send_state_copies();
+    let copies = m.server.group_copies();
     let replayed = m.server.replayed_sections().0;
     for _ in 0..10 {
         m.round_trip();
@@ -476,19 +481,21 @@ fn two_groups(threads: usize) -> GroupRun {
 
 #[test]
 fn two_groups_in_step_send_what_each_connection_writes_alone() {
-    // On one thread the connections in step share one copy of their send states, and
-    // a copy that meets one another connection moved finds its move by value. On two
+    // On one thread the connections in step share one copy of their send states and
+    // one of their baselines, and a copy that meets one another connection moved
+    // finds its move by value. On two
     // threads copies also meet the other thread's. On six, every connection writes
     // alone. All send the same bytes.
     let alone = two_groups(6);
-    assert_eq!(alone.copies.1, 0, "nothing shared");
+    for c in [alone.copies.send_states, alone.copies.baselines] {
+        assert_eq!(c, StateCopies { held: 6, made: 0 }, "nothing shared");
+    }
     for threads in [1, 2] {
         let run = two_groups(threads);
-        assert!(
-            run.replayed > 0 && run.copies.1 > 0,
-            "threads {threads}: shared"
-        );
-        assert!(run.copies.0 <= 3, "threads {threads}: {:?}", run.copies);
+        assert!(run.replayed > 0, "threads {threads}: replayed");
+        for c in [run.copies.send_states, run.copies.baselines] {
+            assert!(c.made > 0 && c.held <= 3, "threads {threads}: {c:?}");
+        }
         for (k, (a, b)) in run.packets.iter().zip(&alone.packets).enumerate() {
             assert_eq!(a.len(), b.len(), "threads {threads}, connection {k}");
             for (n, (x, y)) in a.iter().zip(b).enumerate() {

@@ -221,10 +221,13 @@ pub struct Measured {
     /// replayed from a connection in step (see `ReplicationServer::replayed_sections`).
     pub replayed_share: f64,
     /// Copies of send states the connections held after the timed ticks (connections
-    /// in step share one, see `ReplicationServer::send_state_copies`).
+    /// in step share one, see `ReplicationServer::group_copies`).
     pub send_state_copies: usize,
     /// Copies made of a shared copy of send states, per timed tick.
     pub send_state_copies_made: f64,
+    /// The same for the connections' per-object baselines.
+    pub baseline_copies: usize,
+    pub baseline_copies_made: f64,
     /// Peak RSS of the process after this configuration.
     pub peak_rss: Option<u64>,
     /// Whether `peak_rss` is this configuration's own (the high-water mark was reset
@@ -527,15 +530,20 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     };
     let mut batches_at_warm = (0, 0);
     let mut churned = std::collections::VecDeque::new();
-    let mut copies_at_warm = 0;
+    let mut copies_at_warm = replicate::internals::replication::GroupCopies::default();
     for t in 0..warm + s.ticks * 2 {
         if t == warm {
-            copies_at_warm = server.send_state_copies().1;
+            copies_at_warm = server.group_copies();
         }
         if t == warm + s.ticks {
-            let (held, made) = server.send_state_copies();
-            out.send_state_copies = held;
-            out.send_state_copies_made = (made - copies_at_warm) as f64 / s.ticks as f64;
+            let copies = server.group_copies();
+            let per_tick = |made: u64, at_warm: u64| (made - at_warm) as f64 / s.ticks as f64;
+            out.send_state_copies = copies.send_states.held;
+            out.send_state_copies_made =
+                per_tick(copies.send_states.made, copies_at_warm.send_states.made);
+            out.baseline_copies = copies.baselines.held;
+            out.baseline_copies_made =
+                per_tick(copies.baselines.made, copies_at_warm.baselines.made);
         }
         if t == warm {
             segments_at_warm = server.segment_counts();
@@ -851,6 +859,11 @@ fn json_measured(name: &str, s: &Setup, m: &Measured) -> Json {
         (
             "send_state_copies_made_per_tick",
             Json::Num(m.send_state_copies_made),
+        ),
+        ("baseline_copies", Json::Num(m.baseline_copies as f64)),
+        (
+            "baseline_copies_made_per_tick",
+            Json::Num(m.baseline_copies_made),
         ),
         ("idle_tick_ns", Json::Num(m.idle_ns)),
         ("dirty_pairs_per_tick", Json::Num(m.pairs)),

@@ -1139,13 +1139,13 @@ impl std::ops::Deref for ObjectWords {
 
 impl ObjectWords {
     /// An object's baselines, made room for if need be.
-    #[inline]
-    fn entry(&mut self, object: InternalIndex) -> &mut ObjectBaselines {
+    #[inline(always)]
+    fn entry(&mut self, object: InternalIndex) -> Option<&mut ObjectBaselines> {
         self.0.get_mut_or_grow(object as usize, EMPTY)
     }
 
     /// An object's baselines, if it has room.
-    #[inline]
+    #[inline(always)]
     fn get_mut(&mut self, object: InternalIndex) -> Option<&mut ObjectBaselines> {
         self.0.get_mut(object as usize)
     }
@@ -1157,7 +1157,11 @@ impl ObjectWords {
         match self.get_mut(object) {
             Some(slot) => *slot = o,
             // An object never touched reads as empty: only another value makes room.
-            None if o != EMPTY => *self.entry(object) = o,
+            None if o != EMPTY => {
+                if let Some(slot) = self.entry(object) {
+                    *slot = o;
+                }
+            }
             None => {}
         }
     }
@@ -1188,6 +1192,35 @@ impl ObjectBaselines {
 
     fn live(&self) -> usize {
         usize::from(self.has_acked()) + self.pending.count_ones() as usize
+    }
+
+    /// See [`ConnectionBaselines::unthrottled`].
+    #[inline]
+    pub(crate) fn unthrottled(&self, settings: &DeltaSettings) -> bool {
+        settings.baseline_every_packet || self.live() == 0
+    }
+
+    /// See [`ConnectionBaselines::is_last_nomination_acked`].
+    #[inline]
+    pub(crate) fn is_last_nomination_acked(&self) -> bool {
+        self.is_newest_acked() && self.pending == 0
+    }
+
+    /// See [`ConnectionBaselines::free_slot`].
+    #[inline]
+    pub(crate) fn free_slot(&self, ordinal: u64) -> Option<u8> {
+        let acked = if self.acked_slot() < MAX_BASELINE_COUNT {
+            1 << self.acked_slot()
+        } else {
+            0
+        };
+        let taken = self.pending | acked;
+        // The free slots (one bit each in a byte) rotated so that bit 0 is the
+        // packet's own: the lowest set bit is the first free slot from it on.
+        const _: () = assert!(MAX_BASELINE_COUNT as u32 == u8::BITS);
+        let first = (ordinal % u64::from(MAX_BASELINE_COUNT)) as u8;
+        let free = (!taken).rotate_right(u32::from(first));
+        (free != 0).then(|| (first + free.trailing_zeros() as u8) % MAX_BASELINE_COUNT)
     }
 
     fn has_acked(&self) -> bool {
@@ -1361,7 +1394,7 @@ pub(crate) struct FateMoves {
 /// One logged catching up: the shared copy before, the packets settled (each with
 /// its count of nominations and how) and their nominations, the copy after and the
 /// lineages let go of.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct FateMove {
     before: Arc<ObjectWords>,
     packets: Vec<(u32, Settle)>,
@@ -1377,6 +1410,36 @@ impl FateMoves {
     /// Forgets the pass's moves (and lets go of the copies they kept).
     pub(crate) fn clear(&mut self) {
         self.log.clear();
+    }
+
+    /// The move logged from `before` (a shared copy) whose fates are `same`: by
+    /// pointer, else from equal baselines in another copy (a group of another writer
+    /// thread, say), which is then logged for `before`'s copy too, so that the others
+    /// holding it find it by pointer.
+    fn find(
+        &mut self,
+        before: &Arc<ObjectWords>,
+        same: impl Fn(&FateMove) -> bool,
+    ) -> Option<&FateMove> {
+        let by_pointer = |m: &FateMove| Arc::ptr_eq(&m.before, before) && same(m);
+        let k = match self.log.iter().position(by_pointer) {
+            Some(k) => k,
+            None => {
+                let k = self
+                    .log
+                    .iter()
+                    .position(|m| same(m) && *m.before == **before)?;
+                if self.log.len() < MAX_FATE_MOVES {
+                    let again = FateMove {
+                        before: Arc::clone(before),
+                        ..self.log[k].clone()
+                    };
+                    self.log.push(again);
+                }
+                k
+            }
+        };
+        self.log.get(k)
     }
 }
 
@@ -1442,18 +1505,13 @@ impl ConnectionBaselines {
     }
 
     /// The per-object baselines, shared with the connections in step.
-    pub(crate) fn words(&mut self) -> &mut Shared<ObjectWords> {
+    pub(crate) fn words(&self) -> &Shared<ObjectWords> {
+        &self.objects
+    }
+
+    /// The per-object baselines, to move them.
+    pub(crate) fn words_mut(&mut self) -> &mut Shared<ObjectWords> {
         &mut self.objects
-    }
-
-    /// The shared copy of the per-object baselines, if they are one.
-    pub(crate) fn shared_words(&self) -> Option<&Arc<ObjectWords>> {
-        self.objects.shared()
-    }
-
-    /// The shared copy of the per-object baselines, if another holder shares it.
-    pub(crate) fn words_shared_with_others(&self) -> Option<&Arc<ObjectWords>> {
-        self.objects.shared_with_others()
     }
 
     /// The table of synced masks: equal tables give equal words equal meanings.
@@ -1516,6 +1574,7 @@ impl ConnectionBaselines {
         self.last_synced = tail.last_synced;
     }
 
+    #[inline(always)]
     fn get(&self, object: InternalIndex) -> Option<&ObjectBaselines> {
         self.objects.get(object as usize)
     }
@@ -1526,10 +1585,6 @@ impl ConnectionBaselines {
         if more > 0 {
             self.objects.0.reserve(more);
         }
-    }
-
-    fn get_mut(&mut self, object: InternalIndex) -> &mut ObjectBaselines {
-        self.objects.entry(object)
     }
 
     /// The index of `mask` in the table of synced masks (added if new; `None` when
@@ -1601,7 +1656,25 @@ impl ConnectionBaselines {
         storage: &BaselineStorage,
         object: InternalIndex,
     ) -> Option<(u8, BaselineSlot<'_>)> {
-        let o = self.get(object)?;
+        self.acked_of(storage, self.object(object))
+    }
+
+    /// An object's baselines as they stand (read once for a batch's plan).
+    #[inline]
+    pub(crate) fn object(&self, object: InternalIndex) -> ObjectBaselines {
+        self.get(object).copied().unwrap_or(EMPTY)
+    }
+
+    /// [`acked`](Self::acked) from the object's baselines `o`.
+    #[inline]
+    pub(crate) fn acked_of(
+        &self,
+        storage: &BaselineStorage,
+        o: ObjectBaselines,
+    ) -> Option<(u8, BaselineSlot<'_>)> {
+        if !o.has_acked() {
+            return None;
+        }
         let view = self.view(storage, o.acked, o.synced)?;
         Some((o.acked_slot(), view))
     }
@@ -1665,15 +1738,14 @@ impl ConnectionBaselines {
     /// [`DeltaSettings::baseline_every_packet`].
     #[inline]
     pub fn unthrottled(&self, object: InternalIndex, settings: &DeltaSettings) -> bool {
-        settings.baseline_every_packet || self.count(object) == 0
+        self.object(object).unthrottled(settings)
     }
 
     /// Whether the last nomination of `object` was acknowledged and none followed (its
     /// acknowledged baseline is then the newest the client stored).
     #[inline]
     pub fn is_last_nomination_acked(&self, object: InternalIndex) -> bool {
-        self.get(object)
-            .is_some_and(|o| o.is_newest_acked() && o.pending == 0)
+        self.object(object).is_last_nomination_acked()
     }
 
     /// The slot a nomination of `object` by the packet with `ordinal` takes: the
@@ -1682,20 +1754,7 @@ impl ConnectionBaselines {
     /// one; `None` when every slot is taken (nominations cover the round trip).
     #[inline]
     pub fn free_slot(&self, object: InternalIndex, ordinal: u64) -> Option<u8> {
-        let taken = self.get(object).map_or(0, |o| {
-            o.pending
-                | if o.acked_slot() < MAX_BASELINE_COUNT {
-                    1 << o.acked_slot()
-                } else {
-                    0
-                }
-        });
-        // The free slots (one bit each in a byte) rotated so that bit 0 is the
-        // packet's own: the lowest set bit is the first free slot from it on.
-        const _: () = assert!(MAX_BASELINE_COUNT as u32 == u8::BITS);
-        let first = (ordinal % u64::from(MAX_BASELINE_COUNT)) as u8;
-        let free = (!taken).rotate_right(u32::from(first));
-        (free != 0).then(|| (first + free.trailing_zeros() as u8) % MAX_BASELINE_COUNT)
+        self.object(object).free_slot(ordinal)
     }
 
     /// Total live baselines over all objects.
@@ -1774,7 +1833,10 @@ impl ConnectionBaselines {
             .and_then(|p| storage.snapshot_frame(p))
             .filter(|&f| storage.frame().wrapping_sub(f) >= QUADRATIC_MIN_INTERVAL)
             .and(prior2);
-        let o = self.get_mut(object);
+        let Some(o) = self.objects.entry(object) else {
+            debug_assert!(false, "an object's baselines always have room");
+            return None;
+        };
         o.pending |= 1 << index;
         o.set_newest(index);
         let epoch = o.epoch;
@@ -2141,12 +2203,10 @@ impl ConnectionBaselines {
         let count = total.min(self.in_flight.len());
         if let Some(shared) = self.objects.shared() {
             let in_flight = &self.in_flight;
-            let same = |m: &&FateMove| {
-                Arc::ptr_eq(&m.before, shared)
-                    && m.packets == packets
-                    && in_flight.range(..count).eq(m.nominations.iter())
+            let same_fates = |m: &FateMove| {
+                m.packets == packets && in_flight.range(..count).eq(m.nominations.iter())
             };
-            if let Some(m) = moves.log.iter().find(same) {
+            if let Some(m) = moves.find(shared, same_fates) {
                 self.objects.adopt(Arc::clone(&m.after));
                 self.released.extend_from_slice(&m.released);
                 self.in_flight.drain(..count);
@@ -2209,9 +2269,10 @@ impl ConnectionBaselines {
                 released.push(l);
             }
         };
+        let objects = &mut *self.objects;
         let current = how != Settle::Stale;
         for &n in self.in_flight.range(..count) {
-            let o = match self.objects.get_mut(n.object) {
+            let o = match objects.get_mut(n.object) {
                 Some(o) if current && o.epoch == n.epoch && o.pending & (1 << n.slot) != 0 => o,
                 _ => {
                     let_go(n.lineage);
@@ -2961,7 +3022,7 @@ mod tests {
         a.tail_since(mark, &mut tail);
         assert_eq!(tail.nominations.len(), 1);
         assert_eq!(tail.synced, vec![all.clone()], "the mask it interned");
-        b.words().set_word(1, a.word(1));
+        b.words_mut().set_word(1, a.word(1));
         b.append_tail(&tail, 0, 0);
         assert_eq!(b.mirrored_leader(), Some(0));
         assert_eq!(a.word(1), b.word(1));
@@ -3199,5 +3260,79 @@ mod tests {
             c.on_delivery(&mut s, ordinal, DeliveryStatus::Delivered);
         }
         assert_eq!(c.in_flight(), 0);
+    }
+
+    #[test]
+    fn connections_in_step_take_a_logged_catch_up_only_with_the_same_nominations() {
+        let mut s = BaselineStorage::new(DeltaSettings::default());
+        let h = NetRefHandle::new(9, false, 0);
+        let all = ChangeMask::all(4);
+        // Objects 1 and 2 nominated in slot 3, by packet 3 (by packets 3 and 4 with
+        // `split`), object 2 built from `prior`.
+        let other_prior = s.create_baseline(7, h, true);
+        let mut nominated = |split: bool, prior: Option<u32>| {
+            let mut c = ConnectionBaselines::default();
+            let snap = s.create_baseline(1, h, true).unwrap();
+            c.nominate(&mut s, 1, 3, snap, &all, None, None, 3);
+            let snap = s.create_baseline(2, h, true).unwrap();
+            let ordinal = if split { 4 } else { 3 };
+            c.nominate(&mut s, 2, 3, snap, &all, prior, None, ordinal);
+            c
+        };
+        let mut leader = nominated(false, None);
+        let mut follower = nominated(false, None);
+        let mut split = nominated(true, None);
+        let mut twin = nominated(false, None);
+        let mut alone = nominated(false, None);
+        let mut lost = nominated(false, None);
+        // (Last: the storage shares a lineage with the object's newest only.)
+        let mut built_otherwise = nominated(false, other_prior);
+        // All but the twin and the one alone hold the leader's copy (equal words: the
+        // nominations differ only in the queue).
+        let copy = leader.words_mut().publish();
+        for c in [&mut follower, &mut split, &mut lost, &mut built_otherwise] {
+            assert!(*c.objects == *copy);
+            c.words_mut().adopt(Arc::clone(&copy));
+        }
+        let twins_copy = twin.words_mut().publish();
+        let mut moves = FateMoves::default();
+        let mut caught_up = |c: &mut ConnectionBaselines, status| {
+            c.defer_delivery(3, status);
+            c.catch_up_in_pass(Some(&mut moves));
+        };
+        use DeliveryStatus::{Delivered, Lost};
+        caught_up(&mut leader, Delivered);
+        alone.defer_delivery(3, DeliveryStatus::Delivered);
+        alone.catch_up();
+        let after = Arc::clone(leader.words().shared().expect("logged, so shared"));
+        assert!(*after == *alone.objects, "the move is the one made alone");
+        assert_eq!(leader.released, alone.released);
+        assert_eq!(leader.in_flight.len(), 0);
+        caught_up(&mut follower, Delivered);
+        assert!(follower.words().is(&after), "taken by pointer");
+        assert_eq!(follower.released, leader.released);
+        assert_eq!((follower.in_flight.len(), follower.packets.len()), (0, 0));
+        // Other fates, other packets settled, or other lineages: moved on their own.
+        caught_up(&mut lost, Lost);
+        assert!(!lost.words().is(&after) && lost.count(1) == 0);
+        caught_up(&mut split, Delivered);
+        assert!(!split.words().is(&after) && split.in_flight.len() == 1);
+        assert_eq!(
+            split.pending(2),
+            1 << 3,
+            "object 2's packet is still in flight"
+        );
+        caught_up(&mut built_otherwise, Delivered);
+        assert!(!built_otherwise.words().is(&after));
+        let lineage = |c: &ConnectionBaselines| c.object(2).acked;
+        assert_ne!(lineage(&built_otherwise), lineage(&leader));
+        // Equal words in another copy: found by value, then logged for that copy.
+        assert!(!Arc::ptr_eq(&twins_copy, &copy));
+        caught_up(&mut twin, Delivered);
+        assert!(twin.words().is(&after));
+        assert_eq!(twin.released, leader.released);
+        // (The leader's move, the three that moved on their own, the twin's.)
+        assert_eq!(moves.log.len(), 5);
+        assert!(Arc::ptr_eq(&moves.log[4].before, &twins_copy));
     }
 }

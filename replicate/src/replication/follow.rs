@@ -131,7 +131,7 @@ impl ReplicationWriter {
             dirty: &self.sends.dirty,
             schedule: &self.schedule,
             sends: self.sends.shared(),
-            baseline_words: self.baselines.shared_words(),
+            baseline_words: self.baselines.words().shared(),
         };
         let info = |index: InternalIndex| self.sends.infos.get(index as usize).copied();
         let baselines = |index| self.baselines.word(index);
@@ -180,7 +180,7 @@ impl ReplicationWriter {
             },
         );
         replay_move(
-            self.baselines.words(),
+            self.baselines.words_mut(),
             &mut self.cache.word_moves,
             word_joins,
             event,
@@ -225,7 +225,7 @@ impl ReplicationWriter {
             t.leader = self.connection;
             // Shared with others: a connection holding the same copy takes the result.
             t.states[0] = self.sends.shared_with_others().cloned();
-            t.baseline_words[0] = baselines.words_shared_with_others().cloned();
+            t.baseline_words[0] = baselines.words().shared_with_others().cloned();
             t.synced.clear();
             t.synced.extend_from_slice(baselines.synced_table());
             t.dirty[0].clone_from(&self.sends.dirty);
@@ -327,7 +327,7 @@ impl ReplicationWriter {
         if ok {
             t.inputs = Some(inputs);
             t.states[1] = Some(self.sends.publish());
-            t.baseline_words[1] = Some(self.baselines.words().publish());
+            t.baseline_words[1] = Some(self.baselines.words_mut().publish());
         }
         self.cache.replays.end(ok);
         result

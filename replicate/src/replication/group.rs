@@ -1,24 +1,28 @@
-//! Connection groups: connections in step share one copy of their send states.
+//! Connection groups: connections in step share one copy of their per-object states.
 //!
 //! A writer's send states (one [`ReplicationInfo`] per object, the dirty set and the
-//! pool of wide change masks) are the per-object state every packet reads and most
-//! packets change. Connections whose acks are in step hold equal send states and move
-//! them the same way, so each keeping its own copy costs a cache miss per dirty object
-//! and connection for nothing. Here the copy is shared, copy-on-write:
+//! pool of wide change masks) and its per-object baselines (see `baseline`) are the
+//! per-object state every packet reads and most packets change. Connections whose acks
+//! are in step hold equal states and move them the same way, so each keeping its own
+//! copy costs a cache miss per dirty object and connection for nothing. Here the copy
+//! is shared, copy-on-write:
 //!
-//! - [`SharedSendStates`] is a writer's handle: its own copy, or one shared with the
-//!   connections in step. Reading is the same either way; the first change made to a
-//!   shared copy makes it the writer's own ([`DerefMut`](std::ops::DerefMut)), so a
-//!   writer that leaves step never changes anyone else's state.
+//! - [`Shared`] is a writer's handle: its own copy, or one shared with the connections
+//!   in step. Reading is the same either way; the first change made to a shared copy
+//!   makes it the writer's own ([`DerefMut`](std::ops::DerefMut)), so a writer that
+//!   leaves step never changes anyone else's state.
 //! - In a write pass, the first connection to move a shared copy with an event (the
-//!   tick's changes, or a replayed objects section) logs the copy before and after in
-//!   its thread's [`Transitions`]. A connection holding the very same copy (by
-//!   pointer) meets the same event and takes the logged result instead of working
-//!   through its objects. Moving send states is a pure function of the state and the
-//!   event, so what it takes is what it would have computed.
+//!   tick's changes, a replayed objects section, the fates of its packets) logs the
+//!   copy before and after in its thread's log ([`Transitions`], and the baselines'
+//!   own log of fates). A connection holding the very same copy (by pointer) meets the
+//!   same event and takes the logged result instead of working through its objects.
+//!   Moving the states is a pure function of the states and the event, so what it
+//!   takes is what it would have computed ([`replay_move`]).
 //! - A connection joins a group by equality: after it replays an objects section on
 //!   its own copy, a copy equal to the section leader's result is dropped for the
-//!   leader's (now and then, see `follow`).
+//!   leader's (now and then, [`JoinWait`]).
+//! - A large per-object table is [`Chunked`]: a group's leader moving it on copies the
+//!   chunks its packet changed, not the whole table.
 //!
 //! Every copy a log or a handle names is kept alive by it, so pointer identity never
 //! confuses a freed copy with a new one.
@@ -182,9 +186,47 @@ impl<T> Shared<T> {
     }
 }
 
+/// Copies of one kind of per-connection state (see [`GroupCopies`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StateCopies {
+    /// Distinct copies the open connections hold: one per group of connections in
+    /// step, one per connection out of step.
+    pub held: usize,
+    /// Copies made of a shared copy so that it could change, since the connections
+    /// opened (a group's leader moving it on, or a connection leaving step).
+    pub made: u64,
+}
+
+/// Connection groups: copies of the per-connection states that connections in step
+/// share ([`ReplicationServer::group_copies`](super::ReplicationServer::group_copies)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupCopies {
+    /// Send states (per object: lifecycle, owed changes, priority; the dirty set).
+    pub send_states: StateCopies,
+    /// Per-object baselines (the acknowledged baseline and the slots in flight).
+    pub baselines: StateCopies,
+}
+
+/// The copies `handles` hold (shared ones counted once) and made.
+pub(crate) fn count_copies<'a, T: 'a>(handles: impl Iterator<Item = &'a Shared<T>>) -> StateCopies {
+    let mut shared = Vec::new();
+    let mut copies = StateCopies::default();
+    for h in handles {
+        copies.made += h.copies();
+        match h.shared() {
+            Some(s) => shared.push(Arc::as_ptr(s)),
+            None => copies.held += 1,
+        }
+    }
+    shared.sort_unstable();
+    shared.dedup();
+    copies.held += shared.len();
+    copies
+}
+
 /// Entries per chunk of a [`Chunked`] vector. A packet changes the entries of a few
 /// hundred objects, so in a table of many objects most chunks stay shared.
-const CHUNK: usize = 256;
+const CHUNK: usize = 512;
 
 /// A block of a [`Chunked`] vector.
 #[derive(Debug)]
@@ -250,11 +292,16 @@ impl<T: Copy> Clone for Chunked<T> {
 impl<T: Copy + PartialEq> PartialEq for Chunked<T> {
     fn eq(&self, other: &Self) -> bool {
         self.len == other.len
-            && self.chunks.iter().zip(&other.chunks).enumerate().all(|(k, (a, b))| {
-                let used = (self.len - k * CHUNK).min(CHUNK);
-                matches!((a, b), (Chunk::Shared(a), Chunk::Shared(b)) if Arc::ptr_eq(a, b))
-                    || a.block()[..used] == b.block()[..used]
-            })
+            && self
+                .chunks
+                .iter()
+                .zip(&other.chunks)
+                .enumerate()
+                .all(|(k, (a, b))| {
+                    let used = (self.len - k * CHUNK).min(CHUNK);
+                    matches!((a, b), (Chunk::Shared(a), Chunk::Shared(b)) if Arc::ptr_eq(a, b))
+                        || a.block()[..used] == b.block()[..used]
+                })
     }
 }
 
@@ -268,10 +315,8 @@ impl<T: Copy> Chunked<T> {
     /// The entry at `i`.
     #[inline(always)]
     pub(crate) fn get(&self, i: usize) -> Option<&T> {
-        if i >= self.len {
-            return None;
-        }
-        Some(&self.chunks[i / CHUNK].block()[i % CHUNK])
+        let chunk = self.chunks.get(i / CHUNK)?;
+        (i < self.len).then(|| &chunk.block()[i % CHUNK])
     }
 
     /// The entry at `i`, its chunk made own first if shared.
@@ -280,19 +325,27 @@ impl<T: Copy> Chunked<T> {
         if i >= self.len {
             return None;
         }
-        Some(&mut self.chunk_mut(i / CHUNK)[i % CHUNK])
+        Some(&mut self.chunk_mut(i / CHUNK)?[i % CHUNK])
+    }
+
+    /// The entry at `i`, grown to it with `value` first if need be.
+    #[inline(always)]
+    pub(crate) fn get_mut_or_grow(&mut self, i: usize, value: T) -> Option<&mut T> {
+        if i >= self.len {
+            self.grow(i + 1, value);
+        }
+        self.get_mut(i)
     }
 
     /// Chunk `k`, made own first if shared.
     #[inline(always)]
-    fn chunk_mut(&mut self, k: usize) -> &mut [T; CHUNK] {
-        if let Chunk::Shared(_) = self.chunks[k] {
+    fn chunk_mut(&mut self, k: usize) -> Option<&mut [T; CHUNK]> {
+        if let Some(Chunk::Shared(_)) = self.chunks.get(k) {
             self.own_chunk(k);
         }
-        match &mut self.chunks[k] {
-            Chunk::Own(b) => b,
-            // (Not reached: made own above.)
-            Chunk::Shared(a) => Arc::make_mut(a),
+        match self.chunks.get_mut(k)? {
+            Chunk::Own(b) => Some(b),
+            Chunk::Shared(_) => None,
         }
     }
 
@@ -300,22 +353,14 @@ impl<T: Copy> Chunked<T> {
     #[cold]
     #[inline(never)]
     fn own_chunk(&mut self, k: usize) {
-        if let Chunk::Shared(a) = &self.chunks[k] {
+        if let Some(Chunk::Shared(a)) = self.chunks.get(k) {
             self.chunks[k] = Chunk::Own(Box::new(**a));
             self.own.push(k as u32);
         }
     }
 
-    /// The entry at `i`, grown to it with `value` first if need be.
-    #[inline]
-    pub(crate) fn get_mut_or_grow(&mut self, i: usize, value: T) -> &mut T {
-        if i >= self.len {
-            self.grow(i + 1, value);
-        }
-        &mut self.chunk_mut(i / CHUNK)[i % CHUNK]
-    }
-
     /// Grows to `len` entries, the new ones `value`.
+    #[inline(never)]
     pub(crate) fn grow(&mut self, len: usize, value: T) {
         while self.len < len {
             let k = self.len / CHUNK;
@@ -325,7 +370,9 @@ impl<T: Copy> Chunked<T> {
                 self.own.push(k as u32);
             } else {
                 let from = self.len % CHUNK;
-                self.chunk_mut(k)[from..end].fill(value);
+                if let Some(chunk) = self.chunk_mut(k) {
+                    chunk[from..end].fill(value);
+                }
             }
             self.len = k * CHUNK + end;
         }
@@ -724,5 +771,57 @@ mod tests {
         other.adopt(Arc::new(states(4)));
         let unrecorded = fresh.find_or_recorded(&other, event, [None, Some(&after)]);
         assert!(unrecorded.is_none() && fresh.log.is_empty());
+    }
+
+    #[test]
+    fn a_chunked_copy_shares_the_frozen_chunks_and_copies_only_the_one_it_changes() {
+        let mut a = Chunked::default();
+        a.grow(2 * CHUNK + 5, 7u32);
+        assert_eq!(a.len(), 2 * CHUNK + 5);
+        assert_eq!(
+            (a.get(2 * CHUNK + 4), a.get(2 * CHUNK + 5)),
+            (Some(&7), None)
+        );
+        if let Some(e) = a.get_mut(CHUNK) {
+            *e = 1;
+        }
+        a.freeze();
+        let mut b = a.clone();
+        assert!(a == b);
+        let shared = |v: &Chunked<u32>| -> Vec<bool> {
+            v.chunks
+                .iter()
+                .map(|c| matches!(c, Chunk::Shared(_)))
+                .collect()
+        };
+        assert_eq!(shared(&b), [true; 3], "a frozen copy shares every chunk");
+        if let Some(e) = b.get_mut(CHUNK + 1) {
+            *e = 2;
+        }
+        assert_eq!(
+            shared(&b),
+            [true, false, true],
+            "only the changed chunk is copied"
+        );
+        assert_eq!((a.get(CHUNK + 1), b.get(CHUNK + 1)), (Some(&7), Some(&2)));
+        assert_eq!(b.get(CHUNK), Some(&1), "the copied chunk keeps the rest");
+        assert!(a != b);
+        if let Some(e) = b.get_mut(CHUNK + 1) {
+            *e = 7;
+        }
+        assert!(a == b, "equal by content where not by pointer");
+        // Growing into the shared last chunk copies it, and fills only new entries.
+        b.grow(2 * CHUNK + 9, 3);
+        assert_eq!(shared(&b), [true, false, false]);
+        assert_eq!(
+            (b.get(2 * CHUNK + 4), b.get(2 * CHUNK + 5)),
+            (Some(&7), Some(&3))
+        );
+        assert_eq!(a.len(), 2 * CHUNK + 5);
+        assert!(a != b, "other lengths");
+        assert_eq!(b.iter().filter(|&&e| e == 3).count(), 4);
+        // A clone before freezing copies the chunks changed since.
+        let c = b.clone();
+        assert_eq!(shared(&c), [true, false, false]);
     }
 }

@@ -109,6 +109,7 @@ pub use baseline::{
     BaselineStats, BaselineStorage, DeltaSettings, MAX_BASELINE_COUNT, SharedBaselineStorage,
     extrapolate,
 };
+pub use group::{GroupCopies, StateCopies};
 pub use interest_hooks::{InterestHooks, SharedInterest};
 pub use reader::{ClientObject, ClientWorld, ReaderStats, ReferenceResolver, ReplicationReader};
 pub use record::{
@@ -1193,24 +1194,14 @@ impl ReplicationServer {
         })
     }
 
-    /// Connection groups: how many copies of send states the open connections hold
-    /// (connections in step share one), and how many copies were made of a shared
-    /// one since the connections opened (a group's leader moving it on, or a
-    /// connection leaving step).
-    pub fn send_state_copies(&self) -> (usize, u64) {
-        let mut shared = Vec::new();
-        let (mut held, mut made) = (0, 0);
-        for conn in self.connections.iter().flatten() {
-            let sends = conn.writer().send_states();
-            made += sends.copies();
-            match sends.shared() {
-                Some(s) => shared.push(Arc::as_ptr(s)),
-                None => held += 1,
-            }
+    /// Connection groups: the copies of their send states and of their per-object
+    /// baselines the open connections hold (connections in step share one) and made.
+    pub fn group_copies(&self) -> GroupCopies {
+        let writers = || self.connections.iter().flatten().map(|c| c.writer());
+        GroupCopies {
+            send_states: group::count_copies(writers().map(|w| w.send_states())),
+            baselines: group::count_copies(writers().map(|w| w.baselines().words())),
         }
-        shared.sort_unstable();
-        shared.dedup();
-        (held + shared.len(), made)
     }
 
     /// The baseline storage shared by every connection (counters, run-time settings).

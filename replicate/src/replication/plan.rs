@@ -110,7 +110,9 @@ impl ReplicationWriter {
                 newest: false,
             });
         }
-        match self.baselines.acked(st, index) {
+        // The object's baselines, read once.
+        let mut words = self.baselines.object(index);
+        match self.baselines.acked_of(st, words) {
             Some((acked, slot)) if is_subset(&allowed, slot.synced) => {
                 reference = st
                     .state_address(slot.snapshot)
@@ -129,19 +131,19 @@ impl ReplicationWriter {
                     mask.or_with(&merged);
                 }
                 self.baselines.release_object_later(index);
+                words = self.baselines.object(index);
             }
             None => {}
         }
         // Decided before this batch's own nomination: the client's newest baseline is
         // the reference when nothing was nominated since.
-        let newest = reference.is_some() && self.baselines.is_last_nomination_acked(index);
+        let newest = reference.is_some() && words.is_last_nomination_acked();
         // A new baseline in every packet while a slot is free (the nominations in
         // flight cover the round trip); without `baseline_every_packet`, the frame
         // throttle.
-        let unthrottled = self.baselines.unthrottled(index, st.settings());
-        let nominate = self
-            .baselines
-            .free_slot(index, self.packet_ordinal())
+        let unthrottled = words.unthrottled(st.settings());
+        let nominate = words
+            .free_slot(self.packet_ordinal())
             .filter(|_| self.baselines.can_sync(&allowed))
             .filter(|_| st.may_create(index, entry.handle(), unthrottled));
         let default = reference
