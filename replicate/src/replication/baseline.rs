@@ -2230,7 +2230,7 @@ impl ConnectionBaselines {
             before,
             packets: packets.to_vec(),
             nominations,
-            after: self.objects.publish(),
+            after: self.objects.publish_frozen(),
             released: self.released[released..].to_vec(),
         });
     }

@@ -327,7 +327,14 @@ impl ReplicationWriter {
         if ok {
             t.inputs = Some(inputs);
             t.states[1] = Some(self.sends.publish());
-            t.baseline_words[1] = Some(self.baselines.words_mut().publish());
+            // Frozen when connections in step held the words before: they will take
+            // these.
+            let words = self.baselines.words_mut();
+            t.baseline_words[1] = Some(if t.baseline_words[0].is_some() {
+                words.publish_frozen()
+            } else {
+                words.publish()
+            });
         }
         self.cache.replays.end(ok);
         result

@@ -133,14 +133,22 @@ impl<T: CopyOnWrite> Shared<T> {
     /// returns the shared copy.
     pub(crate) fn publish(&mut self) -> Arc<T> {
         let shared = match std::mem::replace(&mut self.states, Holding::Own(T::default())) {
-            Holding::Own(mut s) => {
-                s.freeze();
-                Arc::new(s)
-            }
+            Holding::Own(s) => Arc::new(s),
             Holding::Shared(s) => s,
         };
         self.states = Holding::Shared(Arc::clone(&shared));
         shared
+    }
+
+    /// [`publish`](Self::publish) for states that others are expected to take: their
+    /// parts that copies can share are made shareable first
+    /// ([`CopyOnWrite::freeze`]), so that this writer's next change copies only what
+    /// it changes. (Freezing states nobody takes would make that change copy them.)
+    pub(crate) fn publish_frozen(&mut self) -> Arc<T> {
+        if let Holding::Own(s) = &mut self.states {
+            s.freeze();
+        }
+        self.publish()
     }
 
     /// Takes the states out, leaving empty ones of its own.
@@ -643,7 +651,7 @@ pub(crate) fn replay_move<T: CopyOnWrite + PartialEq>(
     apply(states);
     match before {
         Some(before) => {
-            let after = states.publish();
+            let after = states.publish_frozen();
             log.log(before, event, after, true);
         }
         None => joins.join(states, recorded[1]),

@@ -162,7 +162,7 @@ impl ReplicationWriter {
         let schedule_valid = self.schedule.is_valid();
         self.apply_tick_changes(table);
         if let Some(before) = before {
-            let after = self.sends.publish();
+            let after = self.sends.publish_frozen();
             let event = Event::CatchUp {
                 excluded: &self.excluded,
                 schedule_valid,
