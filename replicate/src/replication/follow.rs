@@ -132,6 +132,7 @@ impl ReplicationWriter {
             schedule: &self.schedule,
             sends: self.sends.shared(),
             baseline_words: self.baselines.words().shared(),
+            moves: Some((&self.cache.transitions, &self.cache.word_moves)),
         };
         let info = |index: InternalIndex| self.sends.infos.get(index as usize).copied();
         let baselines = |index| self.baselines.word(index);

@@ -567,6 +567,15 @@ impl<T: PartialEq> Transitions<T> {
         Some(Arc::clone(after))
     }
 
+    /// Whether a move of the copy `before` with `event` is logged. For a replayed
+    /// section, the copy then passed the trace's comparison of states (every holder
+    /// of it would).
+    pub(crate) fn logged(&self, before: &Arc<T>, event: Event<'_>) -> bool {
+        self.log
+            .iter()
+            .any(|t| Arc::ptr_eq(&t.before, before) && t.event.matches(event))
+    }
+
     /// The copy to log a move of `before` from: one shared with another holder, when
     /// there is room.
     pub(crate) fn loggable(&self, before: &Shared<T>) -> Option<Arc<T>> {

@@ -24,7 +24,7 @@
 //! depends on the connection. Anything else is written the ordinary way.
 
 use super::baseline::{BaselinesTail, ObjectWords};
-use super::group::SendStates;
+use super::group::{Event, SendStates, Transitions};
 use super::record::{PacketRecord, ReplicationInfo, WriterStats};
 use super::scheduler::Schedule;
 use crate::object::{ConnectionId, InternalIndex};
@@ -88,6 +88,24 @@ pub(crate) struct Candidate<'a> {
     pub sends: Option<&'a Arc<SendStates>>,
     /// Its per-object baselines, when it holds a shared copy.
     pub baseline_words: Option<&'a Arc<ObjectWords>>,
+    /// The moves of shared states logged on its writer thread in the pass: a copy
+    /// logged as moved by a trace's section passed that trace's comparison of states
+    /// (a group of another thread, found equal to the leader's copy by value once).
+    pub moves: Option<(&'a Transitions, &'a Transitions<ObjectWords>)>,
+}
+
+/// Whether `held` (a candidate's shared copy) passes a trace's comparison of states:
+/// it is the leader's copy from `before`, or one `log` holds a move of with the
+/// trace's `event`.
+fn holds_leaders<T: PartialEq>(
+    held: Option<&Arc<T>>,
+    before: Option<&Arc<T>>,
+    log: Option<&Transitions<T>>,
+    event: Event<'_>,
+) -> bool {
+    held.is_some_and(|held| {
+        before.is_some_and(|b| Arc::ptr_eq(held, b)) || log.is_some_and(|l| l.logged(held, event))
+    })
 }
 
 /// One recorded objects section: its inputs, its bits and the states it left.
@@ -166,15 +184,20 @@ impl PacketTrace {
     pub(crate) fn matches(
         &self,
         candidate: &Candidate<'_>,
+        adopted: bool,
         info: impl Fn(InternalIndex) -> Option<ReplicationInfo>,
         baselines: impl Fn(InternalIndex) -> u64,
     ) -> bool {
-        // Holding the leader's send states from before the section (the same copy),
-        // the candidate's dirty set and send states are the leader's.
-        let leaders_sends = candidate
-            .sends
-            .zip(self.states[0].as_ref())
-            .is_some_and(|(a, b)| Arc::ptr_eq(a, b));
+        // Holding the leader's send states from before the section (the same copy, or
+        // one that passed), the candidate's dirty set and send states are the leader's
+        // where the section reads them.
+        let event = Event::Replay {
+            adopted,
+            serial: self.serial,
+        };
+        let (sends_log, words_log) = candidate.moves.unzip();
+        let leaders_sends =
+            holds_leaders(candidate.sends, self.states[0].as_ref(), sends_log, event);
         if candidate.connection == self.leader
             || self.inputs != Some(candidate.inputs)
             || candidate.synced != self.synced.as_slice()
@@ -185,10 +208,12 @@ impl PacketTrace {
             return false;
         }
         // Likewise for its baselines.
-        let leaders_words = candidate
-            .baseline_words
-            .zip(self.baseline_words[0].as_ref())
-            .is_some_and(|(a, b)| Arc::ptr_eq(a, b));
+        let leaders_words = holds_leaders(
+            candidate.baseline_words,
+            self.baseline_words[0].as_ref(),
+            words_log,
+            event,
+        );
         match (leaders_sends, leaders_words) {
             (true, true) => true,
             (true, false) => self
@@ -286,12 +311,12 @@ impl Replays {
         // The newest first: connections in step are written one after the other.
         (0..self.live)
             .rev()
-            .find(|&i| self.traces[i].matches(candidate, &info, &baselines))
+            .find(|&i| self.traces[i].matches(candidate, false, &info, &baselines))
             .map(TraceRef::Own)
             .or_else(|| {
                 self.adopted
                     .as_ref()
-                    .filter(|t| t.matches(candidate, &info, &baselines))
+                    .filter(|t| t.matches(candidate, true, &info, &baselines))
                     .map(|_| TraceRef::Adopted)
             })
     }
@@ -424,6 +449,7 @@ mod tests {
             schedule: &schedule,
             sends: None,
             baseline_words: None,
+            moves: None,
         };
         let same = |_| Some(prioritized(1.0));
         let own = |index: InternalIndex| u64::from(index);
@@ -456,6 +482,7 @@ mod tests {
             schedule: &schedule,
             sends: None,
             baseline_words: None,
+            moves: None,
         };
         let same = |_| Some(prioritized(1.0));
         let own = |index: InternalIndex| u64::from(index);
@@ -528,6 +555,7 @@ mod tests {
             schedule: &schedule,
             sends,
             baseline_words,
+            moves: None,
         };
         let other = |_| Some(prioritized(9.0));
         let same = |_| Some(prioritized(1.0));
@@ -557,6 +585,66 @@ mod tests {
             ..candidate(None, Some(&copy_words))
         };
         assert_eq!(r.find(&stranger, same, moved), None);
+        // Copies the thread logged as moved by this trace's section passed its
+        // comparison: they compare nothing per object either. Moved by another
+        // section, they compare.
+        let serial = r.trace_mut(i).serial;
+        let mut sends_log = Transitions::default();
+        let mut words_log = Transitions::<ObjectWords>::default();
+        let moved_by = |serial| Event::Replay {
+            adopted: false,
+            serial,
+        };
+        fn logged<'a>(
+            c: Candidate<'a>,
+            sends: &'a Transitions,
+            words: &'a Transitions<ObjectWords>,
+        ) -> Candidate<'a> {
+            Candidate {
+                moves: Some((sends, words)),
+                ..c
+            }
+        }
+        let held = || candidate(Some(&copy), Some(&copy_words));
+        assert_eq!(
+            r.find(&logged(held(), &sends_log, &words_log), other, moved),
+            None
+        );
+        sends_log.log(
+            Arc::clone(&copy),
+            moved_by(serial + 1),
+            Arc::clone(&copy),
+            true,
+        );
+        words_log.log(
+            Arc::clone(&copy_words),
+            moved_by(serial + 1),
+            Arc::clone(&copy_words),
+            true,
+        );
+        assert_eq!(
+            r.find(&logged(held(), &sends_log, &words_log), other, moved),
+            None
+        );
+        sends_log.log(Arc::clone(&copy), moved_by(serial), Arc::clone(&copy), true);
+        assert_eq!(
+            r.find(&logged(held(), &sends_log, &words_log), other, moved),
+            None
+        );
+        assert_eq!(
+            r.find(&logged(held(), &sends_log, &words_log), other, own),
+            found
+        );
+        words_log.log(
+            Arc::clone(&copy_words),
+            moved_by(serial),
+            Arc::clone(&copy_words),
+            true,
+        );
+        assert_eq!(
+            r.find(&logged(held(), &sends_log, &words_log), other, moved),
+            found
+        );
     }
 
     #[test]
@@ -587,6 +675,7 @@ mod tests {
                 schedule: &schedule,
                 sends: None,
                 baseline_words: None,
+                moves: None,
             };
             r.find(&c, |_| None, |_| 0)
         };
