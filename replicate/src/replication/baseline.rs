@@ -1264,7 +1264,7 @@ impl ObjectBaselines {
 /// nominated it is kept per packet ([`ConnectionBaselines::packets`]); the snapshots
 /// it is built from are its lineage's, and until the write pass is settled they wait
 /// beside its object's handle ([`Unsettled`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Eq)]
 struct Nomination {
     object: InternalIndex,
     /// Its lineage in the storage, on which it holds a reference ([`NO_SNAPSHOT`]
@@ -1276,7 +1276,23 @@ struct Nomination {
     epoch: u8,
 }
 
+impl PartialEq for Nomination {
+    /// Every field, packed in two words (queues of them are compared).
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        self.packed() == other.packed()
+    }
+}
+
 impl Nomination {
+    #[inline(always)]
+    fn packed(&self) -> (u64, u32) {
+        (
+            u64::from(self.object) | u64::from(self.lineage) << 32,
+            u32::from(self.synced) | u32::from(self.slot) << 8 | u32::from(self.epoch) << 16,
+        )
+    }
+
     /// Takes the snapshot and lineage of a nomination made while packets were
     /// written (the plan checked the creation throttle when it nominated).
     fn settle(&mut self, storage: &mut BaselineStorage, u: &Unsettled) {
@@ -1359,6 +1375,18 @@ pub struct ConnectionBaselines {
     release_repeats: u32,
     /// The packets the fates being caught up with settle (kept for its allocation).
     settling: Vec<(u32, Settle)>,
+}
+
+/// Whether the front of `queue` is `nominations` (compared as slices: the queue's
+/// range iterator costs more than the comparison).
+fn front_is(queue: &std::collections::VecDeque<Nomination>, nominations: &[Nomination]) -> bool {
+    let (a, b) = queue.as_slices();
+    let n = nominations.len();
+    if n > a.len() + b.len() {
+        return false;
+    }
+    let k = a.len().min(n);
+    a[..k] == nominations[..k] && b[..n - k] == nominations[k..]
 }
 
 /// How a packet's nominations are settled.
@@ -2204,7 +2232,9 @@ impl ConnectionBaselines {
         if let Some(shared) = self.objects.shared() {
             let in_flight = &self.in_flight;
             let same_fates = |m: &FateMove| {
-                m.packets == packets && in_flight.range(..count).eq(m.nominations.iter())
+                m.packets == packets
+                    && m.nominations.len() == count
+                    && front_is(in_flight, &m.nominations)
             };
             if let Some(m) = moves.find(shared, same_fates) {
                 self.objects.adopt(Arc::clone(&m.after));
@@ -3334,5 +3364,29 @@ mod tests {
         // (The leader's move, the three that moved on their own, the twin's.)
         assert_eq!(moves.log.len(), 5);
         assert!(Arc::ptr_eq(&moves.log[4].before, &twins_copy));
+    }
+
+    #[test]
+    fn the_front_of_a_wrapped_queue_compares_across_its_two_slices() {
+        let n = |object| Nomination {
+            object,
+            lineage: object * 10,
+            synced: 0,
+            slot: 1,
+            epoch: 0,
+        };
+        let mut q = std::collections::VecDeque::with_capacity(4);
+        q.extend([n(0), n(0), n(0), n(1)]);
+        q.drain(..3);
+        q.extend([n(2), n(3)]);
+        assert!(!q.as_slices().1.is_empty(), "wrapped");
+        assert!(front_is(&q, &[n(1), n(2)]));
+        assert!(front_is(&q, &[n(1), n(2), n(3)]));
+        assert!(front_is(&q, &[]));
+        assert!(!front_is(&q, &[n(1), n(3)]));
+        assert!(
+            !front_is(&q, &[n(1), n(2), n(3), n(4)]),
+            "longer than the queue"
+        );
     }
 }
