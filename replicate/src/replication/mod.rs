@@ -20,9 +20,11 @@
 //! state, and changes only its own state and its thread's tick cache (`encode`: the
 //! tick's encoded segments and predictions, the pass's recorded objects sections,
 //! which a connection in step with an earlier one of the pass replays instead of
-//! writing its own). Connections in step also hold one copy of their send states
-//! between them, copy-on-write (`group`): a connection holding the copy another moved
-//! in the pass takes the result. What connections change in common —
+//! writing its own). Connections in step also hold one copy of their send states and
+//! of their per-object baselines between them, copy-on-write (`group`): a connection
+//! holding the copy another moved in the pass (with the tick's changes, a replayed
+//! section or the fates of its packets) takes the result. What connections change in
+//! common —
 //! the snapshots their nominations take, references, budgets — is settled after the
 //! pass, in the order of the packets, so the bytes do not depend on the thread count.
 //! A connection that replayed another's section settles on that one's lineages in
