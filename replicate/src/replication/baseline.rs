@@ -1607,14 +1607,6 @@ impl ConnectionBaselines {
         self.objects.get(object as usize)
     }
 
-    /// Makes room for the baselines of objects `0..objects` at once.
-    pub(crate) fn reserve(&mut self, objects: usize) {
-        let more = objects.saturating_sub(self.objects.len());
-        if more > 0 {
-            self.objects.0.reserve(more);
-        }
-    }
-
     /// The index of `mask` in the table of synced masks (added if new; `None` when
     /// the table is full). Distinct masks are few (a type's members restricted by a
     /// role, or by a member filter hook), and the table keeps each once.
@@ -2199,25 +2191,33 @@ impl ConnectionBaselines {
         if self.fates.is_empty() {
             return;
         }
-        // The packets the fates settle, from the front, each with how.
         let mut settling = std::mem::take(&mut self.settling);
-        settling.clear();
+        self.plan_fates(&self.fates, &mut settling);
+        self.fates.clear();
+        match moves {
+            Some(moves) => self.settle_logged(&settling, moves),
+            None => {
+                self.settle_packets(&settling);
+            }
+        }
+        self.settling = settling;
+    }
+
+    /// The packets `fates` settle, from the front of the queue (a fate settles its
+    /// packet and any older one never reported), each with its count of nominations
+    /// and how, into `out`.
+    fn plan_fates(&self, fates: &[(u64, DeliveryStatus)], out: &mut Vec<(u32, Settle)>) {
+        out.clear();
         let mut front = 0;
-        for &(ordinal, status) in &self.fates {
+        for &(ordinal, status) in fates {
             while let Some(&(packet, count)) = self.packets.get(front) {
                 if packet > ordinal {
                     break;
                 }
                 front += 1;
-                settling.push((count, Settle::of(packet == ordinal, status)));
+                out.push((count, Settle::of(packet == ordinal, status)));
             }
         }
-        self.fates.clear();
-        match moves {
-            Some(moves) => self.settle_logged(&settling, moves),
-            None => self.settle_packets(&settling),
-        }
-        self.settling = settling;
     }
 
     /// Settles the front `packets`, taking the move from `moves` where one is logged
@@ -2251,7 +2251,8 @@ impl ConnectionBaselines {
             .filter(|_| moves.log.len() < MAX_FATE_MOVES)
             .cloned();
         let Some(before) = before else {
-            return self.settle_packets(packets);
+            self.settle_packets(packets);
+            return;
         };
         let nominations = self.in_flight.range(..count).copied().collect();
         let released = self.released.len();
@@ -2265,25 +2266,23 @@ impl ConnectionBaselines {
         });
     }
 
-    /// Settles the front `packets` (see [`settle_packet`](Self::settle_packet)).
-    fn settle_packets(&mut self, packets: &[(u32, Settle)]) {
+    /// Settles the front `packets` (see [`settle_packet`](Self::settle_packet));
+    /// returns the number of baselines promoted.
+    fn settle_packets(&mut self, packets: &[(u32, Settle)]) -> usize {
+        let mut promoted = 0;
         for &(count, how) in packets {
             self.packets.pop_front();
-            self.settle_packet(count as usize, how);
+            promoted += self.settle_packet(count as usize, how);
         }
+        promoted
     }
 
     /// The fate of packet `ordinal`, its released lineages left in `released`.
     fn apply_fate(&mut self, ordinal: u64, status: DeliveryStatus) -> usize {
-        let mut promoted = 0;
-        // The packet's nominations and any older left over, at the front.
-        while let Some(&(packet, count)) = self.packets.front() {
-            if packet > ordinal {
-                break;
-            }
-            self.packets.pop_front();
-            promoted += self.settle_packet(count as usize, Settle::of(packet == ordinal, status));
-        }
+        let mut settling = std::mem::take(&mut self.settling);
+        self.plan_fates(&[(ordinal, status)], &mut settling);
+        let promoted = self.settle_packets(&settling);
+        self.settling = settling;
         promoted
     }
 

@@ -314,12 +314,6 @@ impl<T: Copy + PartialEq> PartialEq for Chunked<T> {
 }
 
 impl<T: Copy> Chunked<T> {
-    /// Number of entries.
-    #[inline]
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
     /// The entry at `i`.
     #[inline(always)]
     pub(crate) fn get(&self, i: usize) -> Option<&T> {
@@ -384,13 +378,6 @@ impl<T: Copy> Chunked<T> {
             }
             self.len = k * CHUNK + end;
         }
-    }
-
-    /// Makes room for `additional` more entries' chunks.
-    pub(crate) fn reserve(&mut self, additional: usize) {
-        let chunks = (self.len + additional).div_ceil(CHUNK);
-        self.chunks
-            .reserve(chunks.saturating_sub(self.chunks.len()));
     }
 
     /// The entries, in order.
@@ -794,7 +781,7 @@ mod tests {
     fn a_chunked_copy_shares_the_frozen_chunks_and_copies_only_the_one_it_changes() {
         let mut a = Chunked::default();
         a.grow(2 * CHUNK + 5, 7u32);
-        assert_eq!(a.len(), 2 * CHUNK + 5);
+        assert_eq!(a.len, 2 * CHUNK + 5);
         assert_eq!(
             (a.get(2 * CHUNK + 4), a.get(2 * CHUNK + 5)),
             (Some(&7), None)
@@ -834,7 +821,7 @@ mod tests {
             (b.get(2 * CHUNK + 4), b.get(2 * CHUNK + 5)),
             (Some(&7), Some(&3))
         );
-        assert_eq!(a.len(), 2 * CHUNK + 5);
+        assert_eq!(a.len, 2 * CHUNK + 5);
         assert!(a != b, "other lengths");
         assert_eq!(b.iter().filter(|&&e| e == 3).count(), 4);
         // A clone before freezing copies the chunks changed since.

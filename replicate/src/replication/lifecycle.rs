@@ -21,10 +21,9 @@ impl ReplicationWriter {
     pub fn start_all(&mut self, table: &mut ObjectTable) {
         let n = table.index_capacity() as InternalIndex;
         // Sized once for the objects there are (growing object by object would leave
-        // the smaller copies behind).
+        // the smaller copies behind; baselines grow by chunks).
         if let Some(last) = n.checked_sub(1) {
             self.ensure(last);
-            self.baselines.reserve(n as usize);
         }
         for i in 0..n {
             if table.entry_at(i).is_some_and(|e| e.is_alive()) && self.in_scope(table, i) {
@@ -123,21 +122,19 @@ impl ReplicationWriter {
     /// writing it: a connection holding the same shared send states as one caught up
     /// before it, with the same scope, takes that one's result (see `group`).
     #[inline]
-    pub(crate) fn catch_up_in_pass(&mut self, table: &ObjectTable, pass: Option<&mut TickCache>) {
-        match pass {
-            Some(pass) => {
-                if self.changes_pending {
-                    self.take_tick_changes_in_pass(table, pass);
-                }
-                self.baselines.catch_up_in_pass(Some(&mut pass.fates));
-            }
-            None => {
-                if self.changes_pending {
-                    self.apply_tick_changes(table);
-                }
-                self.baselines.catch_up();
+    pub(crate) fn catch_up_in_pass(
+        &mut self,
+        table: &ObjectTable,
+        mut pass: Option<&mut TickCache>,
+    ) {
+        if self.changes_pending {
+            match pass.as_deref_mut() {
+                Some(pass) => self.take_tick_changes_in_pass(table, pass),
+                None => self.apply_tick_changes(table),
             }
         }
+        self.baselines
+            .catch_up_in_pass(pass.map(|pass| &mut pass.fates));
     }
 
     /// [`apply_tick_changes`](Self::apply_tick_changes) in a write pass, taken from
