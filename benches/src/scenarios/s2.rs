@@ -990,8 +990,10 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
     }
     // Parallel writers: passes over every connection on one thread and on two,
     // alternated (the machine's speed drifts between configurations); the packets
-    // must be the same bytes.
+    // must be the same bytes. All in scope (one group of connections in step) and
+    // with the RTT spread (a group per ack delay).
     let mut par_table = Table::new(&[
+        "variant",
         "writer threads",
         "tick ms wall (min / median of rounds)",
         "tick ms CPU, all threads (median)",
@@ -1000,58 +1002,71 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         "packets",
     ]);
     let rounds = p.parallel_rounds.max(1);
-    let mut runs: [Vec<Measured>; 2] = [Vec::new(), Vec::new()];
-    for _ in 0..rounds {
-        for (slot, threads) in [(0, 1), (1, 2)] {
+    let spread = Setup {
+        acks: AckTiming::Spread {
+            min_ms: 20,
+            max_ms: 200,
+        },
+        ..base
+    };
+    for (variant, setup) in [("all in scope", base), ("RTT spread 20–200 ms", spread)] {
+        let mut runs: [Vec<Measured>; 2] = [Vec::new(), Vec::new()];
+        for _ in 0..rounds {
+            for (slot, threads) in [(0, 1), (1, 2)] {
+                let m = measure(Setup {
+                    writers: Writers::Passes(threads),
+                    ..setup
+                })?;
+                ensure(
+                    m.digest == runs[0].first().map_or(m.digest, |one| one.digest),
+                    || {
+                        format!(
+                            "S2 parallel, {variant}: {threads} writer threads wrote other packets than one"
+                        )
+                    },
+                )?;
+                runs[slot].push(m);
+            }
+        }
+        let walls = |ms: &[Measured]| -> Vec<f64> { ms.iter().map(|m| m.tick_wall_ns).collect() };
+        let min_of = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+        let (one_wall, two_wall) = (walls(&runs[0]), walls(&runs[1]));
+        for (slot, threads) in [(0usize, 1usize), (1, 2)] {
+            let w = walls(&runs[slot]);
+            let process: Vec<f64> = runs[slot].iter().map(|m| m.tick_process_ns).collect();
+            let pairs = runs[slot][0].pairs.max(1.0);
+            let speedup = if slot == 0 {
+                "1.00× / 1.00×".to_string()
+            } else {
+                format!(
+                    "{}× / {}×",
+                    f(min_of(&one_wall) / min_of(&two_wall), 2),
+                    f(median(&one_wall) / median(&two_wall), 2)
+                )
+            };
+            par_table.row(vec![
+                variant.to_string(),
+                threads.to_string(),
+                format!("{} / {}", ms(min_of(&w)), ms(median(&w))),
+                ms(median(&process)),
+                f(median(&w) / pairs, 1),
+                speedup,
+                if threads == 1 {
+                    "reference".into()
+                } else {
+                    "identical bytes".into()
+                },
+            ]);
             let setup = Setup {
                 writers: Writers::Passes(threads),
-                ..base
+                ..setup
             };
-            let m = measure(setup)?;
-            ensure(
-                m.digest == runs[0].first().map_or(m.digest, |one| one.digest),
-                || format!("S2 parallel: {threads} writer threads wrote other packets than one"),
-            )?;
-            runs[slot].push(m);
+            json_rows.push(json_measured(
+                &format!("{variant}, passes on {threads} writer threads"),
+                &setup,
+                &runs[slot][runs[slot].len() / 2],
+            ));
         }
-    }
-    let walls = |ms: &[Measured]| -> Vec<f64> { ms.iter().map(|m| m.tick_wall_ns).collect() };
-    let min_of = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
-    let (one_wall, two_wall) = (walls(&runs[0]), walls(&runs[1]));
-    for (slot, threads) in [(0usize, 1usize), (1, 2)] {
-        let w = walls(&runs[slot]);
-        let process: Vec<f64> = runs[slot].iter().map(|m| m.tick_process_ns).collect();
-        let pairs = runs[slot][0].pairs.max(1.0);
-        let speedup = if slot == 0 {
-            "1.00× / 1.00×".to_string()
-        } else {
-            format!(
-                "{}× / {}×",
-                f(min_of(&one_wall) / min_of(&two_wall), 2),
-                f(median(&one_wall) / median(&two_wall), 2)
-            )
-        };
-        par_table.row(vec![
-            threads.to_string(),
-            format!("{} / {}", ms(min_of(&w)), ms(median(&w))),
-            ms(median(&process)),
-            f(median(&w) / pairs, 1),
-            speedup,
-            if threads == 1 {
-                "reference".into()
-            } else {
-                "identical bytes".into()
-            },
-        ]);
-        let setup = Setup {
-            writers: Writers::Passes(threads),
-            ..base
-        };
-        json_rows.push(json_measured(
-            &format!("all in scope, passes on {threads} writer threads"),
-            &setup,
-            &runs[slot][runs[slot].len() / 2],
-        ));
     }
     // Scale curves (everything in scope).
     let mut obj_table = Table::new(&[
@@ -1129,9 +1144,10 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         }
     ));
     md.push_str(&format!(
-        "Parallel writers (all in scope, delta on): every connection's packets written in passes \
-         (`ReplicationServer::write_packets`) on 1 and 2 threads of a {}-core machine, alternated \
-         round by round; wall time, since the work is spread over threads:\n\n",
+        "Parallel writers (delta on; all in scope, and with the RTT spread): every connection's \
+         packets written in passes (`ReplicationServer::write_packets`) on 1 and 2 threads of a \
+         {}-core machine, alternated round by round; wall time, since the work is spread over \
+         threads:\n\n",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     ));
     md.push_str(&par_table.markdown());

@@ -318,10 +318,10 @@ struct WriteJob<'w> {
 fn write_chunk(
     objects: &ObjectTable,
     cache: &mut encode::TickCache,
-    chunk: &mut [PacketWork<'_, '_>],
+    chunk: &mut [Grouped<'_, '_, '_>],
     first: Option<&FirstTrace>,
 ) {
-    for (k, (job, conn, allowed, _)) in chunk.iter_mut().enumerate() {
+    for (k, (_, (job, conn, allowed, _))) in chunk.iter_mut().enumerate() {
         if let Some(first) = first.filter(|_| k > 0) {
             // The packet before this one was written (or skipped).
             first.publish(|| cache.replays.first_complete());
@@ -362,23 +362,106 @@ type PacketWork<'j, 'w> = (
     usize,
 );
 
+/// Groups of connections in step whose copies hold the same states as the largest
+/// group's take its copies (groups part when their connections are written on
+/// different threads, each following a section of its own): one group again, its
+/// connections written after one leader.
+fn join_parted_groups(work: &mut [PacketWork<'_, '_>]) {
+    let writers = || {
+        work.iter()
+            .filter_map(|w| w.1.as_deref().map(ServerConnection::writer))
+    };
+    // Each copy held, by how many, largest first.
+    let mut copies: Vec<(usize, writer::GroupCopy)> = Vec::new();
+    for c in writers().map(ReplicationWriter::copies) {
+        match copies
+            .iter_mut()
+            .find(|(_, held)| writer::same_copies(held, &c))
+        {
+            Some((n, _)) => *n += 1,
+            None => copies.push((1, c)),
+        }
+    }
+    copies.sort_by_key(|&(n, _)| std::cmp::Reverse(n));
+    let Some(((_, largest), others)) = copies.split_first() else {
+        return;
+    };
+    for (_, c) in others {
+        if writer::same_states(c, largest) {
+            for w in work.iter_mut() {
+                if let Some(conn) = w.1.as_deref_mut() {
+                    conn.writer_mut().swap_copies(c, largest);
+                }
+            }
+        }
+    }
+}
+
+/// A pass's packet with the rank of its group (see [`in_groups`]).
+type Grouped<'a, 'j, 'w> = (usize, &'a mut PacketWork<'j, 'w>);
+
+/// A pass's packets in groups of connections in step (those that share a copy of
+/// their send states as the pass begins; a connection with its own copy is alone),
+/// each with its group's rank: the largest group first, each group in job order.
+/// Writer threads take whole groups where they can ([`on_writer_threads`]), so a
+/// group's followers replay its leader's section on the leader's thread.
+fn in_groups<'a, 'j, 'w>(work: &'a mut [PacketWork<'j, 'w>]) -> Vec<Grouped<'a, 'j, 'w>> {
+    join_parted_groups(work);
+    let copy = |w: &PacketWork<'_, '_>| {
+        let conn = w.1.as_deref()?;
+        let shared = conn.writer().send_states().shared()?;
+        Some(std::sync::Arc::as_ptr(shared) as usize)
+    };
+    // (alone, copy or job), job: a group's packets next to each other, in job order.
+    let mut keyed: Vec<_> = work
+        .iter_mut()
+        .enumerate()
+        .map(|(k, w)| (copy(w).map_or((true, k), |c| (false, c)), k, Some(w)))
+        .collect();
+    keyed.sort_unstable_by_key(|&(key, k, _)| (key, k));
+    // Each group's size (largest first) and first job, and where it starts.
+    let mut groups = Vec::new();
+    let mut start = 0;
+    while let Some(&(key, k, _)) = keyed.get(start) {
+        let len = keyed[start..].iter().take_while(|e| e.0 == key).count();
+        groups.push((std::cmp::Reverse(len), k, start));
+        start += len;
+    }
+    groups.sort_unstable();
+    let mut grouped = Vec::with_capacity(keyed.len());
+    for (rank, &(std::cmp::Reverse(len), _, start)) in groups.iter().enumerate() {
+        for (_, _, w) in &mut keyed[start..start + len] {
+            grouped.extend(w.take().map(|w| (rank, w)));
+        }
+    }
+    grouped
+}
+
 /// Runs `work` over `items` in chunks, each thread with its own cache: the calling
 /// thread takes chunks from the front, the others (`pool`'s threads, or scoped threads
 /// started for the call without one) from the back, until none is left. So the
 /// threads end together however late the others start, and each keeps about the same
 /// items from one call to the next. A thread works through each chunk in order.
 ///
+/// Items of one group (`group` gives it) are consecutive, and a chunk holds whole
+/// groups (see [`cut_by_group`]): the connections of a group in step are written on
+/// one thread, after their leader. Only the first group is cut across chunks.
+///
 /// `work` is told whether its thread is the calling one. Until `ready()`, the other
-/// threads only `prepare` the chunks they take, and put them back, prepared: once no
-/// chunk is left to take, any thread works the prepared ones (the last prepared
-/// first). So a thread that prepared while waiting holds no work the others could do.
-/// The calling thread calls `done()` when no chunk is left for it, or when it unwinds
-/// (whatever the others wait for must be decided then).
+/// threads work only the chunks that do not `wait` for it: the others they take, they
+/// only `prepare` and put back, prepared. Once no chunk is left to take, any thread
+/// works the prepared ones (the last prepared first). So a thread that prepared while
+/// waiting holds no work the others could do. The calling thread calls `done()` when
+/// no chunk is left for it, or when it unwinds (whatever the others wait for must be
+/// decided then).
+#[allow(clippy::too_many_arguments)]
 fn on_writer_threads<T: Send, C: Send>(
     pool: Option<&rayon::ThreadPool>,
     items: &mut [T],
     caches: &mut [C],
+    group: impl Fn(&T) -> usize,
     ready: impl Fn() -> bool + Sync,
+    wait: impl Fn(&[T]) -> bool + Sync,
     prepare: impl Fn(&mut C, &mut [T]) + Sync,
     done: impl Fn() + Sync,
     work: impl Fn(&mut C, &mut [T], bool) + Sync,
@@ -396,7 +479,7 @@ fn on_writer_threads<T: Send, C: Send>(
     let threads = other_caches.len().min(items.len() - 1) + 1;
     let chunk = items.len().div_ceil(threads * CHUNKS_PER_THREAD).max(1);
     // The chunks not taken yet, and those prepared and put back.
-    let chunks = std::sync::Mutex::new((items.chunks_mut(chunk), Vec::new()));
+    let chunks = std::sync::Mutex::new((cut_by_group(items, chunk, group), Vec::new()));
     let lock = || {
         chunks
             .lock()
@@ -405,20 +488,24 @@ fn on_writer_threads<T: Send, C: Send>(
     let take = |front: bool| {
         let (fresh, prepared) = &mut *lock();
         let next = if front {
-            fresh.next()
+            fresh.pop_front()
         } else {
-            fresh.next_back()
+            fresh.pop_back()
         };
         next.or_else(|| prepared.pop())
     };
     let run = |cache: &mut C, front: bool| {
         let _done = front.then(|| OnDrop(&done));
         while !front && !ready() {
-            let Some(chunk) = lock().0.next_back() else {
+            let Some(chunk) = lock().0.pop_back() else {
                 break;
             };
-            prepare(cache, chunk);
-            lock().1.push(chunk);
+            if wait(chunk) {
+                prepare(cache, chunk);
+                lock().1.push(chunk);
+            } else {
+                work(cache, chunk, false);
+            }
         }
         while let Some(chunk) = take(front) {
             work(cache, chunk, front);
@@ -439,6 +526,41 @@ fn on_writer_threads<T: Send, C: Send>(
             run(first_cache, true);
         }),
     }
+}
+
+/// `items` cut into chunks of at most `size`, consecutive items of one `group` kept
+/// in one chunk: a chunk ends early rather than cut a group that would fit in the
+/// next. A larger group starts a chunk of its own, whole, unless it is the first
+/// (group 0), which is cut into chunks of `size`: only its connections can replay a
+/// section of another thread (the first, see [`FirstTrace`]); those of another group
+/// cut across threads would each lead a section of their own.
+fn cut_by_group<T>(
+    mut items: &mut [T],
+    size: usize,
+    group: impl Fn(&T) -> usize,
+) -> std::collections::VecDeque<&mut [T]> {
+    let mut chunks = std::collections::VecDeque::new();
+    while !items.is_empty() {
+        let mut end = 0;
+        while end < items.len() && end < size {
+            // The group starting at `end`, and where it ends.
+            let g = group(&items[end]);
+            let run = items[end..].iter().take_while(|i| group(i) == g).count();
+            if end + run <= size {
+                end += run;
+            } else if end > 0 {
+                break;
+            } else if g == 0 {
+                end = size;
+            } else {
+                end = run;
+            }
+        }
+        let (chunk, rest) = std::mem::take(&mut items).split_at_mut(end);
+        chunks.push_back(chunk);
+        items = rest;
+    }
+    chunks
 }
 
 /// Chunks per writer thread a write pass is cut into (see [`on_writer_threads`]).
@@ -1098,15 +1220,26 @@ impl ReplicationServer {
             cache.begin_pass(work.len());
         }
         let first = FirstTrace::default();
+        // On one thread, the packets in job order.
+        let mut grouped = if self.caches.len() > 1 {
+            in_groups(&mut work)
+        } else {
+            work.iter_mut().map(|w| (0, w)).collect()
+        };
+        // The first group's packets on other threads may replay the calling thread's
+        // first section: they wait for it.
+        let in_first_group = |chunk: &[Grouped<'_, '_, '_>]| chunk.iter().any(|&(g, _)| g == 0);
         on_writer_threads(
             self.pool.as_ref(),
-            &mut work,
+            &mut grouped,
             &mut self.caches,
+            |&(g, _)| g,
             || first.is_decided(),
+            in_first_group,
             // While the other threads wait for the first trace, their connections
             // take what they put off (catching up again at the write does nothing).
             |cache, chunk| {
-                for (_, conn, allowed, _) in chunk {
+                for (_, (_, conn, allowed, _)) in chunk {
                     if let Some(conn) = conn.as_deref_mut().filter(|_| *allowed != Some(0)) {
                         conn.writer_mut().catch_up_in_pass(objects, Some(cache));
                     }
@@ -1119,11 +1252,14 @@ impl ReplicationServer {
                 if calling {
                     write_chunk(objects, cache, chunk, Some(&first));
                 } else {
-                    cache.replays.adopt(first.wait());
+                    if in_first_group(chunk) {
+                        cache.replays.adopt(first.wait());
+                    }
                     write_chunk(objects, cache, chunk, None);
                 }
             },
         );
+        drop(grouped);
         // The pass's traces read the storage as it stands until it is settled.
         for cache in &mut self.caches {
             cache.end_pass();
@@ -1478,7 +1614,7 @@ impl ReplicationClient {
 
 #[cfg(test)]
 mod tests {
-    use super::{FirstTrace, on_writer_threads, two_mut};
+    use super::{FirstTrace, cut_by_group, on_writer_threads, two_mut};
 
     /// Runs an `on_writer_threads` case with threads started for the call, then with
     /// a pool of `threads - 1`.
@@ -1504,7 +1640,9 @@ mod tests {
             pool,
             items,
             &mut [(), ()],
+            |_| 0,
             || ready.load(Ordering::Acquire),
+            |_| true,
             |_, chunk| prepare(chunk),
             || ready.store(true, Ordering::Release),
             |_, chunk, calling| work(chunk, calling),
@@ -1525,7 +1663,9 @@ mod tests {
             pool,
             &mut work,
             &mut caches,
+            |_| 0,
             || true,
+            |_| true,
             |_, _| {},
             || {},
             |taken, chunk, _| {
@@ -1632,6 +1772,90 @@ mod tests {
     }
 
     #[test]
+    fn chunks_keep_groups_whole_and_cut_only_the_first() {
+        let lens = |groups: &[usize], size: usize| {
+            let mut items: Vec<usize> = groups
+                .iter()
+                .enumerate()
+                .flat_map(|(g, &n)| std::iter::repeat_n(g, n))
+                .collect();
+            let chunks = cut_by_group(&mut items, size, |&g| g);
+            let seen: Vec<usize> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+            let lens: Vec<usize> = chunks.iter().map(|c| c.len()).collect();
+            (seen, lens)
+        };
+        // Small groups share a chunk up to its size; one that would not fit starts
+        // the next.
+        let (seen, l) = lens(&[2, 3, 2, 1], 4);
+        assert_eq!(seen, [0, 0, 1, 1, 1, 2, 2, 3], "every item once, in order");
+        assert_eq!(l, [2, 3, 3]);
+        // The first group is cut into chunks of the size; a later large one is whole.
+        assert_eq!(lens(&[10, 3, 6], 4).1, [4, 4, 2, 3, 6]);
+        // Connections alone (groups of one) fill chunks.
+        assert_eq!(lens(&[1; 7], 3).1, [3, 3, 1]);
+        assert!(lens(&[], 3).1.is_empty());
+    }
+
+    #[test]
+    fn other_threads_work_what_needs_no_waiting_before_ready() {
+        both_ways(2, work_before_ready);
+    }
+
+    fn work_before_ready(pool: Option<&rayon::ThreadPool>) {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::time::{Duration, Instant};
+        let ready = AtomicBool::new(false);
+        let worked_early = AtomicBool::new(false);
+        // (group, worked by the calling thread, worked before ready): the first group
+        // waits, two others of 8 do not.
+        let mut work: Vec<(usize, bool, bool)> = (0..32)
+            .map(|i| (i / 16 * (1 + i % 2), false, false))
+            .collect();
+        work.sort_by_key(|&(g, _, _)| g);
+        on_writer_threads(
+            pool,
+            &mut work,
+            &mut [(), ()],
+            |&(g, _, _)| g,
+            || ready.load(Ordering::Acquire),
+            |chunk| chunk.iter().any(|&(g, _, _)| g == 0),
+            |_, _| {},
+            || ready.store(true, Ordering::Release),
+            |_, chunk, calling| {
+                let deadline = Instant::now() + Duration::from_secs(5);
+                let waits = chunk.iter().any(|&(g, _, _)| g == 0);
+                if !calling && waits {
+                    // As the writer does: the first group waits for the first trace.
+                    while !ready.load(Ordering::Acquire) && Instant::now() < deadline {
+                        std::thread::yield_now();
+                    }
+                }
+                let early = !ready.load(Ordering::Acquire);
+                if calling && early {
+                    // The calling thread's first chunk lasts until the other thread
+                    // worked a chunk that does not wait.
+                    while !worked_early.load(Ordering::Acquire) && Instant::now() < deadline {
+                        std::thread::yield_now();
+                    }
+                    ready.store(true, Ordering::Release);
+                }
+                if !calling && early {
+                    worked_early.store(true, Ordering::Release);
+                }
+                for item in chunk.iter_mut() {
+                    *item = (item.0, calling, early && !calling);
+                }
+            },
+        );
+        assert!(worked_early.load(Ordering::Acquire));
+        // Each later group was worked by one thread.
+        for g in [1, 2] {
+            let by: Vec<bool> = work.iter().filter(|i| i.0 == g).map(|i| i.1).collect();
+            assert!(by.iter().all(|&c| c == by[0]), "group {g}: {by:?}");
+        }
+    }
+
+    #[test]
     fn the_first_published_trace_stands() {
         let first = FirstTrace::default();
         std::thread::scope(|scope| {
@@ -1660,7 +1884,9 @@ mod tests {
                 pool,
                 &mut work,
                 &mut caches,
+                |_| 0,
                 || done.load(Ordering::Acquire),
+                |_| true,
                 |_, _| {},
                 || done.store(true, Ordering::Release),
                 |_, _, calling| assert!(!calling, "the calling thread fails"),

@@ -46,11 +46,11 @@
 
 use super::ReplicationConfig;
 use super::baseline::{
-    BaselineStorage, ConnectionBaselines, DeltaPlan, SharedBaselineStorage, read_storage,
-    write_storage,
+    BaselineStorage, ConnectionBaselines, DeltaPlan, ObjectWords, SharedBaselineStorage,
+    read_storage, write_storage,
 };
 use super::encode::TickCache;
-use super::group::{JoinWait, SharedSendStates};
+use super::group::{JoinWait, SendStates, SharedSendStates};
 use super::insights::{BatchLayout, WriterAttribution};
 pub use super::record::{FramingBits, WriterStats};
 use super::record::{
@@ -68,6 +68,7 @@ use crate::state::{ChangeMask, StateDescriptor};
 use crate::stream::tokens::SharedExports;
 use crate::stream::{DataStream, StreamError, WriteResult};
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 #[path = "body.rs"]
 mod body;
@@ -87,6 +88,33 @@ use plan::CreationStage;
 
 use body::{BatchCoding, FramedBatch, encoding_of};
 use local::LocalIndices;
+
+/// The shared copies of a connection's send states and per-object baselines (`None`:
+/// its own).
+pub(crate) type GroupCopy = (Option<Arc<SendStates>>, Option<Arc<ObjectWords>>);
+
+/// Whether two writers hold the same copies (by pointer).
+pub(crate) fn same_copies(a: &GroupCopy, b: &GroupCopy) -> bool {
+    fn same<T>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
+        match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+    same(&a.0, &b.0) && same(&a.1, &b.1)
+}
+
+/// Whether two writers' copies hold equal states, when both are shared: a group of
+/// connections in step can take the other's.
+pub(crate) fn same_states(a: &GroupCopy, b: &GroupCopy) -> bool {
+    match (a, b) {
+        ((Some(sa), Some(wa)), (Some(sb), Some(wb))) => {
+            (Arc::ptr_eq(sa, sb) || **sa == **sb) && (Arc::ptr_eq(wa, wb) || **wa == **wb)
+        }
+        _ => false,
+    }
+}
 
 /// What [`ReplicationWriter::pending_bytes`] counts for an object kept alive only
 /// because a connection has not confirmed its destroy: the object table entry, its
@@ -516,6 +544,27 @@ impl ReplicationWriter {
     /// The send states (see `group`).
     pub(crate) fn send_states(&self) -> &SharedSendStates {
         &self.sends
+    }
+
+    /// The copies of the send states and per-object baselines this writer holds
+    /// (`None` where it holds its own).
+    pub(crate) fn copies(&self) -> GroupCopy {
+        (
+            self.sends.shared().cloned(),
+            self.baselines.words().shared().cloned(),
+        )
+    }
+
+    /// Takes the copies `to` when it holds the copies `from`, equal to them (a group
+    /// of connections in step that parted on writer threads joins another).
+    pub(crate) fn swap_copies(&mut self, from: &GroupCopy, to: &GroupCopy) {
+        let (Some(sends), Some(words)) = to else {
+            return;
+        };
+        if same_copies(&self.copies(), from) {
+            self.sends.adopt(Arc::clone(sends));
+            self.baselines.words_mut().adopt(Arc::clone(words));
+        }
     }
 
     /// The send state of an object.
