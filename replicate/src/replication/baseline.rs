@@ -1265,6 +1265,7 @@ impl ObjectBaselines {
 /// it is built from are its lineage's, and until the write pass is settled they wait
 /// beside its object's handle ([`Unsettled`]).
 #[derive(Debug, Clone, Copy, Eq)]
+#[repr(C)]
 struct Nomination {
     object: InternalIndex,
     /// Its lineage in the storage, on which it holds a reference ([`NO_SNAPSHOT`]
@@ -1274,6 +1275,8 @@ struct Nomination {
     synced: u8,
     slot: u8,
     epoch: u8,
+    /// Always 0: the last four bytes compare as one word ([`Nomination::packed`]).
+    pad: u8,
 }
 
 impl PartialEq for Nomination {
@@ -1289,7 +1292,7 @@ impl Nomination {
     fn packed(&self) -> (u64, u32) {
         (
             u64::from(self.object) | u64::from(self.lineage) << 32,
-            u32::from(self.synced) | u32::from(self.slot) << 8 | u32::from(self.epoch) << 16,
+            u32::from_le_bytes([self.synced, self.slot, self.epoch, self.pad]),
         )
     }
 
@@ -1866,6 +1869,7 @@ impl ConnectionBaselines {
             synced,
             slot: index,
             epoch,
+            pad: 0,
         });
         self.count_nominations(ordinal, 1);
         Some((prior.unwrap_or(NO_SNAPSHOT), prior2.unwrap_or(NO_SNAPSHOT)))
@@ -2953,6 +2957,7 @@ mod tests {
             synced: 2,
             slot: 3,
             epoch: 0,
+            pad: 0,
         };
         assert_eq!(o.promote(&n), NO_SNAPSHOT);
         assert_eq!((o.acked_slot(), o.newest()), (3, 3));
@@ -3373,6 +3378,7 @@ mod tests {
             synced: 0,
             slot: 1,
             epoch: 0,
+            pad: 0,
         };
         let mut q = std::collections::VecDeque::with_capacity(4);
         q.extend([n(0), n(0), n(0), n(1)]);
