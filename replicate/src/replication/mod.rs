@@ -23,8 +23,10 @@
 //! writing its own). Connections in step also hold one copy of their send states and
 //! of their per-object baselines between them, copy-on-write (`group`): a connection
 //! holding the copy another moved in the pass (with the tick's changes, a replayed
-//! section or the fates of its packets) takes the result. What connections change in
-//! common —
+//! section or the fates of its packets) takes the result. The threads take whole
+//! groups of such connections where they can, so a group is written after its leader
+//! on one thread (only the pass's first group is shared out, its followers replaying
+//! the first section on any thread). What connections change in common —
 //! the snapshots their nominations take, references, budgets — is settled after the
 //! pass, in the order of the packets, so the bytes do not depend on the thread count.
 //! A connection that replayed another's section settles on that one's lineages in
@@ -173,10 +175,13 @@ pub struct ReplicationConfig {
     /// Delta compression against acknowledged baselines (on by default).
     pub delta: DeltaSettings,
     /// Threads [`ReplicationServer::write_packets`] writes connections on (default 1:
-    /// the calling thread only). The packets are the same bytes whatever the count;
-    /// more threads pay off from a few dozen connections. The server keeps the
-    /// threads besides the calling one in a pool of its own, started with it, so a
-    /// write pass starts none.
+    /// the calling thread only). The packets are the same bytes whatever the count.
+    /// Connections in step (same scope, same acknowledgements) are written after one
+    /// leader, mostly on one thread, so more threads pay off where connections
+    /// differ: clients at different round trips form a group each, and connections
+    /// with their own scope write their own sections. The server keeps the threads
+    /// besides the calling one in a pool of its own, started with it, so a write pass
+    /// starts none.
     pub writer_threads: usize,
 }
 
