@@ -106,11 +106,13 @@ pub(crate) fn same_copies(a: &GroupCopy, b: &GroupCopy) -> bool {
 }
 
 /// Whether two writers' copies hold equal states, when both are shared: a group of
-/// connections in step can take the other's.
+/// connections in step can take the other's. The baselines first: groups at other
+/// round trips differ there from the first chunk on, while their send states may
+/// differ nowhere.
 pub(crate) fn same_states(a: &GroupCopy, b: &GroupCopy) -> bool {
     match (a, b) {
         ((Some(sa), Some(wa)), (Some(sb), Some(wb))) => {
-            (Arc::ptr_eq(sa, sb) || **sa == **sb) && (Arc::ptr_eq(wa, wb) || **wa == **wb)
+            (Arc::ptr_eq(wa, wb) || **wa == **wb) && (Arc::ptr_eq(sa, sb) || **sa == **sb)
         }
         _ => false,
     }
