@@ -367,7 +367,7 @@ type PacketWork<'j, 'w> = (
     usize,
 );
 
-/// Groups of connections in step whose copies hold the same states as the largest
+/// Groups of connections in step whose copies hold the same states as a larger
 /// group's take its copies (groups part when their connections are written on
 /// different threads, each following a section of its own): one group again, its
 /// connections written after one leader.
@@ -376,28 +376,27 @@ fn join_parted_groups(work: &mut [PacketWork<'_, '_>]) {
         work.iter()
             .filter_map(|w| w.1.as_deref().map(ServerConnection::writer))
     };
-    // Each copy held, by how many, largest first.
+    // Each group's copies, by how many hold them, largest first.
     let mut copies: Vec<(usize, writer::GroupCopy)> = Vec::new();
-    for c in writers().map(ReplicationWriter::copies) {
-        match copies
-            .iter_mut()
-            .find(|(_, held)| writer::same_copies(held, &c))
-        {
+    for w in writers() {
+        match copies.iter_mut().find(|(_, c)| w.holds(c)) {
             Some((n, _)) => *n += 1,
-            None => copies.push((1, c)),
+            None => copies.extend(w.copies().map(|c| (1, c))),
         }
     }
     copies.sort_by_key(|&(n, _)| std::cmp::Reverse(n));
-    let Some(((_, largest), others)) = copies.split_first() else {
-        return;
-    };
-    for (_, c) in others {
-        if writer::same_states(c, largest) {
-            for w in work.iter_mut() {
-                if let Some(conn) = w.1.as_deref_mut() {
-                    conn.writer_mut().swap_copies(c, largest);
+    // Each group joins the first larger one it equals (one that joined none itself).
+    let mut kept: Vec<&writer::GroupCopy> = Vec::with_capacity(copies.len());
+    for (_, c) in &copies {
+        match kept.iter().find(|k| writer::same_states(c, k)) {
+            Some(into) => {
+                for w in work.iter_mut() {
+                    if let Some(conn) = w.1.as_deref_mut() {
+                        conn.writer_mut().swap_copies(c, into);
+                    }
                 }
             }
+            None => kept.push(c),
         }
     }
 }

@@ -89,33 +89,15 @@ use plan::CreationStage;
 use body::{BatchCoding, FramedBatch, encoding_of};
 use local::LocalIndices;
 
-/// The shared copies of a connection's send states and per-object baselines (`None`:
-/// its own).
-pub(crate) type GroupCopy = (Option<Arc<SendStates>>, Option<Arc<ObjectWords>>);
+/// The shared copies of a connection's send states and per-object baselines, held by
+/// the connections of a group in step.
+pub(crate) type GroupCopy = (Arc<SendStates>, Arc<ObjectWords>);
 
-/// Whether two writers hold the same copies (by pointer).
-pub(crate) fn same_copies(a: &GroupCopy, b: &GroupCopy) -> bool {
-    fn same<T>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
-        match (a, b) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (None, None) => true,
-            _ => false,
-        }
-    }
-    same(&a.0, &b.0) && same(&a.1, &b.1)
-}
-
-/// Whether two writers' copies hold equal states, when both are shared: a group of
-/// connections in step can take the other's. The baselines first: groups at other
-/// round trips differ there from the first chunk on, while their send states may
-/// differ nowhere.
-pub(crate) fn same_states(a: &GroupCopy, b: &GroupCopy) -> bool {
-    match (a, b) {
-        ((Some(sa), Some(wa)), (Some(sb), Some(wb))) => {
-            (Arc::ptr_eq(wa, wb) || **wa == **wb) && (Arc::ptr_eq(sa, sb) || **sa == **sb)
-        }
-        _ => false,
-    }
+/// Whether two groups' copies hold equal states: one group can take the other's.
+/// The baselines first: groups at other round trips differ there from the first
+/// chunk on, while their send states may be equal throughout.
+pub(crate) fn same_states((sa, wa): &GroupCopy, (sb, wb): &GroupCopy) -> bool {
+    (Arc::ptr_eq(wa, wb) || **wa == **wb) && (Arc::ptr_eq(sa, sb) || **sa == **sb)
 }
 
 /// What [`ReplicationWriter::pending_bytes`] counts for an object kept alive only
@@ -548,22 +530,24 @@ impl ReplicationWriter {
         &self.sends
     }
 
-    /// The copies of the send states and per-object baselines this writer holds
-    /// (`None` where it holds its own).
-    pub(crate) fn copies(&self) -> GroupCopy {
-        (
-            self.sends.shared().cloned(),
-            self.baselines.words().shared().cloned(),
-        )
+    /// The copies of the send states and per-object baselines this writer shares
+    /// with others, when it shares both.
+    pub(crate) fn copies(&self) -> Option<GroupCopy> {
+        Some((
+            Arc::clone(self.sends.shared()?),
+            Arc::clone(self.baselines.words().shared()?),
+        ))
+    }
+
+    /// Whether this writer holds the copies `group` (by pointer).
+    pub(crate) fn holds(&self, (sends, words): &GroupCopy) -> bool {
+        self.sends.is(sends) && self.baselines.words().is(words)
     }
 
     /// Takes the copies `to` when it holds the copies `from`, equal to them (a group
     /// of connections in step that parted on writer threads joins another).
-    pub(crate) fn swap_copies(&mut self, from: &GroupCopy, to: &GroupCopy) {
-        let (Some(sends), Some(words)) = to else {
-            return;
-        };
-        if same_copies(&self.copies(), from) {
+    pub(crate) fn swap_copies(&mut self, from: &GroupCopy, (sends, words): &GroupCopy) {
+        if self.holds(from) {
             self.sends.adopt(Arc::clone(sends));
             self.baselines.words_mut().adopt(Arc::clone(words));
         }
