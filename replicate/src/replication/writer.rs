@@ -530,8 +530,8 @@ impl ReplicationWriter {
         &self.sends
     }
 
-    /// The copies of the send states and per-object baselines this writer shares
-    /// with others, when it shares both.
+    /// The shared copies of the send states and per-object baselines this writer
+    /// holds, when both are shared ones.
     pub(crate) fn copies(&self) -> Option<GroupCopy> {
         Some((
             Arc::clone(self.sends.shared()?),
