@@ -95,7 +95,7 @@
 //! against the prediction if predicted, else against the reference; or against the
 //! type's default state, or in full.
 
-use super::group::{Chunked, CopyOnWrite, Shared};
+use super::group::{Chunked, CopyOnWrite, LoggedMove, MoveLog, Shared};
 use super::record::INVALID_BASELINE_INDEX;
 use super::wire::{BASELINE_SLOT_BITS, BatchHead, ObjectReadError, Prediction};
 use crate::bits::{BitReader, BitWriter};
@@ -1419,7 +1419,7 @@ impl Settle {
 /// nominations settled the same way takes the logged result.
 #[derive(Debug, Default)]
 pub(crate) struct FateMoves {
-    log: Vec<FateMove>,
+    log: MoveLog<FateMove>,
 }
 
 /// One logged catching up: the shared copy before, the packets settled (each with
@@ -1434,43 +1434,25 @@ struct FateMove {
     released: Vec<u32>,
 }
 
-/// The most catch-ups logged per pass and thread: one per group in step.
-const MAX_FATE_MOVES: usize = 16;
+impl LoggedMove for FateMove {
+    type States = ObjectWords;
+
+    fn before(&self) -> &Arc<ObjectWords> {
+        &self.before
+    }
+
+    fn for_copy(&self, before: Arc<ObjectWords>) -> Self {
+        Self {
+            before,
+            ..self.clone()
+        }
+    }
+}
 
 impl FateMoves {
     /// Forgets the pass's moves (and lets go of the copies they kept).
     pub(crate) fn clear(&mut self) {
         self.log.clear();
-    }
-
-    /// The move logged from `before` (a shared copy) whose fates are `same`: by
-    /// pointer, else from equal baselines in another copy (a group of another writer
-    /// thread, say), which is then logged for `before`'s copy too, so that the others
-    /// holding it find it by pointer.
-    fn find(
-        &mut self,
-        before: &Arc<ObjectWords>,
-        same: impl Fn(&FateMove) -> bool,
-    ) -> Option<&FateMove> {
-        let by_pointer = |m: &FateMove| Arc::ptr_eq(&m.before, before) && same(m);
-        let k = match self.log.iter().position(by_pointer) {
-            Some(k) => k,
-            None => {
-                let k = self
-                    .log
-                    .iter()
-                    .position(|m| same(m) && *m.before == **before)?;
-                if self.log.len() < MAX_FATE_MOVES {
-                    let again = FateMove {
-                        before: Arc::clone(before),
-                        ..self.log[k].clone()
-                    };
-                    self.log.push(again);
-                }
-                k
-            }
-        };
-        self.log.get(k)
     }
 }
 
@@ -2240,7 +2222,7 @@ impl ConnectionBaselines {
                     && m.nominations.len() == count
                     && front_is(in_flight, &m.nominations)
             };
-            if let Some(m) = moves.find(shared, same_fates) {
+            if let Some(m) = moves.log.find(shared, same_fates) {
                 self.objects.adopt(Arc::clone(&m.after));
                 self.released.extend_from_slice(&m.released);
                 self.in_flight.drain(..count);
@@ -2249,12 +2231,7 @@ impl ConnectionBaselines {
                 return;
             }
         }
-        let before = self
-            .objects
-            .shared_with_others()
-            .filter(|_| moves.log.len() < MAX_FATE_MOVES)
-            .cloned();
-        let Some(before) = before else {
+        let Some(before) = moves.log.loggable(&self.objects) else {
             self.settle_packets(packets);
             return;
         };
@@ -3366,8 +3343,8 @@ mod tests {
         assert!(twin.words().is(&after));
         assert_eq!(twin.released, leader.released);
         // (The leader's move, the three that moved on their own, the twin's.)
-        assert_eq!(moves.log.len(), 5);
-        assert!(Arc::ptr_eq(&moves.log[4].before, &twins_copy));
+        assert_eq!(moves.log.moves().len(), 5);
+        assert!(Arc::ptr_eq(&moves.log.moves()[4].before, &twins_copy));
     }
 
     #[test]

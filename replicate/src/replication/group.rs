@@ -417,7 +417,7 @@ pub(crate) enum Event<'a> {
 }
 
 /// An [`Event`] as the log keeps it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum LoggedEvent {
     CatchUp {
         excluded: BitArray,
@@ -467,6 +467,97 @@ impl LoggedEvent {
     }
 }
 
+/// A move of a shared copy logged in a write pass (see [`MoveLog`]).
+pub(crate) trait LoggedMove {
+    /// What the copies hold.
+    type States;
+    /// The copy the move started from.
+    fn before(&self) -> &Arc<Self::States>;
+    /// The same move, logged from `before`, another copy holding the same states.
+    fn for_copy(&self, before: Arc<Self::States>) -> Self;
+}
+
+/// The moves of shared copies logged in a write pass on one thread: the first
+/// connection to move a copy shared with others logs the move, and the others
+/// holding the copy find it and take its result.
+#[derive(Debug)]
+pub(crate) struct MoveLog<M> {
+    moves: Vec<M>,
+}
+
+impl<M> Default for MoveLog<M> {
+    fn default() -> Self {
+        Self { moves: Vec::new() }
+    }
+}
+
+/// The most moves logged per pass and thread: one per group in step.
+const MAX_MOVES: usize = 16;
+
+impl<M: LoggedMove> MoveLog<M>
+where
+    M::States: PartialEq,
+{
+    /// Forgets the pass's moves (and lets go of the copies they kept).
+    pub(crate) fn clear(&mut self) {
+        self.moves.clear();
+    }
+
+    /// Logs `m`, when there is room.
+    pub(crate) fn push(&mut self, m: M) {
+        if self.moves.len() < MAX_MOVES {
+            self.moves.push(m);
+        }
+    }
+
+    /// The copy to log a move of `before` from: one shared with another holder, when
+    /// there is room.
+    pub(crate) fn loggable(&self, before: &Shared<M::States>) -> Option<Arc<M::States>> {
+        before
+            .shared_with_others()
+            .filter(|_| self.moves.len() < MAX_MOVES)
+            .cloned()
+    }
+
+    /// Whether a move from the copy `before` that is `same` is logged.
+    pub(crate) fn logged(&self, before: &Arc<M::States>, same: impl Fn(&M) -> bool) -> bool {
+        self.moves
+            .iter()
+            .any(|m| Arc::ptr_eq(m.before(), before) && same(m))
+    }
+
+    /// The move logged from the copy `before` that is `same`: by pointer, else from
+    /// another copy holding the same states (a group of another writer thread
+    /// reaching this one, say), which is then logged for `before`'s copy too, so that
+    /// the others holding it find it by pointer.
+    pub(crate) fn find(
+        &mut self,
+        before: &Arc<M::States>,
+        same: impl Fn(&M) -> bool,
+    ) -> Option<&M> {
+        let by_pointer = |m: &M| Arc::ptr_eq(m.before(), before) && same(m);
+        let k = match self.moves.iter().position(by_pointer) {
+            Some(k) => k,
+            None => {
+                let k = self
+                    .moves
+                    .iter()
+                    .position(|m| same(m) && **m.before() == **before)?;
+                let again = self.moves[k].for_copy(Arc::clone(before));
+                self.push(again);
+                k
+            }
+        };
+        self.moves.get(k)
+    }
+
+    /// The moves logged, oldest first.
+    #[cfg(test)]
+    pub(crate) fn moves(&self) -> &[M] {
+        &self.moves
+    }
+}
+
 /// One logged move: shared states before, the event, the states after and whether
 /// the move invalidated the schedule.
 #[derive(Debug)]
@@ -477,20 +568,37 @@ struct Transition<T> {
     schedule_valid: bool,
 }
 
-/// The moves of shared states logged in a write pass on one thread.
+impl<T> LoggedMove for Transition<T> {
+    type States = T;
+
+    fn before(&self) -> &Arc<T> {
+        &self.before
+    }
+
+    fn for_copy(&self, before: Arc<T>) -> Self {
+        Self {
+            before,
+            event: self.event.clone(),
+            after: Arc::clone(&self.after),
+            schedule_valid: self.schedule_valid,
+        }
+    }
+}
+
+/// The moves of shared states logged in a write pass on one thread, each with the
+/// event that made it.
 #[derive(Debug)]
 pub(crate) struct Transitions<T = SendStates> {
-    log: Vec<Transition<T>>,
+    log: MoveLog<Transition<T>>,
 }
 
 impl<T> Default for Transitions<T> {
     fn default() -> Self {
-        Self { log: Vec::new() }
+        Self {
+            log: MoveLog::default(),
+        }
     }
 }
-
-/// The most moves logged per pass and thread: one per group in step.
-const MAX_TRANSITIONS: usize = 16;
 
 impl<T: PartialEq> Transitions<T> {
     /// Forgets the pass's moves (and lets go of the copies they kept).
@@ -499,29 +607,13 @@ impl<T: PartialEq> Transitions<T> {
     }
 
     /// The states `before` (a shared copy) moves to with `event`, if logged, and whether
-    /// the schedule is still valid after.
-    ///
-    /// A move logged from another copy holding the same states counts too (a group of
-    /// another writer thread reaching this one, say): it is found by value once, and
-    /// logged for `before`'s copy, so the others holding it find it by pointer.
+    /// the schedule is still valid after (found by value from another copy holding
+    /// the same states too, see [`MoveLog::find`]).
     pub(crate) fn find(&mut self, before: &Shared<T>, event: Event<'_>) -> Option<(Arc<T>, bool)> {
-        let shared = before.shared()?;
-        let same = |t: &&Transition<T>| Arc::ptr_eq(&t.before, shared) && t.event.matches(event);
-        if let Some(t) = self.log.iter().find(same) {
-            return Some((Arc::clone(&t.after), t.schedule_valid));
-        }
-        let equal = self
+        let t = self
             .log
-            .iter()
-            .find(|t| t.event.matches(event) && *t.before == **shared)?;
-        let (after, schedule_valid) = (Arc::clone(&equal.after), equal.schedule_valid);
-        self.log(
-            Arc::clone(shared),
-            event,
-            Arc::clone(&after),
-            schedule_valid,
-        );
-        Some((after, schedule_valid))
+            .find(before.shared()?, |t| t.event.matches(event))?;
+        Some((Arc::clone(&t.after), t.schedule_valid))
     }
 
     /// The states `before` moves to with `event` when a leader recorded the move
@@ -558,18 +650,13 @@ impl<T: PartialEq> Transitions<T> {
     /// section, the copy then passed the trace's comparison of states (every holder
     /// of it would).
     pub(crate) fn logged(&self, before: &Arc<T>, event: Event<'_>) -> bool {
-        self.log
-            .iter()
-            .any(|t| Arc::ptr_eq(&t.before, before) && t.event.matches(event))
+        self.log.logged(before, |t| t.event.matches(event))
     }
 
     /// The copy to log a move of `before` from: one shared with another holder, when
     /// there is room.
     pub(crate) fn loggable(&self, before: &Shared<T>) -> Option<Arc<T>> {
-        before
-            .shared_with_others()
-            .filter(|_| self.log.len() < MAX_TRANSITIONS)
-            .cloned()
+        self.log.loggable(before)
     }
 
     /// Logs that `before` moved to `after` with `event`.
@@ -580,14 +667,12 @@ impl<T: PartialEq> Transitions<T> {
         after: Arc<T>,
         schedule_valid: bool,
     ) {
-        if self.log.len() < MAX_TRANSITIONS {
-            self.log.push(Transition {
-                before,
-                event: LoggedEvent::new(event),
-                after,
-                schedule_valid,
-            });
-        }
+        self.log.push(Transition {
+            before,
+            event: LoggedEvent::new(event),
+            after,
+            schedule_valid,
+        });
     }
 }
 
@@ -720,9 +805,13 @@ mod tests {
         // pointer.
         let (found, _) = log.find(&twins[0], event).expect("equal states");
         assert!(Arc::ptr_eq(&found, &after));
-        assert_eq!(log.log.len(), 2);
+        assert_eq!(log.log.moves().len(), 2);
         assert!(log.find(&twins[1], event).is_some());
-        assert_eq!(log.log.len(), 2, "found by pointer: nothing more logged");
+        assert_eq!(
+            log.log.moves().len(),
+            2,
+            "found by pointer: nothing more logged"
+        );
         let mut excluded = BitArray::default();
         excluded.set(0);
         let other_scope = Event::CatchUp {
@@ -760,7 +849,7 @@ mod tests {
         twin.adopt(Arc::new(states(4)));
         let taken = log.find_or_recorded(&twin, event, recorded);
         assert!(taken.is_some_and(|a| Arc::ptr_eq(&a, &after)));
-        assert_eq!(log.log.len(), 1);
+        assert_eq!(log.log.moves().len(), 1);
         assert!(log.find(&twin, event).is_some());
         // Other states, an own copy, or no recorded start: nothing.
         let mut stranger = SharedSendStates::default();
@@ -769,12 +858,12 @@ mod tests {
         let mut own = SharedSendStates::default();
         *own = states(4);
         assert!(log.find_or_recorded(&own, event, recorded).is_none());
-        assert_eq!(log.log.len(), 1);
+        assert_eq!(log.log.moves().len(), 1);
         let mut fresh = Transitions::default();
         let mut other = SharedSendStates::default();
         other.adopt(Arc::new(states(4)));
         let unrecorded = fresh.find_or_recorded(&other, event, [None, Some(&after)]);
-        assert!(unrecorded.is_none() && fresh.log.is_empty());
+        assert!(unrecorded.is_none() && fresh.log.moves().is_empty());
     }
 
     #[test]
