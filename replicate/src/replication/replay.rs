@@ -214,21 +214,12 @@ impl PacketTrace {
             words_log,
             event,
         );
-        match (leaders_sends, leaders_words) {
-            (true, true) => true,
-            (true, false) => self
-                .objects
-                .iter()
-                .all(|o| !o.visited || baselines(o.index) == o.baselines[0]),
-            (false, true) => self
-                .objects
-                .iter()
-                .all(|o| info(o.index) == Some(o.info[0])),
-            (false, false) => self.objects.iter().all(|o| {
-                info(o.index) == Some(o.info[0])
-                    && (!o.visited || baselines(o.index) == o.baselines[0])
-            }),
-        }
+        // What it holds of the leader's passes as a whole; the rest, object by object.
+        (leaders_sends && leaders_words)
+            || self.objects.iter().all(|o| {
+                (leaders_sends || info(o.index) == Some(o.info[0]))
+                    && (leaders_words || !o.visited || baselines(o.index) == o.baselines[0])
+            })
     }
 }
 
