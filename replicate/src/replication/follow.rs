@@ -327,9 +327,13 @@ impl ReplicationWriter {
         t.owners.dedup();
         if ok {
             t.inputs = Some(inputs);
-            t.states[1] = Some(self.sends.publish());
-            // Frozen when connections in step held the words before: they will take
+            // Frozen when connections in step held the states before: they will take
             // these.
+            t.states[1] = Some(if t.states[0].is_some() {
+                self.sends.publish_frozen()
+            } else {
+                self.sends.publish()
+            });
             let words = self.baselines.words_mut();
             t.baseline_words[1] = Some(if t.baseline_words[0].is_some() {
                 words.publish_frozen()

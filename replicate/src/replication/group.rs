@@ -35,7 +35,7 @@ use std::sync::Arc;
 #[derive(Debug, Default, Clone)]
 pub(crate) struct SendStates {
     /// Per object (by internal index): lifecycle state, owed change mask, priority.
-    pub infos: Vec<ReplicationInfo>,
+    pub infos: InfoTable,
     /// The objects with something to send.
     pub dirty: BitArray,
     /// The change masks too wide for an info's inline bits.
@@ -49,7 +49,25 @@ impl PartialEq for SendStates {
     }
 }
 
-impl CopyOnWrite for SendStates {}
+impl CopyOnWrite for SendStates {
+    fn freeze(&mut self) {
+        self.infos.freeze();
+    }
+}
+
+/// The per-object [`ReplicationInfo`]s of a writer's send states, by internal index:
+/// a packet changes those of the objects it carries, so a group's leader moving a
+/// shared copy on copies their chunks only.
+pub(crate) type InfoTable = Chunked<ReplicationInfo>;
+
+impl InfoTable {
+    /// The accumulated priority of object `index` (0 for none).
+    #[inline]
+    pub(crate) fn priority(&self, index: u32) -> f32 {
+        self.get(index as usize)
+            .map_or(0.0, ReplicationInfo::priority)
+    }
+}
 
 /// A writer's send states: its own copy, or one shared with connections in step.
 pub(crate) type SharedSendStates = Shared<SendStates>;
@@ -314,6 +332,12 @@ impl<T: Copy + PartialEq> PartialEq for Chunked<T> {
 }
 
 impl<T: Copy> Chunked<T> {
+    /// The number of entries.
+    #[inline(always)]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     /// The entry at `i`.
     #[inline(always)]
     pub(crate) fn get(&self, i: usize) -> Option<&T> {
@@ -397,6 +421,30 @@ impl<T: Copy> Chunked<T> {
             {
                 *c = Chunk::Shared(Arc::new(**b));
             }
+        }
+    }
+}
+
+impl<T: Copy> std::ops::Index<usize> for Chunked<T> {
+    type Output = T;
+
+    /// The entry at `i` (panics past the end, as a slice does).
+    #[inline(always)]
+    fn index(&self, i: usize) -> &T {
+        assert!(i < self.len, "index {i} past {} entries", self.len);
+        &self.chunks[i / CHUNK].block()[i % CHUNK]
+    }
+}
+
+impl<T: Copy> std::ops::IndexMut<usize> for Chunked<T> {
+    /// The entry at `i`, its chunk made own first if shared (panics past the end, as a
+    /// slice does).
+    #[inline(always)]
+    fn index_mut(&mut self, i: usize) -> &mut T {
+        let len = self.len;
+        match self.get_mut(i) {
+            Some(entry) => entry,
+            None => panic!("index {i} past {len} entries"),
         }
     }
 }
@@ -745,7 +793,7 @@ mod tests {
 
     fn states(n: usize) -> SendStates {
         let mut s = SendStates::default();
-        s.infos.resize(n, ReplicationInfo::default());
+        s.infos.grow(n, ReplicationInfo::default());
         s.dirty.set(1);
         s
     }
@@ -916,5 +964,48 @@ mod tests {
         // A clone before freezing copies the chunks changed since.
         let c = b.clone();
         assert_eq!(shared(&c), [true, false, false]);
+    }
+
+    #[test]
+    fn chunked_entries_index_like_a_slice() {
+        let mut a = Chunked::default();
+        a.grow(CHUNK + 2, 0u8);
+        a.freeze();
+        let mut b = a.clone();
+        b[CHUNK + 1] = 9;
+        assert_eq!((a[CHUNK + 1], b[CHUNK + 1], b.len()), (0, 9, CHUNK + 2));
+        assert!(
+            matches!(b.chunks[0], Chunk::Shared(_)),
+            "indexing copies its chunk only"
+        );
+        let past = std::panic::catch_unwind(|| a[CHUNK + 2]);
+        assert!(past.is_err(), "past the end panics, as a slice does");
+    }
+
+    #[test]
+    fn a_leader_moving_frozen_send_states_copies_the_chunks_it_changes() {
+        let mut leader = SharedSendStates::default();
+        *leader = states(3 * CHUNK);
+        let before = leader.publish_frozen();
+        let mut follower = SharedSendStates::default();
+        follower.adopt(Arc::clone(&before));
+        leader.infos[CHUNK].set_priority(2.0);
+        leader.dirty.set(CHUNK as u32);
+        let after = leader.publish_frozen();
+        let shared_with_before = |k: usize| match (&after.infos.chunks[k], &before.infos.chunks[k])
+        {
+            (Chunk::Shared(x), Chunk::Shared(y)) => Arc::ptr_eq(x, y),
+            _ => false,
+        };
+        assert_eq!(
+            (0..3).map(shared_with_before).collect::<Vec<_>>(),
+            [true, false, true]
+        );
+        assert_eq!(
+            follower.infos.priority(CHUNK as u32),
+            0.0,
+            "the follower's copy is untouched"
+        );
+        assert_eq!(after.infos.priority(CHUNK as u32), 2.0);
     }
 }

@@ -120,7 +120,7 @@ pub use record::{
     INLINE_MASK_BITS, INVALID_BASELINE_INDEX, MaskPool, PacketRecord, RecordInfo, RecordKind,
     ReplicatedObjectState, ReplicationInfo,
 };
-pub use scheduler::{ScheduledObject, schedule_objects, sort_scheduled_objects};
+pub use scheduler::{ScheduledObject, sort_scheduled_objects};
 pub use wire::{
     BATCH_SIZE_BITS, ObjectReadError, SHORT_BATCH_SIZE_BITS, WIDE_BATCH_SIZE, read_batch_size,
     write_batch_size,

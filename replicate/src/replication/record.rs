@@ -306,12 +306,6 @@ impl ReplicationInfo {
         self.set_priority(self.priority() + gain);
     }
 
-    /// The accumulated priority of object `index` in `infos` (0 for none).
-    #[inline]
-    pub(crate) fn priority_of(infos: &[Self], index: u32) -> f32 {
-        infos.get(index as usize).map_or(0.0, Self::priority)
-    }
-
     /// The lifecycle state.
     #[inline]
     pub fn state(&self) -> ReplicatedObjectState {

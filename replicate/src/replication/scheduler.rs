@@ -16,6 +16,7 @@
 //! Pure functions over the writer's arrays; no I/O, no object access beyond the
 //! table's dependent lists.
 
+use super::group::InfoTable;
 use super::record::ReplicationInfo;
 use crate::object::{InternalIndex, ObjectTable, SchedulingHint};
 use crate::serialize::BitArray;
@@ -53,7 +54,7 @@ pub fn next_up(x: f32) -> f32 {
 /// to just above `parent_priority` (recursing into their own dependents).
 fn bump_dependents(
     table: &ObjectTable,
-    infos: &mut [ReplicationInfo],
+    infos: &mut InfoTable,
     dirty: &BitArray,
     parent: InternalIndex,
     parent_priority: f32,
@@ -89,9 +90,9 @@ fn bump_dependents(
 
 /// Collects the dirty root objects (dirty and not subobjects) whose priority is at
 /// least `threshold`, after raising dependents that must precede their parents.
-pub fn schedule_objects(
+pub(crate) fn schedule_objects(
     table: &ObjectTable,
-    infos: &mut [ReplicationInfo],
+    infos: &mut InfoTable,
     dirty: &BitArray,
     threshold: f32,
     out: &mut Vec<ScheduledObject>,
@@ -99,7 +100,7 @@ pub fn schedule_objects(
     out.clear();
     let subobjects = table.subobject_set();
     for index in dirty.iter_and_not(Some(subobjects)) {
-        let p = ReplicationInfo::priority_of(infos, index);
+        let p = infos.priority(index);
         if p >= threshold && table.has_dependents(index) {
             bump_dependents(table, infos, dirty, index, p, 0);
         }
@@ -305,7 +306,7 @@ impl Schedule {
     pub fn rebuild(
         &mut self,
         table: &ObjectTable,
-        infos: &mut [ReplicationInfo],
+        infos: &mut InfoTable,
         dirty: &BitArray,
         threshold: f32,
     ) {

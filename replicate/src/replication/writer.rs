@@ -50,7 +50,7 @@ use super::baseline::{
     read_storage, write_storage,
 };
 use super::encode::TickCache;
-use super::group::{JoinWait, SendStates, SharedSendStates};
+use super::group::{InfoTable, JoinWait, SendStates, SharedSendStates};
 use super::insights::{BatchLayout, WriterAttribution};
 pub use super::record::{FramingBits, WriterStats};
 use super::record::{
@@ -568,7 +568,7 @@ impl ReplicationWriter {
 
     /// The accumulated scheduling priority of an object.
     pub fn priority(&self, index: InternalIndex) -> f32 {
-        ReplicationInfo::priority_of(&self.sends.infos, index)
+        self.sends.infos.priority(index)
     }
 
     /// The accumulated (unsent) change mask of an object.
@@ -582,7 +582,7 @@ impl ReplicationWriter {
     fn ensure(&mut self, index: InternalIndex) {
         let n = index as usize + 1;
         if self.sends.infos.len() < n {
-            self.sends.infos.resize(n, ReplicationInfo::default());
+            self.sends.infos.grow(n, ReplicationInfo::default());
         }
     }
 
@@ -1161,7 +1161,7 @@ pub(super) fn mask_bits(table: &ObjectTable, index: InternalIndex) -> u32 {
 /// another priority (its place in the order is wrong).
 fn entry_fate(
     dirty: &BitArray,
-    infos: &[ReplicationInfo],
+    infos: &InfoTable,
     threshold: f32,
     table: &ObjectTable,
     e: &ScheduledObject,
@@ -1169,7 +1169,7 @@ fn entry_fate(
     if !dirty.get(e.index) || table.subobject_set().get(e.index) {
         return EntryFate::Drop;
     }
-    let p = ReplicationInfo::priority_of(infos, e.index);
+    let p = infos.priority(e.index);
     if p.to_bits() == e.sort_key.to_bits() {
         EntryFate::Keep
     } else if p >= threshold {
