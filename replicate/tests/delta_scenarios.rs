@@ -701,6 +701,73 @@ fn prediction_codes_steady_motion_in_fewer_bits() {
     assert!(on < off, "predicted {on} bytes, plain delta {off}");
 }
 
+/// 64 pawns moving in x by `step(tick)` every tick, their packets delivered and acked
+/// at once: the bytes of the packets of ticks `30..`, and whether the server predicts
+/// pawns at the end.
+fn pawns_moving(
+    predict: bool,
+    ticks: usize,
+    step: impl Fn(usize, &mut Rng) -> i32,
+) -> (usize, bool) {
+    let mut server_config = config(60);
+    server_config.delta.predict = predict;
+    let mut m = Manual::with_config(server_config);
+    m.client = ReplicationClient::new(registry(), config(60));
+    let handles: Vec<_> = (0..64)
+        .map(|_| m.server.objects_mut().spawn(Pawn::default()).unwrap())
+        .collect();
+    let mut rng = Rng(7);
+    let mut total = 0;
+    for t in 0..ticks {
+        for &h in &handles {
+            let dx = step(t, &mut rng);
+            m.server.objects_mut().get_mut::<Pawn>(h).unwrap().x += dx;
+        }
+        let (seq, bytes) = m.tick_and_write();
+        m.deliver_to_client(&bytes);
+        m.ack(seq, DeliveryStatus::Delivered);
+        if t >= 30 {
+            total += bytes.len();
+        }
+    }
+    assert!(handles.iter().all(|&h| same_state(&m.server, &m.client, h)));
+    let pawn = m.server.objects().registry().index_of::<Pawn>().unwrap();
+    (total, m.server.baselines().is_prediction_enabled(pawn))
+}
+
+#[test]
+fn prediction_is_learned_per_type_from_the_bits_it_saves() {
+    let steady = |_: usize, _: &mut Rng| 500;
+    let walk = |_: usize, rng: &mut Rng| rng.below(1001) as i32 - 500;
+    let (steady_bytes, steady_predicted) = pawns_moving(true, 120, steady);
+    let (steady_plain, _) = pawns_moving(false, 120, steady);
+    assert!(steady_predicted, "steady motion is predicted");
+    assert!(
+        steady_bytes < steady_plain,
+        "{steady_bytes} against {steady_plain} bytes"
+    );
+    // A random walk: prediction doubles the residuals' spread, and the server stops
+    // predicting it after its first samples.
+    let (walk_bytes, walk_predicted) = pawns_moving(true, 120, walk);
+    let (walk_plain, _) = pawns_moving(false, 120, walk);
+    assert!(
+        !walk_predicted,
+        "a random walk is coded against the baselines"
+    );
+    assert!(
+        walk_bytes * 100 <= walk_plain * 101,
+        "{walk_bytes} against {walk_plain} bytes"
+    );
+    // Samples go on while a type is not predicted: motion that turns steady is
+    // predicted again.
+    let turns = |t: usize, rng: &mut Rng| if t < 60 { walk(t, rng) } else { 500 };
+    let (_, predicted_again) = pawns_moving(true, 120, turns);
+    assert!(predicted_again);
+    let (_, walking_again) =
+        pawns_moving(true, 120, |t, rng| if t < 60 { 500 } else { walk(t, rng) });
+    assert!(!walking_again);
+}
+
 #[test]
 fn extrapolate_continues_each_members_step() {
     use replicate::internals::protocol::ErasedState;

@@ -81,9 +81,12 @@
 //!   ballistic arc or a steady turn, where a linear prediction misses by the
 //!   acceleration times the interval squared, which late acks make large.
 //!
-//! The server decides per type whether to predict ([`DeltaSettings::predict`],
-//! [`BaselineStorage::set_type_prediction`]) and, once per frame and snapshot, which
-//! prediction codes the object's current state in fewer bits; each batch says which
+//! The server decides per type whether to predict: where the settings allow it
+//! ([`DeltaSettings::predict`], [`BaselineStorage::set_type_prediction`]) and where it
+//! pays, learned from samples ([`BaselineStorage::learn_predictions`]: a steady motion
+//! is predicted, a random walk, which prediction codes longer, is not). Once per
+//! frame and snapshot it decides which prediction codes the object's current state in
+//! fewer bits; each batch says whether it was predicted and how
 //! (`wire::write_prediction_code`), so the receiver needs no setting. Predictions are
 //! cached on their snapshot, so connections whose acks are in step compute them once
 //! per tick.
@@ -136,9 +139,11 @@ pub struct DeltaSettings {
     /// (`net.Iris.DeltaCompressInitialState`, default true).
     pub compress_initial_state: bool,
     /// Code members against a prediction (constant velocity or acceleration) from the
-    /// acknowledged baseline and the ones it was built from, where they exist (default
-    /// true; per type with [`BaselineStorage::set_type_prediction`]). See the module
-    /// docs.
+    /// acknowledged baseline and the ones it was built from, where they exist and it
+    /// pays: every tick a few of each type's changed objects are coded both ways, and
+    /// a type whose samples prediction lengthens (a random walk, say) is coded against
+    /// the baselines themselves until its samples say otherwise (default true; per
+    /// type with [`BaselineStorage::set_type_prediction`]). See the module docs.
     pub predict: bool,
 }
 
@@ -269,6 +274,26 @@ pub(crate) struct Predictions {
     /// The tick's generation: a slot names a position only in the one it was given in,
     /// so clearing is O(1) in the slots.
     generation: u32,
+    /// What prediction saved in the batches sampled in this write pass, for
+    /// [`BaselineStorage::learn_predictions`].
+    samples: Vec<PredictionSample>,
+}
+
+/// What coding a sampled batch against its prediction saved over coding it against
+/// its reference, in bits (negative: what it cost).
+#[derive(Debug, Clone, Copy)]
+struct PredictionSample {
+    key: SampleKey,
+    protocol: ProtocolIndex,
+    saved: i64,
+}
+
+/// Names a sample (see [`BaselineStorage::sample_key`]): the object, and the frames of
+/// its reference and the reference's priors (`u32::MAX` for none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct SampleKey {
+    object: InternalIndex,
+    frames: [u32; 3],
 }
 
 /// Entries made this tick for a few of many indices (snapshot or lineage indices run
@@ -480,6 +505,12 @@ pub struct BaselineStorage {
     reservations: Vec<u32>,
     type_overrides: HashMap<ProtocolIndex, bool>,
     prediction_overrides: HashMap<ProtocolIndex, bool>,
+    /// Per protocol index, the bits prediction saved per sampled change, decayed (see
+    /// [`learn_predictions`](Self::learn_predictions)): a type is predicted while its
+    /// gain is not negative.
+    prediction_gains: Vec<i64>,
+    /// The samples of this frame's write passes, not learned from yet.
+    prediction_samples: Vec<PredictionSample>,
     stats: BaselineStats,
 }
 
@@ -525,6 +556,8 @@ impl BaselineStorage {
             reservations: Vec::new(),
             type_overrides: HashMap::new(),
             prediction_overrides: HashMap::new(),
+            prediction_gains: Vec::new(),
+            prediction_samples: Vec::new(),
             stats: BaselineStats::default(),
         }
     }
@@ -557,20 +590,145 @@ impl BaselineStorage {
                 .unwrap_or(descriptor_default)
     }
 
-    /// Turns prediction on or off for one type at run time (overrides
-    /// [`DeltaSettings::predict`]). The receiver needs no setting: each batch says
-    /// whether it was coded against the prediction.
+    /// Allows or forbids prediction for one type at run time (overrides
+    /// [`DeltaSettings::predict`]); an allowed type is predicted while it pays (see
+    /// [`learn_predictions`](Self::learn_predictions)). The receiver needs no setting:
+    /// each batch says whether it was coded against the prediction.
     pub fn set_type_prediction(&mut self, protocol: ProtocolIndex, enabled: bool) {
         self.prediction_overrides.insert(protocol, enabled);
     }
 
-    /// Whether objects of `protocol` are coded against predictions where possible.
+    /// Whether objects of `protocol` are coded against predictions where possible:
+    /// allowed ([`DeltaSettings::predict`], [`set_type_prediction`](Self::set_type_prediction))
+    /// and found to pay (see [`learn_predictions`](Self::learn_predictions)).
     #[inline]
     pub fn is_prediction_enabled(&self, protocol: ProtocolIndex) -> bool {
+        self.prediction_gains
+            .get(usize::from(protocol))
+            .is_none_or(|&gain| gain >= 0)
+            && self.is_prediction_allowed(protocol)
+    }
+
+    /// Whether the settings let objects of `protocol` be predicted.
+    fn is_prediction_allowed(&self, protocol: ProtocolIndex) -> bool {
         self.prediction_overrides
             .get(&protocol)
             .copied()
             .unwrap_or(self.settings.predict)
+    }
+
+    /// The key of a sample of a batch coded from lineage `l` when its object is
+    /// sampled this frame (see [`learn_predictions`](Self::learn_predictions)): one
+    /// object in [`SAMPLE_ONE_IN`], drawn afresh every frame. A sample is named by
+    /// what is the same however connections are spread over writer threads: the
+    /// object, and the frames of the baselines coded from (not the lineage's or
+    /// snapshots' indices, which follow the order baselines were made in).
+    #[inline]
+    fn sample_key(&self, l: &Lineage) -> Option<SampleKey> {
+        let info = self.infos.get(l.snapshot as usize)?;
+        let h = (u64::from(info.object) << 32 | u64::from(self.frame)).wrapping_mul(SAMPLE_HASH);
+        if h >= u64::MAX / u64::from(SAMPLE_ONE_IN) {
+            return None;
+        }
+        let frame_of = |s: u32| self.infos.get(s as usize).map_or(u32::MAX, |i| i.frame);
+        Some(SampleKey {
+            object: info.object,
+            frames: [info.frame, frame_of(l.prior), frame_of(l.prior2)],
+        })
+    }
+
+    /// For a batch of an object whose type is not predicted now, coded from `lineage`
+    /// against the members in `mask`: when the object is sampled this frame and the
+    /// settings allow the type prediction, records what the prediction would have
+    /// saved (see [`learn_predictions`](Self::learn_predictions)).
+    pub(crate) fn sample_unpredicted(
+        &self,
+        cache: &mut Predictions,
+        protocol: ProtocolIndex,
+        lineage: u32,
+        mask: &ChangeMask,
+        state: &dyn ErasedState,
+    ) {
+        let Some(l) = self.lineage(lineage).copied() else {
+            return;
+        };
+        let Some(key) = self.sample_key(&l) else {
+            return;
+        };
+        if !self.is_prediction_allowed(protocol) {
+            return;
+        }
+        let prior2 = (l.prior2 != NO_SNAPSHOT).then_some(l.prior2);
+        if let Some((_, predicted)) =
+            self.choose_prediction(cache, l.snapshot, l.prior, prior2, mask, state)
+        {
+            self.sample(cache, protocol, key, l.snapshot, &predicted, mask, state);
+        }
+    }
+
+    /// Records what coding `state`'s members in `mask` against `predicted` saves over
+    /// coding them against snapshot `info` (the sample `key`'s reference).
+    #[allow(clippy::too_many_arguments)]
+    fn sample(
+        &self,
+        cache: &mut Predictions,
+        protocol: ProtocolIndex,
+        key: SampleKey,
+        info: u32,
+        predicted: &Arc<dyn ErasedState>,
+        mask: &ChangeMask,
+        state: &dyn ErasedState,
+    ) {
+        let Some(base) = self.state_arc(info) else {
+            return;
+        };
+        let plain = delta_bits(state, base.as_ref(), mask);
+        let coded = delta_bits(state, predicted.as_ref(), mask);
+        if plain != usize::MAX && coded != usize::MAX {
+            cache.samples.push(PredictionSample {
+                key,
+                protocol,
+                saved: plain as i64 - coded as i64,
+            });
+        }
+    }
+
+    /// Takes the samples a writer thread recorded in a write pass (see
+    /// [`learn_predictions`](Self::learn_predictions)).
+    pub(crate) fn add_prediction_samples(&mut self, cache: &mut Predictions) {
+        self.prediction_samples.append(&mut cache.samples);
+    }
+
+    /// Learns, from the samples of the last frame, whether coding each type against
+    /// predictions pays. A sampled batch (the batches of one object in
+    /// [`SAMPLE_ONE_IN`] each frame) is also coded against its reference itself, or,
+    /// when its type is not predicted now, against the prediction; the bits the
+    /// prediction saved (negative when it cost) are added to the type's decayed
+    /// gain, and a type is predicted while its gain is not negative. Called once per
+    /// tick, before packets are written, so that every connection and writer thread
+    /// makes the same choice for a type in a frame. A sample counts once per frame
+    /// (connections in step code alike, and several writer threads may sample the
+    /// same), taken in the order of their keys: the choices are the same whatever the
+    /// thread count.
+    ///
+    /// Steady motion (a projectile, a vehicle at speed) leaves second differences
+    /// near zero, and prediction pays; a random walk doubles the residuals' spread,
+    /// and the baselines themselves code it shorter. Samples go on while a type is
+    /// not predicted, so it is predicted again once its motion turns steady.
+    pub fn learn_predictions(&mut self) {
+        let mut samples = std::mem::take(&mut self.prediction_samples);
+        samples.sort_unstable_by_key(|s| (s.key, usize::from(s.protocol), s.saved));
+        samples.dedup_by_key(|s| s.key);
+        for s in &samples {
+            let p = usize::from(s.protocol);
+            if self.prediction_gains.len() <= p {
+                self.prediction_gains.resize(p + 1, 0);
+            }
+            let gain = &mut self.prediction_gains[p];
+            *gain = *gain - *gain / GAIN_DECAY + s.saved;
+        }
+        samples.clear();
+        self.prediction_samples = samples;
     }
 
     /// The frame a live snapshot was taken in.
@@ -665,6 +823,7 @@ impl BaselineStorage {
     pub(crate) fn best_prediction(
         &self,
         cache: &mut Predictions,
+        protocol: ProtocolIndex,
         lineage: u32,
         mask: &ChangeMask,
         state: &dyn ErasedState,
@@ -680,6 +839,11 @@ impl BaselineStorage {
         }
         let prior2 = (l.prior2 != NO_SNAPSHOT).then_some(l.prior2);
         let chosen = self.choose_prediction(cache, l.snapshot, l.prior, prior2, mask, state);
+        if let Some((_, predicted)) = &chosen
+            && let Some(key) = self.sample_key(&l)
+        {
+            self.sample(cache, protocol, key, l.snapshot, predicted, mask, state);
+        }
         let kind = chosen.as_ref().map(|(kind, _)| *kind);
         cache.set_best(
             lineage,
@@ -2393,6 +2557,18 @@ fn delta_bits(value: &dyn ErasedState, baseline: &dyn ErasedState, mask: &Change
     crate::serialize::shift::code_bits(|w| value.serialize_delta(baseline, mask, w))
         .unwrap_or(usize::MAX)
 }
+
+/// One lineage in this many is sampled each frame (see
+/// [`BaselineStorage::learn_predictions`]).
+const SAMPLE_ONE_IN: u32 = 32;
+
+/// Spreads a (lineage, frame) pair over a word (Fibonacci hashing): the words below
+/// 2^64 / [`SAMPLE_ONE_IN`] are sampled.
+const SAMPLE_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// A type's prediction gain keeps `1 − 1 / GAIN_DECAY` of itself per sample: the
+/// last few dozen samples decide.
+const GAIN_DECAY: i64 = 16;
 
 /// The shortest baseline interval, in frames, over which a quadratic prediction is
 /// tried (with baselines a frame apart, the linear one misses by a frame's

@@ -1026,7 +1026,11 @@ impl ReplicationServer {
             cache.clear();
             cache.segments.set_shared(shared);
         }
-        baseline::write_storage(&self.baselines).begin_frame();
+        {
+            let mut storage = baseline::write_storage(&self.baselines);
+            storage.learn_predictions();
+            storage.begin_frame();
+        }
         self.objects.begin_tick();
         self.interest_begin_tick();
         // The tick's changes: what changes the table one connection after another;
@@ -1312,6 +1316,7 @@ impl ReplicationServer {
         for cache in &mut self.caches {
             let (delta, full) = cache.take_batch_counts();
             storage.count_batches(delta, full);
+            storage.add_prediction_samples(&mut cache.states.predictions);
         }
         // Baselines reserved by these packets are cloned (once) or cancelled now, while
         // the objects' state is still the one written.
@@ -1356,10 +1361,12 @@ impl ReplicationServer {
         baseline::write_storage(&self.baselines)
     }
 
-    /// Turns prediction (coding against a constant-velocity extrapolation of the two
-    /// latest acknowledged baselines) on or off for type `T` at run time; the global
-    /// default is [`DeltaSettings::predict`]. Only the server decides: each batch says
-    /// whether it was predicted. Returns false when `T` is not registered.
+    /// Allows or forbids prediction (coding against an extrapolation of the latest
+    /// acknowledged baselines) for type `T` at run time; the global default is
+    /// [`DeltaSettings::predict`]. Where it is allowed, the server predicts `T` while
+    /// its samples say prediction shortens it ([`BaselineStorage::learn_predictions`]).
+    /// Only the server decides: each batch says whether it was predicted. Returns
+    /// false when `T` is not registered.
     pub fn set_type_prediction<T: 'static>(&mut self, enabled: bool) -> bool {
         match self.objects.registry().index_of::<T>() {
             Some(p) => {

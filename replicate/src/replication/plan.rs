@@ -177,16 +177,15 @@ impl ReplicationWriter {
         // from, and maybe that one's), code against their prediction where the type
         // wants it; the batch says which.
         let predicted = match (lineage, prior) {
-            (Some(lineage), Some(_)) => Some(if st.is_prediction_enabled(entry.protocol()) {
-                st.best_prediction(
-                    &mut self.cache.states.predictions,
-                    lineage,
-                    mask,
-                    entry.state(),
-                )
-            } else {
-                None
-            }),
+            (Some(lineage), Some(_)) => {
+                let (protocol, cache) = (entry.protocol(), &mut self.cache.states.predictions);
+                Some(if st.is_prediction_enabled(protocol) {
+                    st.best_prediction(cache, protocol, lineage, mask, entry.state())
+                } else {
+                    st.sample_unpredicted(cache, protocol, lineage, mask, entry.state());
+                    None
+                })
+            }
             _ => None,
         };
         Some(DeltaPlan {
