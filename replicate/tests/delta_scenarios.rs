@@ -701,7 +701,7 @@ fn prediction_codes_steady_motion_in_fewer_bits() {
     assert!(on < off, "predicted {on} bytes, plain delta {off}");
 }
 
-/// 64 pawns moving in x by `step(tick)` every tick, their packets delivered and acked
+/// 128 pawns moving in x by `step(tick)` every tick, their packets delivered and acked
 /// at once: the bytes of the packets of ticks `30..`, and whether the server predicts
 /// pawns at the end.
 fn pawns_moving(
@@ -713,7 +713,7 @@ fn pawns_moving(
     server_config.delta.predict = predict;
     let mut m = Manual::with_config(server_config);
     m.client = ReplicationClient::new(registry(), config(60));
-    let handles: Vec<_> = (0..64)
+    let handles: Vec<_> = (0..128)
         .map(|_| m.server.objects_mut().spawn(Pawn::default()).unwrap())
         .collect();
     let mut rng = Rng(7);
@@ -763,8 +763,10 @@ fn prediction_is_learned_per_type_from_the_bits_it_saves() {
     let turns = |t: usize, rng: &mut Rng| if t < 60 { walk(t, rng) } else { 500 };
     let (_, predicted_again) = pawns_moving(true, 120, turns);
     assert!(predicted_again);
+    // And the other way: the bits steady motion saved weigh for a while (the gain
+    // decays by samples), then the walk's cost decides.
     let (_, walking_again) =
-        pawns_moving(true, 120, |t, rng| if t < 60 { 500 } else { walk(t, rng) });
+        pawns_moving(true, 240, |t, rng| if t < 60 { 500 } else { walk(t, rng) });
     assert!(!walking_again);
 }
 

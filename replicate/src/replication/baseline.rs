@@ -2560,7 +2560,7 @@ fn delta_bits(value: &dyn ErasedState, baseline: &dyn ErasedState, mask: &Change
 
 /// One lineage in this many is sampled each frame (see
 /// [`BaselineStorage::learn_predictions`]).
-const SAMPLE_ONE_IN: u32 = 32;
+const SAMPLE_ONE_IN: u32 = 64;
 
 /// Spreads a (lineage, frame) pair over a word (Fibonacci hashing): the words below
 /// 2^64 / [`SAMPLE_ONE_IN`] are sampled.
