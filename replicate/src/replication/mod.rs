@@ -179,7 +179,9 @@ pub struct ReplicationConfig {
     /// Connections in step (same scope, same acknowledgements) are written after one
     /// leader, mostly on one thread, so more threads pay off where connections
     /// differ: clients at different round trips form a group each, and connections
-    /// with their own scope write their own sections. The server keeps the threads
+    /// with their own scope write their own sections. A pass of fewer than 160
+    /// connections all in step stays on the calling thread: the others could only
+    /// replay its leader's section, at more than it saves. The server keeps the threads
     /// besides the calling one in a pool of its own, started with it, so a write pass
     /// starts none.
     pub writer_threads: usize,
@@ -566,6 +568,32 @@ fn cut_by_group<T>(
     }
     chunks
 }
+
+/// How many of `threads` writer threads a pass runs on, given its packets' groups in
+/// order (see [`in_groups`]): all of them, unless every packet is in the first group
+/// and there are fewer than [`MIN_PACKETS_IN_STEP_FOR_THREADS`].
+fn pass_threads(mut groups: impl Iterator<Item = usize>, threads: usize) -> usize {
+    let mut packets = 0;
+    let one_group = groups.all(|g| {
+        packets += 1;
+        g == 0
+    });
+    if one_group && packets < MIN_PACKETS_IN_STEP_FOR_THREADS {
+        threads.min(1)
+    } else {
+        threads
+    }
+}
+
+/// The fewest packets of a pass whose connections are all in one group (in step)
+/// that the other writer threads are woken for. With one group the other threads can
+/// only replay its leader's section, and a replay on another core costs about twice
+/// one on the leader's (the group's shared copies move between the cores); below about
+/// 150 packets the hand-offs cost more than the replays they take (S2, all in scope
+/// on two cores: 0.9× the speed of one thread at 100 connections, 1.06× at 200, 1.28×
+/// at 400). A pass with another group, which a thread writes whole beside the first,
+/// always wakes them.
+const MIN_PACKETS_IN_STEP_FOR_THREADS: usize = 160;
 
 /// Chunks per writer thread a write pass is cut into (see [`on_writer_threads`]).
 const CHUNKS_PER_THREAD: usize = 8;
@@ -1237,10 +1265,11 @@ impl ReplicationServer {
         // The first group's packets on other threads may replay the calling thread's
         // first section: they wait for it.
         let in_first_group = |chunk: &[Grouped<'_, '_, '_>]| chunk.iter().any(|&(g, _)| g == 0);
+        let threads = pass_threads(grouped.iter().map(|&(g, _)| g), self.caches.len());
         on_writer_threads(
             self.pool.as_ref(),
             &mut grouped,
-            &mut self.caches,
+            &mut self.caches[..threads],
             |&(g, _)| g,
             || first.is_decided(),
             in_first_group,
@@ -1625,7 +1654,10 @@ impl ReplicationClient {
 
 #[cfg(test)]
 mod tests {
-    use super::{FirstTrace, cut_by_group, on_writer_threads, two_mut};
+    use super::{
+        FirstTrace, MIN_PACKETS_IN_STEP_FOR_THREADS, cut_by_group, on_writer_threads, pass_threads,
+        two_mut,
+    };
 
     /// Runs an `on_writer_threads` case with threads started for the call, then with
     /// a pool of `threads - 1`.
@@ -1905,6 +1937,19 @@ mod tests {
         }));
         assert!(run.is_err());
         assert!(done.load(Ordering::Acquire));
+    }
+
+    #[test]
+    fn a_small_pass_of_one_group_stays_on_the_calling_thread() {
+        let in_step = |n: usize| std::iter::repeat_n(0, n);
+        let small = MIN_PACKETS_IN_STEP_FOR_THREADS - 1;
+        assert_eq!(pass_threads(in_step(small), 2), 1);
+        assert_eq!(pass_threads(in_step(small + 1), 2), 2);
+        assert_eq!(pass_threads(in_step(small + 1), 1), 1);
+        // Another group, however small the pass: a thread writes it beside the first.
+        assert_eq!(pass_threads(in_step(3).chain([1]), 4), 4);
+        assert_eq!(pass_threads([0, 1, 2].into_iter(), 2), 2);
+        assert_eq!(pass_threads(std::iter::empty(), 2), 1);
     }
 
     #[test]
