@@ -655,15 +655,39 @@ impl BaselineStorage {
         let Some(key) = self.sample_key(&l) else {
             return;
         };
-        if !self.is_prediction_allowed(protocol) {
+        if !self.is_prediction_allowed(protocol) || self.chosen_in_frame(cache, lineage, &l, mask) {
+            // Sampled already on this thread (connections in step code alike).
             return;
         }
         let prior2 = (l.prior2 != NO_SNAPSHOT).then_some(l.prior2);
-        if let Some((_, predicted)) =
-            self.choose_prediction(cache, l.snapshot, l.prior, prior2, mask, state)
-        {
-            self.sample(cache, protocol, key, l.snapshot, &predicted, mask, state);
+        let chosen = self.choose_prediction(cache, l.snapshot, l.prior, prior2, mask, state);
+        if let Some((_, predicted)) = &chosen {
+            self.sample(cache, protocol, key, l.snapshot, predicted, mask, state);
         }
+        // (Not predicted this frame: the choice only marks the lineage sampled.)
+        cache.set_best(
+            lineage,
+            BestPrediction {
+                generation: l.generation,
+                frame: self.frame,
+                mask: mask.clone(),
+                chosen,
+            },
+        );
+    }
+
+    /// Whether `cache` holds the prediction chosen this frame for lineage `lineage`
+    /// (live as `l`) and the members in `mask`.
+    fn chosen_in_frame(
+        &self,
+        cache: &Predictions,
+        lineage: u32,
+        l: &Lineage,
+        mask: &ChangeMask,
+    ) -> bool {
+        cache.best(lineage).is_some_and(|best| {
+            best.generation == l.generation && best.frame == self.frame && best.mask == *mask
+        })
     }
 
     /// Records what coding `state`'s members in `mask` against `predicted` saves over
@@ -830,11 +854,8 @@ impl BaselineStorage {
     ) -> Option<(Prediction, PredictionRef)> {
         let l = *self.lineage(lineage)?;
         let named = PredictionRef { lineage };
-        if let Some(best) = cache.best(lineage)
-            && best.generation == l.generation
-            && best.frame == self.frame
-            && best.mask == *mask
-        {
+        if self.chosen_in_frame(cache, lineage, &l, mask) {
+            let best = cache.best(lineage)?;
             return best.chosen.as_ref().map(|(kind, _)| (*kind, named));
         }
         let prior2 = (l.prior2 != NO_SNAPSHOT).then_some(l.prior2);
