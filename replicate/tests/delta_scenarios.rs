@@ -746,7 +746,7 @@ fn prediction_is_learned_per_type_from_the_bits_it_saves() {
         steady_bytes < steady_plain,
         "{steady_bytes} against {steady_plain} bytes"
     );
-    // A random walk: prediction doubles the residuals' spread, and the server stops
+    // A random walk: prediction doubles the residuals' variance, and the server stops
     // predicting it after its first samples.
     let (walk_bytes, walk_predicted) = pawns_moving(true, 120, walk);
     let (walk_plain, _) = pawns_moving(false, 120, walk);

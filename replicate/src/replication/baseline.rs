@@ -736,7 +736,7 @@ impl BaselineStorage {
     /// thread count.
     ///
     /// Steady motion (a projectile, a vehicle at speed) leaves second differences
-    /// near zero, and prediction pays; a random walk doubles the residuals' spread,
+    /// near zero, and prediction pays; a random walk doubles the residuals' variance,
     /// and the baselines themselves code it shorter. Samples go on while a type is
     /// not predicted, so it is predicted again once its motion turns steady.
     pub fn learn_predictions(&mut self) {
