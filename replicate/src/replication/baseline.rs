@@ -652,28 +652,14 @@ impl BaselineStorage {
         let Some(l) = self.lineage(lineage).copied() else {
             return;
         };
-        let Some(key) = self.sample_key(&l) else {
-            return;
-        };
-        if !self.is_prediction_allowed(protocol) || self.chosen_in_frame(cache, lineage, &l, mask) {
-            // Sampled already on this thread (connections in step code alike).
-            return;
+        if self.sample_key(&l).is_some()
+            && self.is_prediction_allowed(protocol)
+            // Else sampled already on this thread (connections in step code alike).
+            && !self.chosen_in_frame(cache, lineage, &l, mask)
+        {
+            // (Not predicted this frame: the choice only marks the lineage sampled.)
+            self.choose_in_frame(cache, protocol, lineage, &l, mask, state);
         }
-        let prior2 = (l.prior2 != NO_SNAPSHOT).then_some(l.prior2);
-        let chosen = self.choose_prediction(cache, l.snapshot, l.prior, prior2, mask, state);
-        if let Some((_, predicted)) = &chosen {
-            self.sample(cache, protocol, key, l.snapshot, predicted, mask, state);
-        }
-        // (Not predicted this frame: the choice only marks the lineage sampled.)
-        cache.set_best(
-            lineage,
-            BestPrediction {
-                generation: l.generation,
-                frame: self.frame,
-                mask: mask.clone(),
-                chosen,
-            },
-        );
     }
 
     /// Whether `cache` holds the prediction chosen this frame for lineage `lineage`
@@ -854,14 +840,30 @@ impl BaselineStorage {
     ) -> Option<(Prediction, PredictionRef)> {
         let l = *self.lineage(lineage)?;
         let named = PredictionRef { lineage };
-        if self.chosen_in_frame(cache, lineage, &l, mask) {
-            let best = cache.best(lineage)?;
-            return best.chosen.as_ref().map(|(kind, _)| (*kind, named));
-        }
+        let kind = if self.chosen_in_frame(cache, lineage, &l, mask) {
+            cache.best(lineage)?.chosen.as_ref().map(|(kind, _)| *kind)
+        } else {
+            self.choose_in_frame(cache, protocol, lineage, &l, mask, state)
+        };
+        kind.map(|kind| (kind, named))
+    }
+
+    /// Chooses the prediction of lineage `lineage` (live as `l`) for this frame and
+    /// the members in `mask` and records it in `cache`; samples it when its object
+    /// is sampled this frame (see [`learn_predictions`](Self::learn_predictions)).
+    fn choose_in_frame(
+        &self,
+        cache: &mut Predictions,
+        protocol: ProtocolIndex,
+        lineage: u32,
+        l: &Lineage,
+        mask: &ChangeMask,
+        state: &dyn ErasedState,
+    ) -> Option<Prediction> {
         let prior2 = (l.prior2 != NO_SNAPSHOT).then_some(l.prior2);
         let chosen = self.choose_prediction(cache, l.snapshot, l.prior, prior2, mask, state);
         if let Some((_, predicted)) = &chosen
-            && let Some(key) = self.sample_key(&l)
+            && let Some(key) = self.sample_key(l)
         {
             self.sample(cache, protocol, key, l.snapshot, predicted, mask, state);
         }
@@ -875,7 +877,7 @@ impl BaselineStorage {
                 chosen,
             },
         );
-        kind.map(|kind| (kind, named))
+        kind
     }
 
     /// Chooses [`best_prediction`](Self::best_prediction)'s prediction.
