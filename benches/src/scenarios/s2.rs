@@ -390,7 +390,6 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
         ProtocolRegistry::from_inventory().map_err(|e| SanityError(format!("registry: {e}")))?,
     );
     let mut config = replication_config(s.delta);
-    config.delta.predict = std::env::var_os("NOPREDICT").is_none();
     if let Writers::Passes(threads) = s.writers {
         config.writer_threads = threads;
     }

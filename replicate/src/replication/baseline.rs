@@ -2581,12 +2581,12 @@ fn delta_bits(value: &dyn ErasedState, baseline: &dyn ErasedState, mask: &Change
         .unwrap_or(usize::MAX)
 }
 
-/// One lineage in this many is sampled each frame (see
+/// One object in this many is sampled each frame (see
 /// [`BaselineStorage::learn_predictions`]).
 const SAMPLE_ONE_IN: u32 = 64;
 
-/// Spreads a (lineage, frame) pair over a word (Fibonacci hashing): the words below
-/// 2^64 / [`SAMPLE_ONE_IN`] are sampled.
+/// Spreads an (object, frame) pair over a word (Fibonacci hashing): the pairs whose
+/// words are below 2^64 / [`SAMPLE_ONE_IN`] are sampled.
 const SAMPLE_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// A type's prediction gain keeps `1 − 1 / GAIN_DECAY` of itself per sample: the
