@@ -26,7 +26,8 @@
 //! section or the fates of its packets) takes the result. The threads take whole
 //! groups of such connections where they can, so a group is written after its leader
 //! on one thread (only the pass's first group is shared out, its followers replaying
-//! the first section on any thread). What connections change in common —
+//! the first section on any thread); a small pass of one group stays on the calling
+//! thread (`pass_threads`). What connections change in common —
 //! the snapshots their nominations take, references, budgets — is settled after the
 //! pass, in the order of the packets, so the bytes do not depend on the thread count.
 //! A connection that replayed another's section settles on that one's lineages in
