@@ -899,6 +899,14 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         writers: Writers::Passes(1),
         churn: 0,
     };
+    // Connections at round trips of 20 to 200 ms: a group in step per ack delay.
+    let spread = Setup {
+        acks: AckTiming::Spread {
+            min_ms: 20,
+            max_ms: 200,
+        },
+        ..base
+    };
     let variants = [
         ("all in scope", base),
         (
@@ -917,13 +925,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         ),
         (
             "all in scope, RTT spread 20–200 ms (acks 1–6 ticks late)",
-            Setup {
-                acks: AckTiming::Spread {
-                    min_ms: 20,
-                    max_ms: 200,
-                },
-                ..base
-            },
+            spread,
         ),
         (
             "all in scope, delta off",
@@ -1002,13 +1004,6 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         "packets",
     ]);
     let rounds = p.parallel_rounds.max(1);
-    let spread = Setup {
-        acks: AckTiming::Spread {
-            min_ms: 20,
-            max_ms: 200,
-        },
-        ..base
-    };
     for (variant, setup) in [("all in scope", base), ("RTT spread 20–200 ms", spread)] {
         let mut runs: [Vec<Measured>; 2] = [Vec::new(), Vec::new()];
         for _ in 0..rounds {

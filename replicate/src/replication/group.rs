@@ -431,8 +431,10 @@ impl<T: Copy> std::ops::Index<usize> for Chunked<T> {
     /// The entry at `i` (panics past the end, as a slice does).
     #[inline(always)]
     fn index(&self, i: usize) -> &T {
-        assert!(i < self.len, "index {i} past {} entries", self.len);
-        &self.chunks[i / CHUNK].block()[i % CHUNK]
+        match self.get(i) {
+            Some(entry) => entry,
+            None => panic!("index {i} past {} entries", self.len),
+        }
     }
 }
 
