@@ -267,6 +267,12 @@ impl EncodedSegments {
         self.differences[at].mask.clone()
     }
 
+    /// Reads object `index`'s chain heads (for a read-ahead, see `writer`).
+    pub(crate) fn read_ahead(&self, index: InternalIndex) -> usize {
+        (chain_head(&self.heads, index, self.generation)
+            ^ chain_head(&self.difference_heads, index, self.generation)) as usize
+    }
+
     /// Segments found (copied instead of encoded) and encoded, since the start.
     pub fn counts(&self) -> (u64, u64) {
         (self.hits, self.misses)

@@ -338,6 +338,15 @@ impl Schedule {
         self.head
     }
 
+    /// The sorted entries from `pos` on, at most `n` of them.
+    pub fn sorted_from(&self, pos: usize, n: usize) -> &[ScheduledObject] {
+        let end = self
+            .sorted_end
+            .min(self.entries.len())
+            .min(pos.saturating_add(n));
+        self.entries.get(pos..end).unwrap_or(&[])
+    }
+
     /// The entry at `pos` (a position reached from [`start`](Self::start) one by one),
     /// sorting the next chunk when `pos` reaches the unsorted part (`chunk` entries
     /// for the first, doubling for each further one); `None` past the end.
@@ -596,6 +605,39 @@ mod tests {
         assert!(schedule.is_valid());
         let start = schedule.start();
         assert_eq!(schedule.get(start, 64), None, "nothing left");
+    }
+
+    #[test]
+    fn sorted_from_shows_only_entries_already_in_order() {
+        // Too many for one radix sort: sorted in chunks, the first of 64.
+        let n = 10_000u32;
+        let mut schedule = Schedule {
+            entries: (0..n)
+                .map(|i| ScheduledObject {
+                    index: i,
+                    sort_key: ((i * 7919) % n) as f32,
+                    tie: i,
+                })
+                .collect::<Vec<_>>()
+                .into(),
+            valid: true,
+            ..Default::default()
+        };
+        // Nothing is sorted before the first `get`.
+        assert!(schedule.sorted_from(0, 16).is_empty());
+        let first = schedule.get(0, 64).expect("an entry");
+        let ahead = schedule.sorted_from(0, 16);
+        assert_eq!(ahead.len(), 16);
+        assert_eq!(ahead[0].index, first.index);
+        // What it shows is what `get` returns next, position by position.
+        let shown: Vec<InternalIndex> = ahead.iter().map(|e| e.index).collect();
+        for (k, &index) in shown.iter().enumerate() {
+            assert_eq!(schedule.get(k, 64).map(|e| e.index), Some(index));
+        }
+        // Never past the sorted chunk (64 entries), nor past the end.
+        assert_eq!(schedule.sorted_from(60, 16).len(), 4);
+        assert!(schedule.sorted_from(64, 16).is_empty());
+        assert!(schedule.sorted_from(usize::MAX, 16).is_empty());
     }
 
     #[test]

@@ -46,8 +46,8 @@
 
 use super::ReplicationConfig;
 use super::baseline::{
-    BaselineStorage, ConnectionBaselines, DeltaPlan, ObjectWords, SharedBaselineStorage,
-    read_storage, write_storage,
+    BaselineStorage, ConnectionBaselines, DeltaPlan, ObjectWords, READ_AHEAD,
+    SharedBaselineStorage, read_storage, write_storage,
 };
 use super::encode::TickCache;
 use super::group::{InfoTable, JoinWait, SendStates, SharedSendStates};
@@ -691,7 +691,11 @@ impl ReplicationWriter {
         let threshold = self.config.scheduling_threshold;
         let mut pos = self.schedule.start();
         let mut failures = 0;
+        let mut read_until = pos;
         while let Some(entry) = self.schedule.get(pos, chunk) {
+            if pos >= read_until {
+                read_until = pos + self.read_ahead(table, st, pos).max(1);
+            }
             self.note_visit(entry.index);
             if entry_fate(
                 &self.sends.dirty,
@@ -901,6 +905,30 @@ impl ReplicationWriter {
                 }
             }
         }
+    }
+
+    /// Reads what writing the next scheduled objects (from `pos`, at most
+    /// [`READ_AHEAD`]) reads first, level by level, so their cache misses overlap
+    /// (see [`BaselineStorage::read_ahead`]). Returns how many objects it read.
+    fn read_ahead(&self, table: &ObjectTable, st: Option<&BaselineStorage>, pos: usize) -> usize {
+        let ahead = self.schedule.sorted_from(pos, READ_AHEAD);
+        let mut seen = 0;
+        for e in ahead {
+            let i = e.index;
+            seen ^= table.entry_at(i).map_or(0, |e| e.handle().value() as usize);
+            seen ^= self
+                .sends
+                .infos
+                .get(i as usize)
+                .map_or(0, |info| info.state() as usize);
+            seen ^= self.cache.segments.read_ahead(i);
+        }
+        if let Some(st) = st {
+            let objects = ahead.iter().map(|e| e.index);
+            seen ^= st.read_ahead(self.baselines.acked_lineages(objects));
+        }
+        std::hint::black_box(seen);
+        ahead.len()
     }
 
     /// Writes one object's batch: plan, frame, record. `Ok(false)` when there was
