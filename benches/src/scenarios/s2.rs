@@ -519,7 +519,14 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     let (mut tick_times, mut base_times, mut idle_times) = (Vec::new(), Vec::new(), Vec::new());
     let (mut wall_times, mut process_times) = (Vec::new(), Vec::new());
     let mut buf: Vec<u8> = Vec::new();
-    let warm = 3;
+    // Ordinary ticks before the measured ones: enough for every creation's fate to
+    // arrive (the slowest connection learns it `delay_ticks` late), so the measured
+    // ticks are the steady state.
+    let slowest = (0..s.connections)
+        .map(|c| s.acks.delay_ticks(c, s.connections))
+        .max()
+        .unwrap_or(0) as usize;
+    let warm = 3 + slowest;
     let mut segments_at_warm = (0, 0);
     let batches_written = |server: &ReplicationServer, links: &[Link]| -> u64 {
         links
