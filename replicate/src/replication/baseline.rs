@@ -1791,7 +1791,8 @@ impl ConnectionBaselines {
             }),
             Some(_) => None,
         };
-        self.in_flight.extend(tail.nominations.iter().copied());
+        // By reference: copied as slices, not nomination by nomination.
+        self.in_flight.extend(tail.nominations.iter());
         self.count_nominations(ordinal, tail.nominations.len());
         self.unsettled.extend_from_slice(&tail.unsettled);
         self.released.extend_from_slice(&tail.released);
@@ -2319,8 +2320,22 @@ impl ConnectionBaselines {
         let Some(j) = self.joined.take() else {
             return;
         };
-        let ours = self.in_flight.range_mut(j.at..j.at + j.len);
-        for (n, &l) in ours.zip(&j.lineages[j.from..j.from + j.len]) {
+        // Slice by slice: the queue's range iterator costs more than the stores.
+        let lineages = j.lineages.get(j.from..j.from + j.len).unwrap_or_default();
+        let end = j.at + j.len;
+        let (front, back) = self.in_flight.as_mut_slices();
+        let split = front.len();
+        let front = front
+            .get_mut(j.at.min(split)..end.min(split))
+            .unwrap_or_default();
+        let back = back
+            .get_mut(j.at.saturating_sub(split)..end.saturating_sub(split))
+            .unwrap_or_default();
+        let (front_lineages, back_lineages) = lineages.split_at(front.len().min(lineages.len()));
+        for (n, &l) in front.iter_mut().zip(front_lineages) {
+            n.lineage = l;
+        }
+        for (n, &l) in back.iter_mut().zip(back_lineages) {
             n.lineage = l;
         }
     }
