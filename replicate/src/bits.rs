@@ -376,11 +376,15 @@ impl BitWriter {
 
     /// Appends everything written to `out` (zero-padded to a whole byte).
     pub fn append_to(&self, out: &mut Vec<u8>) {
-        let end = out.len() + self.byte_len();
-        for w in &self.words[..self.pos.div_ceil(64)] {
-            out.extend_from_slice(&w.to_le_bytes());
+        let start = out.len();
+        let words = &self.words[..self.pos.div_ceil(64)];
+        // Room first, then word by word into it: a store each, where extending the
+        // vector eight bytes at a time checks its capacity for every word.
+        out.resize(start + words.len() * 8, 0);
+        for (bytes, w) in out[start..].chunks_exact_mut(8).zip(words) {
+            bytes.copy_from_slice(&w.to_le_bytes());
         }
-        out.truncate(end);
+        out.truncate(start + self.byte_len());
     }
 
     /// Appends everything written to `other` to this writer.
@@ -414,15 +418,15 @@ impl BitWriter {
                 self.words[index..index + full].copy_from_slice(&words[..full]);
             } else {
                 // Each source word spans two: its low part ends one, its high part
-                // (carried) begins the next.
+                // begins the next. Each output word is computed from two source words
+                // (no carry from one to the next), so the loop vectorizes.
                 let keep = low_mask(offset);
-                let out = &mut self.words[index..=index + full];
-                let mut carry = out[0] & keep;
-                for (o, &word) in out.iter_mut().zip(&words[..full]) {
-                    *o = carry | (word << offset);
-                    carry = word >> (64 - offset);
+                let (src, out) = (&words[..full], &mut self.words[index..=index + full]);
+                out[0] = (out[0] & keep) | (src[0] << offset);
+                for (o, pair) in out[1..full].iter_mut().zip(src.windows(2)) {
+                    *o = (pair[1] << offset) | (pair[0] >> (64 - offset));
                 }
-                out[full] = (out[full] & !keep) | carry;
+                out[full] = (out[full] & !keep) | (src[full - 1] >> (64 - offset));
             }
             self.pos += full * 64;
         }
@@ -779,6 +783,25 @@ mod tests {
         w.write_bits(0, 7);
         w.write_bits(0x0302, 16);
         assert_eq!(w.finish().unwrap(), vec![0x01, 0x02, 0x03]);
+    }
+
+    #[test]
+    fn append_to_keeps_what_the_vector_held_and_adds_whole_bytes() {
+        for bits in [0usize, 1, 7, 8, 63, 64, 65, 200] {
+            let mut w = BitWriter::with_capacity_bits(256);
+            for k in 0..bits {
+                w.write_bool(k % 3 == 0);
+            }
+            let mut out = vec![0xEE, 0xFF];
+            w.append_to(&mut out);
+            assert_eq!(out.len(), 2 + bits.div_ceil(8), "{bits} bits");
+            assert_eq!(out[..2], [0xEE, 0xFF]);
+            assert_eq!(out[2..], w.to_bytes()[..]);
+            let mut r = BitReader::new(&out[2..]);
+            for k in 0..bits {
+                assert_eq!(r.read_bool(), k % 3 == 0, "bit {k} of {bits}");
+            }
+        }
     }
 
     #[test]
