@@ -570,10 +570,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn chunks_double_so_a_long_tick_sorts_log_many_times() {
-        let n = 10_000u32;
-        let mut schedule = Schedule {
+    /// A valid schedule of `n` entries whose priorities are a permutation of `0..n`.
+    fn shuffled_schedule(n: u32) -> Schedule {
+        Schedule {
             entries: (0..n)
                 .map(|i| ScheduledObject {
                     index: i,
@@ -584,7 +583,13 @@ mod tests {
                 .into(),
             valid: true,
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn chunks_double_so_a_long_tick_sorts_log_many_times() {
+        let n = 10_000u32;
+        let mut schedule = shuffled_schedule(n);
         let mut last = f32::INFINITY;
         for pos in 0..n as usize {
             let e = schedule.get(pos, 64).expect("an entry");
@@ -611,18 +616,7 @@ mod tests {
     fn sorted_from_shows_only_entries_already_in_order() {
         // Too many for one radix sort: sorted in chunks, the first of 64.
         let n = 10_000u32;
-        let mut schedule = Schedule {
-            entries: (0..n)
-                .map(|i| ScheduledObject {
-                    index: i,
-                    sort_key: ((i * 7919) % n) as f32,
-                    tie: i,
-                })
-                .collect::<Vec<_>>()
-                .into(),
-            valid: true,
-            ..Default::default()
-        };
+        let mut schedule = shuffled_schedule(n);
         // Nothing is sorted before the first `get`.
         assert!(schedule.sorted_from(0, 16).is_empty());
         let first = schedule.get(0, 64).expect("an entry");
