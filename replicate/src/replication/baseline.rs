@@ -2331,6 +2331,10 @@ impl ConnectionBaselines {
         let back = back
             .get_mut(j.at.saturating_sub(split)..end.saturating_sub(split))
             .unwrap_or_default();
+        debug_assert!(
+            lineages.len() == j.len && front.len() + back.len() == j.len,
+            "the joined nominations are in the queue, with a lineage each"
+        );
         let (front_lineages, back_lineages) = lineages.split_at(front.len().min(lineages.len()));
         for (n, &l) in front.iter_mut().zip(front_lineages) {
             n.lineage = l;
