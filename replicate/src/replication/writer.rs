@@ -10,7 +10,9 @@
 //! scheduled once per tick and continued by the tick's later packets (see
 //! `scheduler::Schedule`); anything that could change it between two
 //! packets (an object owed anew, a loss, a priority change) makes the next packet
-//! schedule afresh. When the packet's
+//! schedule afresh. Before it writes a run of scheduled objects, the writer reads
+//! their send states, baseline words, lineages and snapshots ahead, level by level
+//! (`read_ahead`), so a large world's cache misses overlap. When the packet's
 //! fate is known it confirms creations and destroys (delivered), ORs the recorded change
 //! masks back and bumps the priority (lost: the *current* values are sent again), or
 //! just drops the record (discarded).
