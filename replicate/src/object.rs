@@ -257,10 +257,16 @@ struct ObjectLinks {
     tags: Vec<String>,
 }
 
+/// Objects read ahead at a time: a run's entries (and, in the writer, their send
+/// states, baselines and snapshots) are read level by level before any of them is
+/// worked on, so their cache misses overlap. Enough misses in flight to keep the
+/// memory system busy, few enough that what is read stays cached until it is used.
+pub(crate) const READ_AHEAD: usize = 16;
+
 impl ObjectEntry {
-    /// A value of the words quantizing the entry reads first (its flags and where its
-    /// object and state live), for a read-ahead (see [`ObjectTable::begin_tick`]).
-    fn read_ahead(&self) -> usize {
+    /// A value of the words working on the entry reads first (its flags and where its
+    /// object and state live), for a read-ahead (see [`READ_AHEAD`]).
+    pub(crate) fn read_ahead(&self) -> usize {
         let state = (&*self.state as *const dyn ErasedState).addr();
         let object = self
             .storage
@@ -1015,7 +1021,7 @@ impl ObjectTable {
     /// last tick, once each, into the shared state.
     pub fn begin_tick(&mut self) {
         let list = std::mem::take(&mut self.push_dirty);
-        for run in list.chunks(16) {
+        for run in list.chunks(READ_AHEAD) {
             // The run's entries first, level by level, so their cache misses overlap
             // (a large world's entries are far apart).
             let seen = run.iter().fold(0, |seen, &i| {

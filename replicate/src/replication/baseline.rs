@@ -102,7 +102,7 @@ use super::group::{Chunked, CopyOnWrite, LoggedMove, MoveLog, Shared};
 use super::record::INVALID_BASELINE_INDEX;
 use super::wire::{BASELINE_SLOT_BITS, BatchHead, ObjectReadError, Prediction};
 use crate::bits::{BitReader, BitWriter};
-use crate::object::{ConnectionId, InternalIndex, ObjectTable};
+use crate::object::{ConnectionId, InternalIndex, ObjectTable, READ_AHEAD};
 use crate::protocol::{ErasedState, ProtocolIndex};
 use crate::serialize::SerializeError;
 use crate::state::ChangeMask;
@@ -458,11 +458,6 @@ struct ObjectShared {
     /// same snapshot from the same priors shares it.
     lineage: Option<u32>,
 }
-
-/// Objects (or lineages) read ahead at a time (see [`BaselineStorage::read_ahead`]):
-/// enough misses in flight to fill the memory system, few enough that what is read
-/// stays cached until it is used.
-pub(crate) const READ_AHEAD: usize = 16;
 
 /// A baseline as connections hold it: a snapshot and the two it was built from (its
 /// prior and the prior's prior, [`NO_SNAPSHOT`] when absent), on each of which it

@@ -48,8 +48,8 @@
 
 use super::ReplicationConfig;
 use super::baseline::{
-    BaselineStorage, ConnectionBaselines, DeltaPlan, ObjectWords, READ_AHEAD,
-    SharedBaselineStorage, read_storage, write_storage,
+    BaselineStorage, ConnectionBaselines, DeltaPlan, ObjectWords, SharedBaselineStorage,
+    read_storage, write_storage,
 };
 use super::encode::TickCache;
 use super::group::{InfoTable, JoinWait, SendStates, SharedSendStates};
@@ -64,7 +64,7 @@ use super::wire::{SectionFrame, WIDE_BATCH_SIZE};
 use crate::bits::BitWriter;
 use crate::connection::DeliveryStatus;
 use crate::handle::NetRefHandle;
-use crate::object::{ConnectionId, InternalIndex, ObjectEntry, ObjectTable};
+use crate::object::{ConnectionId, InternalIndex, ObjectEntry, ObjectTable, READ_AHEAD};
 use crate::serialize::BitArray;
 use crate::state::{ChangeMask, StateDescriptor};
 use crate::stream::tokens::SharedExports;
@@ -917,7 +917,7 @@ impl ReplicationWriter {
         let mut seen = 0;
         for e in ahead {
             let i = e.index;
-            seen ^= table.entry_at(i).map_or(0, |e| e.handle().value() as usize);
+            seen ^= table.entry_at(i).map_or(0, ObjectEntry::read_ahead);
             seen ^= self
                 .sends
                 .infos
