@@ -1539,9 +1539,8 @@ pub struct ConnectionBaselines {
     /// Per object, shared with the connections in step (see `group`).
     objects: Shared<ObjectWords>,
     in_flight: std::collections::VecDeque<Nomination>,
-    /// The packets with nominations in `in_flight`, in order: each one's ordinal (the
-    /// writer's count of packets) and how many of the nominations are its.
-    packets: std::collections::VecDeque<(u64, u32)>,
+    /// The packets with nominations in `in_flight`, in order.
+    packets: std::collections::VecDeque<QueuedPacket>,
     /// For the last nominations in `in_flight`, made while packets were written, their
     /// objects' handles and priors: they take their snapshot and lineage when the write
     /// pass is settled ([`settle`](Self::settle)); while packets are written the storage
@@ -1592,6 +1591,7 @@ pub struct ConnectionBaselines {
 
 /// Whether the front of `queue` is `nominations` (compared as slices: the queue's
 /// range iterator costs more than the comparison).
+#[cfg(debug_assertions)]
 fn front_is(queue: &std::collections::VecDeque<Nomination>, nominations: &[Nomination]) -> bool {
     let (a, b) = queue.as_slices();
     let n = nominations.len();
@@ -1600,6 +1600,41 @@ fn front_is(queue: &std::collections::VecDeque<Nomination>, nominations: &[Nomin
     }
     let k = a.len().min(n);
     a[..k] == nominations[..k] && b[..n - k] == nominations[k..]
+}
+
+/// A packet with nominations in flight.
+#[derive(Debug, Clone, Copy)]
+struct QueuedPacket {
+    /// The writer's count of packets when it was written.
+    ordinal: u64,
+    /// How many of the nominations in flight are its.
+    count: u32,
+    /// Names its nominations: packets of the same origin hold the same nominations. A
+    /// packet a connection writes itself takes a fresh origin ([`fresh_origin`]); one
+    /// that replayed another's section takes that one's (see
+    /// [`BaselinesTail`]). So a catching-up compares packets, not nominations.
+    origin: u64,
+    /// Its nominations so far are all of the connection's own writing, so more of
+    /// them keep the origin (once copied to another connection, or joined by copied
+    /// ones, they take a fresh one).
+    own: bool,
+}
+
+/// Who made nominations being queued ([`ConnectionBaselines::count_nominations`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Author {
+    /// The connection, writing its packet.
+    Own,
+    /// Another connection: copied from its packet (of `origin` when they are all of
+    /// it).
+    Copied { origin: Option<u64> },
+}
+
+/// An origin no packet has had ([`QueuedPacket::origin`]): unique in the process,
+/// whatever the server or thread.
+fn fresh_origin() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// How a packet's nominations are settled.
@@ -1633,12 +1668,16 @@ pub(crate) struct FateMoves {
 }
 
 /// One logged catching up: the shared copy before, the packets settled (each with
-/// its count of nominations and how) and their nominations, the copy after and the
-/// lineages let go of.
+/// its count of nominations and how) and their origins (which name their
+/// nominations), the copy after and the lineages let go of.
 #[derive(Debug, Clone)]
 struct FateMove {
     before: Arc<ObjectWords>,
     packets: Vec<(u32, Settle)>,
+    origins: Vec<u64>,
+    /// The nominations settled, to check in debug builds that packets of the same
+    /// origins held the same ones.
+    #[cfg(debug_assertions)]
     nominations: Vec<Nomination>,
     after: Arc<ObjectWords>,
     released: Vec<u32>,
@@ -1718,6 +1757,9 @@ pub(crate) struct BaselinesTail {
     released: Vec<u32>,
     synced: Vec<ChangeMask>,
     last_synced: Option<u8>,
+    /// The origin of the packet the nominations are, when they are all of it (see
+    /// [`QueuedPacket::origin`]).
+    origin: Option<u64>,
 }
 
 impl ConnectionBaselines {
@@ -1753,7 +1795,17 @@ impl ConnectionBaselines {
     }
 
     /// What the packet written since `mark` added (see [`BaselinesTail`]), into `out`.
-    pub(crate) fn tail_since(&self, mark: BaselinesMark, out: &mut BaselinesTail) {
+    /// Nominations this connection adds to the packet after it are no longer the
+    /// tail's: the packet then takes a fresh origin.
+    pub(crate) fn tail_since(&mut self, mark: BaselinesMark, out: &mut BaselinesTail) {
+        let added = self.in_flight.len() - mark.in_flight;
+        out.origin = match self.packets.back_mut() {
+            Some(p) if added > 0 && p.count as usize == added => {
+                p.own = false;
+                Some(p.origin)
+            }
+            _ => None,
+        };
         out.nominations.clear();
         out.nominations
             .extend(self.in_flight.range(mark.in_flight..).copied());
@@ -1788,7 +1840,13 @@ impl ConnectionBaselines {
         };
         // By reference: copied as slices, not nomination by nomination.
         self.in_flight.extend(tail.nominations.iter());
-        self.count_nominations(ordinal, tail.nominations.len());
+        self.count_nominations(
+            ordinal,
+            tail.nominations.len(),
+            Author::Copied {
+                origin: tail.origin,
+            },
+        );
         self.unsettled.extend_from_slice(&tail.unsettled);
         self.released.extend_from_slice(&tail.released);
         for m in &tail.synced {
@@ -2073,19 +2131,36 @@ impl ConnectionBaselines {
             epoch,
             pad: 0,
         });
-        self.count_nominations(ordinal, 1);
+        self.count_nominations(ordinal, 1, Author::Own);
         Some((prior.unwrap_or(NO_SNAPSHOT), prior2.unwrap_or(NO_SNAPSHOT)))
     }
 
     /// Counts `count` nominations just queued as packet `ordinal`'s (the newest).
-    fn count_nominations(&mut self, ordinal: u64, count: usize) {
+    fn count_nominations(&mut self, ordinal: u64, count: usize, author: Author) {
         if count == 0 {
             return;
         }
         let count = count as u32;
         match self.packets.back_mut() {
-            Some((newest, n)) if *newest == ordinal => *n += count,
-            _ => self.packets.push_back((ordinal, count)),
+            Some(p) if p.ordinal == ordinal => {
+                p.count += count;
+                // Own ones added to own ones keep the origin; any other mix is new.
+                if !(p.own && author == Author::Own) {
+                    p.origin = fresh_origin();
+                    p.own = false;
+                }
+            }
+            _ => self.packets.push_back(QueuedPacket {
+                ordinal,
+                count,
+                origin: match author {
+                    Author::Copied {
+                        origin: Some(origin),
+                    } => origin,
+                    _ => fresh_origin(),
+                },
+                own: author == Author::Own,
+            }),
         }
     }
 
@@ -2383,11 +2458,7 @@ impl ConnectionBaselines {
     /// thread, where they are still in cache for the write). Only packets that
     /// nominated something are queued.
     pub fn defer_delivery(&mut self, ordinal: u64, status: DeliveryStatus) {
-        if self
-            .packets
-            .front()
-            .is_some_and(|&(packet, _)| packet <= ordinal)
-        {
+        if self.packets.front().is_some_and(|p| p.ordinal <= ordinal) {
             self.fates.push((ordinal, status));
         }
     }
@@ -2411,8 +2482,8 @@ impl ConnectionBaselines {
     /// [`catch_up`](Self::catch_up) in a write pass, with the log of the pass's
     /// catch-ups on this writer thread: a connection holding the same shared
     /// baselines as one caught up before it, with the same nominations settled the
-    /// same way, takes that one's result, and one whose baselines are shared with
-    /// others logs its own.
+    /// same way (the same packets: see [`QueuedPacket::origin`]), takes that one's
+    /// result, and one whose baselines are shared with others logs its own.
     pub(crate) fn catch_up_in_pass(&mut self, moves: Option<&mut FateMoves>) {
         self.take_joined();
         if self.fates.is_empty() {
@@ -2437,33 +2508,44 @@ impl ConnectionBaselines {
         out.clear();
         let mut front = 0;
         for &(ordinal, status) in fates {
-            while let Some(&(packet, count)) = self.packets.get(front) {
-                if packet > ordinal {
+            while let Some(p) = self.packets.get(front) {
+                if p.ordinal > ordinal {
                     break;
                 }
                 front += 1;
-                out.push((count, Settle::of(packet == ordinal, status)));
+                out.push((p.count, Settle::of(p.ordinal == ordinal, status)));
             }
         }
     }
 
     /// Settles the front `packets`, taking the move from `moves` where one is logged
-    /// from the same copy with the same nominations, else logging its own when the
-    /// copy is shared.
+    /// from the same copy with the same nominations (packets of the same origins),
+    /// else logging its own when the copy is shared.
     fn settle_logged(&mut self, packets: &[(u32, Settle)], moves: &mut FateMoves) {
         let total = packets
             .iter()
             .map(|&(count, _)| count as usize)
             .sum::<usize>();
-        let count = total.min(self.in_flight.len());
+        // (The packets always count the nominations in flight.)
+        if total > self.in_flight.len() {
+            self.settle_packets(packets);
+            return;
+        }
+        let count = total;
         if let Some(shared) = self.objects.shared() {
-            let in_flight = &self.in_flight;
+            let queued = &self.packets;
             let same_fates = |m: &FateMove| {
                 m.packets == packets
-                    && m.nominations.len() == count
-                    && front_is(in_flight, &m.nominations)
+                    && m.origins
+                        .iter()
+                        .eq(queued.iter().take(packets.len()).map(|p| &p.origin))
             };
             if let Some(m) = moves.log.find(shared, same_fates) {
+                #[cfg(debug_assertions)]
+                debug_assert!(
+                    front_is(&self.in_flight, &m.nominations),
+                    "packets of the same origins hold the same nominations"
+                );
                 self.objects.adopt(Arc::clone(&m.after));
                 self.released.extend_from_slice(&m.released);
                 self.in_flight.drain(..count);
@@ -2476,12 +2558,21 @@ impl ConnectionBaselines {
             self.settle_packets(packets);
             return;
         };
+        let origins = self
+            .packets
+            .iter()
+            .take(packets.len())
+            .map(|p| p.origin)
+            .collect();
+        #[cfg(debug_assertions)]
         let nominations = self.in_flight.range(..count).copied().collect();
         let released = self.released.len();
         self.settle_packets(packets);
         moves.log.push(FateMove {
             before,
             packets: packets.to_vec(),
+            origins,
+            #[cfg(debug_assertions)]
             nominations,
             after: self.objects.publish_frozen(),
             released: self.released[released..].to_vec(),
@@ -3580,12 +3671,26 @@ mod tests {
         let mut twin = nominated(false, None);
         let mut alone = nominated(false, None);
         let mut lost = nominated(false, None);
+        // The same nominations, written independently: not known to be the same.
+        let mut independent = nominated(false, None);
         // (Last: the storage shares a lineage with the object's newest only.)
         let mut built_otherwise = nominated(false, other_prior);
+        // The follower and the twin took the leader's packet (as replaying its section
+        // does): the same origin.
+        for c in [&mut follower, &mut twin] {
+            assert!(c.in_flight == leader.in_flight);
+            c.packets.clone_from(&leader.packets);
+        }
         // All but the twin and the one alone hold the leader's copy (equal words: the
         // nominations differ only in the queue).
         let copy = leader.words_mut().publish();
-        for c in [&mut follower, &mut split, &mut lost, &mut built_otherwise] {
+        for c in [
+            &mut follower,
+            &mut split,
+            &mut lost,
+            &mut built_otherwise,
+            &mut independent,
+        ] {
             assert!(*c.objects == *copy);
             c.words_mut().adopt(Arc::clone(&copy));
         }
@@ -3621,16 +3726,68 @@ mod tests {
         assert!(!built_otherwise.words().is(&after));
         let lineage = |c: &ConnectionBaselines| c.object(2).acked;
         assert_ne!(lineage(&built_otherwise), lineage(&leader));
+        caught_up(&mut independent, Delivered);
+        assert!(!independent.words().is(&after));
+        assert!(*independent.objects == *after, "the same move, made again");
         // Equal words in another copy: found by value, then logged for that copy.
         assert!(!Arc::ptr_eq(&twins_copy, &copy));
         caught_up(&mut twin, Delivered);
         assert!(twin.words().is(&after));
         assert_eq!(twin.released, leader.released);
-        // (The leader's move, the three that moved on their own, the twin's.)
-        assert_eq!(moves.log.moves().len(), 5);
-        assert!(Arc::ptr_eq(&moves.log.moves()[4].before, &twins_copy));
+        // (The leader's move, the four that moved on their own, the twin's.)
+        assert_eq!(moves.log.moves().len(), 6);
+        assert!(Arc::ptr_eq(&moves.log.moves()[5].before, &twins_copy));
     }
 
+    #[test]
+    fn a_packet_copied_whole_takes_its_origin_and_one_added_to_a_fresh_one() {
+        let mut s = BaselineStorage::new(DeltaSettings::default());
+        let h = NetRefHandle::new(9, false, 0);
+        let all = ChangeMask::all(4);
+        let mut leader = ConnectionBaselines::default();
+        let origin = |c: &ConnectionBaselines| c.packets.back().map(|p| p.origin);
+        // Packet 3 written by the leader, then copied by a follower.
+        let mark = leader.mark();
+        leader.nominate_later(&s, 1, h, 3, &all, None, None, 3);
+        leader.nominate_later(&s, 2, h, 3, &all, None, None, 3);
+        let mut tail = BaselinesTail::default();
+        leader.tail_since(mark, &mut tail);
+        let mut follower = ConnectionBaselines::default();
+        follower.append_tail(&tail, 3, 0);
+        assert!(origin(&leader).is_some());
+        assert_eq!(origin(&follower), origin(&leader));
+        // Added to after it was copied: no longer the copy's.
+        let copied = origin(&leader);
+        leader.nominate_later(&s, 4, h, 3, &all, None, None, 3);
+        assert_ne!(origin(&leader), copied);
+        // A copy added to a packet with nominations of its own: a new origin too.
+        let mut mixed = ConnectionBaselines::default();
+        mixed.nominate_later(&s, 5, h, 3, &all, None, None, 3);
+        let own = origin(&mixed);
+        mixed.append_tail(&tail, 3, 0);
+        assert!(origin(&mixed) != own && origin(&mixed) != copied);
+        // The tail of a packet partly written before the mark names no origin: its
+        // copy takes a fresh one.
+        let mut partial = ConnectionBaselines::default();
+        partial.nominate_later(&s, 6, h, 3, &all, None, None, 3);
+        let mark = partial.mark();
+        partial.nominate_later(&s, 7, h, 3, &all, None, None, 3);
+        partial.tail_since(mark, &mut tail);
+        let mut copy = ConnectionBaselines::default();
+        copy.append_tail(&tail, 3, 0);
+        assert_ne!(origin(&copy), origin(&partial));
+        for c in [
+            &mut leader,
+            &mut follower,
+            &mut mixed,
+            &mut partial,
+            &mut copy,
+        ] {
+            c.settle(&mut s, None);
+        }
+    }
+
+    #[cfg(debug_assertions)]
     #[test]
     fn the_front_of_a_wrapped_queue_compares_across_its_two_slices() {
         let n = |object| Nomination {
