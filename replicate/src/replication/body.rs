@@ -18,7 +18,7 @@ use crate::replication::wire::{
     write_mask,
 };
 use crate::state::ChangeMask;
-use crate::stream::tokens::{NetToken, SharedExports, lock};
+use crate::stream::tokens::{NetToken, SharedExports};
 
 /// What one batch's members are and how they are coded, for the frame and encode
 /// stages.
@@ -113,7 +113,7 @@ pub(super) fn write_long(
     let start = w.position();
     let mut tokens: Vec<NetToken> = Vec::new();
     if w.write_bool(c.send_tags) {
-        let mut exports = lock(exports);
+        let mut exports = exports.lock();
         tokens = c
             .entry
             .tags()
@@ -406,7 +406,7 @@ impl ReplicationWriter {
         tokens: &[NetToken],
         flag_pos: usize,
     ) -> Result<Vec<NetToken>, BatchError> {
-        let mut exports = lock(&self.exports);
+        let mut exports = self.exports.lock();
         let unacked: Vec<NetToken> = tokens
             .iter()
             .copied()

@@ -8,7 +8,6 @@ use crate::connection::DeliveryStatus;
 use crate::object::{InternalIndex, ObjectTable};
 use crate::replication::baseline::write_storage;
 use crate::replication::record::{RecordKind, ReplicatedObjectState as S};
-use crate::stream::tokens::lock;
 
 impl ReplicationWriter {
     /// The fate of the oldest packet this writer wrote into.
@@ -48,7 +47,7 @@ impl ReplicationWriter {
             self.stats.lost_records += 1;
         }
         if !record.exports.is_empty() {
-            lock(&self.exports).on_delivery(&record.exports, status);
+            self.exports.lock().on_delivery(&record.exports, status);
         }
         if status == DeliveryStatus::Discard
             || (status == DeliveryStatus::Delivered && record.is_plain())

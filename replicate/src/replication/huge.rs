@@ -61,7 +61,8 @@ use crate::replication::wire::SectionFrame;
 use crate::stream::tokens::lock;
 use crate::stream::{DataStream, StreamError, WriteResult};
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 const KIND_BITS: u32 = 2;
@@ -232,7 +233,64 @@ pub struct HugeSendQueue {
 }
 
 /// A [`HugeSendQueue`] shared by a writer and its stream.
-pub type SharedHugeQueue = Arc<Mutex<HugeSendQueue>>;
+///
+/// Whether the queue is idle is also kept beside the lock, so a packet written while
+/// no huge object is in transit ([`is_idle`](Self::is_idle), nearly every packet)
+/// takes no lock.
+#[derive(Debug, Clone)]
+pub struct SharedHugeQueue(Arc<HugeQueueCell>);
+
+#[derive(Debug)]
+struct HugeQueueCell {
+    queue: Mutex<HugeSendQueue>,
+    /// Whether `queue` is idle, as of its last unlock.
+    idle: AtomicBool,
+}
+
+impl SharedHugeQueue {
+    /// Locks the queue (a poisoned lock still yields it).
+    pub fn lock(&self) -> HugeQueueGuard<'_> {
+        HugeQueueGuard {
+            queue: lock(&self.0.queue),
+            idle_flag: &self.0.idle,
+        }
+    }
+
+    /// Whether the queue is idle ([`HugeSendQueue::is_idle`]), read without locking.
+    pub fn is_idle(&self) -> bool {
+        self.0.idle.load(Ordering::Acquire)
+    }
+}
+
+/// The locked queue of a [`SharedHugeQueue`]; on unlock it notes whether the queue is
+/// idle.
+#[derive(Debug)]
+pub struct HugeQueueGuard<'a> {
+    queue: MutexGuard<'a, HugeSendQueue>,
+    idle_flag: &'a AtomicBool,
+}
+
+impl std::ops::Deref for HugeQueueGuard<'_> {
+    type Target = HugeSendQueue;
+
+    fn deref(&self) -> &HugeSendQueue {
+        &self.queue
+    }
+}
+
+impl std::ops::DerefMut for HugeQueueGuard<'_> {
+    fn deref_mut(&mut self) -> &mut HugeSendQueue {
+        &mut self.queue
+    }
+}
+
+impl Drop for HugeQueueGuard<'_> {
+    fn drop(&mut self) {
+        // Still locked here: the guard's fields drop after this.
+        self.idle_flag
+            .store(self.queue.is_idle(), Ordering::Release);
+    }
+}
 
 fn message(kind: u64, id: u16, part: Option<&PartialBlob>) -> NetBlob {
     let mut w = BitWriter::with_capacity_bits(
@@ -270,7 +328,11 @@ impl HugeSendQueue {
 
     /// A new shared queue.
     pub fn shared(config: &AttachmentConfig) -> SharedHugeQueue {
-        Arc::new(Mutex::new(Self::new(config)))
+        let queue = Self::new(config);
+        SharedHugeQueue(Arc::new(HugeQueueCell {
+            idle: AtomicBool::new(queue.is_idle()),
+            queue: Mutex::new(queue),
+        }))
     }
 
     /// Counters, with the current gauges.
@@ -518,10 +580,10 @@ impl ReplicationWriter {
     /// Bits of a packet with `bits_left` free that the writer leaves to the huge-object
     /// stream: `huge_packet_share` of it while parts wait to be sent, else 0.
     pub(super) fn huge_reserve_bits(&self, bits_left: usize) -> usize {
-        let Some(queue) = self.huge.queue.as_ref() else {
+        let Some(queue) = self.huge.queue.as_ref().filter(|q| !q.is_idle()) else {
             return 0;
         };
-        let q = lock(queue);
+        let q = queue.lock();
         let busy = q.channel.waiting() > 0 || q.active.iter().any(|t| !t.parts.is_empty());
         if !busy {
             return 0;
@@ -537,10 +599,10 @@ impl ReplicationWriter {
         let Some(queue) = self.huge.queue.clone() else {
             return;
         };
-        let mut q = lock(&queue);
-        if self.huge.parked.is_empty() && q.is_idle() {
+        if self.huge.parked.is_empty() && queue.is_idle() {
             return;
         }
+        let mut q = queue.lock();
         q.collect_finished();
         for f in std::mem::take(&mut q.finished) {
             match f {
@@ -568,7 +630,9 @@ impl ReplicationWriter {
         });
         for (index, record, hold_destroy) in cancelled {
             if !record.exports.is_empty() {
-                lock(&self.exports).on_delivery(&record.exports, DeliveryStatus::Lost);
+                self.exports
+                    .lock()
+                    .on_delivery(&record.exports, DeliveryStatus::Lost);
             }
             if hold_destroy && self.object_state(index) == S::PendingDestroy {
                 self.pending_destroys.retain(|&i| i != index);
@@ -646,7 +710,9 @@ impl ReplicationWriter {
         record: PacketRecord,
     ) {
         if !record.exports.is_empty() {
-            lock(&self.exports).on_delivery(&record.exports, DeliveryStatus::Delivered);
+            self.exports
+                .lock()
+                .on_delivery(&record.exports, DeliveryStatus::Delivered);
         }
         if table.entry_at(index).map(|e| e.handle()) != Some(handle) {
             return;
@@ -722,7 +788,7 @@ impl HugeObjectStream {
 
     /// Counters of the queue.
     pub fn stats(&self) -> HugeSendStats {
-        lock(&self.queue).stats()
+        self.queue.lock().stats()
     }
 }
 
@@ -732,10 +798,14 @@ impl DataStream<ObjectTable> for HugeObjectStream {
     }
 
     fn write_data(&mut self, ctx: &ObjectTable, w: &mut BitWriter) -> WriteResult {
-        let mut q = lock(&self.queue);
+        self.last_types.clear();
+        if self.queue.is_idle() {
+            // Nothing waits or is in transit: nothing to fill or write.
+            return WriteResult::NoData;
+        }
+        let mut q = self.queue.lock();
         q.fill();
         let mut record = Vec::new();
-        self.last_types.clear();
         if q.channel.write(w, &mut record) == 0 {
             return WriteResult::NoData;
         }
@@ -780,13 +850,13 @@ impl DataStream<ObjectTable> for HugeObjectStream {
         let Some(record) = self.records.pop_front() else {
             return;
         };
-        let mut q = lock(&self.queue);
+        let mut q = self.queue.lock();
         q.channel.on_delivery(&record, status);
         q.collect_finished();
     }
 
     fn has_acknowledged_all_reliable_data(&self) -> bool {
-        lock(&self.queue).is_idle()
+        self.queue.is_idle()
     }
 }
 
@@ -999,6 +1069,27 @@ mod tests {
 
     fn part_msg(id: u16, part: &PartialBlob) -> NetBlob {
         message(KIND_PART, id, Some(part))
+    }
+
+    #[test]
+    fn the_idle_flag_follows_the_queue_through_every_unlock() {
+        let queue = HugeSendQueue::shared(&AttachmentConfig::default());
+        let mut stream = HugeObjectStream::new(queue.clone());
+        assert!(queue.is_idle());
+        let handle = NetRefHandle::new(1, false, 0);
+        queue
+            .lock()
+            .finished
+            .push(Finished::CancelAcked { index: 0, handle });
+        assert!(!queue.is_idle(), "work left: not idle");
+        assert!(!stream.has_acknowledged_all_reliable_data());
+        queue.lock().finished.clear();
+        assert!(queue.is_idle() && stream.has_acknowledged_all_reliable_data());
+        // Idle: the stream writes nothing.
+        let mut w = BitWriter::with_capacity_bytes(64);
+        let table = ObjectTable::new(Arc::new(crate::protocol::ProtocolRegistry::default()), 0);
+        assert_eq!(stream.write_data(&table, &mut w), WriteResult::NoData);
+        assert_eq!(w.position(), 0);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::replication::attachment::MessageStream;
 use crate::replication::reader::{ClientWorld, ReplicationReader};
 use crate::replication::writer::ReplicationWriter;
 use crate::replication::writer::huge::{HugeObjectReceiver, HugeObjectStream};
-use crate::stream::tokens::{TokenStream, lock};
+use crate::stream::tokens::TokenStream;
 use crate::stream::{DataStream, DataStreamManager, StreamSet};
 use std::time::Duration;
 
@@ -57,7 +57,7 @@ impl ServerStreams {
     /// After the writer's update, every tick: gives the huge-object queue the time
     /// and moves held object messages on.
     pub(crate) fn after_tick(&mut self, table: &ObjectTable, now: Duration) {
-        lock(self.huge.queue()).set_now(now);
+        self.huge.queue().lock().set_now(now);
         self.release_held(table);
     }
 

@@ -18,11 +18,69 @@ use super::{DataStream, StreamError, WriteResult};
 use crate::bits::{BitReader, BitWriter};
 use crate::connection::DeliveryStatus;
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A connection's export table, shared by the replication writer (exports attached to
 /// batches) and the [`TokenStream`] (exports sent on their own).
-pub type SharedExports = Arc<Mutex<TokenExports>>;
+///
+/// Whether an export waits to be written is also kept beside the lock, so the token
+/// stream's write of a packet with nothing to export ([`has_pending`](Self::has_pending),
+/// most packets) takes no lock.
+#[derive(Debug, Default, Clone)]
+pub struct SharedExports(Arc<ExportsCell>);
+
+#[derive(Debug, Default)]
+struct ExportsCell {
+    table: Mutex<TokenExports>,
+    /// Whether `table` has an export pending, as of its last unlock.
+    pending: AtomicBool,
+}
+
+impl SharedExports {
+    /// Locks the table (a poisoned lock still yields it).
+    pub fn lock(&self) -> ExportsGuard<'_> {
+        ExportsGuard {
+            table: lock(&self.0.table),
+            pending_flag: &self.0.pending,
+        }
+    }
+
+    /// Whether some export waits to be written, read without locking.
+    pub fn has_pending(&self) -> bool {
+        self.0.pending.load(Ordering::Acquire)
+    }
+}
+
+/// The locked export table of a [`SharedExports`]; on unlock it notes whether an
+/// export is pending.
+#[derive(Debug)]
+pub struct ExportsGuard<'a> {
+    table: MutexGuard<'a, TokenExports>,
+    pending_flag: &'a AtomicBool,
+}
+
+impl std::ops::Deref for ExportsGuard<'_> {
+    type Target = TokenExports;
+
+    fn deref(&self) -> &TokenExports {
+        &self.table
+    }
+}
+
+impl std::ops::DerefMut for ExportsGuard<'_> {
+    fn deref_mut(&mut self) -> &mut TokenExports {
+        &mut self.table
+    }
+}
+
+impl Drop for ExportsGuard<'_> {
+    fn drop(&mut self) {
+        // Still locked here: the guard's fields drop after this.
+        self.pending_flag
+            .store(self.table.has_pending(), Ordering::Release);
+    }
+}
 
 /// A connection's import table, shared by the replication reader and the token stream.
 pub type SharedImports = Arc<Mutex<TokenImports>>;
@@ -208,8 +266,8 @@ impl TokenStream {
     }
 
     /// The sending side's table.
-    pub fn exports(&self) -> MutexGuard<'_, TokenExports> {
-        lock(&self.exports)
+    pub fn exports(&self) -> ExportsGuard<'_> {
+        self.exports.lock()
     }
 
     /// The receiving side's table.
@@ -224,10 +282,10 @@ impl<C: ?Sized> DataStream<C> for TokenStream {
     }
 
     fn write_data(&mut self, _ctx: &C, w: &mut BitWriter) -> WriteResult {
-        let mut exports = lock(&self.exports);
-        if !exports.has_pending() {
+        if !self.exports.has_pending() {
             return WriteResult::NoData;
         }
+        let mut exports = self.exports.lock();
         let mut written = Vec::new();
         while let Some(&t) = exports.pending.front() {
             let m = w.mark();
@@ -263,12 +321,12 @@ impl<C: ?Sized> DataStream<C> for TokenStream {
 
     fn process_delivery(&mut self, _ctx: &mut C, status: DeliveryStatus) {
         if let Some(tokens) = self.in_flight.pop_front() {
-            lock(&self.exports).on_delivery(&tokens, status);
+            self.exports.lock().on_delivery(&tokens, status);
         }
     }
 
     fn has_acknowledged_all_reliable_data(&self) -> bool {
-        !lock(&self.exports).has_pending() && self.in_flight.is_empty()
+        !self.exports.has_pending() && self.in_flight.is_empty()
     }
 }
 
@@ -334,6 +392,34 @@ mod tests {
             unique.dedup();
             proptest::prop_assert_eq!(written.len(), unique.len());
         }
+    }
+
+    #[test]
+    fn the_pending_flag_follows_the_table_through_every_unlock() {
+        let shared = SharedExports::default();
+        let mut stream = TokenStream::with_tables(shared.clone(), SharedImports::default());
+        assert!(!shared.has_pending());
+        let t = shared.lock().token_for("Captain").unwrap();
+        assert!(shared.has_pending(), "a new token's export waits");
+        let mut w = BitWriter::with_capacity_bytes(64);
+        assert_ne!(
+            DataStream::<()>::write_data(&mut stream, &(), &mut w),
+            WriteResult::NoData
+        );
+        assert!(!shared.has_pending(), "written, in flight");
+        DataStream::<()>::process_delivery(&mut stream, &mut (), DeliveryStatus::Lost);
+        assert!(shared.has_pending(), "lost: pending again");
+        let mut w = BitWriter::with_capacity_bytes(64);
+        DataStream::<()>::write_data(&mut stream, &(), &mut w);
+        DataStream::<()>::process_delivery(&mut stream, &mut (), DeliveryStatus::Delivered);
+        assert!(!shared.has_pending() && shared.lock().is_acked(t));
+        // Nothing pending: nothing written, and the table is not needed to say so.
+        let mut w = BitWriter::with_capacity_bytes(64);
+        assert_eq!(
+            DataStream::<()>::write_data(&mut stream, &(), &mut w),
+            WriteResult::NoData
+        );
+        assert_eq!(w.position(), 0);
     }
 
     #[test]
