@@ -1574,10 +1574,12 @@ pub struct ConnectionBaselines {
     /// differences: the count at `k` is the sum of `joins[..=k]`. Added to the
     /// lineages' holders at once by [`add_joins`](Self::add_joins).
     joins: Vec<i32>,
-    /// The nominations this connection copied from another's packet, settled on that
-    /// connection's lineages: they take them when the connection is next caught up
-    /// ([`catch_up`](Self::catch_up)), on its writer thread.
-    joined: Option<Joined>,
+    /// The nominations this connection copied from other connections' packets,
+    /// settled on those connections' lineages, in queue order: they take them when
+    /// their lineages are first read ([`take_joined`](Self::take_joined)). Most never
+    /// are: their packets' fates are taken from a connection in step (see
+    /// [`catch_up_in_pass`](Self::catch_up_in_pass)).
+    joined: Vec<Joined>,
     /// The lineages let go of when the pass was last settled, kept for the connections
     /// that replayed this one's section: theirs are most often the same (they held the
     /// same lineages and took the same fates).
@@ -1589,17 +1591,33 @@ pub struct ConnectionBaselines {
     settling: Vec<(u32, Settle)>,
 }
 
-/// Whether the front of `queue` is `nominations` (compared as slices: the queue's
-/// range iterator costs more than the comparison).
+/// Whether the front of `queue` is `nominations`, each nomination with the lineage
+/// it takes from `joined` if it is one of theirs (see
+/// [`ConnectionBaselines::take_joined`]).
 #[cfg(debug_assertions)]
-fn front_is(queue: &std::collections::VecDeque<Nomination>, nominations: &[Nomination]) -> bool {
-    let (a, b) = queue.as_slices();
-    let n = nominations.len();
-    if n > a.len() + b.len() {
-        return false;
-    }
-    let k = a.len().min(n);
-    a[..k] == nominations[..k] && b[..n - k] == nominations[k..]
+fn front_is(
+    queue: &std::collections::VecDeque<Nomination>,
+    joined: &[Joined],
+    nominations: &[Nomination],
+) -> bool {
+    let joined_lineage = |k: usize| {
+        joined
+            .iter()
+            .find(|j| (j.at..j.at + j.len).contains(&k))
+            .and_then(|j| j.lineages.get(j.from + k - j.at).copied())
+    };
+    nominations.len() <= queue.len()
+        && queue
+            .iter()
+            .zip(nominations)
+            .enumerate()
+            .all(|(k, (n, m))| {
+                let mut n = *n;
+                if let Some(l) = joined_lineage(k) {
+                    n.lineage = l;
+                }
+                n == *m
+            })
 }
 
 /// A packet with nominations in flight.
@@ -1972,13 +1990,14 @@ impl ConnectionBaselines {
         storage: &BaselineStorage,
         object: InternalIndex,
     ) -> Option<(u8, BaselineSlot<'_>)> {
-        let o = self.get(object)?;
+        let o = *self.get(object)?;
         let newest = o.newest();
         if newest >= MAX_BASELINE_COUNT || o.has_acked() || o.pending != 1 << newest {
             return None;
         }
         // Its entry is its only one of this epoch in the queue: searched for from where
-        // the last one was found, forward, then back.
+        // the last one was found, forward, then back. (Its lineage is read.)
+        self.take_joined();
         let q = &self.in_flight;
         let from = self.creation_hint.min(q.len());
         let i = (from..q.len())
@@ -2294,7 +2313,7 @@ impl ConnectionBaselines {
                         .all(|(n, l)| n.object == l.object),
                     "a replayed section's nominations are the leader's"
                 );
-                self.joined = Some(Joined {
+                self.joined.push(Joined {
                     lineages: leader.settled_lineages(),
                     from: m.from,
                     at: start + copied.start,
@@ -2384,12 +2403,36 @@ impl ConnectionBaselines {
         self.joins.clear();
     }
 
-    /// Gives the nominations copied from another connection's packet that
-    /// connection's lineages (see [`settle`](Self::settle)).
+    /// Gives the nominations copied from other connections' packets those
+    /// connections' lineages (see [`settle`](Self::settle)). Called before anything
+    /// reads the lineages of the nominations in flight.
     fn take_joined(&mut self) {
-        let Some(j) = self.joined.take() else {
+        for j in std::mem::take(&mut self.joined) {
+            self.take_one_joined(&j);
+        }
+    }
+
+    /// The `count` oldest nominations in flight leave the queue without their
+    /// lineages read (their packets' fates were taken from another connection): the
+    /// joins of those are dropped, the others move with the queue.
+    fn skip_joined(&mut self, count: usize) {
+        if self
+            .joined
+            .iter()
+            .any(|j| j.at < count && j.at + j.len > count)
+        {
+            // (A join cut by the drain: never the case with whole packets.)
+            self.take_joined();
             return;
-        };
+        }
+        self.joined.retain_mut(|j| {
+            let kept = j.at >= count;
+            j.at = j.at.saturating_sub(count);
+            kept
+        });
+    }
+
+    fn take_one_joined(&mut self, j: &Joined) {
         // Slice by slice: the queue's range iterator costs more than the stores.
         let lineages = j.lineages.get(j.from..j.from + j.len).unwrap_or_default();
         let end = j.at + j.len;
@@ -2464,14 +2507,13 @@ impl ConnectionBaselines {
     }
 
     /// Whether anything waits for [`catch_up`](Self::catch_up): fates put off with
-    /// [`defer_delivery`](Self::defer_delivery), or lineages joined when the pass was
-    /// settled.
+    /// [`defer_delivery`](Self::defer_delivery).
     pub fn is_behind(&self) -> bool {
-        !self.fates.is_empty() || self.joined.is_some()
+        !self.fates.is_empty()
     }
 
-    /// Takes the lineage ids joined when the pass was settled, then applies the fates
-    /// put off with [`defer_delivery`](Self::defer_delivery), in order. The storage is
+    /// Applies the fates put off with [`defer_delivery`](Self::defer_delivery), in
+    /// order. The storage is
     /// not touched: the lineages the fates let go of are released when the
     /// connection's next write pass is settled (or at its next
     /// [`on_delivery`](Self::on_delivery)).
@@ -2485,7 +2527,6 @@ impl ConnectionBaselines {
     /// same way (the same packets: see [`QueuedPacket::origin`]), takes that one's
     /// result, and one whose baselines are shared with others logs its own.
     pub(crate) fn catch_up_in_pass(&mut self, moves: Option<&mut FateMoves>) {
-        self.take_joined();
         if self.fates.is_empty() {
             return;
         }
@@ -2543,11 +2584,12 @@ impl ConnectionBaselines {
             if let Some(m) = moves.log.find(shared, same_fates) {
                 #[cfg(debug_assertions)]
                 debug_assert!(
-                    front_is(&self.in_flight, &m.nominations),
+                    front_is(&self.in_flight, &self.joined, &m.nominations),
                     "packets of the same origins hold the same nominations"
                 );
                 self.objects.adopt(Arc::clone(&m.after));
                 self.released.extend_from_slice(&m.released);
+                self.skip_joined(count);
                 self.in_flight.drain(..count);
                 self.packets.drain(..packets.len());
                 self.creation_hint = self.creation_hint.saturating_sub(count);
@@ -2558,6 +2600,8 @@ impl ConnectionBaselines {
             self.settle_packets(packets);
             return;
         };
+        // Settling reads the lineages (and the log keeps them, in debug builds).
+        self.take_joined();
         let origins = self
             .packets
             .iter()
@@ -2582,6 +2626,8 @@ impl ConnectionBaselines {
     /// Settles the front `packets` (see [`settle_packet`](Self::settle_packet));
     /// returns the number of baselines promoted.
     fn settle_packets(&mut self, packets: &[(u32, Settle)]) -> usize {
+        // Settling reads the nominations' lineages.
+        self.take_joined();
         let mut promoted = 0;
         for &(count, how) in packets {
             self.packets.pop_front();
@@ -3457,9 +3503,9 @@ mod tests {
             |x: &ConnectionBaselines| x.in_flight.iter().map(|n| n.lineage).collect::<Vec<_>>();
         assert!(
             lineages(&b).iter().all(|&l| l == NO_SNAPSHOT),
-            "taken when b is next caught up"
+            "taken when b's lineages are first read"
         );
-        assert!(b.is_behind());
+        assert_eq!(b.joined.len(), 1);
         a.add_joins(&mut s);
         assert_eq!(s.stats().baselines_created, created + 2, "each copy counts");
         let holders = |x: &ConnectionBaselines, s: &BaselineStorage| {
@@ -3469,7 +3515,7 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(holders(&a, &s), [1, 2, 2], "b holds the section's two");
-        b.catch_up();
+        b.take_joined();
         assert_eq!(lineages(&b), lineages(&a)[1..]);
         assert_ne!(lineages(&c)[0], lineages(&a)[1], "c's prior differs");
         assert_eq!(s.live_lineages(), 4, "a's three and c's one: b made none");
@@ -3787,28 +3833,75 @@ mod tests {
         }
     }
 
-    #[cfg(debug_assertions)]
     #[test]
-    fn the_front_of_a_wrapped_queue_compares_across_its_two_slices() {
+    fn joins_left_untaken_move_with_the_queue_and_drop_with_their_nominations() {
         let n = |object| Nomination {
             object,
-            lineage: object * 10,
+            lineage: NO_SNAPSHOT,
+            synced: 0,
+            slot: 1,
+            epoch: 0,
+            pad: 0,
+        };
+        let join = |at, lineages: &[u32]| Joined {
+            lineages: Arc::from(lineages),
+            from: 0,
+            at,
+            len: lineages.len(),
+        };
+        let lineages =
+            |c: &ConnectionBaselines| c.in_flight.iter().map(|n| n.lineage).collect::<Vec<_>>();
+        let mut c = ConnectionBaselines::default();
+        c.in_flight.extend((0..6).map(n));
+        c.joined = vec![join(0, &[10, 11]), join(3, &[13, 14])];
+        // The first packet's two leave unread: their join goes, the other moves.
+        c.skip_joined(2);
+        c.in_flight.drain(..2);
+        assert_eq!(c.joined.len(), 1);
+        assert_eq!(c.joined[0].at, 1);
+        c.take_joined();
+        let none = NO_SNAPSHOT;
+        assert_eq!(lineages(&c), [none, 13, 14, none]);
+        // A drain that cuts a join takes every join first.
+        let mut c = ConnectionBaselines::default();
+        c.in_flight.extend((0..3).map(n));
+        c.joined = vec![join(0, &[10, 11]), join(2, &[12])];
+        c.skip_joined(1);
+        assert!(c.joined.is_empty());
+        assert_eq!(lineages(&c), [10, 11, 12]);
+    }
+
+    #[cfg(debug_assertions)]
+    #[test]
+    fn the_front_of_a_queue_compares_with_the_lineages_joins_give_it() {
+        let n = |object, lineage| Nomination {
+            object,
+            lineage,
             synced: 0,
             slot: 1,
             epoch: 0,
             pad: 0,
         };
         let mut q = std::collections::VecDeque::with_capacity(4);
-        q.extend([n(0), n(0), n(0), n(1)]);
+        q.extend([n(0, 0), n(0, 0), n(0, 0), n(1, 10)]);
         q.drain(..3);
-        q.extend([n(2), n(3)]);
+        // Objects 2 and 3 copied from another's packet, their lineages not taken yet.
+        q.extend([n(2, NO_SNAPSHOT), n(3, NO_SNAPSHOT)]);
         assert!(!q.as_slices().1.is_empty(), "wrapped");
-        assert!(front_is(&q, &[n(1), n(2)]));
-        assert!(front_is(&q, &[n(1), n(2), n(3)]));
-        assert!(front_is(&q, &[]));
-        assert!(!front_is(&q, &[n(1), n(3)]));
+        let joined = [Joined {
+            lineages: Arc::from([7, 20, 30]),
+            from: 1,
+            at: 1,
+            len: 2,
+        }];
+        let taken = [n(1, 10), n(2, 20), n(3, 30)];
+        assert!(front_is(&q, &joined, &taken[..2]));
+        assert!(front_is(&q, &joined, &taken));
+        assert!(front_is(&q, &joined, &[]));
+        assert!(!front_is(&q, &[], &taken), "lineages not taken");
+        assert!(!front_is(&q, &joined, &[n(1, 10), n(3, 30)]));
         assert!(
-            !front_is(&q, &[n(1), n(2), n(3), n(4)]),
+            !front_is(&q, &joined, &[n(1, 10), n(2, 20), n(3, 30), n(4, 40)]),
             "longer than the queue"
         );
     }
