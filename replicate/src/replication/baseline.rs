@@ -2154,6 +2154,19 @@ impl ConnectionBaselines {
         Some((prior.unwrap_or(NO_SNAPSHOT), prior2.unwrap_or(NO_SNAPSHOT)))
     }
 
+    /// Gives the packets holding the newest `count` nominations fresh origins.
+    fn refresh_origins(&mut self, count: usize) {
+        let mut left = count;
+        for p in self.packets.iter_mut().rev() {
+            if left == 0 {
+                break;
+            }
+            p.origin = fresh_origin();
+            p.own = false;
+            left = left.saturating_sub(p.count as usize);
+        }
+    }
+
     /// Counts `count` nominations just queued as packet `ordinal`'s (the newest).
     fn count_nominations(&mut self, ordinal: u64, count: usize, author: Author) {
         if count == 0 {
@@ -2298,6 +2311,7 @@ impl ConnectionBaselines {
         self.release_repeats = 0;
         let unsettled = std::mem::take(&mut self.unsettled);
         // The nominations copied from the leader's packet join its lineages.
+        let mirrored = self.mirror.is_some();
         let mut copied = 0..0;
         if let (Some(m), Some(leader)) = (self.mirror.take(), leader.as_deref_mut()) {
             let (settled, settled_count) = leader.settled;
@@ -2327,6 +2341,11 @@ impl ConnectionBaselines {
             if let (Some(n), Some(u)) = (self.in_flight.get_mut(start + k), unsettled.get(k)) {
                 n.settle(storage, u);
             }
+        }
+        if mirrored && copied.is_empty() {
+            // Copied but looked up: the lineages may not be the leader's, so the
+            // packets are no longer known to hold its nominations.
+            self.refresh_origins(count);
         }
         self.unsettled = unsettled;
         self.unsettled.clear();
@@ -3800,8 +3819,11 @@ mod tests {
         leader.tail_since(mark, &mut tail);
         let mut follower = ConnectionBaselines::default();
         follower.append_tail(&tail, 3, 0);
+        let mut unjoined = ConnectionBaselines::default();
+        unjoined.append_tail(&tail, 3, 0);
         assert!(origin(&leader).is_some());
         assert_eq!(origin(&follower), origin(&leader));
+        assert_eq!(origin(&unjoined), origin(&leader));
         // Added to after it was copied: no longer the copy's.
         let copied = origin(&leader);
         leader.nominate_later(&s, 4, h, 3, &all, None, None, 3);
@@ -3822,13 +3844,16 @@ mod tests {
         let mut copy = ConnectionBaselines::default();
         copy.append_tail(&tail, 3, 0);
         assert_ne!(origin(&copy), origin(&partial));
-        for c in [
-            &mut leader,
-            &mut follower,
-            &mut mixed,
-            &mut partial,
-            &mut copy,
-        ] {
+        // Settled on the leader's lineages, the copy keeps the origin; looked up
+        // (no leader to join), it is no longer known to hold the same and takes a
+        // fresh one.
+        leader.settle(&mut s, None);
+        let copied = origin(&follower);
+        follower.settle(&mut s, Some(&mut leader));
+        assert_eq!(origin(&follower), copied);
+        unjoined.settle(&mut s, None);
+        assert_ne!(origin(&unjoined), copied);
+        for c in [&mut mixed, &mut partial, &mut copy] {
             c.settle(&mut s, None);
         }
     }
