@@ -2288,8 +2288,11 @@ impl ConnectionBaselines {
     /// The nominations taken from its packet join its lineages in bulk, without looking
     /// them up: the leader counts them ([`add_joins`](Self::add_joins) adds them to the
     /// lineages' holders once every connection of the pass is settled), and this
-    /// connection takes the lineage ids when it is next caught up. That is what looking
-    /// each one up would give: same objects, snapshots and priors, same lineage.
+    /// connection takes the lineage ids when it first reads them
+    /// ([`take_joined`](Self::take_joined)). Same objects, snapshots and priors: the
+    /// leader's nominations, so the packet keeps the leader's origin. (Looked up
+    /// instead, they could take other lineages, since the storage shares a lineage
+    /// with an object's newest only: such a packet takes a fresh origin.)
     pub fn settle(
         &mut self,
         storage: &mut BaselineStorage,

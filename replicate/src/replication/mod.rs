@@ -32,7 +32,8 @@
 //! pass, in the order of the packets, so the bytes do not depend on the thread count.
 //! A connection that replayed another's section settles on that one's lineages in
 //! bulk: the leader counts its holders, and the follower takes the lineage ids when it
-//! is next written.
+//! first reads them (most never: its packets' fates are taken from a connection in
+//! step, whose packets have the same origins).
 //! [`ReplicationServer::tick`] runs each writer's lifecycle stage; a writer takes the
 //! tick's change masks, and the baselines its delivered packets promote, when it is
 //! next written, on the same threads, right before it reads the send states and
