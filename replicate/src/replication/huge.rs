@@ -596,12 +596,14 @@ impl ReplicationWriter {
     /// transfers, cancels those whose object went away, and turns newly parked objects
     /// into blobs.
     pub(super) fn pump_huge(&mut self, table: &ObjectTable) {
-        let Some(queue) = self.huge.queue.clone() else {
+        let Some(queue) = self.huge.queue.as_ref() else {
             return;
         };
         if self.huge.parked.is_empty() && queue.is_idle() {
             return;
         }
+        // (Its own handle: the writer changes itself while it holds the lock.)
+        let queue = queue.clone();
         let mut q = queue.lock();
         q.collect_finished();
         for f in std::mem::take(&mut q.finished) {
