@@ -31,6 +31,7 @@ use std::collections::VecDeque;
 use std::marker::PhantomData;
 use thiserror::Error;
 
+pub mod flagged;
 pub mod tokens;
 
 /// What a stream's [`write_data`](DataStream::write_data) did.

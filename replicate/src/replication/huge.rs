@@ -58,11 +58,10 @@ use crate::handle::NetRefHandle;
 use crate::object::{InternalIndex, ObjectTable};
 use crate::replication::reader::{ClientWorld, ReplicationReader};
 use crate::replication::wire::SectionFrame;
-use crate::stream::tokens::lock;
+use crate::stream::flagged::{Flag, FlaggedMutex};
 use crate::stream::{DataStream, StreamError, WriteResult};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 const KIND_BITS: u32 = 2;
@@ -232,63 +231,15 @@ pub struct HugeSendQueue {
     stats: HugeSendStats,
 }
 
-/// A [`HugeSendQueue`] shared by a writer and its stream.
-///
-/// Whether the queue is idle is also kept beside the lock, so a packet written while
-/// no huge object is in transit ([`is_idle`](Self::is_idle), nearly every packet)
-/// takes no lock.
-#[derive(Debug, Clone)]
-pub struct SharedHugeQueue(Arc<HugeQueueCell>);
+/// A [`HugeSendQueue`] shared by a writer and its stream. Whether the queue is idle
+/// is kept beside the lock ([`FlaggedMutex`]): a packet written while no huge object
+/// is in transit (nearly every packet) takes no lock.
+pub type SharedHugeQueue = Arc<FlaggedMutex<HugeSendQueue>>;
 
-#[derive(Debug)]
-struct HugeQueueCell {
-    queue: Mutex<HugeSendQueue>,
-    /// Whether `queue` is idle, as of its last unlock.
-    idle: AtomicBool,
-}
-
-impl SharedHugeQueue {
-    /// Locks the queue (a poisoned lock still yields it).
-    pub fn lock(&self) -> HugeQueueGuard<'_> {
-        HugeQueueGuard {
-            queue: lock(&self.0.queue),
-            idle_flag: &self.0.idle,
-        }
-    }
-
-    /// Whether the queue is idle ([`HugeSendQueue::is_idle`]), read without locking.
-    pub fn is_idle(&self) -> bool {
-        self.0.idle.load(Ordering::Acquire)
-    }
-}
-
-/// The locked queue of a [`SharedHugeQueue`]; on unlock it notes whether the queue is
-/// idle.
-#[derive(Debug)]
-pub struct HugeQueueGuard<'a> {
-    queue: MutexGuard<'a, HugeSendQueue>,
-    idle_flag: &'a AtomicBool,
-}
-
-impl std::ops::Deref for HugeQueueGuard<'_> {
-    type Target = HugeSendQueue;
-
-    fn deref(&self) -> &HugeSendQueue {
-        &self.queue
-    }
-}
-
-impl std::ops::DerefMut for HugeQueueGuard<'_> {
-    fn deref_mut(&mut self) -> &mut HugeSendQueue {
-        &mut self.queue
-    }
-}
-
-impl Drop for HugeQueueGuard<'_> {
-    fn drop(&mut self) {
-        // Still locked here: the guard's fields drop after this.
-        self.idle_flag
-            .store(self.queue.is_idle(), Ordering::Release);
+impl Flag for HugeSendQueue {
+    /// Whether the queue is idle ([`HugeSendQueue::is_idle`]).
+    fn flag(&self) -> bool {
+        self.is_idle()
     }
 }
 
@@ -328,11 +279,7 @@ impl HugeSendQueue {
 
     /// A new shared queue.
     pub fn shared(config: &AttachmentConfig) -> SharedHugeQueue {
-        let queue = Self::new(config);
-        SharedHugeQueue(Arc::new(HugeQueueCell {
-            idle: AtomicBool::new(queue.is_idle()),
-            queue: Mutex::new(queue),
-        }))
+        Arc::new(FlaggedMutex::new(Self::new(config)))
     }
 
     /// Counters, with the current gauges.
@@ -580,7 +527,8 @@ impl ReplicationWriter {
     /// Bits of a packet with `bits_left` free that the writer leaves to the huge-object
     /// stream: `huge_packet_share` of it while parts wait to be sent, else 0.
     pub(super) fn huge_reserve_bits(&self, bits_left: usize) -> usize {
-        let Some(queue) = self.huge.queue.as_ref().filter(|q| !q.is_idle()) else {
+        // (The queue's flag: idle, read without locking.)
+        let Some(queue) = self.huge.queue.as_ref().filter(|q| !q.flag()) else {
             return 0;
         };
         let q = queue.lock();
@@ -599,7 +547,8 @@ impl ReplicationWriter {
         let Some(queue) = self.huge.queue.as_ref() else {
             return;
         };
-        if self.huge.parked.is_empty() && queue.is_idle() {
+        // Nothing parked and the queue idle (its flag, read without locking).
+        if self.huge.parked.is_empty() && queue.flag() {
             return;
         }
         // (Its own handle: the writer changes itself while it holds the lock.)
@@ -801,8 +750,8 @@ impl DataStream<ObjectTable> for HugeObjectStream {
 
     fn write_data(&mut self, ctx: &ObjectTable, w: &mut BitWriter) -> WriteResult {
         self.last_types.clear();
-        if self.queue.is_idle() {
-            // Nothing waits or is in transit: nothing to fill or write.
+        if self.queue.flag() {
+            // Idle: nothing waits or is in transit: nothing to fill or write.
             return WriteResult::NoData;
         }
         let mut q = self.queue.lock();
@@ -858,7 +807,8 @@ impl DataStream<ObjectTable> for HugeObjectStream {
     }
 
     fn has_acknowledged_all_reliable_data(&self) -> bool {
-        self.queue.is_idle()
+        // (The flag: idle.)
+        self.queue.flag()
     }
 }
 
@@ -1077,16 +1027,16 @@ mod tests {
     fn the_idle_flag_follows_the_queue_through_every_unlock() {
         let queue = HugeSendQueue::shared(&AttachmentConfig::default());
         let mut stream = HugeObjectStream::new(queue.clone());
-        assert!(queue.is_idle());
+        assert!(queue.flag());
         let handle = NetRefHandle::new(1, false, 0);
         queue
             .lock()
             .finished
             .push(Finished::CancelAcked { index: 0, handle });
-        assert!(!queue.is_idle(), "work left: not idle");
+        assert!(!queue.flag(), "work left: not idle");
         assert!(!stream.has_acknowledged_all_reliable_data());
         queue.lock().finished.clear();
-        assert!(queue.is_idle() && stream.has_acknowledged_all_reliable_data());
+        assert!(queue.flag() && stream.has_acknowledged_all_reliable_data());
         // Idle: the stream writes nothing.
         let mut w = BitWriter::with_capacity_bytes(64);
         let table = ObjectTable::new(Arc::new(crate::protocol::ProtocolRegistry::default()), 0);

@@ -14,71 +14,26 @@
 //! Export wire format: `[1][id: 16][len: 8][len bytes]` per export, then `[0]`.
 //! Strings longer than [`MAX_TOKEN_LEN`] bytes are refused at export.
 
+use super::flagged::{Flag, FlaggedGuard, FlaggedMutex};
 use super::{DataStream, StreamError, WriteResult};
 use crate::bits::{BitReader, BitWriter};
 use crate::connection::DeliveryStatus;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A connection's export table, shared by the replication writer (exports attached to
-/// batches) and the [`TokenStream`] (exports sent on their own).
-///
-/// Whether an export waits to be written is also kept beside the lock, so the token
-/// stream's write of a packet with nothing to export ([`has_pending`](Self::has_pending),
-/// most packets) takes no lock.
-#[derive(Debug, Default, Clone)]
-pub struct SharedExports(Arc<ExportsCell>);
+/// batches) and the [`TokenStream`] (exports sent on their own). Whether an export is
+/// pending is kept beside the lock ([`FlaggedMutex`]): the token stream's write of a
+/// packet with nothing to export (most packets) takes no lock.
+pub type SharedExports = Arc<FlaggedMutex<TokenExports>>;
 
-#[derive(Debug, Default)]
-struct ExportsCell {
-    table: Mutex<TokenExports>,
-    /// Whether `table` has an export pending, as of its last unlock.
-    pending: AtomicBool,
-}
+/// The locked export table of a [`SharedExports`].
+pub type ExportsGuard<'a> = FlaggedGuard<'a, TokenExports>;
 
-impl SharedExports {
-    /// Locks the table (a poisoned lock still yields it).
-    pub fn lock(&self) -> ExportsGuard<'_> {
-        ExportsGuard {
-            table: lock(&self.0.table),
-            pending_flag: &self.0.pending,
-        }
-    }
-
-    /// Whether some export waits to be written, read without locking.
-    pub fn has_pending(&self) -> bool {
-        self.0.pending.load(Ordering::Acquire)
-    }
-}
-
-/// The locked export table of a [`SharedExports`]; on unlock it notes whether an
-/// export is pending.
-#[derive(Debug)]
-pub struct ExportsGuard<'a> {
-    table: MutexGuard<'a, TokenExports>,
-    pending_flag: &'a AtomicBool,
-}
-
-impl std::ops::Deref for ExportsGuard<'_> {
-    type Target = TokenExports;
-
-    fn deref(&self) -> &TokenExports {
-        &self.table
-    }
-}
-
-impl std::ops::DerefMut for ExportsGuard<'_> {
-    fn deref_mut(&mut self) -> &mut TokenExports {
-        &mut self.table
-    }
-}
-
-impl Drop for ExportsGuard<'_> {
-    fn drop(&mut self) {
-        // Still locked here: the guard's fields drop after this.
-        self.pending_flag
-            .store(self.table.has_pending(), Ordering::Release);
+impl Flag for TokenExports {
+    /// Whether some export waits to be written.
+    fn flag(&self) -> bool {
+        self.has_pending()
     }
 }
 
@@ -282,7 +237,8 @@ impl<C: ?Sized> DataStream<C> for TokenStream {
     }
 
     fn write_data(&mut self, _ctx: &C, w: &mut BitWriter) -> WriteResult {
-        if !self.exports.has_pending() {
+        if !self.exports.flag() {
+            // No export pending (read without locking).
             return WriteResult::NoData;
         }
         let mut exports = self.exports.lock();
@@ -326,7 +282,8 @@ impl<C: ?Sized> DataStream<C> for TokenStream {
     }
 
     fn has_acknowledged_all_reliable_data(&self) -> bool {
-        !self.exports.has_pending() && self.in_flight.is_empty()
+        // (The flag: an export is pending.)
+        !self.exports.flag() && self.in_flight.is_empty()
     }
 }
 
@@ -398,21 +355,21 @@ mod tests {
     fn the_pending_flag_follows_the_table_through_every_unlock() {
         let shared = SharedExports::default();
         let mut stream = TokenStream::with_tables(shared.clone(), SharedImports::default());
-        assert!(!shared.has_pending());
+        assert!(!shared.flag());
         let t = shared.lock().token_for("Captain").unwrap();
-        assert!(shared.has_pending(), "a new token's export waits");
+        assert!(shared.flag(), "a new token's export waits");
         let mut w = BitWriter::with_capacity_bytes(64);
         assert_ne!(
             DataStream::<()>::write_data(&mut stream, &(), &mut w),
             WriteResult::NoData
         );
-        assert!(!shared.has_pending(), "written, in flight");
+        assert!(!shared.flag(), "written, in flight");
         DataStream::<()>::process_delivery(&mut stream, &mut (), DeliveryStatus::Lost);
-        assert!(shared.has_pending(), "lost: pending again");
+        assert!(shared.flag(), "lost: pending again");
         let mut w = BitWriter::with_capacity_bytes(64);
         DataStream::<()>::write_data(&mut stream, &(), &mut w);
         DataStream::<()>::process_delivery(&mut stream, &mut (), DeliveryStatus::Delivered);
-        assert!(!shared.has_pending() && shared.lock().is_acked(t));
+        assert!(!shared.flag() && shared.lock().is_acked(t));
         // Nothing pending: nothing written, and the table is not needed to say so.
         let mut w = BitWriter::with_capacity_bytes(64);
         assert_eq!(
