@@ -220,6 +220,9 @@ impl<T> IndexMap<T> {
     }
 }
 
+/// 32 bytes, aligned to 32: an entry never straddles two cache lines (the state and
+/// the `live` flag read together are on one).
+#[repr(align(32))]
 struct StateInfo {
     object: InternalIndex,
     state: Option<Arc<dyn ErasedState>>,
@@ -1143,13 +1146,15 @@ impl BaselineStorage {
     pub(crate) fn read_ahead(&self, lineages: impl Iterator<Item = u32>) -> usize {
         let mut snapshots = [NO_SNAPSHOT; 3 * READ_AHEAD];
         let mut n = 0;
+        let mut seen = 0;
         for l in lineages.take(READ_AHEAD) {
             if let Some(l) = self.lineages.get(l as usize) {
                 snapshots[n..n + 3].copy_from_slice(&[l.snapshot, l.prior, l.prior2]);
                 n += 3;
+                // (Its last field too: an entry may straddle two cache lines.)
+                seen ^= l.refs as usize;
             }
         }
-        let mut seen = 0;
         for &s in &snapshots[..n] {
             if let Some(state) = self.infos.get(s as usize).and_then(|i| i.state.as_ref()) {
                 seen ^= Arc::strong_count(state);
@@ -3370,12 +3375,14 @@ mod tests {
         let snap = s.create_baseline(1, h, true).unwrap();
         c.nominate(&mut s, 1, 1, snap, &all, None, None, 1);
         assert_eq!(c.on_delivery(&mut s, 1, DeliveryStatus::Delivered), 1);
-        // Object 1's acknowledged lineage holds `snap`, whose state (as the pass's end
-        // commits it) is read; objects without a baseline add nothing.
+        // Object 1's acknowledged lineage (its holders too) and `snap`, whose state (as
+        // the pass's end commits it) is read; objects without a baseline add nothing.
         let state: Arc<dyn ErasedState> = Arc::new(crate::nested::support::StubState);
         s.infos[snap as usize].state = Some(state.clone());
-        let expected = Arc::strong_count(&state);
-        assert_eq!(expected, 2);
+        assert_eq!(Arc::strong_count(&state), 2);
+        let holders = s.lineages[c.object(1).acked as usize].refs as usize;
+        assert_eq!(holders, 1);
+        let expected = Arc::strong_count(&state) ^ holders;
         assert_eq!(
             s.read_ahead(c.acked_lineages([0, 1, 2].into_iter())),
             expected
@@ -3859,6 +3866,13 @@ mod tests {
         for c in [&mut mixed, &mut partial, &mut copy] {
             c.settle(&mut s, None);
         }
+    }
+
+    #[test]
+    fn a_snapshot_entry_is_half_a_cache_line() {
+        // Aligned to its size: an entry never straddles two lines.
+        assert_eq!(std::mem::size_of::<StateInfo>(), 32);
+        assert_eq!(std::mem::align_of::<StateInfo>(), 32);
     }
 
     #[test]
