@@ -264,15 +264,25 @@ struct ObjectLinks {
 pub(crate) const READ_AHEAD: usize = 16;
 
 impl ObjectEntry {
-    /// A value of the words working on the entry reads first (its flags and where its
-    /// object and state live), for a read-ahead (see [`READ_AHEAD`]).
+    /// A value of the words working on the entry reads (its handle, type, owner,
+    /// root, flags, and where its object and state live), for a read-ahead (see
+    /// [`READ_AHEAD`]). The entry spans several cache lines, and the compiler orders
+    /// its fields: reading most of them loads every line.
     pub(crate) fn read_ahead(&self) -> usize {
         let state = (&*self.state as *const dyn ErasedState).addr();
         let object = self
             .storage
             .as_deref()
             .map_or(0, |o| (o as *const dyn ErasedObject).addr());
-        usize::from(self.push_dirty) ^ state ^ object
+        let descriptor = (self.descriptor as *const StateDescriptor).addr();
+        usize::from(self.push_dirty)
+            ^ state
+            ^ object
+            ^ descriptor
+            ^ self.handle.id() as usize
+            ^ self.owner_connection.map_or(0, |c| c as usize)
+            ^ self.root.map_or(0, |r| r as usize)
+            ^ self.writer_refs as usize
     }
 }
 
