@@ -1035,8 +1035,7 @@ impl ObjectTable {
             // The run's entries first, level by level, so their cache misses overlap
             // (a large world's entries are far apart).
             let seen = run.iter().fold(0, |seen, &i| {
-                let entry = self.entries.get(i as usize).and_then(Option::as_ref);
-                seen ^ entry.map_or(0, ObjectEntry::read_ahead)
+                seen ^ self.entry_at(i).map_or(0, ObjectEntry::read_ahead)
             });
             std::hint::black_box(seen);
             for &i in run {

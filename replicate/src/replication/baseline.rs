@@ -2590,16 +2590,15 @@ impl ConnectionBaselines {
     /// from the same copy with the same nominations (packets of the same origins),
     /// else logging its own when the copy is shared.
     fn settle_logged(&mut self, packets: &[(u32, Settle)], moves: &mut FateMoves) {
-        let total = packets
+        let count = packets
             .iter()
             .map(|&(count, _)| count as usize)
             .sum::<usize>();
         // (The packets always count the nominations in flight.)
-        if total > self.in_flight.len() {
+        if count > self.in_flight.len() {
             self.settle_packets(packets);
             return;
         }
-        let count = total;
         if let Some(shared) = self.objects.shared() {
             let queued = &self.packets;
             let same_fates = |m: &FateMove| {

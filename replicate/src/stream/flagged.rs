@@ -14,11 +14,18 @@ pub trait Flag {
 }
 
 /// A value behind a lock, with its [`Flag`] set on every unlock.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct FlaggedMutex<T: Flag> {
     value: Mutex<T>,
     /// The value's flag, as of its last unlock.
     flag: AtomicBool,
+}
+
+impl<T: Flag + Default> Default for FlaggedMutex<T> {
+    /// The default value, its flag computed from it.
+    fn default() -> Self {
+        Self::new(T::default())
+    }
 }
 
 impl<T: Flag> FlaggedMutex<T> {
@@ -100,5 +107,22 @@ mod tests {
             assert!(!m.flag(), "set on unlock, not before");
         }
         assert!(m.flag());
+    }
+
+    #[test]
+    fn a_default_value_starts_with_its_own_flag() {
+        struct Idle;
+        impl Flag for Idle {
+            fn flag(&self) -> bool {
+                true
+            }
+        }
+        impl Default for Idle {
+            fn default() -> Self {
+                Idle
+            }
+        }
+        assert!(FlaggedMutex::<Idle>::default().flag());
+        assert!(!FlaggedMutex::<Queue>::default().flag());
     }
 }
