@@ -483,14 +483,15 @@ fn two_groups(threads: usize) -> GroupRun {
 fn two_groups_in_step_send_what_each_connection_writes_alone() {
     // On one thread the connections in step share one copy of their send states and
     // one of their baselines, and a copy that meets one another connection moved
-    // finds its move by value. On two
-    // threads copies also meet the other thread's. On six, every connection writes
-    // alone. All send the same bytes.
+    // finds its move by value. On two and three threads copies also meet the other
+    // threads' (a thread out of groups to lead steals followers of another's and
+    // replays the leader's section). On six, every connection writes alone. All send
+    // the same bytes.
     let alone = two_groups(6);
     for c in [alone.copies.send_states, alone.copies.baselines] {
         assert_eq!(c, StateCopies { held: 6, made: 0 }, "nothing shared");
     }
-    for threads in [1, 2] {
+    for threads in [1, 2, 3] {
         let run = two_groups(threads);
         assert!(run.replayed > 0, "threads {threads}: replayed");
         for c in [run.copies.send_states, run.copies.baselines] {

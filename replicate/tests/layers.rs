@@ -28,6 +28,7 @@ const LAYERS: &[&str] = &[
     "stream",
     "blob",
     "interest",
+    "replication::threads",
     "replication::wire",
     "replication::record",
     "replication::group",

@@ -461,8 +461,8 @@ pub(crate) enum Event<'a> {
         schedule_valid: bool,
     },
     /// The objects section of a trace, replayed: the trace is named by its serial
-    /// number on the thread that recorded it (a trace's place is recorded over once
-    /// all are in use), and whether that is another thread.
+    /// number (unique in the process: a trace's place is recorded over once all are
+    /// in use), and whether another thread recorded it.
     Replay { adopted: bool, serial: u64 },
 }
 

@@ -23,11 +23,10 @@
 //! writing its own). Connections in step also hold one copy of their send states and
 //! of their per-object baselines between them, copy-on-write (`group`): a connection
 //! holding the copy another moved in the pass (with the tick's changes, a replayed
-//! section or the fates of its packets) takes the result. The threads take whole
-//! groups of such connections where they can, so a group is written after its leader
-//! on one thread (only the pass's first group is shared out, its followers replaying
-//! the first section on any thread); a small pass of one group stays on the calling
-//! thread (`pass_threads`). What connections change in common —
+//! section or the fates of its packets) takes the result. The threads (`threads`)
+//! write each group's leader first, then its followers, on the leader's thread unless
+//! a thread out of work steals them (replaying the leader's section there); a small
+//! pass of one group stays on the calling thread. What connections change in common —
 //! the snapshots their nominations take, references, budgets — is settled after the
 //! pass, in the order of the packets, so the bytes do not depend on the thread count.
 //! A connection that replayed another's section settles on that one's lineages in
@@ -107,7 +106,9 @@ mod record;
 mod replay;
 mod scheduler;
 mod streams;
+mod threads;
 use streams::{ClientStreamManager, ClientStreams, ServerStreamManager, ServerStreams};
+use threads::Share;
 pub mod wire;
 mod writer;
 
@@ -185,7 +186,9 @@ pub struct ReplicationConfig {
     /// connections all in step stays on the calling thread: the others could only
     /// replay its leader's section, at more than it saves. The server keeps the threads
     /// besides the calling one in a pool of its own, started with it, so a write pass
-    /// starts none.
+    /// starts none; they stay awake (spinning) for up to a millisecond after a pass,
+    /// for the tick's next one, unless [`ReplicationServer::write_passes`] ended the
+    /// tick's passes.
     pub writer_threads: usize,
 }
 
@@ -322,45 +325,44 @@ struct WriteJob<'w> {
 /// Writes a chunk of a pass's packets on one thread, lending `cache` to each
 /// connection's writer: `allowed` is the connection's allowance in bits.
 ///
-/// With `first`, the calling thread's: it publishes the pass's first trace there once
-/// it wrote (or skipped) a packet.
+/// With `publish`, the chunk's first packet leads a group whose other packets other
+/// threads may write: the trace it records (or that there is none) is published
+/// there once it is written (or skipped).
 fn write_chunk(
     objects: &ObjectTable,
     cache: &mut encode::TickCache,
     chunk: &mut [Grouped<'_, '_, '_>],
-    first: Option<&FirstTrace>,
+    publish: Option<&PublishedTrace>,
 ) {
     for (k, (_, (job, conn, allowed, _))) in chunk.iter_mut().enumerate() {
-        if let Some(first) = first.filter(|_| k > 0) {
-            // The packet before this one was written (or skipped).
-            first.publish(|| cache.replays.first_complete());
+        let recorded = cache.replays.recorded();
+        if let Some(conn) = conn.as_deref_mut().filter(|_| *allowed != Some(0)) {
+            let writer = &mut *job.writer;
+            let sub = writer.begin_substream(allowed.unwrap_or(usize::MAX));
+            // The tick's changes and the fates of delivered packets meet the send
+            // states and baselines right before the write reads them.
+            conn.writer_mut().catch_up_in_pass(objects, Some(cache));
+            std::mem::swap(conn.writer_mut().cache_mut(), cache);
+            job.result = conn.streams.write_packet(objects, job.sequence, writer);
+            std::mem::swap(conn.writer_mut().cache_mut(), cache);
+            if writer.commit_substream(sub).is_err() {
+                // Every stream rolls back its own overflow; nothing is left to pay for.
+                tracing::error!(
+                    "connection {}: the packet's streams overflowed the budget",
+                    job.connection
+                );
+            }
         }
-        let Some(conn) = conn.as_deref_mut() else {
-            continue;
-        };
-        if *allowed == Some(0) {
-            continue;
+        if let Some(slot) = publish.filter(|_| k == 0) {
+            // Set once: only this thread writes the group's leader.
+            let _ = slot.set(cache.replays.recorded_since(recorded));
         }
-        let writer = &mut *job.writer;
-        let sub = writer.begin_substream(allowed.unwrap_or(usize::MAX));
-        // The tick's changes and the fates of delivered packets meet the send states
-        // and baselines right before the write reads them.
-        conn.writer_mut().catch_up_in_pass(objects, Some(cache));
-        std::mem::swap(conn.writer_mut().cache_mut(), cache);
-        job.result = conn.streams.write_packet(objects, job.sequence, writer);
-        std::mem::swap(conn.writer_mut().cache_mut(), cache);
-        if writer.commit_substream(sub).is_err() {
-            // Every stream rolls back its own overflow; nothing is left to pay for.
-            tracing::error!(
-                "connection {}: the packet's streams overflowed the budget",
-                job.connection
-            );
-        }
-    }
-    if let Some(first) = first {
-        first.publish(|| cache.replays.first_complete());
     }
 }
+
+/// The trace a group's leader recorded, published for the threads that write its
+/// followers (`None`: it recorded none).
+type PublishedTrace = std::sync::OnceLock<Option<Arc<replay::PacketTrace>>>;
 
 /// One packet of a write pass: the job, its connection (`None`: not open, or named
 /// twice), the bits the interest layer allows it and where it started.
@@ -445,221 +447,6 @@ fn in_groups<'a, 'j, 'w>(work: &'a mut [PacketWork<'j, 'w>]) -> Vec<Grouped<'a, 
     grouped
 }
 
-/// Runs `work` over `items` in chunks, each thread with its own cache: the calling
-/// thread takes chunks from the front, the others (`pool`'s threads, or scoped threads
-/// started for the call without one) from the back, until none is left. So the
-/// threads end together however late the others start, and each keeps about the same
-/// items from one call to the next. A thread works through each chunk in order.
-///
-/// Items of one group (`group` gives it) are consecutive, and a chunk holds whole
-/// groups (see [`cut_by_group`]): the connections of a group in step are written on
-/// one thread, after their leader. Only the first group is cut across chunks.
-///
-/// `work` is told whether its thread is the calling one. Until `ready()`, the other
-/// threads work only the chunks that do not `wait` for it: the others they take, they
-/// only `prepare` and put back, prepared. Once no chunk is left to take, any thread
-/// works the prepared ones (the last prepared first). So a thread that prepared while
-/// waiting holds no work the others could do. The calling thread calls `done()` when
-/// no chunk is left for it, or when it unwinds (whatever the others wait for must be
-/// decided then).
-#[allow(clippy::too_many_arguments)]
-fn on_writer_threads<T: Send, C: Send>(
-    pool: Option<&rayon::ThreadPool>,
-    items: &mut [T],
-    caches: &mut [C],
-    group: impl Fn(&T) -> usize,
-    ready: impl Fn() -> bool + Sync,
-    wait: impl Fn(&[T]) -> bool + Sync,
-    prepare: impl Fn(&mut C, &mut [T]) + Sync,
-    done: impl Fn() + Sync,
-    work: impl Fn(&mut C, &mut [T], bool) + Sync,
-) {
-    let Some((first_cache, other_caches)) = caches.split_first_mut() else {
-        return;
-    };
-    if other_caches.is_empty() || items.len() < 2 {
-        // One share: no thread to start.
-        let _done = OnDrop(&done);
-        work(first_cache, items, true);
-        return;
-    }
-    // Several chunks per thread: the balance is off by a chunk at most.
-    let threads = other_caches.len().min(items.len() - 1) + 1;
-    let chunk = items.len().div_ceil(threads * CHUNKS_PER_THREAD).max(1);
-    // The chunks not taken yet, and those prepared and put back.
-    let chunks = std::sync::Mutex::new((cut_by_group(items, chunk, group), Vec::new()));
-    let lock = || {
-        chunks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    };
-    let take = |front: bool| {
-        let (fresh, prepared) = &mut *lock();
-        let next = if front {
-            fresh.pop_front()
-        } else {
-            fresh.pop_back()
-        };
-        next.or_else(|| prepared.pop())
-    };
-    let run = |cache: &mut C, front: bool| {
-        let _done = front.then(|| OnDrop(&done));
-        while !front && !ready() {
-            let Some(chunk) = lock().0.pop_back() else {
-                break;
-            };
-            if wait(chunk) {
-                prepare(cache, chunk);
-                lock().1.push(chunk);
-            } else {
-                work(cache, chunk, false);
-            }
-        }
-        while let Some(chunk) = take(front) {
-            work(cache, chunk, front);
-        }
-    };
-    match pool {
-        Some(pool) => pool.in_place_scope(|scope| {
-            for cache in other_caches.iter_mut().take(threads - 1) {
-                let run = &run;
-                scope.spawn(move |_| run(cache, false));
-            }
-            run(first_cache, true);
-        }),
-        None => std::thread::scope(|scope| {
-            for cache in other_caches.iter_mut().take(threads - 1) {
-                scope.spawn(|| run(cache, false));
-            }
-            run(first_cache, true);
-        }),
-    }
-}
-
-/// `items` cut into chunks of at most `size`, consecutive items of one `group` kept
-/// in one chunk: a chunk ends early rather than cut a group that would fit in the
-/// next. A larger group starts a chunk of its own, whole, unless it is the first
-/// (group 0), which is cut into chunks of `size`: only its connections can replay a
-/// section of another thread (the first, see [`FirstTrace`]); those of another group
-/// cut across threads would each lead a section of their own.
-fn cut_by_group<T>(
-    mut items: &mut [T],
-    size: usize,
-    group: impl Fn(&T) -> usize,
-) -> std::collections::VecDeque<&mut [T]> {
-    let mut chunks = std::collections::VecDeque::new();
-    while !items.is_empty() {
-        let mut end = 0;
-        while end < items.len() && end < size {
-            // The group starting at `end`, and where it ends.
-            let g = group(&items[end]);
-            let run = items[end..].iter().take_while(|i| group(i) == g).count();
-            if end + run <= size {
-                end += run;
-            } else if end > 0 {
-                break;
-            } else if g == 0 {
-                end = size;
-            } else {
-                end = run;
-            }
-        }
-        let (chunk, rest) = std::mem::take(&mut items).split_at_mut(end);
-        chunks.push_back(chunk);
-        items = rest;
-    }
-    chunks
-}
-
-/// How many of `threads` writer threads a pass runs on, given its packets' groups in
-/// order (see [`in_groups`]): all of them, unless every packet is in the first group
-/// and there are fewer than [`MIN_PACKETS_IN_STEP_FOR_THREADS`].
-fn pass_threads(mut groups: impl Iterator<Item = usize>, threads: usize) -> usize {
-    let mut packets = 0;
-    let one_group = groups.all(|g| {
-        packets += 1;
-        g == 0
-    });
-    if one_group && packets < MIN_PACKETS_IN_STEP_FOR_THREADS {
-        threads.min(1)
-    } else {
-        threads
-    }
-}
-
-/// The fewest packets of a pass whose connections are all in one group (in step)
-/// that the other writer threads are woken for. With one group the other threads can
-/// only replay its leader's section, and a replay on another core costs about twice
-/// one on the leader's (the group's shared copies move between the cores); below about
-/// 150 packets the hand-offs cost more than the replays they take (S2, all in scope
-/// on two cores: 0.9× the speed of one thread at 100 connections, 1.06× at 200, 1.28×
-/// at 400). A pass with another group, which a thread writes whole beside the first,
-/// always wakes them.
-const MIN_PACKETS_IN_STEP_FOR_THREADS: usize = 160;
-
-/// Chunks per writer thread a write pass is cut into (see [`on_writer_threads`]).
-const CHUNKS_PER_THREAD: usize = 8;
-
-/// The first trace of a write pass, shared by its writer threads: the calling thread
-/// publishes the trace of the first section it writes (or that there is none), and
-/// the other threads adopt it before they write anything. So connections in step with
-/// the calling thread's first one replay its section on every thread, where each
-/// thread would otherwise write (and encode) a section of its own first.
-#[derive(Default)]
-struct FirstTrace {
-    decided: std::sync::atomic::AtomicBool,
-    trace: std::sync::Mutex<Option<std::sync::Arc<replay::PacketTrace>>>,
-}
-
-impl FirstTrace {
-    /// Publishes `trace` unless a trace (or none) was published already.
-    fn publish(&self, trace: impl FnOnce() -> Option<std::sync::Arc<replay::PacketTrace>>) {
-        use std::sync::atomic::Ordering;
-        if self.decided.load(Ordering::Acquire) {
-            return;
-        }
-        *self
-            .trace
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = trace();
-        self.decided.store(true, Ordering::Release);
-    }
-
-    /// Whether the trace (or that there is none) was published.
-    fn is_decided(&self) -> bool {
-        self.decided.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// The published trace, once published (the calling thread publishes after its
-    /// first packet, or when it stops).
-    fn wait(&self) -> Option<std::sync::Arc<replay::PacketTrace>> {
-        use std::sync::atomic::Ordering;
-        let mut spins = 0u32;
-        while !self.decided.load(Ordering::Acquire) {
-            spins = spins.wrapping_add(1);
-            if spins % 64 == 0 {
-                // The calling thread may be waiting for a core.
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
-        }
-        self.trace
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-    }
-}
-
-/// Calls its function when dropped, also while unwinding.
-struct OnDrop<F: Fn()>(F);
-
-impl<F: Fn()> Drop for OnDrop<F> {
-    fn drop(&mut self) {
-        (self.0)();
-    }
-}
-
 /// Items `a` and `b` of `items`, both mutably (`None` when they are the same or one is
 /// out of range).
 fn two_mut<T>(items: &mut [T], a: usize, b: usize) -> Option<(&mut T, &mut T)> {
@@ -719,7 +506,7 @@ pub struct ReplicationServer {
     caches: Vec<encode::TickCache>,
     /// The writer threads besides the calling one (none with one writer thread, or
     /// when the system would not start them: then each pass starts its own).
-    pool: Option<rayon::ThreadPool>,
+    pool: Option<threads::WriterPool>,
 }
 
 impl std::fmt::Debug for ReplicationServer {
@@ -742,13 +529,7 @@ impl ReplicationServer {
                 .map(|_| encode::TickCache::default())
                 .collect(),
             pool: (config.writer_threads > 1)
-                .then(|| {
-                    rayon::ThreadPoolBuilder::new()
-                        .num_threads(config.writer_threads - 1)
-                        .thread_name(|k| format!("replicate-writer-{}", k + 1))
-                        .build()
-                        .ok()
-                })
+                .then(|| threads::WriterPool::new(config.writer_threads - 1))
                 .flatten(),
             config,
             now: Duration::ZERO,
@@ -1110,10 +891,10 @@ impl ReplicationServer {
     /// connection named twice, or not open, writes nothing (`NoData`).
     ///
     /// Connections in step (their acknowledgements, dirty objects and budgets alike)
-    /// write the same objects section: the first one a thread writes writes it, the
+    /// write the same objects section: the first one (the leader) writes it, the
     /// others copy it and take its state changes ([`replayed_sections`](Self::replayed_sections)
-    /// counts them); the other threads also copy the first section the calling thread
-    /// writes. Passing the connections together is what lets them share it.
+    /// counts them), on the leader's thread or on another that ran out of work.
+    /// Passing the connections together is what lets them share it.
     ///
     /// ```
     /// use replicate::bits::BitWriter;
@@ -1222,6 +1003,10 @@ impl ReplicationServer {
                 }
             }
         }
+        // The tick's passes are over: the writer threads need not stay awake.
+        if let Some(pool) = &self.pool {
+            pool.release();
+        }
     }
 
     /// The write pass behind [`write_packets`](Self::write_packets): budgets, then the
@@ -1257,44 +1042,34 @@ impl ReplicationServer {
         for cache in &mut self.caches {
             cache.begin_pass(work.len());
         }
-        let first = FirstTrace::default();
         // On one thread, the packets in job order.
         let mut grouped = if self.caches.len() > 1 {
             in_groups(&mut work)
         } else {
             work.iter_mut().map(|w| (0, w)).collect()
         };
-        // The first group's packets on other threads may replay the calling thread's
-        // first section: they wait for it.
-        let in_first_group = |chunk: &[Grouped<'_, '_, '_>]| chunk.iter().any(|&(g, _)| g == 0);
-        let threads = pass_threads(grouped.iter().map(|&(g, _)| g), self.caches.len());
-        on_writer_threads(
+        let groups = grouped.last().map_or(0, |&(g, _)| g + 1);
+        let traces: Vec<PublishedTrace> = (0..groups).map(|_| PublishedTrace::new()).collect();
+        let threads = threads::pass_threads(grouped.iter().map(|&(g, _)| g), self.caches.len());
+        threads::on_writer_threads(
             self.pool.as_ref(),
             &mut grouped,
             &mut self.caches[..threads],
             |&(g, _)| g,
-            || first.is_decided(),
-            in_first_group,
-            // While the other threads wait for the first trace, their connections
-            // take what they put off (catching up again at the write does nothing).
-            |cache, chunk| {
-                for (_, (_, conn, allowed, _)) in chunk {
-                    if let Some(conn) = conn.as_deref_mut().filter(|_| *allowed != Some(0)) {
-                        conn.writer_mut().catch_up_in_pass(objects, Some(cache));
+            |cache, chunk, share| {
+                let trace = chunk.first().and_then(|&(g, _)| traces.get(g));
+                match share {
+                    Share::Head { publishes } => {
+                        write_chunk(objects, cache, chunk, trace.filter(|_| publishes));
                     }
-                }
-            },
-            // The calling thread stopped (the others may have taken every chunk): if it
-            // published no trace, there is none.
-            || first.publish(|| None),
-            |cache, chunk, calling| {
-                if calling {
-                    write_chunk(objects, cache, chunk, Some(&first));
-                } else {
-                    if in_first_group(chunk) {
-                        cache.replays.adopt(first.wait());
+                    Share::Rest => write_chunk(objects, cache, chunk, None),
+                    Share::Stolen => {
+                        // Published before the chunk was released.
+                        cache
+                            .replays
+                            .adopt(trace.and_then(|t| t.get().cloned().flatten()));
+                        write_chunk(objects, cache, chunk, None);
                     }
-                    write_chunk(objects, cache, chunk, None);
                 }
             },
         );
@@ -1656,303 +1431,7 @@ impl ReplicationClient {
 
 #[cfg(test)]
 mod tests {
-    use super::{
-        FirstTrace, MIN_PACKETS_IN_STEP_FOR_THREADS, cut_by_group, on_writer_threads, pass_threads,
-        two_mut,
-    };
-
-    /// Runs an `on_writer_threads` case with threads started for the call, then with
-    /// a pool of `threads - 1`.
-    fn both_ways(threads: usize, case: impl Fn(Option<&rayon::ThreadPool>)) {
-        case(None);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads.saturating_sub(1).max(1))
-            .build();
-        case(Some(&pool.expect("a test pool starts")));
-    }
-
-    /// [`on_writer_threads`] on two threads that wait for `ready`, which the calling
-    /// thread's `done` sets.
-    fn on_two_threads_until_ready<T: Send>(
-        pool: Option<&rayon::ThreadPool>,
-        items: &mut [T],
-        ready: &std::sync::atomic::AtomicBool,
-        prepare: impl Fn(&mut [T]) + Sync,
-        work: impl Fn(&mut [T], bool) + Sync,
-    ) {
-        use std::sync::atomic::Ordering;
-        on_writer_threads(
-            pool,
-            items,
-            &mut [(), ()],
-            |_| 0,
-            || ready.load(Ordering::Acquire),
-            |_| true,
-            |_, chunk| prepare(chunk),
-            || ready.store(true, Ordering::Release),
-            |_, chunk, calling| work(chunk, calling),
-        );
-    }
-
-    #[test]
-    fn writer_threads_take_every_item_once_the_calling_thread_a_prefix() {
-        for (items, threads) in [(1, 2), (2, 2), (7, 2), (100, 2), (100, 3), (5, 8)] {
-            both_ways(threads, |pool| take_every_item_once(pool, items, threads));
-        }
-    }
-
-    fn take_every_item_once(pool: Option<&rayon::ThreadPool>, items: u32, threads: usize) {
-        let mut work: Vec<(u32, u32)> = (0..items).map(|i| (i, 0)).collect();
-        let mut caches: Vec<Vec<Vec<u32>>> = vec![Vec::new(); threads];
-        on_writer_threads(
-            pool,
-            &mut work,
-            &mut caches,
-            |_| 0,
-            || true,
-            |_| true,
-            |_, _| {},
-            || {},
-            |taken, chunk, _| {
-                taken.push(chunk.iter().map(|&(i, _)| i).collect());
-                for (_, visits) in chunk.iter_mut() {
-                    *visits += 1;
-                }
-            },
-        );
-        assert!(
-            work.iter().all(|&(_, v)| v == 1),
-            "{items} items, {threads} threads"
-        );
-        // The calling thread's chunks, in the order it took them, are the front of
-        // the items; every chunk is in order.
-        let front: Vec<u32> = caches[0].iter().flatten().copied().collect();
-        assert_eq!(front, (0..front.len() as u32).collect::<Vec<_>>());
-        for chunk in caches.iter().flatten() {
-            assert!(chunk.windows(2).all(|w| w[0] + 1 == w[1]));
-        }
-    }
-
-    #[test]
-    fn other_writer_threads_prepare_what_they_take_until_ready() {
-        both_ways(2, prepare_until_ready);
-    }
-
-    fn prepare_until_ready(pool: Option<&rayon::ThreadPool>) {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let ready = AtomicBool::new(false);
-        // (item, visits, times prepared, prepared before its visit)
-        let mut work: Vec<(u32, u32, u32, bool)> = (0..64).map(|i| (i, 0, 0, false)).collect();
-        on_two_threads_until_ready(
-            pool,
-            &mut work,
-            &ready,
-            |chunk| chunk.iter_mut().for_each(|item| item.2 += 1),
-            |chunk, calling| {
-                for item in chunk.iter_mut() {
-                    item.1 += 1;
-                    item.3 = item.2 > 0;
-                }
-                if calling {
-                    ready.store(true, Ordering::Release);
-                }
-            },
-        );
-        assert!(work.iter().all(|item| item.1 == 1), "every item once");
-        assert!(work.iter().all(|item| item.2 <= 1), "prepared once at most");
-        assert!(
-            work.iter().all(|item| item.3 == (item.2 == 1)),
-            "prepared before the visit"
-        );
-    }
-
-    #[test]
-    fn chunks_prepared_while_waiting_are_left_for_any_thread() {
-        both_ways(2, leave_prepared_chunks);
-    }
-
-    fn leave_prepared_chunks(pool: Option<&rayon::ThreadPool>) {
-        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-        use std::time::{Duration, Instant};
-        let ready = AtomicBool::new(false);
-        let prepared = AtomicUsize::new(0);
-        let calling_took_prepared = AtomicBool::new(false);
-        // (visited by the calling thread, prepared)
-        let mut work = vec![(false, false); 32];
-        let chunks = 2 * super::CHUNKS_PER_THREAD;
-        on_two_threads_until_ready(
-            pool,
-            &mut work,
-            &ready,
-            |chunk| {
-                chunk.iter_mut().for_each(|item| item.1 = true);
-                prepared.fetch_add(1, Ordering::AcqRel);
-            },
-            |chunk, calling| {
-                let deadline = Instant::now() + Duration::from_secs(5);
-                if calling && !ready.load(Ordering::Acquire) {
-                    // The calling thread's first chunk takes as long as the other
-                    // thread needs to prepare every other chunk.
-                    while prepared.load(Ordering::Acquire) < chunks - 1 && Instant::now() < deadline
-                    {
-                        std::thread::yield_now();
-                    }
-                    ready.store(true, Ordering::Release);
-                } else if calling {
-                    calling_took_prepared.fetch_or(chunk[0].1, Ordering::AcqRel);
-                } else {
-                    // The other thread is slow: the calling thread must not be left
-                    // idle while it works through what it prepared.
-                    while !calling_took_prepared.load(Ordering::Acquire)
-                        && Instant::now() < deadline
-                    {
-                        std::thread::yield_now();
-                    }
-                }
-                chunk.iter_mut().for_each(|item| item.0 = calling);
-            },
-        );
-        assert!(calling_took_prepared.load(Ordering::Acquire));
-        assert!(work.iter().filter(|item| item.0 && item.1).count() >= 2);
-    }
-
-    #[test]
-    fn chunks_keep_groups_whole_and_cut_only_the_first() {
-        let lens = |groups: &[usize], size: usize| {
-            let mut items: Vec<usize> = groups
-                .iter()
-                .enumerate()
-                .flat_map(|(g, &n)| std::iter::repeat_n(g, n))
-                .collect();
-            let chunks = cut_by_group(&mut items, size, |&g| g);
-            let seen: Vec<usize> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
-            let lens: Vec<usize> = chunks.iter().map(|c| c.len()).collect();
-            (seen, lens)
-        };
-        // Small groups share a chunk up to its size; one that would not fit starts
-        // the next.
-        let (seen, l) = lens(&[2, 3, 2, 1], 4);
-        assert_eq!(seen, [0, 0, 1, 1, 1, 2, 2, 3], "every item once, in order");
-        assert_eq!(l, [2, 3, 3]);
-        // The first group is cut into chunks of the size; a later large one is whole.
-        assert_eq!(lens(&[10, 3, 6], 4).1, [4, 4, 2, 3, 6]);
-        // Connections alone (groups of one) fill chunks.
-        assert_eq!(lens(&[1; 7], 3).1, [3, 3, 1]);
-        assert!(lens(&[], 3).1.is_empty());
-    }
-
-    #[test]
-    fn other_threads_work_what_needs_no_waiting_before_ready() {
-        both_ways(2, work_before_ready);
-    }
-
-    fn work_before_ready(pool: Option<&rayon::ThreadPool>) {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        use std::time::{Duration, Instant};
-        let ready = AtomicBool::new(false);
-        let worked_early = AtomicBool::new(false);
-        // (group, worked by the calling thread, worked before ready): the first group
-        // waits, two others of 8 do not.
-        let mut work: Vec<(usize, bool, bool)> = (0..32)
-            .map(|i| (i / 16 * (1 + i % 2), false, false))
-            .collect();
-        work.sort_by_key(|&(g, _, _)| g);
-        on_writer_threads(
-            pool,
-            &mut work,
-            &mut [(), ()],
-            |&(g, _, _)| g,
-            || ready.load(Ordering::Acquire),
-            |chunk| chunk.iter().any(|&(g, _, _)| g == 0),
-            |_, _| {},
-            || ready.store(true, Ordering::Release),
-            |_, chunk, calling| {
-                let deadline = Instant::now() + Duration::from_secs(5);
-                let waits = chunk.iter().any(|&(g, _, _)| g == 0);
-                if !calling && waits {
-                    // As the writer does: the first group waits for the first trace.
-                    while !ready.load(Ordering::Acquire) && Instant::now() < deadline {
-                        std::thread::yield_now();
-                    }
-                }
-                let early = !ready.load(Ordering::Acquire);
-                if calling && early {
-                    // The calling thread's first chunk lasts until the other thread
-                    // worked a chunk that does not wait.
-                    while !worked_early.load(Ordering::Acquire) && Instant::now() < deadline {
-                        std::thread::yield_now();
-                    }
-                    ready.store(true, Ordering::Release);
-                }
-                if !calling && early {
-                    worked_early.store(true, Ordering::Release);
-                }
-                for item in chunk.iter_mut() {
-                    *item = (item.0, calling, early && !calling);
-                }
-            },
-        );
-        assert!(worked_early.load(Ordering::Acquire));
-        // Each later group was worked by one thread.
-        for g in [1, 2] {
-            let by: Vec<bool> = work.iter().filter(|i| i.0 == g).map(|i| i.1).collect();
-            assert!(by.iter().all(|&c| c == by[0]), "group {g}: {by:?}");
-        }
-    }
-
-    #[test]
-    fn the_first_published_trace_stands() {
-        let first = FirstTrace::default();
-        std::thread::scope(|scope| {
-            let waiter = scope.spawn(|| first.wait());
-            first.publish(|| Some(Default::default()));
-            first.publish(|| None);
-            assert!(
-                waiter.join().unwrap().is_some(),
-                "the first publication stands"
-            );
-        });
-    }
-
-    #[test]
-    fn the_calling_thread_is_done_even_when_it_unwinds() {
-        both_ways(2, done_when_unwinding);
-    }
-
-    fn done_when_unwinding(pool: Option<&rayon::ThreadPool>) {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let done = AtomicBool::new(false);
-        let mut work = [0u32; 8];
-        let mut caches = [(); 2];
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            on_writer_threads(
-                pool,
-                &mut work,
-                &mut caches,
-                |_| 0,
-                || done.load(Ordering::Acquire),
-                |_| true,
-                |_, _| {},
-                || done.store(true, Ordering::Release),
-                |_, _, calling| assert!(!calling, "the calling thread fails"),
-            )
-        }));
-        assert!(run.is_err());
-        assert!(done.load(Ordering::Acquire));
-    }
-
-    #[test]
-    fn a_small_pass_of_one_group_stays_on_the_calling_thread() {
-        let in_step = |n: usize| std::iter::repeat_n(0, n);
-        let small = MIN_PACKETS_IN_STEP_FOR_THREADS - 1;
-        assert_eq!(pass_threads(in_step(small), 2), 1);
-        assert_eq!(pass_threads(in_step(small + 1), 2), 2);
-        assert_eq!(pass_threads(in_step(small + 1), 1), 1);
-        // Another group, however small the pass: a thread writes it beside the first.
-        assert_eq!(pass_threads(in_step(3).chain([1]), 4), 4);
-        assert_eq!(pass_threads([0, 1, 2].into_iter(), 2), 2);
-        assert_eq!(pass_threads(std::iter::empty(), 2), 1);
-    }
+    use super::two_mut;
 
     #[test]
     fn two_mut_lends_two_distinct_items() {

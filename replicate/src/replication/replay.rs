@@ -13,8 +13,9 @@
 //! it read (its inputs) and what it did (the bits, and every state it changed, before
 //! and after). A later connection of the same pass whose inputs equal a trace's does not
 //! plan, frame or encode anything: it copies the bits and takes the trace's states.
-//! Each writer thread keeps its own traces; the first the calling thread records is
-//! shared with the pass's other threads ([`Replays::adopt`]).
+//! Each writer thread keeps its own traces; a group leader's is shared with the
+//! pass's other threads, which adopt it to write the group's followers
+//! ([`Replays::adopt`]).
 //! Equal inputs are checked exactly, never by hash, so a replayed section is the
 //! section the writer would have written, bit for bit (a test writes every packet both
 //! ways and compares them).
@@ -40,6 +41,9 @@ pub const MAX_TRACES: usize = 8;
 /// A trace stops being recorded after this many traces in a row that no connection
 /// replayed (connections not in step: recording would only cost).
 const MAX_UNUSED_TRACES: u32 = MAX_TRACES as u32;
+
+/// The next trace serial number (see [`PacketTrace::serial`]).
+static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// One dirty object in a trace: its index and its state before and after the packet
 /// (send state with priority, and baselines).
@@ -145,8 +149,8 @@ pub(crate) struct PacketTrace {
     pub baselines: BaselinesTail,
     /// Batches planned with and without a reference (the tick cache's counts).
     pub batch_counts: (u64, u64),
-    /// The recording's number on its thread (a trace's place is recorded over once
-    /// all are in use).
+    /// The recording's number, unique in the process (a trace's place is recorded
+    /// over once all are in use, and a thread adopts the traces of others).
     pub serial: u64,
     /// The leader's send states before the section, if shared, and after (see
     /// `group`): a connection holding the same copy before takes the copy after.
@@ -224,7 +228,7 @@ impl PacketTrace {
 }
 
 /// A trace [`Replays::find`] found: one this thread recorded (by index), or the one
-/// it adopted from the calling thread ([`Replays::adopt`]).
+/// it adopted from another thread ([`Replays::adopt`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TraceRef {
     Own(usize),
@@ -235,7 +239,7 @@ pub(crate) enum TraceRef {
 #[derive(Debug, Default)]
 pub(crate) struct Replays {
     /// Shared with the pass's other writer threads once published (see
-    /// [`first_complete`](Self::first_complete)); unique again once they end the pass.
+    /// [`recorded_since`](Self::recorded_since)); unique again once they end the pass.
     traces: Vec<Arc<PacketTrace>>,
     /// Another writer thread's trace of the pass, replayed like this thread's own.
     adopted: Option<Arc<PacketTrace>>,
@@ -243,6 +247,8 @@ pub(crate) struct Replays {
     live: usize,
     /// The next trace to record over when all are in use.
     next: usize,
+    /// The trace recorded last.
+    newest: usize,
     /// Traces recorded in a row that nobody replayed.
     unused: u32,
     /// Sections replayed, and batches in them, since the server started.
@@ -277,13 +283,20 @@ impl Replays {
         }
     }
 
-    /// The pass's first complete trace, to share with the pass's other writer
-    /// threads ([`adopt`](Self::adopt)).
-    pub(crate) fn first_complete(&self) -> Option<Arc<PacketTrace>> {
-        self.traces[..self.live]
-            .iter()
-            .find(|t| t.inputs.is_some())
-            .cloned()
+    /// Traces recorded since the server started (see [`recorded_since`](Self::recorded_since)).
+    pub(crate) fn recorded(&self) -> u64 {
+        self.recorded
+    }
+
+    /// The trace recorded last, if complete and recorded after `recorded` traces
+    /// ([`recorded`](Self::recorded)): to share with the pass's other writer threads
+    /// ([`adopt`](Self::adopt)).
+    pub(crate) fn recorded_since(&self, recorded: u64) -> Option<Arc<PacketTrace>> {
+        let t = self
+            .traces
+            .get(self.newest)
+            .filter(|_| self.recorded > recorded)?;
+        t.inputs.is_some().then(|| Arc::clone(t))
     }
 
     /// Replays another writer thread's trace of the pass too.
@@ -342,10 +355,11 @@ impl Replays {
             self.traces.resize_with(i + 1, Arc::default);
         }
         self.recorded += 1;
-        let serial = self.recorded;
+        self.newest = i;
         let t = self.trace_mut(i);
         t.inputs = None;
-        t.serial = serial;
+        // Unique in the process: a thread may adopt traces of several others.
+        t.serial = SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         t.states = [None, None];
         Some(i)
     }
@@ -425,10 +439,18 @@ mod tests {
         let d = dirty();
         let mut calling = Replays::default();
         calling.begin_pass(3);
-        assert!(calling.first_complete().is_none(), "nothing recorded yet");
+        let before = calling.recorded();
+        assert!(
+            calling.recorded_since(before).is_none(),
+            "nothing recorded yet"
+        );
         record(&mut calling, 0, &d).unwrap();
-        let shared = calling.first_complete();
+        let shared = calling.recorded_since(before);
         assert!(shared.is_some());
+        assert!(
+            calling.recorded_since(before + 1).is_none(),
+            "recorded before"
+        );
         let mut other = Replays::default();
         other.begin_pass(3);
         let schedule = Schedule::default();
