@@ -66,9 +66,9 @@ impl WriterPool {
         self.passes.fetch_add(1, Ordering::Release);
     }
 
-    /// Runs `f` in a scope of the pool (its spawns run on the pool's threads), with
-    /// the threads kept awake after the last pass set to it, and keeps `threads` of
-    /// them awake after it.
+    /// Runs `f` in a scope of the pool (its spawns run on the pool's threads: those
+    /// kept awake after the last pass stop spinning and take them), then keeps
+    /// `threads` of them awake for the next pass.
     fn scope<'s>(&self, threads: usize, f: impl FnOnce(&rayon::Scope<'s>)) {
         self.release();
         self.threads.in_place_scope(f);
