@@ -464,15 +464,15 @@ mod tests {
     #[test]
     fn a_thread_out_of_heads_steals_the_rest_of_a_group() {
         both_ways(2, |pool| {
-            // One large group: the calling thread heads it; the other thread has no
-            // head to take and steals.
+            // One large group: one thread heads it (whichever takes it first); the
+            // other has no head to take and steals.
             let stolen = AtomicBool::new(false);
             let items = grouped(&[64]);
-            let seen = visits(pool, &items, 2, |thread, share| {
+            let seen = visits(pool, &items, 2, |_, share| {
                 if share == Share::Stolen {
                     stolen.store(true, Ordering::Release);
-                } else if thread == 0 && share == Share::Rest {
-                    // The calling thread's rest waits until the other thread stole.
+                } else if share == Share::Rest {
+                    // The head's thread waits in its rest until the other stole.
                     let deadline = Instant::now() + Duration::from_secs(5);
                     while !stolen.load(Ordering::Acquire) && Instant::now() < deadline {
                         std::thread::yield_now();
@@ -480,13 +480,11 @@ mod tests {
                 }
             });
             assert!(stolen.load(Ordering::Acquire));
-            let by_other = seen.iter().filter(|v| v[0].thread == 1).count();
-            assert!(
-                seen.iter()
-                    .filter(|v| v[0].share == Share::Stolen)
-                    .all(|v| v[0].thread == 1)
-            );
-            assert!(by_other > 0);
+            let header = seen[0][0].thread;
+            let by_share = |share: Share| seen.iter().filter(move |v| v[0].share == share);
+            assert!(by_share(Share::Rest).all(|v| v[0].thread == header));
+            assert!(by_share(Share::Stolen).all(|v| v[0].thread != header));
+            assert!(by_share(Share::Stolen).count() > 0);
         });
     }
 
