@@ -162,10 +162,7 @@ impl ReplicationWriter {
             return None;
         };
         let changed = || t.changed.iter().filter_map(|&k| t.objects.get(k as usize));
-        let event = Event::Replay {
-            adopted: found == TraceRef::Adopted,
-            serial: t.serial,
-        };
+        let event = Event::Replay { serial: t.serial };
         let [send_joins, word_joins] = &mut self.joins;
         replay_move(
             &mut self.sends,

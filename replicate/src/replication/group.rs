@@ -461,9 +461,9 @@ pub(crate) enum Event<'a> {
         schedule_valid: bool,
     },
     /// The objects section of a trace, replayed: the trace is named by its serial
-    /// number (unique in the process: a trace's place is recorded over once all are
-    /// in use), and whether another thread recorded it.
-    Replay { adopted: bool, serial: u64 },
+    /// number, unique in the process (a trace's place is recorded over once all are
+    /// in use, and a thread replays other threads' traces too).
+    Replay { serial: u64 },
 }
 
 /// An [`Event`] as the log keeps it.
@@ -474,7 +474,6 @@ enum LoggedEvent {
         schedule_valid: bool,
     },
     Replay {
-        adopted: bool,
         serial: u64,
     },
 }
@@ -489,7 +488,7 @@ impl LoggedEvent {
                 excluded: excluded.clone(),
                 schedule_valid,
             },
-            Event::Replay { adopted, serial } => Self::Replay { adopted, serial },
+            Event::Replay { serial } => Self::Replay { serial },
         }
     }
 
@@ -505,13 +504,7 @@ impl LoggedEvent {
                     schedule_valid: vb,
                 },
             ) => *va == vb && a.same_bits(b),
-            (
-                Self::Replay { adopted, serial },
-                Event::Replay {
-                    adopted: a,
-                    serial: n,
-                },
-            ) => *adopted == a && *serial == n,
+            (Self::Replay { serial }, Event::Replay { serial: n }) => *serial == n,
             _ => false,
         }
     }
@@ -874,10 +867,7 @@ mod tests {
             schedule_valid: false,
         };
         assert!(log.find(&follower, other_schedule).is_none());
-        let replay = Event::Replay {
-            adopted: true,
-            serial: 0,
-        };
+        let replay = Event::Replay { serial: 0 };
         assert!(log.find(&follower, replay).is_none());
         log.clear();
         assert!(log.find(&follower, event).is_none());
@@ -888,10 +878,7 @@ mod tests {
         let mut moved = states(4);
         moved.dirty.set(3);
         let after = Arc::new(moved);
-        let event = Event::Replay {
-            adopted: true,
-            serial: 7,
-        };
+        let event = Event::Replay { serial: 7 };
         let recorded = [Some(&start), Some(&after)];
         let mut log = Transitions::default();
         // Equal states in another copy take the move, and log it for that copy.

@@ -334,8 +334,9 @@ fn write_chunk(
     chunk: &mut [Grouped<'_, '_, '_>],
     publish: Option<&PublishedTrace>,
 ) {
+    // The first packet's trace, if it records one, is the one recorded after these.
+    let publish = publish.map(|slot| (slot, cache.replays.recorded()));
     for (k, (_, (job, conn, allowed, _))) in chunk.iter_mut().enumerate() {
-        let recorded = cache.replays.recorded();
         if let Some(conn) = conn.as_deref_mut().filter(|_| *allowed != Some(0)) {
             let writer = &mut *job.writer;
             let sub = writer.begin_substream(allowed.unwrap_or(usize::MAX));
@@ -353,7 +354,7 @@ fn write_chunk(
                 );
             }
         }
-        if let Some(slot) = publish.filter(|_| k == 0) {
+        if let Some((slot, recorded)) = publish.filter(|_| k == 0) {
             // Set once: only this thread writes the group's leader.
             let _ = slot.set(cache.replays.recorded_since(recorded));
         }
@@ -1048,9 +1049,13 @@ impl ReplicationServer {
         } else {
             work.iter_mut().map(|w| (0, w)).collect()
         };
-        let groups = grouped.last().map_or(0, |&(g, _)| g + 1);
-        let traces: Vec<PublishedTrace> = (0..groups).map(|_| PublishedTrace::new()).collect();
         let threads = threads::pass_threads(grouped.iter().map(|&(g, _)| g), self.caches.len());
+        // Each group's leader's trace, for the other threads (none on one thread).
+        let groups = grouped
+            .last()
+            .filter(|_| threads > 1)
+            .map_or(0, |&(g, _)| g + 1);
+        let traces: Vec<PublishedTrace> = (0..groups).map(|_| PublishedTrace::new()).collect();
         threads::on_writer_threads(
             self.pool.as_ref(),
             &mut grouped,

@@ -188,7 +188,6 @@ impl PacketTrace {
     pub(crate) fn matches(
         &self,
         candidate: &Candidate<'_>,
-        adopted: bool,
         info: impl Fn(InternalIndex) -> Option<ReplicationInfo>,
         baselines: impl Fn(InternalIndex) -> u64,
     ) -> bool {
@@ -196,7 +195,6 @@ impl PacketTrace {
         // one that passed), the candidate's dirty set and send states are the leader's
         // where the section reads them.
         let event = Event::Replay {
-            adopted,
             serial: self.serial,
         };
         let (sends_log, words_log) = candidate.moves.unzip();
@@ -315,12 +313,12 @@ impl Replays {
         // The newest first: connections in step are written one after the other.
         (0..self.live)
             .rev()
-            .find(|&i| self.traces[i].matches(candidate, false, &info, &baselines))
+            .find(|&i| self.traces[i].matches(candidate, &info, &baselines))
             .map(TraceRef::Own)
             .or_else(|| {
                 self.adopted
                     .as_ref()
-                    .filter(|t| t.matches(candidate, true, &info, &baselines))
+                    .filter(|t| t.matches(candidate, &info, &baselines))
                     .map(|_| TraceRef::Adopted)
             })
     }
@@ -604,10 +602,7 @@ mod tests {
         let serial = r.trace_mut(i).serial;
         let mut sends_log = Transitions::default();
         let mut words_log = Transitions::<ObjectWords>::default();
-        let moved_by = |serial| Event::Replay {
-            adopted: false,
-            serial,
-        };
+        let moved_by = |serial| Event::Replay { serial };
         fn logged<'a>(
             c: Candidate<'a>,
             sends: &'a Transitions,
