@@ -1744,7 +1744,11 @@ struct Joined {
 /// Nominations a connection took from another's packet in the same write pass
 /// ([`ConnectionBaselines::append_tail`]): the same objects, snapshots and priors, so
 /// once that connection is settled they hold its lineages.
-#[derive(Debug, Clone, Copy)]
+///
+/// Their handles and priors are the leader's tail's, shared rather than copied: they
+/// are read only if the nominations are looked up after all (see
+/// [`ConnectionBaselines::unsettled_parts`]).
+#[derive(Debug, Clone)]
 struct Mirror {
     /// The connection whose packet they come from.
     leader: ConnectionId,
@@ -1752,7 +1756,37 @@ struct Mirror {
     from: usize,
     /// Their position among this connection's nominations of the pass.
     start: usize,
-    len: usize,
+    /// Their handles and priors (the tail's).
+    unsettled: Arc<Vec<Unsettled>>,
+}
+
+impl Mirror {
+    fn len(&self) -> usize {
+        self.unsettled.len()
+    }
+}
+
+/// The handles and priors of a connection's nominations of the pass, in order, in up
+/// to three parts: its own (`own`) before a mirrored tail, the tail's, its own after.
+fn unsettled_parts<'a>(own: &'a [Unsettled], mirror: Option<&'a Mirror>) -> [&'a [Unsettled]; 3] {
+    match mirror {
+        Some(m) => {
+            let (before, after) = own.split_at(m.start.min(own.len()));
+            [before, &m.unsettled, after]
+        }
+        None => [own, &[], &[]],
+    }
+}
+
+/// Entry `k` of the [`unsettled_parts`].
+fn unsettled_at<'a>(parts: &[&'a [Unsettled]; 3], mut k: usize) -> Option<&'a Unsettled> {
+    for part in parts {
+        match part.get(k) {
+            Some(u) => return Some(u),
+            None => k -= part.len(),
+        }
+    }
+    None
 }
 
 /// Where a connection's baselines stood when a packet began: what the packet added to
@@ -1773,7 +1807,8 @@ pub(crate) struct BaselinesMark {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct BaselinesTail {
     nominations: Vec<Nomination>,
-    unsettled: Vec<Unsettled>,
+    /// Shared with the connections that append the tail (see [`Mirror`]).
+    unsettled: Arc<Vec<Unsettled>>,
     /// Where the nominations begin among the pass's nominations of the connection that
     /// recorded the tail.
     unsettled_from: usize,
@@ -1811,7 +1846,7 @@ impl ConnectionBaselines {
     pub(crate) fn mark(&self) -> BaselinesMark {
         BaselinesMark {
             in_flight: self.in_flight.len(),
-            unsettled: self.unsettled.len(),
+            unsettled: self.unsettled_len(),
             released: self.released.len(),
             synced: self.synced.len(),
         }
@@ -1832,9 +1867,14 @@ impl ConnectionBaselines {
         out.nominations.clear();
         out.nominations
             .extend(self.in_flight.range(mark.in_flight..).copied());
-        out.unsettled.clear();
-        out.unsettled
-            .extend_from_slice(&self.unsettled[mark.unsettled..]);
+        // The last connections to share the buffer let go of it when they settled.
+        let unsettled = Arc::make_mut(&mut out.unsettled);
+        unsettled.clear();
+        let mut skip = mark.unsettled;
+        for part in self.unsettled_parts() {
+            unsettled.extend_from_slice(part.get(skip..).unwrap_or_default());
+            skip = skip.saturating_sub(part.len());
+        }
         out.unsettled_from = mark.unsettled;
         out.released.clear();
         out.released
@@ -1851,16 +1891,22 @@ impl ConnectionBaselines {
     /// ([`settle`](Self::settle)).
     pub(crate) fn append_tail(&mut self, tail: &BaselinesTail, ordinal: u64, leader: ConnectionId) {
         // One packet per connection and pass: a second tail (never written today)
-        // settles the ordinary way.
-        self.mirror = match self.mirror {
-            None => Some(Mirror {
-                leader,
-                from: tail.unsettled_from,
-                start: self.unsettled.len(),
-                len: tail.unsettled.len(),
-            }),
-            Some(_) => None,
-        };
+        // settles the ordinary way, the first's handles and priors copied in place.
+        match self.mirror.take() {
+            None => {
+                self.mirror = Some(Mirror {
+                    leader,
+                    from: tail.unsettled_from,
+                    start: self.unsettled.len(),
+                    unsettled: Arc::clone(&tail.unsettled),
+                });
+            }
+            Some(m) => {
+                let at = m.start.min(self.unsettled.len());
+                self.unsettled.splice(at..at, m.unsettled.iter().copied());
+                self.unsettled.extend_from_slice(&tail.unsettled);
+            }
+        }
         // By reference: copied as slices, not nomination by nomination.
         self.in_flight.extend(tail.nominations.iter());
         self.count_nominations(
@@ -1870,7 +1916,6 @@ impl ConnectionBaselines {
                 origin: tail.origin,
             },
         );
-        self.unsettled.extend_from_slice(&tail.unsettled);
         self.released.extend_from_slice(&tail.released);
         for m in &tail.synced {
             self.synced_index.insert(m.clone(), self.synced.len() as u8);
@@ -2278,7 +2323,17 @@ impl ConnectionBaselines {
     /// The connection whose packet this pass's nominations were partly taken from
     /// (a replayed section), to be settled before this one.
     pub(crate) fn mirrored_leader(&self) -> Option<ConnectionId> {
-        self.mirror.map(|m| m.leader)
+        self.mirror.as_ref().map(|m| m.leader)
+    }
+
+    /// The handles and priors of the pass's nominations ([`unsettled_parts`]).
+    fn unsettled_parts(&self) -> [&[Unsettled]; 3] {
+        unsettled_parts(&self.unsettled, self.mirror.as_ref())
+    }
+
+    /// How many of the nominations in flight are the pass's, waiting to settle.
+    fn unsettled_len(&self) -> usize {
+        self.unsettled.len() + self.mirror.as_ref().map_or(0, Mirror::len)
     }
 
     /// Settles the write pass (no packet is being written now): each nomination made
@@ -2305,29 +2360,30 @@ impl ConnectionBaselines {
     ) {
         // The pass's nominations are the newest in flight: no delivery settles a
         // packet before its pass is settled.
-        let start = self.in_flight.len() - self.unsettled.len();
+        let count = self.unsettled_len();
+        let start = self.in_flight.len() - count;
         debug_assert!(
             self.in_flight
                 .range(start..)
                 .all(|n| n.lineage == NO_SNAPSHOT),
             "the unsettled nominations are not the newest in flight"
         );
-        let count = self.unsettled.len();
         self.settled = (start, count);
         self.settled_lineages = None;
         self.joins.clear();
         self.release_repeats = 0;
-        let unsettled = std::mem::take(&mut self.unsettled);
+        let own = std::mem::take(&mut self.unsettled);
+        let mirror = self.mirror.take();
         // The nominations copied from the leader's packet join its lineages.
-        let mirrored = self.mirror.is_some();
         let mut copied = 0..0;
-        if let (Some(m), Some(leader)) = (self.mirror.take(), leader.as_deref_mut()) {
+        let mirrored = mirror.is_some();
+        if let (Some(m), Some(leader)) = (&mirror, leader.as_deref_mut()) {
             let (settled, settled_count) = leader.settled;
-            if m.start + m.len <= count
-                && m.from + m.len <= settled_count
+            if m.start + m.len() <= count
+                && m.from + m.len() <= settled_count
                 && settled + settled_count <= leader.in_flight.len()
             {
-                copied = m.start..m.start + m.len;
+                copied = m.start..m.start + m.len();
                 debug_assert!(
                     self.in_flight
                         .range(start + copied.start..start + copied.end)
@@ -2339,14 +2395,16 @@ impl ConnectionBaselines {
                     lineages: leader.settled_lineages(),
                     from: m.from,
                     at: start + copied.start,
-                    len: m.len,
+                    len: m.len(),
                 });
-                leader.count_joins(m.from, m.len);
+                leader.count_joins(m.from, m.len());
             }
         }
         // The others are looked up.
+        let parts = unsettled_parts(&own, mirror.as_ref());
         for k in (0..copied.start).chain(copied.end..count) {
-            if let (Some(n), Some(u)) = (self.in_flight.get_mut(start + k), unsettled.get(k)) {
+            if let (Some(n), Some(u)) = (self.in_flight.get_mut(start + k), unsettled_at(&parts, k))
+            {
                 n.settle(storage, u);
             }
         }
@@ -2355,7 +2413,7 @@ impl ConnectionBaselines {
             // packets are no longer known to hold its nominations.
             self.refresh_origins(count);
         }
-        self.unsettled = unsettled;
+        self.unsettled = own;
         self.unsettled.clear();
         // What a connection in step with its leader lets go of is what the leader let go
         // of: counted, and released with the leader's.
@@ -3548,6 +3606,91 @@ mod tests {
         assert_ne!(lineages(&c)[0], lineages(&a)[1], "c's prior differs");
         assert_eq!(s.live_lineages(), 4, "a's three and c's one: b made none");
         for x in [&mut a, &mut b, &mut c] {
+            x.release_all(&mut s);
+        }
+        assert_eq!(s.live_lineages(), 0, "every holder let go");
+    }
+
+    #[test]
+    fn a_tails_handles_are_shared_and_a_second_tail_settles_by_lookup() {
+        let mut s = BaselineStorage::new(DeltaSettings::default());
+        let [mut a, mut d, mut b, mut e]: [ConnectionBaselines; 4] = Default::default();
+        let handles = [9, 10, 11, 12, 13].map(|id| NetRefHandle::new(id, false, 0));
+        let all = ChangeMask::all(4);
+        // Each nomination from a prior of its own: a lookup with another's differs.
+        let priors = [0, 1, 2, 3, 4].map(|o| s.create_baseline(o, handles[o as usize], true));
+        s.begin_frame();
+        let nominate = |x: &mut ConnectionBaselines, s: &BaselineStorage, o: u32| {
+            x.nominate_later(
+                s,
+                o,
+                handles[o as usize],
+                0,
+                &all,
+                priors[o as usize],
+                None,
+                0,
+            );
+        };
+        let tail_of = |x: &mut ConnectionBaselines, objects: &[u32]| {
+            let mark = x.mark();
+            for &o in objects {
+                nominate(x, &s, o);
+            }
+            let mut tail = BaselinesTail::default();
+            x.tail_since(mark, &mut tail);
+            tail
+        };
+        let (first, second) = (tail_of(&mut a, &[1, 2]), tail_of(&mut d, &[4]));
+        // b: its own nomination, a's tail (shared, not copied), another of its own.
+        nominate(&mut b, &s, 3);
+        b.append_tail(&first, 0, 0);
+        nominate(&mut b, &s, 0);
+        assert_eq!(b.unsettled.len(), 2, "only b's own are copied");
+        assert_eq!(b.unsettled_len(), 4);
+        let mut whole = BaselinesTail::default();
+        b.tail_since(
+            BaselinesMark {
+                in_flight: 0,
+                unsettled: 0,
+                released: 0,
+                synced: 0,
+            },
+            &mut whole,
+        );
+        let order: Vec<_> = whole.unsettled.iter().map(|u| u.handle).collect();
+        assert_eq!(
+            order,
+            [3, 1, 2, 0].map(|o| handles[o]),
+            "in the order nominated"
+        );
+        // e: a tail, its own, another tail: the second ends the mirror, and all are
+        // looked up.
+        e.append_tail(&first, 0, 0);
+        nominate(&mut e, &s, 3);
+        e.append_tail(&second, 0, 1);
+        assert_eq!(e.mirrored_leader(), None);
+        assert_eq!(e.unsettled.len(), 4, "the first tail's copied in place");
+        a.settle(&mut s, None);
+        d.settle(&mut s, None);
+        e.settle(&mut s, None);
+        b.settle(&mut s, Some(&mut a));
+        a.add_joins(&mut s);
+        b.take_joined();
+        let lineages =
+            |x: &ConnectionBaselines| x.in_flight.iter().map(|n| n.lineage).collect::<Vec<_>>();
+        let (a_, b_, d_) = (lineages(&a), lineages(&b), lineages(&d));
+        assert_eq!(
+            lineages(&e),
+            [&a_[..], &b_[..1], &d_[..]].concat(),
+            "looked up alike"
+        );
+        assert_eq!(lineages(&b)[1..3], lineages(&a), "joined the leader's");
+        assert!(
+            lineages(&b).iter().all(|&l| l != NO_SNAPSHOT),
+            "all settled"
+        );
+        for x in [&mut a, &mut d, &mut b, &mut e] {
             x.release_all(&mut s);
         }
         assert_eq!(s.live_lineages(), 0, "every holder let go");
