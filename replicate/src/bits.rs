@@ -387,6 +387,13 @@ impl BitWriter {
         out.truncate(start + self.byte_len());
     }
 
+    /// What has been written, as words: bit 0 of the first word first (the layout
+    /// [`append_to`](Self::append_to) writes as bytes, little-endian). The bits past
+    /// the position are zero, also after a [`rollback`](Self::rollback).
+    pub fn words(&self) -> &[u64] {
+        &self.words[..self.pos.div_ceil(64)]
+    }
+
     /// Appends everything written to `other` to this writer.
     pub fn write_from(&mut self, other: &BitWriter) {
         self.write_words(&other.words, other.pos);
@@ -783,6 +790,20 @@ mod tests {
         w.write_bits(0, 7);
         w.write_bits(0x0302, 16);
         assert_eq!(w.finish().unwrap(), vec![0x01, 0x02, 0x03]);
+    }
+
+    #[test]
+    fn words_are_the_bytes_and_zero_past_the_position() {
+        let mut w = BitWriter::with_capacity_bits(256);
+        w.write_bits(0x1234_5678_9abc_def0, 64);
+        w.write_bits(0b1011, 4);
+        let mark = w.mark();
+        w.write_bits(u64::MAX, 64);
+        w.rollback(mark);
+        assert_eq!(w.words(), [0x1234_5678_9abc_def0, 0b1011]);
+        let bytes: Vec<u8> = w.words().iter().flat_map(|x| x.to_le_bytes()).collect();
+        assert_eq!(bytes[..w.byte_len()], w.to_bytes()[..]);
+        assert!(bytes[w.byte_len()..].iter().all(|&b| b == 0));
     }
 
     #[test]

@@ -168,32 +168,24 @@ fn hand_to_client(
     drop(client.drain_events());
 }
 
-/// A digest of a packet's bytes, eight at a time: equal for equal bytes, and in
-/// practice different otherwise. Each word is mixed with its position on its own and
-/// the results summed, so the words are independent (no chain of multiplications from
-/// one to the next) and the harness spends little of the timed tick on it.
-fn packet_digest(w: &BitWriter, bytes: &mut Vec<u8>) -> u64 {
-    bytes.clear();
-    w.append_to(bytes);
+/// A digest of a packet's bits, a word at a time, and its length: equal for equal
+/// packets, and in practice different otherwise. Each word is mixed with its position
+/// on its own and the results summed, so the words are independent (no chain of
+/// multiplications from one to the next) and the harness spends little of the timed
+/// tick on it. It reads the writer's words in place (their bits past the packet's end
+/// are zero): no copy into bytes.
+fn packet_digest(w: &BitWriter) -> u64 {
     let mix = |i: usize, x: u64| {
         (x ^ (i as u64).wrapping_mul(0xCBF2_9CE4_8422_2325))
             .wrapping_mul(0x9E37_79B9_7F4A_7C15)
             .rotate_left(29)
     };
-    let mut chunks = bytes.chunks_exact(8);
-    let words = chunks.by_ref().enumerate().fold(0u64, |h, (i, c)| {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(c);
-        h.wrapping_add(mix(i, u64::from_le_bytes(word)))
-    });
-    let tail = chunks
-        .remainder()
+    let words = w
+        .words()
         .iter()
         .enumerate()
-        .fold(0u64, |h, (i, &b)| {
-            h.wrapping_add(mix(usize::MAX - i, u64::from(b)))
-        });
-    mix(w.position(), words ^ tail.rotate_left(17))
+        .fold(0u64, |h, (i, &x)| h.wrapping_add(mix(i, x)));
+    mix(w.position(), words)
 }
 
 impl std::ops::AddAssign for Traffic {
@@ -219,8 +211,6 @@ pub struct Link {
     /// server work).
     pub defer: bool,
     pending: Vec<(PacketSequence, Vec<u8>)>,
-    /// Scratch for a packet's digest.
-    bytes: Vec<u8>,
     conditions: LinkConditions,
     rng: replicate::internals::link::SplitMix64,
     /// Calls to [`Link::send`] so far (ticks).
@@ -256,7 +246,6 @@ impl Link {
             netcode_sequence: 0,
             defer: false,
             pending: Vec::new(),
-            bytes: Vec::new(),
             conditions: LinkConditions::default(),
             rng: replicate::internals::link::SplitMix64::new(0),
             tick: 0,
@@ -374,9 +363,9 @@ impl Link {
         t.packets += 1;
         t.payload_bits += w.position() - MAX_HEADER_BITS;
         t.wire_bytes += wire_bytes(w.byte_len(), self.netcode_sequence);
-        t.digest = t.digest.wrapping_add(
-            packet_digest(&w, &mut self.bytes) ^ u64::from(self.conn).wrapping_mul(0x9E37_79B9),
-        );
+        t.digest = t
+            .digest
+            .wrapping_add(packet_digest(&w) ^ u64::from(self.conn).wrapping_mul(0x9E37_79B9));
         self.netcode_sequence += 1;
         let delivered = self.conditions.loss <= 0.0 || self.rng.next_f64() >= self.conditions.loss;
         if !delivered {
@@ -662,8 +651,7 @@ mod tests {
             w.write_bits(0b101, extra_bits);
             w
         };
-        let mut scratch = Vec::new();
-        let mut digest = |w: &BitWriter| packet_digest(w, &mut scratch);
+        let digest = packet_digest;
         let base = digest(&packet(&[1, 2, 3], 3));
         assert_eq!(base, digest(&packet(&[1, 2, 3], 3)), "equal bytes");
         assert_ne!(base, digest(&packet(&[1, 3, 2], 3)), "words swapped");
