@@ -330,7 +330,7 @@ struct WriteJob<'w> {
 /// there once it is written (or skipped).
 fn write_chunk(
     objects: &ObjectTable,
-    cache: &mut encode::TickCache,
+    cache: &mut Box<encode::TickCache>,
     chunk: &mut [Grouped<'_, '_, '_>],
     publish: Option<&PublishedTrace>,
 ) {
@@ -503,8 +503,10 @@ pub struct ReplicationServer {
     attribution: crate::insights::AttributionLevel,
     /// One tick cache per writer thread, lent to each connection's writer the thread
     /// writes: each batch segment is encoded once per tick and thread and copied for
-    /// the other connections.
-    caches: Vec<encode::TickCache>,
+    /// the other connections. Boxed: each is swapped with the writer's own for a
+    /// packet, by pointer.
+    #[allow(clippy::vec_box)]
+    caches: Vec<Box<encode::TickCache>>,
     /// The writer threads besides the calling one (none with one writer thread, or
     /// when the system would not start them: then each pass starts its own).
     pool: Option<threads::WriterPool>,
@@ -527,7 +529,7 @@ impl ReplicationServer {
             connections: Vec::new(),
             baselines: Arc::new(std::sync::RwLock::new(BaselineStorage::new(config.delta))),
             caches: (0..config.writer_threads.max(1))
-                .map(|_| encode::TickCache::default())
+                .map(|_| Box::default())
                 .collect(),
             pool: (config.writer_threads > 1)
                 .then(|| threads::WriterPool::new(config.writer_threads - 1))

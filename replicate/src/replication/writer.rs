@@ -267,7 +267,7 @@ pub struct ReplicationWriter {
     /// The tick's encodings and predictions: this writer's own, or, while the server
     /// writes this connection's packet, the cache of the thread writing it (see
     /// `encode`).
-    cache: TickCache,
+    cache: Box<TickCache>,
     /// Scratch of [`update_dirty`](Self::update_dirty): the dirty roots and the
     /// priorities they gain.
     roots: Vec<InternalIndex>,
@@ -321,7 +321,7 @@ impl ReplicationWriter {
             locals: LocalIndices::default(),
             frame: SectionFrame::default(),
             attribution: None,
-            cache: TickCache::default(),
+            cache: Box::default(),
             roots: Vec::new(),
             added: Vec::new(),
             trace: follow::TraceNotes::default(),
@@ -448,8 +448,9 @@ impl ReplicationWriter {
     }
 
     /// The tick cache this writer writes with (the server swaps a writer thread's in
-    /// for the time it writes this connection's packet).
-    pub(crate) fn cache_mut(&mut self) -> &mut TickCache {
+    /// for the time it writes this connection's packet: boxed, so that the swap moves
+    /// a pointer, not the cache).
+    pub(crate) fn cache_mut(&mut self) -> &mut Box<TickCache> {
         &mut self.cache
     }
 
