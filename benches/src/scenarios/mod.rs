@@ -148,9 +148,6 @@ pub struct Traffic {
     pub payload_bits: usize,
     /// Bytes on the wire ([`wire_bytes`] of each packet).
     pub wire_bytes: usize,
-    /// Digest of the packets' bytes (see `packet_digest`), combined over packets
-    /// and links by addition (so the order links are written in does not matter).
-    pub digest: u64,
 }
 
 /// Hands a packet (header reserved in front) to the client, then takes its events as a
@@ -193,7 +190,6 @@ impl std::ops::AddAssign for Traffic {
         self.packets += o.packets;
         self.payload_bits += o.payload_bits;
         self.wire_bytes += o.wire_bytes;
-        self.digest = self.digest.wrapping_add(o.digest);
     }
 }
 
@@ -219,8 +215,14 @@ pub struct Link {
     fates: std::collections::VecDeque<(u64, PacketSequence, bool)>,
     /// Every packet's split, summed (network insights; when attribution is on).
     pub attribution: replicate::insights::AttributionTotals,
-    /// The last packet's writer, reused for the next (a server keeps its buffers).
-    spare: Option<BitWriter>,
+    /// Keep the packets sent for [`Link::take_digest`], which checks them outside the
+    /// timed tick (checking packets is not server work); off, a packet's writer is
+    /// reused at once.
+    pub keep_sent: bool,
+    /// Writers of earlier packets, reused for the next (a server keeps its buffers).
+    spares: Vec<BitWriter>,
+    /// The packets kept since the last [`Link::take_digest`].
+    sent: Vec<BitWriter>,
 }
 
 /// What the link does to packets: by default nothing (every packet arrives at once and
@@ -251,7 +253,9 @@ impl Link {
             tick: 0,
             fates: std::collections::VecDeque::new(),
             attribution: Default::default(),
-            spare: None,
+            keep_sent: false,
+            spares: Vec::new(),
+            sent: Vec::new(),
         }
     }
 
@@ -318,15 +322,30 @@ impl Link {
         t
     }
 
-    /// Starts a tick: the fates now due reach the server.
+    /// A digest of the packets kept since the last call ([`Link::keep_sent`]; see
+    /// `packet_digest`, with the connection's id), combined by addition, so the order
+    /// links are written in does not matter. Their writers are reused.
+    pub fn take_digest(&mut self) -> u64 {
+        let conn = u64::from(self.conn).wrapping_mul(0x9E37_79B9);
+        let mut digest = 0u64;
+        for w in self.sent.drain(..) {
+            digest = digest.wrapping_add(packet_digest(&w) ^ conn);
+            self.spares.push(w);
+        }
+        digest
+    }
+
+    /// Starts a tick: the fates now due reach the server (and the packets of earlier
+    /// ticks, if nobody took their digest, give their writers back).
     fn begin_tick(&mut self, server: &mut ReplicationServer) {
+        self.spares.append(&mut self.sent);
         self.tick += 1;
         self.report_fates(server, self.tick);
     }
 
     /// The next packet's sequence and a writer holding its connection header.
     fn new_packet(&mut self) -> (PacketSequence, BitWriter) {
-        let mut w = match self.spare.take() {
+        let mut w = match self.spares.pop() {
             Some(mut w) => {
                 w.reset(MTU_BYTES * 8);
                 w
@@ -350,7 +369,7 @@ impl Link {
         t: &mut Traffic,
     ) -> bool {
         if matches!(result, WriteResult::NoData) {
-            self.spare = Some(w);
+            self.spares.push(w);
             return false;
         }
         self.sequence = self.sequence.wrapping_add(1);
@@ -363,9 +382,6 @@ impl Link {
         t.packets += 1;
         t.payload_bits += w.position() - MAX_HEADER_BITS;
         t.wire_bytes += wire_bytes(w.byte_len(), self.netcode_sequence);
-        t.digest = t
-            .digest
-            .wrapping_add(packet_digest(&w) ^ u64::from(self.conn).wrapping_mul(0x9E37_79B9));
         self.netcode_sequence += 1;
         let delivered = self.conditions.loss <= 0.0 || self.rng.next_f64() >= self.conditions.loss;
         if !delivered {
@@ -386,7 +402,11 @@ impl Link {
             self.fates
                 .push_back((self.tick + self.conditions.ack_delay_ticks, seq, delivered));
         }
-        self.spare = Some(w);
+        if self.keep_sent {
+            self.sent.push(w);
+        } else {
+            self.spares.push(w);
+        }
         matches!(result, WriteResult::HasMoreData)
     }
 }

@@ -200,7 +200,7 @@ pub struct Measured {
     pub tick_wall_ns: f64,
     /// Median timed tick, CPU time of every thread of the process (writer threads).
     pub tick_process_ns: f64,
-    /// Digest of every packet written in the timed ticks (see `Traffic::digest`).
+    /// Digest of every packet written in the timed ticks (see `Link::take_digest`).
     pub digest: u64,
     /// Median tick with nothing dirty.
     pub idle_ns: f64,
@@ -491,6 +491,8 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     for l in &mut links {
         l.send(&mut server, now, usize::MAX);
         l.flush(now);
+        // From now on each tick's packets are checked after it.
+        l.keep_sent = true;
     }
     let dirty_count = ((n as f64 * s.dirty_fraction).round() as usize).min(movers);
     let mut order: Vec<usize> = (0..movers).collect();
@@ -623,6 +625,9 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
             base_bytes += buf.len();
         }
         let (_, base_elapsed) = watch.stop();
+        let digest = links
+            .iter_mut()
+            .fold(0u64, |d, l| d.wrapping_add(l.take_digest()));
         if t < warm {
             continue;
         }
@@ -632,7 +637,7 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
             tick_times.push(elapsed);
             wall_times.push(wall);
             process_times.push(process);
-            out.digest = out.digest.wrapping_add(traffic.digest);
+            out.digest = out.digest.wrapping_add(digest);
             base_times.push(base_elapsed);
             out.pairs += pairs as f64 / s.ticks as f64;
             out.payload_bytes += traffic.payload_bits as f64 / 8.0 / s.ticks as f64;
