@@ -255,6 +255,10 @@ pub(crate) struct Replays {
     alone: bool,
     /// Traces recorded since the server started.
     recorded: u64,
+    /// A trace was written since the last [`end_pass`](Self::end_pass) (which has
+    /// nothing to let go of otherwise: the server ends passes for every change of an
+    /// object's state, and checking each trace takes an atomic operation).
+    written: bool,
 }
 
 impl Replays {
@@ -273,6 +277,9 @@ impl Replays {
         self.next = 0;
         self.unused = 0;
         self.adopted = None;
+        if !std::mem::take(&mut self.written) {
+            return;
+        }
         for t in &mut self.traces {
             if let Some(t) = Arc::get_mut(t) {
                 t.states = [None, None];
@@ -365,6 +372,7 @@ impl Replays {
     /// The trace at `i`, being recorded (a copy if another thread still held it: it
     /// does not, once every thread ended the pass it was shared in).
     pub(crate) fn trace_mut(&mut self, i: usize) -> &mut PacketTrace {
+        self.written = true;
         Arc::make_mut(&mut self.traces[i])
     }
 
