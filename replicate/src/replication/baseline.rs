@@ -1544,8 +1544,11 @@ pub struct ConnectionBaselines {
     /// Per object, shared with the connections in step (see `group`).
     objects: Shared<ObjectWords>,
     in_flight: std::collections::VecDeque<Nomination>,
-    /// The packets with nominations in `in_flight`, in order.
+    /// The packets with nominations in flight, in order: their nominations are in
+    /// `in_flight`, but those of packets with [`SharedNominations`].
     packets: std::collections::VecDeque<QueuedPacket>,
+    /// How many of `packets` have [`SharedNominations`].
+    shared_packets: usize,
     /// For the last nominations in `in_flight`, made while packets were written, their
     /// objects' handles and priors: they take their snapshot and lineage when the write
     /// pass is settled ([`settle`](Self::settle)); while packets are written the storage
@@ -1626,7 +1629,7 @@ fn front_is(
 }
 
 /// A packet with nominations in flight.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct QueuedPacket {
     /// The writer's count of packets when it was written.
     ordinal: u64,
@@ -1641,6 +1644,41 @@ struct QueuedPacket {
     /// them keep the origin (once copied to another connection, or joined by copied
     /// ones, they take a fresh one).
     own: bool,
+    /// Its nominations, when they are another connection's packet's, shared rather
+    /// than copied into the queue (see [`SharedNominations`]).
+    shared: Option<SharedNominations>,
+}
+
+/// The nominations of a packet that replayed another connection's objects section,
+/// when they are all of that connection's packet: kept shared with it, outside the
+/// queue of nominations in flight, until something reads the queue by position
+/// ([`ConnectionBaselines::unshare_packets`]). Most packets of connections in step
+/// never are: their fates are taken from a connection in step, whole packets at a
+/// time.
+#[derive(Debug, Clone)]
+struct SharedNominations {
+    nominations: Arc<Vec<Nomination>>,
+    /// The other connection's lineages of the pass, and where these nominations'
+    /// begin among them, once the pass is settled.
+    lineages: Option<(Arc<[u32]>, usize)>,
+}
+
+impl SharedNominations {
+    /// The nominations, each with its lineage once settled.
+    fn iter(&self) -> impl Iterator<Item = Nomination> + '_ {
+        let lineages = self
+            .lineages
+            .as_ref()
+            .and_then(|(l, from)| l.get(*from..))
+            .unwrap_or_default();
+        self.nominations
+            .iter()
+            .enumerate()
+            .map(|(k, n)| Nomination {
+                lineage: lineages.get(k).copied().unwrap_or(n.lineage),
+                ..*n
+            })
+    }
 }
 
 /// Who made nominations being queued ([`ConnectionBaselines::count_nominations`]).
@@ -1758,6 +1796,8 @@ struct Mirror {
     start: usize,
     /// Their handles and priors (the tail's).
     unsettled: Arc<Vec<Unsettled>>,
+    /// They are the newest packet's [`SharedNominations`], not in the queue.
+    shared: bool,
 }
 
 impl Mirror {
@@ -1776,6 +1816,15 @@ fn unsettled_parts<'a>(own: &'a [Unsettled], mirror: Option<&'a Mirror>) -> [&'a
         }
         None => [own, &[], &[]],
     }
+}
+
+/// The value behind `arc`, to fill anew: the same allocation when nobody else holds
+/// it, else a new one (never a copy of what is to be overwritten).
+fn refill<T: Default + Clone>(arc: &mut Arc<T>) -> &mut T {
+    if Arc::get_mut(arc).is_none() {
+        *arc = Arc::default();
+    }
+    Arc::make_mut(arc)
 }
 
 /// Entry `k` of the [`unsettled_parts`].
@@ -1806,7 +1855,9 @@ pub(crate) struct BaselinesMark {
 /// ([`ConnectionBaselines::append_tail`]).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct BaselinesTail {
-    nominations: Vec<Nomination>,
+    /// Shared with the connections whose packets are all of them (see
+    /// [`SharedNominations`]).
+    nominations: Arc<Vec<Nomination>>,
     /// Shared with the connections that append the tail (see [`Mirror`]).
     unsettled: Arc<Vec<Unsettled>>,
     /// Where the nominations begin among the pass's nominations of the connection that
@@ -1842,8 +1893,10 @@ impl ConnectionBaselines {
         &self.synced
     }
 
-    /// Marks where the baselines stand before a packet.
-    pub(crate) fn mark(&self) -> BaselinesMark {
+    /// Marks where the baselines stand before a packet (the packets in flight that
+    /// share their nominations are unshared first: the mark is a position).
+    pub(crate) fn mark(&mut self) -> BaselinesMark {
+        self.unshare_packets();
         BaselinesMark {
             in_flight: self.in_flight.len(),
             unsettled: self.unsettled_len(),
@@ -1864,11 +1917,10 @@ impl ConnectionBaselines {
             }
             _ => None,
         };
-        out.nominations.clear();
-        out.nominations
-            .extend(self.in_flight.range(mark.in_flight..).copied());
-        // The last connections to share the buffer let go of it when they settled.
-        let unsettled = Arc::make_mut(&mut out.unsettled);
+        let nominations = refill(&mut out.nominations);
+        nominations.clear();
+        nominations.extend(self.in_flight.range(mark.in_flight..).copied());
+        let unsettled = refill(&mut out.unsettled);
         unsettled.clear();
         let mut skip = mark.unsettled;
         for part in self.unsettled_parts() {
@@ -1890,6 +1942,13 @@ impl ConnectionBaselines {
     /// They settle on the lineages `leader`'s nominations take
     /// ([`settle`](Self::settle)).
     pub(crate) fn append_tail(&mut self, tail: &BaselinesTail, ordinal: u64, leader: ConnectionId) {
+        // The whole of another packet, as this packet's first nominations: shared.
+        let whole = tail.origin.filter(|_| {
+            self.mirror.is_none()
+                && self.unsettled.is_empty()
+                && !tail.nominations.is_empty()
+                && self.packets.back().is_none_or(|p| p.ordinal != ordinal)
+        });
         // One packet per connection and pass: a second tail (never written today)
         // settles the ordinary way, the first's handles and priors copied in place.
         match self.mirror.take() {
@@ -1899,23 +1958,45 @@ impl ConnectionBaselines {
                     from: tail.unsettled_from,
                     start: self.unsettled.len(),
                     unsettled: Arc::clone(&tail.unsettled),
+                    shared: whole.is_some(),
                 });
             }
             Some(m) => {
+                if m.shared {
+                    // Nominations go on after them: they move into the queue.
+                    self.unshare_packets();
+                }
                 let at = m.start.min(self.unsettled.len());
                 self.unsettled.splice(at..at, m.unsettled.iter().copied());
                 self.unsettled.extend_from_slice(&tail.unsettled);
             }
         }
-        // By reference: copied as slices, not nomination by nomination.
-        self.in_flight.extend(tail.nominations.iter());
-        self.count_nominations(
-            ordinal,
-            tail.nominations.len(),
-            Author::Copied {
-                origin: tail.origin,
-            },
-        );
+        match whole {
+            Some(origin) => {
+                self.packets.push_back(QueuedPacket {
+                    ordinal,
+                    count: tail.nominations.len() as u32,
+                    origin,
+                    own: false,
+                    shared: Some(SharedNominations {
+                        nominations: Arc::clone(&tail.nominations),
+                        lineages: None,
+                    }),
+                });
+                self.shared_packets += 1;
+            }
+            None => {
+                // By reference: copied as slices, not nomination by nomination.
+                self.in_flight.extend(tail.nominations.iter());
+                self.count_nominations(
+                    ordinal,
+                    tail.nominations.len(),
+                    Author::Copied {
+                        origin: tail.origin,
+                    },
+                );
+            }
+        }
         self.released.extend_from_slice(&tail.released);
         for m in &tail.synced {
             self.synced_index.insert(m.clone(), self.synced.len() as u8);
@@ -2047,6 +2128,7 @@ impl ConnectionBaselines {
         }
         // Its entry is its only one of this epoch in the queue: searched for from where
         // the last one was found, forward, then back. (Its lineage is read.)
+        self.unshare_packets();
         self.take_joined();
         let q = &self.in_flight;
         let from = self.creation_hint.min(q.len());
@@ -2068,9 +2150,15 @@ impl ConnectionBaselines {
     pub fn synced_masks(&self, object: InternalIndex) -> impl Iterator<Item = &ChangeMask> {
         let o = self.get(object).copied().unwrap_or(EMPTY);
         let acked = o.has_acked().then_some(o.synced);
+        let shared = self
+            .packets
+            .iter()
+            .filter_map(|p| p.shared.as_ref())
+            .flat_map(|s| s.nominations.iter());
         let in_flight = self
             .in_flight
             .iter()
+            .chain(shared)
             .take(if o.pending == 0 { 0 } else { usize::MAX })
             .filter(move |n| n.object == object && n.epoch == o.epoch)
             .map(|n| n.synced);
@@ -2117,6 +2205,12 @@ impl ConnectionBaselines {
     /// Nominations waiting for their packet's fate.
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()
+            + self
+                .packets
+                .iter()
+                .filter(|p| p.shared.is_some())
+                .map(|p| p.count as usize)
+                .sum::<usize>()
     }
 
     /// Records a new baseline of `snapshot` (on which the caller holds a reference) in
@@ -2185,6 +2279,10 @@ impl ConnectionBaselines {
             .and_then(|p| storage.snapshot_frame(p))
             .filter(|&f| storage.frame().wrapping_sub(f) >= QUADRATIC_MIN_INTERVAL)
             .and(prior2);
+        if self.packets.back().is_some_and(|p| p.ordinal == ordinal) {
+            // Added to a packet whose nominations may be shared.
+            self.unshare_packets();
+        }
         let Some(o) = self.objects.entry(object) else {
             debug_assert!(false, "an object's baselines always have room");
             return None;
@@ -2202,6 +2300,85 @@ impl ConnectionBaselines {
         });
         self.count_nominations(ordinal, 1, Author::Own);
         Some((prior.unwrap_or(NO_SNAPSHOT), prior2.unwrap_or(NO_SNAPSHOT)))
+    }
+
+    /// Moves the nominations of the packets that share them (see
+    /// [`SharedNominations`]) into the queue, in packet order, with their lineages:
+    /// for whatever reads or changes the queue by position. Positions kept into the
+    /// queue move with their nominations.
+    fn unshare_packets(&mut self) {
+        if self.shared_packets == 0 {
+            return;
+        }
+        self.shared_packets = 0;
+        if let Some(m) = &mut self.mirror {
+            // (A mirrored packet is the newest: its nominations go last.)
+            m.shared = false;
+        }
+        let mut old = std::mem::take(&mut self.in_flight);
+        let mut queue = std::collections::VecDeque::with_capacity(
+            old.len() + self.packets.iter().map(|p| p.count as usize).sum::<usize>(),
+        );
+        // Where each run of the old queue begins, in it and in the new one.
+        let mut moved: Vec<(usize, usize)> = Vec::new();
+        let mut from = 0;
+        for p in &mut self.packets {
+            match p.shared.take() {
+                Some(shared) => queue.extend(shared.iter()),
+                None => {
+                    moved.push((from, queue.len()));
+                    let count = (p.count as usize).min(old.len());
+                    queue.extend(old.drain(..count));
+                    from += count;
+                }
+            }
+        }
+        // (Nominations of no packet: none, but they keep their place last.)
+        moved.push((from, queue.len()));
+        queue.append(&mut old);
+        let at = |position: usize| {
+            let run = moved.partition_point(|&(start, _)| start <= position);
+            moved
+                .get(run.wrapping_sub(1))
+                .map_or(position, |&(start, to)| position - start + to)
+        };
+        for j in &mut self.joined {
+            j.at = at(j.at);
+        }
+        self.creation_hint = at(self.creation_hint);
+        self.settled.0 = at(self.settled.0);
+        self.in_flight = queue;
+    }
+
+    /// Whether the front `packets` packets hold `nominations`, in order, each with
+    /// the lineage it takes (see [`front_is`]).
+    #[cfg(debug_assertions)]
+    fn front_holds(&self, packets: usize, nominations: &[Nomination]) -> bool {
+        let mut queued = Vec::new();
+        let mut at = 0;
+        for p in self.packets.iter().take(packets) {
+            let Some(theirs) = nominations.get(at..at + p.count as usize) else {
+                return false;
+            };
+            match &p.shared {
+                Some(shared) if !shared.iter().eq(theirs.iter().copied()) => return false,
+                Some(_) => {}
+                None => queued.extend_from_slice(theirs),
+            }
+            at += p.count as usize;
+        }
+        at == nominations.len() && front_is(&self.in_flight, &self.joined, &queued)
+    }
+
+    /// How many of the nominations of the front `packets` packets are in the queue
+    /// (the others are shared).
+    fn queued_count(&self, packets: usize) -> usize {
+        self.packets
+            .iter()
+            .take(packets)
+            .filter(|p| p.shared.is_none())
+            .map(|p| p.count as usize)
+            .sum()
     }
 
     /// Gives the packets holding the newest `count` nominations fresh origins.
@@ -2242,6 +2419,7 @@ impl ConnectionBaselines {
                     _ => fresh_origin(),
                 },
                 own: author == Author::Own,
+                shared: None,
             }),
         }
     }
@@ -2358,47 +2536,84 @@ impl ConnectionBaselines {
         storage: &mut BaselineStorage,
         mut leader: Option<&mut ConnectionBaselines>,
     ) {
+        let count = self.unsettled_len();
+        // The nominations copied from the leader's packet join its lineages, when they
+        // are among the leader's settled ones.
+        let joinable = match (&self.mirror, leader.as_deref()) {
+            (Some(m), Some(leader)) => {
+                let (settled, settled_count) = leader.settled;
+                m.start + m.len() <= count
+                    && m.from + m.len() <= settled_count
+                    && settled + settled_count <= leader.in_flight.len()
+            }
+            _ => false,
+        };
+        if !joinable && self.mirror.as_ref().is_some_and(|m| m.shared) {
+            // Looked up: by position in the queue.
+            self.unshare_packets();
+        }
+        // A mirrored packet's shared nominations are not in the queue (and it has no
+        // others: see `append_tail`).
+        let shared = self
+            .mirror
+            .as_ref()
+            .filter(|m| m.shared)
+            .map_or(0, Mirror::len);
+        debug_assert!(
+            shared == 0 || shared == count,
+            "a shared packet is all copied"
+        );
         // The pass's nominations are the newest in flight: no delivery settles a
         // packet before its pass is settled.
-        let count = self.unsettled_len();
-        let start = self.in_flight.len() - count;
+        let in_queue = count - shared;
+        let start = self.in_flight.len() - in_queue;
         debug_assert!(
             self.in_flight
                 .range(start..)
                 .all(|n| n.lineage == NO_SNAPSHOT),
             "the unsettled nominations are not the newest in flight"
         );
-        self.settled = (start, count);
+        self.settled = (start, in_queue);
         self.settled_lineages = None;
         self.joins.clear();
         self.release_repeats = 0;
         let own = std::mem::take(&mut self.unsettled);
         let mirror = self.mirror.take();
-        // The nominations copied from the leader's packet join its lineages.
         let mut copied = 0..0;
         let mirrored = mirror.is_some();
-        if let (Some(m), Some(leader)) = (&mirror, leader.as_deref_mut()) {
-            let (settled, settled_count) = leader.settled;
-            if m.start + m.len() <= count
-                && m.from + m.len() <= settled_count
-                && settled + settled_count <= leader.in_flight.len()
-            {
-                copied = m.start..m.start + m.len();
-                debug_assert!(
-                    self.in_flight
-                        .range(start + copied.start..start + copied.end)
-                        .zip(leader.in_flight.range(settled + m.from..))
-                        .all(|(n, l)| n.object == l.object),
-                    "a replayed section's nominations are the leader's"
-                );
-                self.joined.push(Joined {
-                    lineages: leader.settled_lineages(),
-                    from: m.from,
-                    at: start + copied.start,
-                    len: m.len(),
-                });
-                leader.count_joins(m.from, m.len());
+        if let (Some(m), Some(leader), true) = (&mirror, leader.as_deref_mut(), joinable) {
+            let (settled, _) = leader.settled;
+            copied = m.start..m.start + m.len();
+            let lineages = (leader.settled_lineages(), m.from);
+            match self.packets.back_mut().and_then(|p| p.shared.as_mut()) {
+                Some(nominations) if m.shared => {
+                    debug_assert!(
+                        nominations
+                            .nominations
+                            .iter()
+                            .zip(leader.in_flight.range(settled + m.from..))
+                            .all(|(n, l)| n.object == l.object),
+                        "a replayed section's nominations are the leader's"
+                    );
+                    nominations.lineages = Some(lineages);
+                }
+                _ => {
+                    debug_assert!(
+                        self.in_flight
+                            .range(start + copied.start..start + copied.end)
+                            .zip(leader.in_flight.range(settled + m.from..))
+                            .all(|(n, l)| n.object == l.object),
+                        "a replayed section's nominations are the leader's"
+                    );
+                    self.joined.push(Joined {
+                        lineages: lineages.0,
+                        from: m.from,
+                        at: start + copied.start,
+                        len: m.len(),
+                    });
+                }
             }
+            leader.count_joins(m.from, m.len());
         }
         // The others are looked up.
         let parts = unsettled_parts(&own, mirror.as_ref());
@@ -2544,6 +2759,7 @@ impl ConnectionBaselines {
 
     /// Releases everything (the connection goes away).
     pub fn release_all(&mut self, storage: &mut BaselineStorage) {
+        self.unshare_packets();
         self.take_joined();
         // A fate not applied yet would only move references from the nominations in
         // flight to the acknowledged baselines: every one of both is released below.
@@ -2648,12 +2864,10 @@ impl ConnectionBaselines {
     /// from the same copy with the same nominations (packets of the same origins),
     /// else logging its own when the copy is shared.
     fn settle_logged(&mut self, packets: &[(u32, Settle)], moves: &mut FateMoves) {
-        let count = packets
-            .iter()
-            .map(|&(count, _)| count as usize)
-            .sum::<usize>();
+        // Those in the queue (the others are shared).
+        let in_queue = self.queued_count(packets.len());
         // (The packets always count the nominations in flight.)
-        if count > self.in_flight.len() {
+        if in_queue > self.in_flight.len() || packets.len() > self.packets.len() {
             self.settle_packets(packets);
             return;
         }
@@ -2668,15 +2882,17 @@ impl ConnectionBaselines {
             if let Some(m) = moves.log.find(shared, same_fates) {
                 #[cfg(debug_assertions)]
                 debug_assert!(
-                    front_is(&self.in_flight, &self.joined, &m.nominations),
+                    self.front_holds(packets.len(), &m.nominations),
                     "packets of the same origins hold the same nominations"
                 );
                 self.objects.adopt(Arc::clone(&m.after));
                 self.released.extend_from_slice(&m.released);
-                self.skip_joined(count);
-                self.in_flight.drain(..count);
-                self.packets.drain(..packets.len());
-                self.creation_hint = self.creation_hint.saturating_sub(count);
+                self.skip_joined(in_queue);
+                self.in_flight.drain(..in_queue);
+                for p in self.packets.drain(..packets.len()) {
+                    self.shared_packets -= usize::from(p.shared.is_some());
+                }
+                self.creation_hint = self.creation_hint.saturating_sub(in_queue);
                 return;
             }
         }
@@ -2685,6 +2901,7 @@ impl ConnectionBaselines {
             return;
         };
         // Settling reads the lineages (and the log keeps them, in debug builds).
+        self.unshare_packets();
         self.take_joined();
         let origins = self
             .packets
@@ -2693,7 +2910,10 @@ impl ConnectionBaselines {
             .map(|p| p.origin)
             .collect();
         #[cfg(debug_assertions)]
-        let nominations = self.in_flight.range(..count).copied().collect();
+        let nominations = {
+            let count: usize = packets.iter().map(|&(count, _)| count as usize).sum();
+            self.in_flight.range(..count).copied().collect()
+        };
         let released = self.released.len();
         self.settle_packets(packets);
         moves.log.push(FateMove {
@@ -2710,7 +2930,8 @@ impl ConnectionBaselines {
     /// Settles the front `packets` (see [`settle_packet`](Self::settle_packet));
     /// returns the number of baselines promoted.
     fn settle_packets(&mut self, packets: &[(u32, Settle)]) -> usize {
-        // Settling reads the nominations' lineages.
+        // Settling reads the nominations' lineages, in the queue.
+        self.unshare_packets();
         self.take_joined();
         let mut promoted = 0;
         for &(count, how) in packets {
@@ -4008,6 +4229,57 @@ mod tests {
         for c in [&mut mixed, &mut partial, &mut copy] {
             c.settle(&mut s, None);
         }
+    }
+
+    #[test]
+    fn a_whole_copied_packet_stays_shared_until_the_queue_is_read_by_position() {
+        let mut s = BaselineStorage::new(DeltaSettings::default());
+        let h = NetRefHandle::new(9, false, 0);
+        let all = ChangeMask::all(4);
+        let (mut leader, mut f) = (
+            ConnectionBaselines::default(),
+            ConnectionBaselines::default(),
+        );
+        // f's own packet 0 (object 3), settled.
+        f.nominate_later(&s, 3, h, 0, &all, None, None, 0);
+        f.settle(&mut s, None);
+        // The leader's packet (objects 1, 2), copied whole as f's packet 1.
+        let mark = leader.mark();
+        leader.nominate_later(&s, 1, h, 1, &all, None, None, 1);
+        leader.nominate_later(&s, 2, h, 1, &all, None, None, 1);
+        let mut tail = BaselinesTail::default();
+        leader.tail_since(mark, &mut tail);
+        f.append_tail(&tail, 1, 0);
+        assert_eq!(
+            (f.in_flight.len(), f.in_flight(), f.shared_packets),
+            (1, 3, 1)
+        );
+        leader.settle(&mut s, None);
+        f.settle(&mut s, Some(&mut leader));
+        leader.add_joins(&mut s);
+        // f's own packet 2 (object 4) queues after its own packet 0.
+        f.nominate_later(&s, 4, h, 2, &all, None, None, 2);
+        f.settle(&mut s, None);
+        assert_eq!(f.in_flight.len(), 2, "the copied pair is not in the queue");
+        // Positions into the queue move with their nominations.
+        f.creation_hint = 2;
+        f.joined.push(Joined {
+            lineages: Arc::from([77]),
+            from: 0,
+            at: 1,
+            len: 1,
+        });
+        f.unshare_packets();
+        assert_eq!(f.shared_packets, 0);
+        assert!(f.packets.iter().all(|p| p.shared.is_none()));
+        let objects: Vec<_> = f.in_flight.iter().map(|n| n.object).collect();
+        assert_eq!(objects, [3, 1, 2, 4], "in packet order");
+        assert_eq!((f.joined[0].at, f.creation_hint), (3, 4));
+        f.take_joined();
+        let lineages: Vec<_> = f.in_flight.iter().map(|n| n.lineage).collect();
+        let leaders: Vec<_> = leader.in_flight.iter().map(|n| n.lineage).collect();
+        assert_eq!(lineages[1..3], leaders, "the leader's lineages");
+        assert_eq!(lineages[3], 77, "its join moved with it");
     }
 
     #[test]
