@@ -4283,6 +4283,80 @@ mod tests {
     }
 
     #[test]
+    fn shared_nominations_settle_and_take_fates_as_copied_ones() {
+        // A leader writes packets; a follower keeps their nominations shared, a twin
+        // moves them into its queue at once. Through random fates, both hold the same
+        // baselines, and every lineage is let go of in the end.
+        let mut s = BaselineStorage::new(DeltaSettings::default());
+        let [mut leader, mut shared, mut copied]: [ConnectionBaselines; 3] = Default::default();
+        let all = ChangeMask::all(4);
+        let handle = |o: u32| NetRefHandle::new(10 + u64::from(o), false, 0);
+        let mut rng = crate::link::SplitMix64::new(7);
+        let mut shared_seen = 0;
+        for ordinal in 0..40u64 {
+            s.begin_frame();
+            let mark = leader.mark();
+            for o in 0..8 {
+                if rng.next_f64() < 0.5 {
+                    continue;
+                }
+                let Some(slot) = leader.free_slot(o, ordinal) else {
+                    continue;
+                };
+                let prior = leader.acked(&s, o).map(|(_, b)| b.snapshot);
+                leader.nominate_later(&s, o, handle(o), slot, &all, prior, None, ordinal);
+            }
+            let mut tail = BaselinesTail::default();
+            leader.tail_since(mark, &mut tail);
+            for c in [&mut shared, &mut copied] {
+                for o in 0..8 {
+                    c.words_mut().set_word(o, leader.word(o));
+                }
+                c.append_tail(&tail, ordinal, 0);
+            }
+            copied.unshare_packets();
+            leader.settle(&mut s, None);
+            shared.settle(&mut s, Some(&mut leader));
+            copied.settle(&mut s, Some(&mut leader));
+            leader.add_joins(&mut s);
+            assert_eq!(shared.in_flight(), copied.in_flight());
+            shared_seen += shared.shared_packets;
+            // The fate of the packet two before, the same for all three.
+            if let Some(fate) = ordinal.checked_sub(2) {
+                let status = if rng.next_f64() < 0.7 {
+                    DeliveryStatus::Delivered
+                } else {
+                    DeliveryStatus::Lost
+                };
+                let promoted: Vec<_> = [&mut leader, &mut shared, &mut copied]
+                    .into_iter()
+                    .map(|c| c.on_delivery(&mut s, fate, status))
+                    .collect();
+                assert_eq!(promoted[1], promoted[2], "packet {fate}");
+                for o in 0..8 {
+                    let acked =
+                        |c: &ConnectionBaselines| c.acked(&s, o).map(|(k, b)| (k, b.lineage));
+                    assert_eq!(
+                        acked(&shared),
+                        acked(&copied),
+                        "object {o} after packet {fate}"
+                    );
+                    assert_eq!(
+                        acked(&shared),
+                        acked(&leader),
+                        "object {o} after packet {fate}"
+                    );
+                }
+            }
+        }
+        assert!(shared_seen > 40, "packets were shared, several at a time");
+        for c in [&mut leader, &mut shared, &mut copied] {
+            c.release_all(&mut s);
+        }
+        assert_eq!(s.live_lineages(), 0, "every holder let go");
+    }
+
+    #[test]
     fn a_snapshot_entry_is_half_a_cache_line() {
         // Aligned to its size: an entry never straddles two lines.
         assert_eq!(std::mem::size_of::<StateInfo>(), 32);
