@@ -2279,7 +2279,7 @@ impl ConnectionBaselines {
             .and_then(|p| storage.snapshot_frame(p))
             .filter(|&f| storage.frame().wrapping_sub(f) >= QUADRATIC_MIN_INTERVAL)
             .and(prior2);
-        if self.packets.back().is_some_and(|p| p.ordinal == ordinal) {
+        if self.shared_packets > 0 && self.packets.back().is_some_and(|p| p.ordinal == ordinal) {
             // Added to a packet whose nominations may be shared.
             self.unshare_packets();
         }
@@ -2580,7 +2580,6 @@ impl ConnectionBaselines {
         let own = std::mem::take(&mut self.unsettled);
         let mirror = self.mirror.take();
         let mut copied = 0..0;
-        let mirrored = mirror.is_some();
         if let (Some(m), Some(leader), true) = (&mirror, leader.as_deref_mut(), joinable) {
             let (settled, _) = leader.settled;
             copied = m.start..m.start + m.len();
@@ -2623,7 +2622,7 @@ impl ConnectionBaselines {
                 n.settle(storage, u);
             }
         }
-        if mirrored && copied.is_empty() {
+        if mirror.is_some() && copied.is_empty() {
             // Copied but looked up: the lineages may not be the leader's, so the
             // packets are no longer known to hold its nominations.
             self.refresh_origins(count);

@@ -255,9 +255,10 @@ pub(crate) struct Replays {
     alone: bool,
     /// Traces recorded since the server started.
     recorded: u64,
-    /// A trace was written since the last [`end_pass`](Self::end_pass) (which has
-    /// nothing to let go of otherwise: the server ends passes for every change of an
-    /// object's state, and checking each trace takes an atomic operation).
+    /// A trace may hold states to let go of: one was written since the last
+    /// [`end_pass`](Self::end_pass), or another thread held one then. (Otherwise
+    /// ending a pass checks no trace: the server ends passes for every change of an
+    /// object's state, and checking a trace takes an atomic operation.)
     written: bool,
 }
 
@@ -277,13 +278,18 @@ impl Replays {
         self.next = 0;
         self.unused = 0;
         self.adopted = None;
-        if !std::mem::take(&mut self.written) {
+        if !self.written {
             return;
         }
+        // A trace another thread still holds lets go of its states at a later end.
+        self.written = false;
         for t in &mut self.traces {
-            if let Some(t) = Arc::get_mut(t) {
-                t.states = [None, None];
-                t.baseline_words = [None, None];
+            match Arc::get_mut(t) {
+                Some(t) => {
+                    t.states = [None, None];
+                    t.baseline_words = [None, None];
+                }
+                None => self.written = true,
             }
         }
     }
@@ -438,6 +444,29 @@ mod tests {
         d.set(2);
         d.set(5);
         d
+    }
+
+    #[test]
+    fn a_trace_another_thread_held_lets_go_of_its_states_at_a_later_end() {
+        let mut r = Replays::default();
+        r.begin_pass(3);
+        let i = record(&mut r, 0, &dirty()).unwrap();
+        let states = Arc::new(SendStates::default());
+        r.trace_mut(i).states = [Some(Arc::clone(&states)), None];
+        let held = r.recorded_since(0);
+        assert!(held.is_some(), "shared with another thread");
+        r.end_pass();
+        assert_eq!(
+            Arc::strong_count(&states),
+            2,
+            "kept while the other holds it"
+        );
+        drop(held);
+        // No trace written since: the end still lets go of the states.
+        r.end_pass();
+        assert_eq!(Arc::strong_count(&states), 1);
+        r.end_pass();
+        assert!(!r.written, "nothing left to let go of");
     }
 
     #[test]
