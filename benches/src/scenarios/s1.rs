@@ -100,16 +100,13 @@ fn type_counters(
     };
     let st = w.stats();
     let registry = server.objects().registry();
-    (0..st.bits_per_type.len())
-        .filter_map(|i| {
+    st.per_type
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
             let index = u16::try_from(i).ok()?;
             let name = (registry.get(index)?.descriptor)().name;
-            Some((
-                name,
-                st.batches_per_type.get(i).copied().unwrap_or(0),
-                st.bits_per_type[i],
-                st.member_bits_per_type.get(i).copied().unwrap_or(0),
-            ))
+            Some((name, t.batches, t.bits, t.member_bits))
         })
         .collect()
 }

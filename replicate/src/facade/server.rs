@@ -1223,10 +1223,8 @@ impl<T: ServerTransport> Server<T> {
         else {
             return Vec::new();
         };
-        super::stats::bits_by_type_name(
-            self.replication.objects().registry(),
-            &writer.stats().bits_per_type,
-        )
+        let bits: Vec<u64> = writer.stats().per_type.iter().map(|t| t.bits).collect();
+        super::stats::bits_by_type_name(self.replication.objects().registry(), &bits)
     }
 
     /// The sans-IO connection of a connected client (acks, RTT, loss counters).

@@ -134,7 +134,7 @@ pub use writer::huge::{
 };
 pub use writer::{
     FramingBits, MAX_RECOVERIES, MAX_REPORTS_PER_PACKET, RETAINED_OBJECT_BYTES, ReplicationWriter,
-    WriterHooks, WriterStats, apply_conditions,
+    TypeTraffic, WriterHooks, WriterStats, apply_conditions,
 };
 
 use crate::bits::{BitReader, BitWriter};

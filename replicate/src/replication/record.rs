@@ -603,19 +603,35 @@ pub struct WriterStats {
     /// created again once the destroy is acknowledged, or, reported more than
     /// [`MAX_RECOVERIES`](super::MAX_RECOVERIES) times, no longer replicated there.
     pub disabled_by_remote: u64,
-    /// Bits of object batches written, per protocol index (the replicated type).
-    pub bits_per_type: Vec<u64>,
-    /// Of [`bits_per_type`](Self::bits_per_type), the bits of member values; the rest
-    /// is framing (handle, batch size, header, baseline indices, change mask).
-    pub member_bits_per_type: Vec<u64>,
-    /// Object batches written, per protocol index.
-    pub batches_per_type: Vec<u64>,
+    /// Object batches written and their bits, per protocol index (the replicated
+    /// type): one record per type, so counting a batch touches one place.
+    pub per_type: Vec<TypeTraffic>,
     /// The framing bits of the batches written into packets, by part.
     pub framing: FramingBits,
     /// Times the dirty roots were scheduled and sorted afresh: once per tick that has
     /// something to send, plus once after each change between the packets of a tick
     /// that could alter the order (a newly dirty object, a loss, a priority change).
     pub schedules: u64,
+}
+
+/// What a writer wrote of one replicated type (see [`WriterStats::per_type`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TypeTraffic {
+    /// Object batches written.
+    pub batches: u64,
+    /// Bits of those batches.
+    pub bits: u64,
+    /// Of [`bits`](Self::bits), the bits of member values; the rest is framing
+    /// (handle, batch size, header, baseline indices, change mask).
+    pub member_bits: u64,
+}
+
+impl TypeTraffic {
+    fn add(&mut self, gain: &TypeTraffic) {
+        self.batches += gain.batches;
+        self.bits += gain.bits;
+        self.member_bits += gain.member_bits;
+    }
 }
 
 /// The framing bits of object batches, by part (see `wire`).
@@ -636,14 +652,6 @@ pub struct FramingBits {
 impl WriterStats {
     /// Adds `gain` (another writer's counters, or what one write counted) to these.
     pub(crate) fn add(&mut self, gain: &WriterStats) {
-        let plus = |a: &mut Vec<u64>, b: &[u64]| {
-            if a.len() < b.len() {
-                a.resize(b.len(), 0);
-            }
-            for (x, y) in a.iter_mut().zip(b) {
-                *x += y;
-            }
-        };
         self.packets += gain.packets;
         self.batches += gain.batches;
         self.creations += gain.creations;
@@ -653,9 +661,13 @@ impl WriterStats {
         self.huge_objects += gain.huge_objects;
         self.bits += gain.bits;
         self.disabled_by_remote += gain.disabled_by_remote;
-        plus(&mut self.bits_per_type, &gain.bits_per_type);
-        plus(&mut self.member_bits_per_type, &gain.member_bits_per_type);
-        plus(&mut self.batches_per_type, &gain.batches_per_type);
+        if self.per_type.len() < gain.per_type.len() {
+            self.per_type
+                .resize(gain.per_type.len(), TypeTraffic::default());
+        }
+        for (t, g) in self.per_type.iter_mut().zip(&gain.per_type) {
+            t.add(g);
+        }
         self.framing.index += gain.framing.index;
         self.framing.form += gain.framing.form;
         self.framing.flags += gain.framing.flags;
@@ -675,13 +687,30 @@ mod tests {
         let mut a = WriterStats {
             packets: 3,
             bits: 100,
-            bits_per_type: vec![10, 20],
+            per_type: [10, 20]
+                .map(|bits| TypeTraffic {
+                    bits,
+                    ..TypeTraffic::default()
+                })
+                .to_vec(),
             ..WriterStats::default()
         };
         let gain = WriterStats {
             packets: 2,
             bits: 50,
-            bits_per_type: vec![5, 0, 7],
+            per_type: vec![
+                TypeTraffic {
+                    batches: 1,
+                    bits: 5,
+                    member_bits: 3,
+                },
+                TypeTraffic::default(),
+                TypeTraffic {
+                    batches: 2,
+                    bits: 7,
+                    member_bits: 6,
+                },
+            ],
             framing: FramingBits {
                 mask: 4,
                 ..FramingBits::default()
@@ -692,7 +721,16 @@ mod tests {
         a.add(&gain);
         assert_eq!(a.packets, 5);
         assert_eq!(a.bits, 150);
-        assert_eq!(a.bits_per_type, vec![15, 20, 7], "grown to the longer one");
+        let per_type: Vec<_> = a
+            .per_type
+            .iter()
+            .map(|t| (t.batches, t.bits, t.member_bits))
+            .collect();
+        assert_eq!(
+            per_type,
+            vec![(1, 15, 3), (0, 20, 0), (2, 7, 6)],
+            "grown to the longer one, each count of a type summed"
+        );
         assert_eq!((a.framing.mask, a.schedules), (4, 1));
         assert_eq!(a.batches, 0);
     }

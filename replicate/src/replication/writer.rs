@@ -54,7 +54,7 @@ use super::baseline::{
 use super::encode::TickCache;
 use super::group::{InfoTable, JoinWait, SendStates, SharedSendStates};
 use super::insights::{BatchLayout, WriterAttribution};
-pub use super::record::{FramingBits, WriterStats};
+pub use super::record::{FramingBits, TypeTraffic, WriterStats};
 use super::record::{
     INVALID_BASELINE_INDEX, PacketRecord, RecordInfo, RecordKind, ReplicatedObjectState as S,
     ReplicationInfo,
@@ -1160,16 +1160,14 @@ impl ReplicationWriter {
         info.set_priority(0.0);
         self.stats.batches += 1;
         let protocol = usize::from(entry.protocol());
-        if self.stats.bits_per_type.len() <= protocol {
-            self.stats.bits_per_type.resize(protocol + 1, 0);
+        let per_type = &mut self.stats.per_type;
+        if per_type.len() <= protocol {
+            per_type.resize(protocol + 1, TypeTraffic::default());
         }
-        self.stats.bits_per_type[protocol] += total_bits as u64;
-        if self.stats.member_bits_per_type.len() <= protocol {
-            self.stats.member_bits_per_type.resize(protocol + 1, 0);
-            self.stats.batches_per_type.resize(protocol + 1, 0);
-        }
-        self.stats.member_bits_per_type[protocol] += member_bits as u64;
-        self.stats.batches_per_type[protocol] += 1;
+        let t = &mut per_type[protocol];
+        t.batches += 1;
+        t.bits += total_bits as u64;
+        t.member_bits += member_bits as u64;
         if creating {
             self.stats.creations += 1;
         }
