@@ -169,6 +169,10 @@ pub struct EncodedSegments {
     /// Whether segments are kept at all: only worth it where another connection may
     /// copy them (off for a writer alone, see [`set_shared`](Self::set_shared)).
     shared: bool,
+    /// The write pass under way has a single connection that writes its own section
+    /// (every other replays it): what it encodes is not kept (see
+    /// [`set_lone_writer`](Self::set_lone_writer)).
+    lone_writer: bool,
     hits: u64,
     misses: u64,
 }
@@ -208,6 +212,14 @@ impl EncodedSegments {
         self.shared = shared;
     }
 
+    /// Whether the write pass about to run has a single connection that writes its
+    /// own section, every other being in step with it: connections in step replay
+    /// their leader's section and never look a segment up, so what the leader encodes
+    /// is not kept (segments and differences). What earlier passes kept is still found.
+    pub(crate) fn set_lone_writer(&mut self, lone: bool) {
+        self.lone_writer = lone;
+    }
+
     /// Forgets every segment (the objects' states may change).
     pub fn clear(&mut self) {
         if self.entries.is_empty() && self.differences.is_empty() {
@@ -238,7 +250,7 @@ impl EncodedSegments {
         against: &Arc<dyn ErasedState>,
         diff: impl FnOnce(&dyn ErasedState) -> ChangeMask,
     ) -> ChangeMask {
-        if !self.shared {
+        if !self.shared || self.lone_writer {
             return diff(against.as_ref());
         }
         let address = super::baseline::address(against);
@@ -325,7 +337,7 @@ impl EncodedSegments {
         copy: impl FnOnce(&mut Vec<u64>),
     ) -> Option<u32> {
         self.misses += 1;
-        if !self.shared {
+        if !self.shared || self.lone_writer {
             return None;
         }
         let (Ok(bits32), Ok(start)) = (u32::try_from(bits), u32::try_from(self.words.len())) else {
@@ -451,6 +463,49 @@ mod tests {
                 .is_none()
         );
         assert_eq!(s.counts(), (0, 1));
+    }
+
+    #[test]
+    fn a_lone_writers_pass_keeps_nothing_but_finds_what_earlier_passes_kept() {
+        let mut s = EncodedSegments::default();
+        s.set_shared(true);
+        store(&mut s, 3, 0b101, SegmentKind::Full);
+        s.set_lone_writer(true);
+        store(&mut s, 5, 0b1, SegmentKind::Full);
+        assert!(
+            s.find(3, handle(3), &mask(0b101), &SegmentKind::Full)
+                .is_some(),
+            "kept by an earlier pass"
+        );
+        assert!(
+            s.find(5, handle(5), &mask(0b1), &SegmentKind::Full)
+                .is_none()
+        );
+        // Differences are computed each time, not remembered.
+        let against: Arc<dyn ErasedState> = Arc::new(crate::nested::support::StubState);
+        let mut diffs = 0;
+        for _ in 0..2 {
+            s.difference(5, handle(5), &against, |_| {
+                diffs += 1;
+                mask(0b1)
+            });
+        }
+        assert_eq!(diffs, 2);
+        // The next pass with two writers keeps again.
+        s.set_lone_writer(false);
+        store(&mut s, 5, 0b1, SegmentKind::Full);
+        assert!(
+            s.find(5, handle(5), &mask(0b1), &SegmentKind::Full)
+                .is_some()
+        );
+        for _ in 0..2 {
+            s.difference(5, handle(5), &against, |_| {
+                diffs += 1;
+                mask(0b1)
+            });
+        }
+        assert_eq!(diffs, 3, "remembered once kept");
+        assert_eq!(s.counts(), (2, 3));
     }
 
     #[test]

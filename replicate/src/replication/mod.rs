@@ -448,6 +448,28 @@ fn in_groups<'a, 'j, 'w>(work: &'a mut [PacketWork<'j, 'w>]) -> Vec<Grouped<'a, 
     grouped
 }
 
+/// Whether a pass's connections (two or more) all hold the same shared copy of their
+/// send states: in step, all but one replay the section that one writes.
+fn all_in_step(work: &[PacketWork<'_, '_>]) -> bool {
+    one_shared_copy(work.iter().filter_map(|w| {
+        let shared = w.1.as_deref()?.writer().send_states().shared();
+        Some(shared.map(|s| std::sync::Arc::as_ptr(s) as usize))
+    }))
+}
+
+/// Whether there are two or more `copies` (each a shared copy's address, or `None`
+/// for a connection's own), all the same shared one.
+fn one_shared_copy(mut copies: impl Iterator<Item = Option<usize>>) -> bool {
+    let Some(Some(first)) = copies.next() else {
+        return false;
+    };
+    let mut others = 0;
+    copies.all(|c| {
+        others += 1;
+        c == Some(first)
+    }) && others > 0
+}
+
 /// Items `a` and `b` of `items`, both mutably (`None` when they are the same or one is
 /// out of range).
 fn two_mut<T>(items: &mut [T], a: usize, b: usize) -> Option<(&mut T, &mut T)> {
@@ -1042,8 +1064,10 @@ impl ReplicationServer {
             }
         }
         let objects = &self.objects;
+        let lone_writer = all_in_step(&work);
         for cache in &mut self.caches {
             cache.begin_pass(work.len());
+            cache.segments.set_lone_writer(lone_writer);
         }
         // On one thread, the packets in job order.
         let mut grouped = if self.caches.len() > 1 {
@@ -1438,7 +1462,22 @@ impl ReplicationClient {
 
 #[cfg(test)]
 mod tests {
-    use super::two_mut;
+    use super::{one_shared_copy, two_mut};
+
+    #[test]
+    fn a_pass_in_step_has_two_or_more_holders_of_one_shared_copy() {
+        let in_step = |copies: &[Option<usize>]| one_shared_copy(copies.iter().copied());
+        assert!(in_step(&[Some(7), Some(7)]));
+        assert!(in_step(&[Some(7), Some(7), Some(7), Some(7)]));
+        // A connection alone writes its own section: nobody replays it.
+        assert!(!in_step(&[Some(7)]));
+        assert!(!in_step(&[]));
+        // Two groups, or a connection with its own copy: two writers.
+        assert!(!in_step(&[Some(7), Some(7), Some(9)]));
+        assert!(!in_step(&[Some(7), None]));
+        assert!(!in_step(&[None, Some(7), Some(7)]));
+        assert!(!in_step(&[None, None]));
+    }
 
     #[test]
     fn two_mut_lends_two_distinct_items() {
