@@ -116,6 +116,10 @@ pub fn expand(model: &Model) -> TokenStream {
                 #(#quantize)*
             }
 
+            fn poll(&self, state: &mut #twin_ty, mask: &mut __rp::ChangeMask) -> bool {
+                <Self as #trait_ident>::__net_poll(self, state, mask, 0)
+            }
+
             fn apply(&mut self, state: &#twin_ty, mask: &__rp::ChangeMask) {
                 let __pending = <Self as #trait_ident>::__net_apply_members(self, state, mask, 0);
                 <Self as #trait_ident>::__net_notify(self, __pending);

@@ -731,10 +731,8 @@ impl ObjectTable {
             );
             return false;
         };
-        let fresh = object.to_state();
-        let changed = crate::state::ReplicatedState::diff(&fresh, stored, &mut e.tick_mask, 0);
+        let changed = object.poll(stored, &mut e.tick_mask);
         if changed {
-            *stored = fresh;
             self.note_dirty(i);
         }
         changed
@@ -748,9 +746,8 @@ impl ObjectTable {
         let Some(Some(e)) = self.entries.get_mut(i as usize) else {
             return false;
         };
-        let fresh = object.to_state();
-        let changed = fresh.diff(e.state.as_ref(), &mut e.tick_mask);
-        if changed && e.state.copy_from(fresh.as_ref()) {
+        let changed = object.poll_into(e.state.as_mut(), &mut e.tick_mask) == Some(true);
+        if changed {
             self.note_dirty(i);
         }
         changed
@@ -1021,8 +1018,7 @@ impl ObjectTable {
         let Some(obj) = e.storage.as_ref() else {
             return;
         };
-        let fresh = obj.to_state();
-        if fresh.diff(e.state.as_ref(), &mut e.tick_mask) && e.state.copy_from(fresh.as_ref()) {
+        if obj.poll_into(e.state.as_mut(), &mut e.tick_mask) == Some(true) {
             self.note_dirty(i);
         }
     }

@@ -160,6 +160,8 @@ pub trait ErasedObject: Any + Send + Sync {
     fn quantize_into(&self, out: &mut dyn ErasedState) -> bool;
     /// A fresh quantized state.
     fn to_state(&self) -> Box<dyn ErasedState>;
+    /// See [`Replicated::poll`]: `None` when `state` is of another type.
+    fn poll_into(&self, state: &mut dyn ErasedState, mask: &mut ChangeMask) -> Option<bool>;
     /// Applies the members of `state` selected by `mask`, firing notify hooks.
     fn apply(&mut self, state: &dyn ErasedState, mask: &ChangeMask) -> bool;
     /// Upcast for downcasting to the concrete type.
@@ -180,6 +182,10 @@ impl<T: Replicated> ErasedObject for T {
             }
             None => false,
         }
+    }
+    fn poll_into(&self, state: &mut dyn ErasedState, mask: &mut ChangeMask) -> Option<bool> {
+        let state = state.as_any_mut().downcast_mut::<T::State>()?;
+        Some(Replicated::poll(self, state, mask))
     }
     fn to_state(&self) -> Box<dyn ErasedState> {
         Box::new(Replicated::to_state(self))

@@ -436,6 +436,19 @@ pub trait Replicated: Send + Sync + 'static {
         s
     }
 
+    /// Quantizes into `state` (the last quantized state) the members whose quantized
+    /// value changed, setting their bits in `mask`; returns whether any did. The same
+    /// as quantizing into a fresh state, diffing and copying it over, without the fresh
+    /// state (`#[derive(Replicated)]` writes it member by member).
+    fn poll(&self, state: &mut Self::State, mask: &mut ChangeMask) -> bool {
+        let fresh = self.to_state();
+        let changed = fresh.diff(state, mask, 0);
+        if changed {
+            *state = fresh;
+        }
+        changed
+    }
+
     /// Dequantizes the members selected by `mask` into `self`, then calls the `notify`
     /// hooks of members whose value changed, with their previous value.
     fn apply(&mut self, state: &Self::State, mask: &ChangeMask);

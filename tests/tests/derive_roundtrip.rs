@@ -158,6 +158,25 @@ proptest! {
     }
 
     #[test]
+    fn poll_is_quantize_diff_and_copy(x in everything(), last in everything(), raw in any::<u64>()) {
+        // The derived poll, member by member in place, against the provided method's
+        // definition: a fresh state, diffed against the last one, copied over if changed.
+        let mut polled = last.to_state();
+        let mut polled_mask = ChangeMask::from_u64(bits(), raw);
+        let changed = x.poll(&mut polled, &mut polled_mask);
+        let fresh = x.to_state();
+        let mut mask = ChangeMask::from_u64(bits(), raw);
+        let expected_changed = fresh.diff(&last.to_state(), &mut mask, 0);
+        prop_assert_eq!(changed, expected_changed);
+        prop_assert_eq!(&polled_mask, &mask, "the same bits set, the others kept");
+        prop_assert_eq!(&polled, &if changed { fresh } else { last.to_state() });
+        // Polling again changes nothing.
+        let mut again = ChangeMask::new(bits());
+        prop_assert!(!x.poll(&mut polled, &mut again));
+        prop_assert!(!again.any());
+    }
+
+    #[test]
     fn bits_written_equal_the_sum_of_each_members_declared_encoding(x in everything()) {
         let q = x.to_state();
         let d = Everything::descriptor();
