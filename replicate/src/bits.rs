@@ -128,10 +128,13 @@ impl BitWriter {
     }
 
     /// Empties the writer and sets a new capacity, keeping the allocation where it can.
+    /// Only the words written are cleared: every bit past the position is zero
+    /// already (writes keep it, rollbacks clear it), so reusing a large writer for a
+    /// small packet costs the packet, not the capacity.
     pub fn reset(&mut self, capacity_bits: usize) {
-        let words = capacity_bits.div_ceil(64) + 1;
-        self.words.clear();
-        self.words.resize(words, 0);
+        let written = self.pos.div_ceil(64).min(self.words.len());
+        self.words[..written].fill(0);
+        self.words.resize(capacity_bits.div_ceil(64) + 1, 0);
         self.pos = 0;
         self.capacity = capacity_bits;
         self.limit = capacity_bits;
@@ -804,6 +807,63 @@ mod tests {
         let bytes: Vec<u8> = w.words().iter().flat_map(|x| x.to_le_bytes()).collect();
         assert_eq!(bytes[..w.byte_len()], w.to_bytes()[..]);
         assert!(bytes[w.byte_len()..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn a_reset_writer_is_a_fresh_one() {
+        // A writer reused through random writes, patches, rollbacks, seeks, overflows
+        // and resets to other capacities holds exactly what a fresh writer given the
+        // same writes since the last reset holds: reset clears only what was written.
+        let mut seed = 0x5EED_B175_u64;
+        let mut next = move |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n.max(1)
+        };
+        let mut reused = BitWriter::with_capacity_bits(1200 * 8);
+        let mut fresh = BitWriter::with_capacity_bits(1200 * 8);
+        let mut marks = Vec::new();
+        for step in 0..20_000 {
+            match next(20) {
+                0 => {
+                    let capacity = [0, 1, 63, 64, 65, 500, 4000, 9600, 20_000][next(9) as usize];
+                    reused.reset(capacity);
+                    fresh = BitWriter::with_capacity_bits(capacity);
+                    marks.clear();
+                }
+                1..=3 => {
+                    let m = (reused.mark(), fresh.mark());
+                    marks.push(m);
+                }
+                4 | 5 if !marks.is_empty() => {
+                    let (a, b) = marks.swap_remove(next(marks.len() as u64) as usize);
+                    reused.rollback(a);
+                    fresh.rollback(b);
+                }
+                6 => {
+                    let to = next(reused.position() as u64 + 1) as usize;
+                    reused.seek_back(to);
+                    fresh.seek_back(to);
+                }
+                7 => {
+                    let words: Vec<u64> = (0..next(4) + 1).map(|_| next(u64::MAX)).collect();
+                    let bits = next(words.len() as u64 * 64 + 1) as usize;
+                    reused.write_words(&words, bits);
+                    fresh.write_words(&words, bits);
+                }
+                _ => {
+                    let bits = next(65) as u32;
+                    let value = next(u64::MAX) ^ (next(u64::MAX) << 32);
+                    reused.write_bits(value, bits);
+                    fresh.write_bits(value, bits);
+                }
+            }
+            assert_eq!(reused.position(), fresh.position(), "step {step}");
+            assert_eq!(reused.is_overflown(), fresh.is_overflown(), "step {step}");
+            assert_eq!(reused.words(), fresh.words(), "step {step}");
+            assert_eq!(reused.to_bytes(), fresh.to_bytes(), "step {step}");
+        }
     }
 
     #[test]

@@ -167,9 +167,12 @@ fn write_members(
         }
     };
     if !w.is_overflown() {
-        let against = plan
-            .and_then(|(plan, st)| plan.against(st, states))
-            .cloned();
+        // The state it was coded against stays alive while the segment is kept (only
+        // cloned if it is).
+        let against = || {
+            plan.and_then(|(plan, st)| plan.against(st, states))
+                .cloned()
+        };
         *segment_id = segments.insert(c.index, handle, c.mask, kind, against, member_bits, |out| {
             w.copy_bits(start, member_bits, out)
         });

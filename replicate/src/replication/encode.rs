@@ -324,7 +324,9 @@ impl EncodedSegments {
     }
 
     /// Stores a segment just encoded: `copy` appends its bits to the word store (as
-    /// [`BitWriter::copy_bits`](crate::bits::BitWriter::copy_bits) does).
+    /// [`BitWriter::copy_bits`](crate::bits::BitWriter::copy_bits) does); `against`
+    /// gives the state it was coded against, kept alive with it (called only when the
+    /// segment is kept).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn insert(
         &mut self,
@@ -332,7 +334,7 @@ impl EncodedSegments {
         handle: NetRefHandle,
         mask: &ChangeMask,
         kind: SegmentKind,
-        against: Option<Arc<dyn ErasedState>>,
+        against: impl FnOnce() -> Option<Arc<dyn ErasedState>>,
         bits: usize,
         copy: impl FnOnce(&mut Vec<u64>),
     ) -> Option<u32> {
@@ -360,7 +362,7 @@ impl EncodedSegments {
             handle,
             mask: mask.clone(),
             kind,
-            _against: against,
+            _against: against(),
             start,
             bits: bits32,
             next,
@@ -419,7 +421,7 @@ mod tests {
             handle(index as u64),
             &mask(bits),
             kind,
-            None,
+            || None,
             71,
             |out| w.copy_bits(0, 71, out),
         );
@@ -517,7 +519,7 @@ mod tests {
             handle(1),
             &mask(1),
             SegmentKind::Full,
-            None,
+            || None,
             130,
             |out| out.push(0),
         );
