@@ -45,7 +45,7 @@
 //! ```
 
 use crate::protocol::ErasedState;
-use crate::state::{ChangeMask, Replicated, ReplicatedState, StateDescriptor};
+use crate::state::{ChangeMask, Replicated, StateDescriptor};
 use std::any::Any;
 use thiserror::Error;
 
@@ -257,9 +257,8 @@ fn state_mismatch(fragment: &StateDescriptor, state: &StateDescriptor) -> Fragme
 }
 
 /// A whole-state [`ReplicationFragment::poll_state`] for hand-written fragments over a
-/// replicated type: quantizes `obj`, compares with `state` member by member, sets the
-/// changed bits and stores the new state. (Generated fragments poll member by member
-/// without a temporary state.)
+/// replicated type: [`Replicated::poll`] into `state` (the type's own poll, member by
+/// member in place for a derived type).
 pub fn poll_replicated<T: Replicated>(
     obj: &T,
     state: &mut dyn ErasedState,
@@ -275,10 +274,5 @@ pub fn poll_replicated<T: Replicated>(
                 fragment,
                 state: state_name,
             })?;
-    let fresh = obj.to_state();
-    let changed = ReplicatedState::diff(&fresh, state, mask, 0);
-    if changed {
-        *state = fresh;
-    }
-    Ok(changed)
+    Ok(obj.poll(state, mask))
 }

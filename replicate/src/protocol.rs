@@ -21,9 +21,6 @@ pub trait ErasedState: Any + Send + Sync + std::fmt::Debug {
     fn clone_box(&self) -> Box<dyn ErasedState>;
     /// A shared copy.
     fn clone_arc(&self) -> std::sync::Arc<dyn ErasedState>;
-    /// Copies `other` into `self` (same type; otherwise nothing happens and `false` is
-    /// returned).
-    fn copy_from(&mut self, other: &dyn ErasedState) -> bool;
     /// Equality with a state of possibly another type.
     fn eq_dyn(&self, other: &dyn ErasedState) -> bool;
     /// See [`ReplicatedState::diff`]; a state of another type counts as all changed.
@@ -75,15 +72,6 @@ impl<T: ReplicatedState> ErasedState for T {
     }
     fn clone_arc(&self) -> std::sync::Arc<dyn ErasedState> {
         std::sync::Arc::new(self.clone())
-    }
-    fn copy_from(&mut self, other: &dyn ErasedState) -> bool {
-        match other.as_any().downcast_ref::<T>() {
-            Some(o) => {
-                self.clone_from(o);
-                true
-            }
-            None => false,
-        }
     }
     fn eq_dyn(&self, other: &dyn ErasedState) -> bool {
         other.as_any().downcast_ref::<T>() == Some(self)
@@ -155,9 +143,6 @@ impl<T: ReplicatedState> ErasedState for T {
 pub trait ErasedObject: Any + Send + Sync {
     /// The type's descriptor.
     fn type_descriptor(&self) -> &'static StateDescriptor;
-    /// Quantizes into `out` (a state of the same type; otherwise nothing happens and
-    /// `false` is returned).
-    fn quantize_into(&self, out: &mut dyn ErasedState) -> bool;
     /// A fresh quantized state.
     fn to_state(&self) -> Box<dyn ErasedState>;
     /// See [`Replicated::poll`]: `None` when `state` is of another type.
@@ -173,15 +158,6 @@ pub trait ErasedObject: Any + Send + Sync {
 impl<T: Replicated> ErasedObject for T {
     fn type_descriptor(&self) -> &'static StateDescriptor {
         T::descriptor()
-    }
-    fn quantize_into(&self, out: &mut dyn ErasedState) -> bool {
-        match out.as_any_mut().downcast_mut::<T::State>() {
-            Some(s) => {
-                self.quantize(s);
-                true
-            }
-            None => false,
-        }
     }
     fn poll_into(&self, state: &mut dyn ErasedState, mask: &mut ChangeMask) -> Option<bool> {
         let state = state.as_any_mut().downcast_mut::<T::State>()?;
