@@ -460,14 +460,12 @@ fn all_in_step(work: &[PacketWork<'_, '_>]) -> bool {
 /// Whether there are two or more `copies` (each a shared copy's address, or `None`
 /// for a connection's own), all the same shared one.
 fn one_shared_copy(mut copies: impl Iterator<Item = Option<usize>>) -> bool {
-    let Some(Some(first)) = copies.next() else {
-        return false;
-    };
-    let mut others = 0;
-    copies.all(|c| {
-        others += 1;
-        c == Some(first)
-    }) && others > 0
+    match (copies.next(), copies.next()) {
+        (Some(Some(first)), Some(second)) => {
+            second == Some(first) && copies.all(|c| c == Some(first))
+        }
+        _ => false,
+    }
 }
 
 /// Items `a` and `b` of `items`, both mutably (`None` when they are the same or one is
