@@ -846,6 +846,13 @@ mod tests {
                     reused.seek_back(to);
                     fresh.seek_back(to);
                 }
+                8 if reused.position() > 0 => {
+                    let at = next(reused.position() as u64) as usize;
+                    let bits = next((reused.position() - at).min(64) as u64) as u32 + 1;
+                    let value = next(u64::MAX);
+                    reused.patch_bits(at, value, bits);
+                    fresh.patch_bits(at, value, bits);
+                }
                 7 => {
                     let words: Vec<u64> = (0..next(4) + 1).map(|_| next(u64::MAX)).collect();
                     let bits = next(words.len() as u64 * 64 + 1) as usize;

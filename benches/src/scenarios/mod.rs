@@ -671,17 +671,24 @@ mod tests {
             w.write_bits(0b101, extra_bits);
             w
         };
-        let digest = packet_digest;
-        let base = digest(&packet(&[1, 2, 3], 3));
-        assert_eq!(base, digest(&packet(&[1, 2, 3], 3)), "equal bytes");
-        assert_ne!(base, digest(&packet(&[1, 3, 2], 3)), "words swapped");
+        let base = packet_digest(&packet(&[1, 2, 3], 3));
+        assert_eq!(base, packet_digest(&packet(&[1, 2, 3], 3)), "equal bytes");
+        assert_ne!(base, packet_digest(&packet(&[1, 3, 2], 3)), "words swapped");
         assert_ne!(
             base,
-            digest(&packet(&[1, 2, 3 ^ 1 << 40], 3)),
+            packet_digest(&packet(&[1, 2, 3 ^ 1 << 40], 3)),
             "a bit flipped"
         );
-        assert_ne!(base, digest(&packet(&[1, 2, 3], 4)), "another length");
-        assert_ne!(base, digest(&packet(&[1, 2, 3, 0], 3)), "a zero word more");
+        assert_ne!(
+            base,
+            packet_digest(&packet(&[1, 2, 3], 4)),
+            "another length"
+        );
+        assert_ne!(
+            base,
+            packet_digest(&packet(&[1, 2, 3, 0], 3)),
+            "a zero word more"
+        );
     }
 
     #[test]
