@@ -255,7 +255,7 @@ impl EncodedSegments {
         }
         let address = super::baseline::address(against);
         let slot = index as usize;
-        let mut at = chain_head(&self.difference_heads, index, self.generation);
+        let mut at = self.difference_head(index);
         let first = at;
         while at != NONE {
             let d = &self.differences[at as usize];
@@ -279,10 +279,10 @@ impl EncodedSegments {
         self.differences[at].mask.clone()
     }
 
-    /// Reads object `index`'s chain heads (for a read-ahead, see `writer`).
+    /// Reads object `index`'s chain heads (for a read-ahead, see `writer`): none
+    /// while the store keeps nothing this tick.
     pub(crate) fn read_ahead(&self, index: InternalIndex) -> usize {
-        (chain_head(&self.heads, index, self.generation)
-            ^ chain_head(&self.difference_heads, index, self.generation)) as usize
+        (self.head(index) ^ self.difference_head(index)) as usize
     }
 
     /// Segments found (copied instead of encoded) and encoded, since the start.
@@ -290,8 +290,21 @@ impl EncodedSegments {
         (self.hits, self.misses)
     }
 
+    /// Object `index`'s first segment this tick. While nothing is kept, no chain can
+    /// be current: the per-object heads (cold at 100 000 objects) are not read.
     fn head(&self, index: InternalIndex) -> u32 {
+        if self.entries.is_empty() {
+            return NONE;
+        }
         chain_head(&self.heads, index, self.generation)
+    }
+
+    /// Object `index`'s first difference this tick (see [`head`](Self::head)).
+    fn difference_head(&self, index: InternalIndex) -> u32 {
+        if self.differences.is_empty() {
+            return NONE;
+        }
+        chain_head(&self.difference_heads, index, self.generation)
     }
 
     /// The segment of `index` for `(mask, kind)`, if one was encoded since the last
