@@ -797,6 +797,19 @@ fn timed_idle_tick(
 /// 15 ticks.
 const STEADY_SENDS: usize = 10;
 
+/// Dirty object × connection pairs a scale point measures, about: a point of 1 000
+/// objects × 16 connections (a 50 µs tick) over 15 ticks read anywhere from 35 to 39
+/// ns per pair from run to run.
+const SCALE_PAIRS: usize = 250_000;
+
+/// Measured ticks of a scale point: `at_least`, or enough for about
+/// [`SCALE_PAIRS`] pairs.
+fn scale_point_ticks(s: &Setup, at_least: usize) -> usize {
+    let dirty = (s.objects as f64 * s.dirty_fraction).round() as usize;
+    let pairs_per_tick = dirty.max(1) * s.connections.max(1);
+    at_least.max(SCALE_PAIRS.div_ceil(pairs_per_tick))
+}
+
 /// Parameters of an S2 run.
 #[derive(Debug, Clone)]
 pub struct S2Params {
@@ -814,7 +827,8 @@ pub struct S2Params {
     pub scale_connections: Vec<usize>,
     /// Objects of the connection-scale curve.
     pub scale_connections_objects: usize,
-    /// Measured ticks per scale point.
+    /// Measured ticks per scale point, at least: a small point measures more, about
+    /// [`SCALE_PAIRS`] dirty object × connection pairs.
     pub scale_ticks: usize,
     /// Rounds of the parallel-writers comparison (one and two threads alternated).
     pub parallel_rounds: usize,
@@ -1105,8 +1119,11 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
             objects,
             players: p.scale_objects_connections.min(objects),
             connections: p.scale_objects_connections,
-            ticks: p.scale_ticks,
             ..base
+        };
+        let setup = Setup {
+            ticks: scale_point_ticks(&setup, p.scale_ticks),
+            ..setup
         };
         let m = measure(setup)?;
         obj_table.row(vec![
@@ -1133,8 +1150,11 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
             objects: p.scale_connections_objects,
             players: connections.min(100),
             connections,
-            ticks: p.scale_ticks,
             ..base
+        };
+        let setup = Setup {
+            ticks: scale_point_ticks(&setup, p.scale_ticks),
+            ..setup
         };
         let m = measure(setup)?;
         conn_table.row(vec![
