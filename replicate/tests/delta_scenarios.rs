@@ -702,14 +702,20 @@ fn prediction_codes_steady_motion_in_fewer_bits() {
     assert!(on < off, "predicted {on} bytes, plain delta {off}");
 }
 
+/// What [`pawns_moving`] saw.
+struct Moved {
+    /// The bytes of the packets of ticks `30..`.
+    bytes: usize,
+    /// Whether the server predicts pawns at the end.
+    predicted: bool,
+    /// The pawns whose acknowledged baseline has a prior, and those of them whose
+    /// prior the server keeps (a live snapshot) at the end.
+    priors: (usize, usize),
+}
+
 /// 128 pawns moving in x by `step(tick)` every tick, their packets delivered and acked
-/// at once: the bytes of the packets of ticks `30..`, and whether the server predicts
-/// pawns at the end.
-fn pawns_moving(
-    predict: bool,
-    ticks: usize,
-    step: impl Fn(usize, &mut Rng) -> i32,
-) -> (usize, bool) {
+/// at once.
+fn pawns_moving(predict: bool, ticks: usize, step: impl Fn(usize, &mut Rng) -> i32) -> Moved {
     let mut server_config = config(60);
     server_config.delta.predict = predict;
     let mut m = Manual::with_config(server_config);
@@ -733,28 +739,56 @@ fn pawns_moving(
     }
     assert!(handles.iter().all(|&h| same_state(&m.server, &m.client, h)));
     let pawn = m.server.objects().registry().index_of::<Pawn>().unwrap();
-    (total, m.server.baselines().is_prediction_enabled(pawn))
+    let storage = m.server.baselines();
+    let writer = m.server.writer(m.conn).unwrap();
+    let priors: Vec<Option<u32>> = handles
+        .iter()
+        .map(|&h| {
+            let (_, acked) = writer
+                .baselines()
+                .acked(&storage, index(&m.server, h))
+                .unwrap();
+            acked.prior
+        })
+        .collect();
+    let kept = priors
+        .iter()
+        .flatten()
+        .filter(|&&p| storage.snapshot_frame(p).is_some());
+    Moved {
+        bytes: total,
+        predicted: storage.is_prediction_enabled(pawn),
+        priors: (priors.iter().flatten().count(), kept.count()),
+    }
 }
 
 #[test]
 fn prediction_is_learned_per_type_from_the_bits_it_saves() {
     let steady = |_: usize, _: &mut Rng| 500;
     let walk = |_: usize, rng: &mut Rng| rng.below(1001) as i32 - 500;
-    let (steady_bytes, steady_predicted) = pawns_moving(true, 120, steady);
-    let (steady_plain, _) = pawns_moving(false, 120, steady);
-    assert!(steady_predicted, "steady motion is predicted");
+    let steady_run = pawns_moving(true, 120, steady);
+    let (steady_bytes, steady_plain) = (steady_run.bytes, pawns_moving(false, 120, steady).bytes);
+    assert!(steady_run.predicted, "steady motion is predicted");
     assert!(
         steady_bytes < steady_plain,
         "{steady_bytes} against {steady_plain} bytes"
     );
+    // A predicted pawn's baseline keeps the one it was built from.
+    assert_eq!(steady_run.priors, (128, 128));
     // A random walk: prediction doubles the residuals' variance, and the server stops
     // predicting it after its first samples.
-    let (walk_bytes, walk_predicted) = pawns_moving(true, 120, walk);
-    let (walk_plain, _) = pawns_moving(false, 120, walk);
+    let walk_run = pawns_moving(true, 120, walk);
+    let (walk_bytes, walk_plain) = (walk_run.bytes, pawns_moving(false, 120, walk).bytes);
     assert!(
-        !walk_predicted,
+        !walk_run.predicted,
         "a random walk is coded against the baselines"
     );
+    // Not predicted, a pawn's baseline still has a prior (the client keeps it, and
+    // each batch says it was not predicted), which the server keeps only for the few
+    // pawns that sample prediction (they decoded alike: the states are the same).
+    let (with_prior, kept) = walk_run.priors;
+    assert_eq!(with_prior, 128);
+    assert!(kept < 128 / 8, "{kept} priors kept");
     assert!(
         walk_bytes * 100 <= walk_plain * 101,
         "{walk_bytes} against {walk_plain} bytes"
@@ -762,13 +796,11 @@ fn prediction_is_learned_per_type_from_the_bits_it_saves() {
     // Samples go on while a type is not predicted: motion that turns steady is
     // predicted again.
     let turns = |t: usize, rng: &mut Rng| if t < 60 { walk(t, rng) } else { 500 };
-    let (_, predicted_again) = pawns_moving(true, 120, turns);
-    assert!(predicted_again);
+    assert!(pawns_moving(true, 120, turns).predicted);
     // And the other way: the bits steady motion saved weigh for a while (the gain
     // decays by samples), then the walk's cost decides.
-    let (_, walking_again) =
-        pawns_moving(true, 240, |t, rng| if t < 60 { 500 } else { walk(t, rng) });
-    assert!(!walking_again);
+    let walking_again = pawns_moving(true, 240, |t, rng| if t < 60 { 500 } else { walk(t, rng) });
+    assert!(!walking_again.predicted);
 }
 
 #[test]

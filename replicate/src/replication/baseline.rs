@@ -69,10 +69,10 @@
 //! # Prediction
 //!
 //! A baseline nominated on the delta path is built from the acknowledged baseline it was
-//! coded against (its *prior*), which was built from another (the prior's prior); both
-//! ends keep all three. When a batch's reference has a prior, the members can be coded
-//! against a prediction ([`extrapolate`], [`Prediction`]) instead of the reference
-//! itself:
+//! coded against (its *prior*), which was built from another (the prior's prior); the
+//! client keeps all three. When a batch's reference has a prior, the members can be
+//! coded against a prediction ([`extrapolate`], [`Prediction`]) instead of the
+//! reference itself:
 //! - **linear**, `reference + k · (reference − prior)`: with steady motion the
 //!   residuals are second differences, close to zero. `k`, 1 to 3, is the number of
 //!   prior-to-reference intervals from the reference's frame to now, rounded (1 with
@@ -90,6 +90,14 @@
 //! (`wire::write_prediction_code`), so the receiver needs no setting. Predictions are
 //! cached on their snapshot, so connections whose acks are in step compute them once
 //! per tick.
+//!
+//! The server keeps a new baseline's priors only where they may be read
+//! ([`BaselineStorage::keeps_priors`]): while its type is predicted, and for the
+//! objects whose batches sample prediction for a type that is not. Elsewhere the
+//! baseline holds its own snapshot alone and names its prior as [`PRIOR_NOT_KEPT`]:
+//! its batches still carry the prediction code the client expects (saying "not
+//! predicted"), and the server reads, references and frees one snapshot per
+//! baseline instead of two or three.
 //!
 //! On the wire a batch's head ([`BatchHead`], see `wire`) names the reference slot,
 //! the slot the batch nominates, if any, and the prediction code (only when the
@@ -482,7 +490,7 @@ impl Lineage {
     fn snapshots(&self) -> impl Iterator<Item = u32> {
         [self.snapshot, self.prior, self.prior2]
             .into_iter()
-            .filter(|&s| s != NO_SNAPSHOT)
+            .filter(|&s| s != NO_SNAPSHOT && s != PRIOR_NOT_KEPT)
     }
 }
 
@@ -621,16 +629,15 @@ impl BaselineStorage {
     }
 
     /// The key of a sample of a batch coded from lineage `l` when its object is
-    /// sampled this frame (see [`learn_predictions`](Self::learn_predictions)): one
-    /// object in [`SAMPLE_ONE_IN`], drawn afresh every frame. A sample is named by
+    /// sampled this frame (see [`learn_predictions`](Self::learn_predictions)): a
+    /// witness of this frame's sampling period ([`is_witness`]). A sample is named by
     /// what is the same however connections are spread over writer threads: the
     /// object, and the frames of the baselines coded from (not the lineage's or
     /// snapshots' indices, which follow the order baselines were made in).
     #[inline]
     fn sample_key(&self, l: &Lineage) -> Option<SampleKey> {
         let info = self.infos.get(l.snapshot as usize)?;
-        let h = (u64::from(info.object) << 32 | u64::from(self.frame)).wrapping_mul(SAMPLE_HASH);
-        if h >= u64::MAX / u64::from(SAMPLE_ONE_IN) {
+        if !is_witness(info.object, self.frame / SAMPLE_PERIOD) {
             return None;
         }
         let frame_of = |s: u32| self.infos.get(s as usize).map_or(u32::MAX, |i| i.frame);
@@ -638,6 +645,23 @@ impl BaselineStorage {
             object: info.object,
             frames: [info.frame, frame_of(l.prior), frame_of(l.prior2)],
         })
+    }
+
+    /// Whether a baseline of object `object`, of type `protocol`, nominated this frame
+    /// keeps the baselines it is built from (else it names its prior as
+    /// [`PRIOR_NOT_KEPT`]): while the type is predicted, which reads them, and, while
+    /// the settings allow the type prediction, for the witnesses of this sampling
+    /// period and the next ([`is_witness`]), whose batches sample it (the next
+    /// period's have their priors by the time it starts).
+    #[inline]
+    pub(crate) fn keeps_priors(&self, protocol: ProtocolIndex, object: InternalIndex) -> bool {
+        if !self.is_prediction_allowed(protocol) {
+            return false;
+        }
+        let period = self.frame / SAMPLE_PERIOD;
+        self.is_prediction_enabled(protocol)
+            || is_witness(object, period)
+            || is_witness(object, period.wrapping_add(1))
     }
 
     /// For a batch of an object whose type is not predicted now, coded from `lineage`
@@ -1043,7 +1067,7 @@ impl BaselineStorage {
             return l;
         }
         for p in [prior, prior2] {
-            if p != NO_SNAPSHOT {
+            if p != NO_SNAPSHOT && p != PRIOR_NOT_KEPT {
                 self.add_ref(p);
             }
         }
@@ -1281,6 +1305,12 @@ impl BaselineStorage {
 
 /// No snapshot (an empty slot, no prior).
 const NO_SNAPSHOT: u32 = u32::MAX;
+
+/// A baseline's prior that the client holds and the storage does not keep (see
+/// [`BaselineStorage::keeps_priors`]): the baseline has a prior, so its batches carry
+/// a prediction code, but no prediction can be made from it. Names no snapshot (the
+/// storage never holds this many).
+pub(crate) const PRIOR_NOT_KEPT: u32 = u32::MAX - 1;
 
 /// One baseline of one (object, connection), as the writer reads it.
 #[derive(Debug, Clone, Copy)]
@@ -3076,13 +3106,28 @@ fn delta_bits(value: &dyn ErasedState, baseline: &dyn ErasedState, mask: &Change
         .unwrap_or(usize::MAX)
 }
 
-/// One object in this many is sampled each frame (see
-/// [`BaselineStorage::learn_predictions`]).
+/// One object in this many is sampled (see [`BaselineStorage::learn_predictions`]):
+/// the witnesses of a sampling period ([`is_witness`]).
 const SAMPLE_ONE_IN: u32 = 64;
 
-/// Spreads an (object, frame) pair over a word (Fibonacci hashing): the pairs whose
+/// Frames of a sampling period: its witnesses are sampled in every batch of the
+/// period. A fixed set for a while, so that only they keep the baselines a
+/// prediction is made from where their type is not predicted (see
+/// [`BaselineStorage::keeps_priors`]); a new set each period, so that every object,
+/// even the one object of a type, is sampled now and then.
+const SAMPLE_PERIOD: u32 = 32;
+
+/// Spreads an (object, period) pair over a word (Fibonacci hashing): the pairs whose
 /// words are below 2^64 / [`SAMPLE_ONE_IN`] are sampled.
 const SAMPLE_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// Whether `object` is a witness of sampling period `period` (frame /
+/// [`SAMPLE_PERIOD`]): one object in [`SAMPLE_ONE_IN`], drawn afresh every period.
+#[inline]
+fn is_witness(object: InternalIndex, period: u32) -> bool {
+    let h = (u64::from(object) << 32 | u64::from(period)).wrapping_mul(SAMPLE_HASH);
+    h < u64::MAX / u64::from(SAMPLE_ONE_IN)
+}
 
 /// A type's prediction gain keeps `1 − 1 / GAIN_DECAY` of itself per sample: the
 /// last few dozen samples decide.
@@ -3114,8 +3159,10 @@ pub(crate) struct DeltaPlan {
     /// prediction))` to code against it, `Some(None)` to code against the slot (the
     /// batch says which, see the module docs); `None` without a prior (no code).
     pub predicted: Option<Option<(Prediction, PredictionRef)>>,
-    /// The reference's prior (the prior's prior of a baseline this batch nominates).
-    pub reference_prior: Option<u32>,
+    /// What a baseline this batch nominates is built from, as the storage keeps it:
+    /// the reference's snapshot and the reference's prior, or [`PRIOR_NOT_KEPT`]
+    /// alone (see [`BaselineStorage::keeps_priors`]); none on the full path.
+    pub priors: (Option<u32>, Option<u32>),
     /// The slot to nominate.
     pub nominate: Option<u8>,
     /// The members allowed to this connection now (the new baseline's synced set).
@@ -3148,11 +3195,6 @@ pub(crate) fn address(state: &Arc<dyn ErasedState>) -> usize {
 }
 
 impl DeltaPlan {
-    /// The reference's snapshot (the prior of a baseline this batch nominates).
-    pub(crate) fn reference_snapshot(&self) -> Option<u32> {
-        self.reference.map(|(_, snapshot)| snapshot)
-    }
-
     /// The state the members are coded against (the prediction, the reference or the
     /// type's default state), or none (coded in full).
     pub(crate) fn against<'a>(
@@ -3503,6 +3545,60 @@ pub(crate) fn store_baseline(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn priors_are_kept_where_a_prediction_or_its_sample_may_read_them() {
+        let mut s = BaselineStorage::new(DeltaSettings::default());
+        let (walk, steady, off): (ProtocolIndex, ProtocolIndex, ProtocolIndex) = (0, 1, 2);
+        s.prediction_gains = vec![-100, 100];
+        s.set_type_prediction(off, false);
+        let objects = 0..20_000u32;
+        for _ in 0..3 * SAMPLE_PERIOD {
+            s.begin_frame();
+            let period = s.frame / SAMPLE_PERIOD;
+            let witnesses = |p: u32| objects.clone().filter(move |&o| is_witness(o, p));
+            // A type not predicted: this period's witnesses and the next one's.
+            let kept: Vec<u32> = objects
+                .clone()
+                .filter(|&o| s.keeps_priors(walk, o))
+                .collect();
+            let mut expected: Vec<u32> = witnesses(period).chain(witnesses(period + 1)).collect();
+            expected.sort_unstable();
+            expected.dedup();
+            assert_eq!(kept, expected);
+            // About one object in SAMPLE_ONE_IN per period, a new draw each period.
+            let n = witnesses(period).count() as u32;
+            assert!(n.abs_diff(20_000 / SAMPLE_ONE_IN) < 80, "{n} witnesses");
+            assert_ne!(
+                witnesses(period).collect::<Vec<_>>(),
+                witnesses(period + 1).collect::<Vec<_>>()
+            );
+            // A predicted type keeps every object's; a type never predicted, none.
+            assert!(objects.clone().all(|o| s.keeps_priors(steady, o)));
+            assert!(!objects.clone().any(|o| s.keeps_priors(off, o)));
+        }
+    }
+
+    #[test]
+    fn a_prior_not_kept_names_no_snapshot_and_holds_no_reference() {
+        let mut s = BaselineStorage::new(DeltaSettings::default());
+        let other = s.reserve(1);
+        let snapshot = s.reserve(1);
+        let l = s.take_lineage(snapshot, PRIOR_NOT_KEPT, NO_SNAPSHOT);
+        let held: Option<Vec<u32>> = s.lineage(l).map(|l| l.snapshots().collect());
+        assert_eq!(
+            held,
+            Some(vec![snapshot]),
+            "the lineage holds its snapshot alone"
+        );
+        assert!(s.state_address(PRIOR_NOT_KEPT).is_none());
+        assert!(s.snapshot_frame(PRIOR_NOT_KEPT).is_none());
+        assert_eq!(s.live_snapshots(), 2);
+        s.release_lineage(l, 1);
+        assert_eq!(s.ref_count(snapshot), 0, "released with its lineage");
+        assert_eq!(s.ref_count(other), 1, "no other snapshot was touched");
+        assert_eq!(s.live_snapshots(), 1);
+    }
 
     #[test]
     fn prediction_steps_round_the_frames_ahead_to_whole_intervals() {

@@ -5,7 +5,7 @@
 
 use super::ReplicationWriter;
 use crate::object::{InternalIndex, ObjectTable};
-use crate::replication::baseline::{BaselineStorage, DeltaPlan, is_subset};
+use crate::replication::baseline::{BaselineStorage, DeltaPlan, PRIOR_NOT_KEPT, is_subset};
 use crate::state::{ChangeMask, Condition};
 
 /// Where an object's creation stands for a connection when a batch is planned.
@@ -102,7 +102,7 @@ impl ReplicationWriter {
             return Some(DeltaPlan {
                 reference,
                 predicted: None,
-                reference_prior: None,
+                priors: (None, None),
                 nominate: None,
                 allowed,
                 default,
@@ -117,9 +117,11 @@ impl ReplicationWriter {
                 reference = st
                     .state_address(slot.snapshot)
                     .map(|_| (acked, slot.snapshot));
+                // (A prior the storage did not keep is the client's still: the batch
+                // carries the prediction code, saying it was not predicted.)
                 prior = reference
                     .and(slot.prior)
-                    .filter(|&p| st.state_address(p).is_some());
+                    .filter(|&p| p == PRIOR_NOT_KEPT || st.state_address(p).is_some());
                 lineage = Some(slot.lineage);
             }
             Some(_) => {
@@ -188,10 +190,19 @@ impl ReplicationWriter {
             }
             _ => None,
         };
+        // A baseline this batch nominates is built from the reference and its prior,
+        // kept where they may be read.
+        let priors = match reference {
+            Some((_, snapshot)) if st.keeps_priors(entry.protocol(), index) => {
+                (Some(snapshot), prior.filter(|&p| p != PRIOR_NOT_KEPT))
+            }
+            Some(_) => (Some(PRIOR_NOT_KEPT), None),
+            None => (None, None),
+        };
         Some(DeltaPlan {
             reference,
             predicted,
-            reference_prior: prior,
+            priors,
             nominate,
             allowed,
             default,

@@ -1121,8 +1121,8 @@ impl ReplicationWriter {
                     handle,
                     slot,
                     &plan.allowed,
-                    plan.reference_snapshot(),
-                    plan.reference_prior,
+                    plan.priors.0,
+                    plan.priors.1,
                     ordinal,
                 );
             }
