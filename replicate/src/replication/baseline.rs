@@ -92,9 +92,9 @@
 //! per tick.
 //!
 //! The server keeps a new baseline's priors only where they may be read
-//! ([`BaselineStorage::keeps_priors`]): while its type is predicted, and for the
+//! (`BaselineStorage::keeps_priors`): while its type is predicted, and for the
 //! objects whose batches sample prediction for a type that is not. Elsewhere the
-//! baseline holds its own snapshot alone and names its prior as [`PRIOR_NOT_KEPT`]:
+//! baseline holds its own snapshot alone and names its prior as not kept:
 //! its batches still carry the prediction code the client expects (saying "not
 //! predicted"), and the server reads, references and frees one snapshot per
 //! baseline instead of two or three.
@@ -737,8 +737,9 @@ impl BaselineStorage {
     }
 
     /// Learns, from the samples of the last frame, whether coding each type against
-    /// predictions pays. A sampled batch (the batches of one object in
-    /// [`SAMPLE_ONE_IN`] each frame) is also coded against its reference itself, or,
+    /// predictions pays. A sampled batch (every batch of a sampling period's
+    /// witnesses: one object in [`SAMPLE_ONE_IN`], drawn afresh every
+    /// [`SAMPLE_PERIOD`] frames) is also coded against its reference itself, or,
     /// when its type is not predicted now, against the prediction; the bits the
     /// prediction saved (negative when it cost) are added to the type's decayed
     /// gain, and a type is predicted while its gain is not negative. Called once per
