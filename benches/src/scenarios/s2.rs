@@ -802,12 +802,15 @@ const STEADY_SENDS: usize = 10;
 /// ns per pair from run to run.
 const SCALE_PAIRS: usize = 250_000;
 
-/// Measured ticks of a scale point: `at_least`, or enough for about
-/// [`SCALE_PAIRS`] pairs.
-fn scale_point_ticks(s: &Setup, at_least: usize) -> usize {
+/// Scale point `s`, measuring `at_least` ticks, or enough for about [`SCALE_PAIRS`]
+/// pairs.
+fn scale_point(s: Setup, at_least: usize) -> Setup {
     let dirty = (s.objects as f64 * s.dirty_fraction).round() as usize;
     let pairs_per_tick = dirty.max(1) * s.connections.max(1);
-    at_least.max(SCALE_PAIRS.div_ceil(pairs_per_tick))
+    Setup {
+        ticks: at_least.max(SCALE_PAIRS.div_ceil(pairs_per_tick)),
+        ..s
+    }
 }
 
 /// Parameters of an S2 run.
@@ -1115,16 +1118,15 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
     let (mut obj_dirty, mut obj_idle) = (Vec::new(), Vec::new());
     let mut scale_json = Vec::new();
     for &objects in &p.scale_objects {
-        let setup = Setup {
-            objects,
-            players: p.scale_objects_connections.min(objects),
-            connections: p.scale_objects_connections,
-            ..base
-        };
-        let setup = Setup {
-            ticks: scale_point_ticks(&setup, p.scale_ticks),
-            ..setup
-        };
+        let setup = scale_point(
+            Setup {
+                objects,
+                players: p.scale_objects_connections.min(objects),
+                connections: p.scale_objects_connections,
+                ..base
+            },
+            p.scale_ticks,
+        );
         let m = measure(setup)?;
         obj_table.row(vec![
             objects.to_string(),
@@ -1146,16 +1148,15 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
     ]);
     let (mut conn_dirty, mut conn_idle) = (Vec::new(), Vec::new());
     for &connections in &p.scale_connections {
-        let setup = Setup {
-            objects: p.scale_connections_objects,
-            players: connections.min(100),
-            connections,
-            ..base
-        };
-        let setup = Setup {
-            ticks: scale_point_ticks(&setup, p.scale_ticks),
-            ..setup
-        };
+        let setup = scale_point(
+            Setup {
+                objects: p.scale_connections_objects,
+                players: connections.min(100),
+                connections,
+                ..base
+            },
+            p.scale_ticks,
+        );
         let m = measure(setup)?;
         conn_table.row(vec![
             connections.to_string(),

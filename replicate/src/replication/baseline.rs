@@ -490,7 +490,7 @@ impl Lineage {
     fn snapshots(&self) -> impl Iterator<Item = u32> {
         [self.snapshot, self.prior, self.prior2]
             .into_iter()
-            .filter(|&s| s != NO_SNAPSHOT && s != PRIOR_NOT_KEPT)
+            .filter(|&s| names_snapshot(s))
     }
 }
 
@@ -614,10 +614,16 @@ impl BaselineStorage {
     /// and found to pay (see [`learn_predictions`](Self::learn_predictions)).
     #[inline]
     pub fn is_prediction_enabled(&self, protocol: ProtocolIndex) -> bool {
+        self.prediction_pays(protocol) && self.is_prediction_allowed(protocol)
+    }
+
+    /// Whether the samples of `protocol` say prediction pays (its gain is not
+    /// negative; none yet counts as paying).
+    #[inline]
+    fn prediction_pays(&self, protocol: ProtocolIndex) -> bool {
         self.prediction_gains
             .get(usize::from(protocol))
             .is_none_or(|&gain| gain >= 0)
-            && self.is_prediction_allowed(protocol)
     }
 
     /// Whether the settings let objects of `protocol` be predicted.
@@ -655,13 +661,11 @@ impl BaselineStorage {
     /// period's have their priors by the time it starts).
     #[inline]
     pub(crate) fn keeps_priors(&self, protocol: ProtocolIndex, object: InternalIndex) -> bool {
-        if !self.is_prediction_allowed(protocol) {
-            return false;
-        }
         let period = self.frame / SAMPLE_PERIOD;
-        self.is_prediction_enabled(protocol)
-            || is_witness(object, period)
-            || is_witness(object, period.wrapping_add(1))
+        self.is_prediction_allowed(protocol)
+            && (self.prediction_pays(protocol)
+                || is_witness(object, period)
+                || is_witness(object, period.wrapping_add(1)))
     }
 
     /// For a batch of an object whose type is not predicted now, coded from `lineage`
@@ -1068,7 +1072,7 @@ impl BaselineStorage {
             return l;
         }
         for p in [prior, prior2] {
-            if p != NO_SNAPSHOT && p != PRIOR_NOT_KEPT {
+            if names_snapshot(p) {
                 self.add_ref(p);
             }
         }
@@ -1312,6 +1316,13 @@ const NO_SNAPSHOT: u32 = u32::MAX;
 /// a prediction code, but no prediction can be made from it. Names no snapshot (the
 /// storage never holds this many).
 pub(crate) const PRIOR_NOT_KEPT: u32 = u32::MAX - 1;
+
+/// Whether a lineage's snapshot or prior `s` names a snapshot it holds a reference
+/// on (neither [`NO_SNAPSHOT`] nor [`PRIOR_NOT_KEPT`]).
+#[inline]
+fn names_snapshot(s: u32) -> bool {
+    s != NO_SNAPSHOT && s != PRIOR_NOT_KEPT
+}
 
 /// One baseline of one (object, connection), as the writer reads it.
 #[derive(Debug, Clone, Copy)]
