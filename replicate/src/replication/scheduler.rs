@@ -328,13 +328,11 @@ impl Schedule {
     }
 
     /// Position of the first remaining entry: where a packet starts. Entries shared
-    /// with a copy become this schedule's own first (the remaining ones, copied).
+    /// with a copy stay shared until the packet changes them (sorts a further chunk,
+    /// or keeps entries it passed over): most packets of a large tick do neither, and
+    /// copying the remaining entries for every packet made a tick's cost grow with
+    /// the square of its dirty roots.
     pub fn start(&mut self) -> usize {
-        if Arc::get_mut(&mut self.entries).is_none() {
-            self.entries = Arc::new(self.entries[self.head.min(self.entries.len())..].to_vec());
-            self.sorted_end = self.sorted_end.saturating_sub(self.head);
-            self.head = 0;
-        }
         self.head
     }
 
@@ -354,7 +352,7 @@ impl Schedule {
         if pos < self.sorted_end {
             return self.entries.get(pos).copied();
         }
-        // (After `start`, the entries are this schedule's own: no copy here.)
+        // Entries shared with a copy are copied here, positions kept.
         let entries = Arc::make_mut(&mut self.entries);
         if entries[self.sorted_end.min(entries.len())..].is_sorted_by_key(order_key) {
             // Already in order (priorities alike, roots in index order): nothing to sort.
@@ -392,6 +390,20 @@ impl Schedule {
         // The packet sorted, wrote and passed over entries: other contents now.
         self.id = fresh_id();
         let end = end.min(self.sorted_end);
+        // The entries kept already in place (a run right before `end`, as when only
+        // the last entry passed over did not fit) change nothing: no copy of entries
+        // shared with a copy.
+        let passed = self.entries.get(self.head..end).unwrap_or(&[]);
+        let mut fates = passed.iter().rev().map(&mut fate).peekable();
+        let mut in_place = 0;
+        while fates.next_if_eq(&EntryFate::Keep).is_some() {
+            in_place += 1;
+        }
+        if fates.all(|f| f == EntryFate::Drop) {
+            self.head = end - in_place;
+            self.release_if_done();
+            return false;
+        }
         let mut dst = end;
         let mut reschedule = false;
         let entries = Arc::make_mut(&mut self.entries);
@@ -407,17 +419,21 @@ impl Schedule {
             }
         }
         self.head = dst;
-        if self.head == self.entries.len() && self.entries.capacity() > KEPT_CAPACITY {
-            // Everything written: a tick that scheduled many roots (the creation tick)
-            // leaves no large buffer behind in every connection.
-            self.entries = Arc::default();
-            self.head = 0;
-            self.sorted_end = 0;
-        }
+        self.release_if_done();
         if reschedule {
             self.valid = false;
         }
         reschedule
+    }
+
+    /// Everything written: a tick that scheduled many roots (the creation tick) leaves
+    /// no large buffer behind in every connection.
+    fn release_if_done(&mut self) {
+        if self.head == self.entries.len() && self.entries.capacity() > KEPT_CAPACITY {
+            self.entries = Arc::default();
+            self.head = 0;
+            self.sorted_end = 0;
+        }
     }
 }
 
@@ -717,23 +733,42 @@ mod tests {
         );
         assert_eq!(b.entries[b.head..], a.entries[a.head..]);
         assert_eq!(b.sorted_end - b.head, a.sorted_end - a.head);
-        // A packet continuing the copy makes its remaining entries its own; the
-        // original keeps its own in place.
+        // A packet continuing the copy shares the entries until it changes them.
         let sb = b.start();
         let sa = a.start();
-        assert!(!Arc::ptr_eq(&a.entries, &b.entries));
-        assert_eq!((sb, sa), (0, 2));
-        assert_eq!(b.entries[..], a.entries[sa..]);
+        assert!(Arc::ptr_eq(&a.entries, &b.entries));
+        assert_eq!((sb, sa), (2, 2));
         assert!(
             b.same_remaining(&a),
-            "copying changes nothing a packet sees"
+            "starting changes nothing a packet sees"
         );
         // Both continue alike.
         assert_eq!(a.get(sa, 4), b.get(sb, 4));
-        // Another packet on one of them: no longer the same.
-        let sb = b.start();
-        b.retire(sb + 1, |_| EntryFate::Drop);
+        // Another packet on one of them: no longer the same. Keeping only the last
+        // entry it passed over, in place, changes no entry: still shared.
+        b.retire(sb + 2, |e| match e.index {
+            3 => EntryFate::Keep,
+            _ => EntryFate::Drop,
+        });
         assert!(!b.same_remaining(&a));
+        assert!(Arc::ptr_eq(&a.entries, &b.entries));
+        assert_eq!(b.remaining()[0].index, 3);
+        // Keeping an entry ahead of one it drops moves it: the entries are copied,
+        // the original's left as they were.
+        let sb = b.start();
+        b.retire(sb + 2, |e| match e.index {
+            3 => EntryFate::Keep,
+            _ => EntryFate::Drop,
+        });
+        assert!(!Arc::ptr_eq(&a.entries, &b.entries));
+        assert_eq!(
+            b.remaining().iter().map(|e| e.index).collect::<Vec<_>>(),
+            [3, 5]
+        );
+        assert_eq!(
+            a.remaining().iter().map(|e| e.index).collect::<Vec<_>>(),
+            [2, 3, 4, 5]
+        );
         // Built apart, the same entries in the same state are the same; a priority
         // that differs only in its bits (it may sort otherwise) is not.
         let apart = |e: Vec<ScheduledObject>| Schedule {
