@@ -249,6 +249,7 @@ mod member_ops;
 mod nested;
 mod object;
 mod protocol;
+mod read_ahead;
 mod replication;
 mod state;
 mod stats;

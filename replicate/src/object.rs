@@ -26,6 +26,7 @@
 
 use crate::handle::NetRefHandle;
 use crate::protocol::{ErasedObject, ErasedState, ProtocolIndex, ProtocolRegistry};
+use crate::read_ahead::READ_AHEAD;
 use crate::serialize::BitArray;
 use crate::state::{ChangeMask, Replicated, StateDescriptor};
 use std::collections::HashMap;
@@ -257,18 +258,14 @@ struct ObjectLinks {
     tags: Vec<String>,
 }
 
-/// Objects read ahead at a time: a run's entries (and, in the writer, their send
-/// states, baselines and snapshots) are read level by level before any of them is
-/// worked on, so their cache misses overlap. Enough misses in flight to keep the
-/// memory system busy, few enough that what is read stays cached until it is used.
-pub(crate) const READ_AHEAD: usize = 16;
-
 impl ObjectEntry {
     /// A value of the words working on the entry reads (its handle, type, owner,
     /// root, flags, and where its object and state live), for a read-ahead (see
-    /// [`READ_AHEAD`]). The entry spans several cache lines, and the compiler orders
-    /// its fields: reading most of them loads every line.
+    /// [`READ_AHEAD`]); the state itself is prefetched. The entry spans several cache
+    /// lines, and the compiler orders its fields: reading most of them loads every
+    /// line.
     pub(crate) fn read_ahead(&self) -> usize {
+        self.state.prefetch();
         let state = (&*self.state as *const dyn ErasedState).addr();
         let object = self
             .storage

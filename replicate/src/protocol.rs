@@ -61,9 +61,17 @@ pub trait ErasedState: Any + Send + Sync + std::fmt::Debug {
     fn as_any(&self) -> &dyn Any;
     /// Upcast for downcasting to the concrete type.
     fn as_any_mut(&mut self) -> &mut dyn Any;
+    /// Hints the CPU to bring the state in without waiting for it (a read-ahead: the
+    /// writer reads the states of the objects it writes next this way).
+    #[doc(hidden)]
+    fn prefetch(&self);
 }
 
 impl<T: ReplicatedState> ErasedState for T {
+    #[inline]
+    fn prefetch(&self) {
+        crate::read_ahead::prefetch(self);
+    }
     fn type_descriptor(&self) -> &'static StateDescriptor {
         T::descriptor()
     }
