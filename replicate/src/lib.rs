@@ -220,7 +220,8 @@
 //! ## Layers
 //!
 //! Inside, the runtime is built in layers, each importing only from those below it (a
-//! test, `tests/layers.rs`, keeps it so): `bits` → `insights` → `handle` →
+//! test, `tests/layers.rs`, keeps it so): `bits` → `read_ahead` (cache prefetch
+//! hints) → `insights` → `handle` →
 //! `serialize` (with the change mask) → `state` → `protocol` → `fragment`, `nested` →
 //! `object` → `connection` → `link` → `stream` → `blob` → `interest` → `replication`
 //! (batch framing, records, baselines, scheduling, reader, writer, attachments, the

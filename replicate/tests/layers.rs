@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 /// The layers, bottom first. A module may import from any module listed before it.
 const LAYERS: &[&str] = &[
     "bits",
+    "read_ahead",
     "insights",
     "handle",
     "serialize",
