@@ -65,12 +65,26 @@ pub trait ErasedState: Any + Send + Sync + std::fmt::Debug {
     /// writer reads the states of the objects it writes next this way).
     #[doc(hidden)]
     fn prefetch(&self);
+    /// Makes this state a copy of `other`, reusing what it owns (the baseline storage
+    /// copies a snapshot into a state let go of); `false`, unchanged, when `other` is
+    /// of another type.
+    #[doc(hidden)]
+    fn copy_from(&mut self, other: &dyn ErasedState) -> bool;
 }
 
 impl<T: ReplicatedState> ErasedState for T {
     #[inline]
     fn prefetch(&self) {
         crate::read_ahead::prefetch(self);
+    }
+    fn copy_from(&mut self, other: &dyn ErasedState) -> bool {
+        match other.as_any().downcast_ref::<T>() {
+            Some(o) => {
+                self.clone_from(o);
+                true
+            }
+            None => false,
+        }
     }
     fn type_descriptor(&self) -> &'static StateDescriptor {
         T::descriptor()

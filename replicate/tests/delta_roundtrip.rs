@@ -289,3 +289,80 @@ proptest! {
         prop_assert!(c.eq_dyn(s), "{:?} vs {:?}", c, s);
     }
 }
+
+/// A snapshot is copied into the state of one released before (no allocation),
+/// strings and vectors included, and equals the object's state; a released state
+/// that something still holds is never written over.
+#[test]
+fn snapshots_reuse_released_states_but_never_held_ones() {
+    use replicate::internals::object::ObjectTable;
+    use replicate::internals::replication::{BaselineStorage, DeltaSettings};
+    let mut table = ObjectTable::new(registry(), 0);
+    let h = table
+        .spawn(Thing {
+            a: 1,
+            name: "first".into(),
+            buffs: vec![Buff { id: 1, stacks: 2 }],
+            ..Thing::default()
+        })
+        .unwrap();
+    let index = table.index_of(h).unwrap();
+    let mut storage = BaselineStorage::new(DeltaSettings::default());
+    // A snapshot a connection keeps, taken of the object's state now.
+    let take = |storage: &mut BaselineStorage, table: &ObjectTable| {
+        let snapshot = storage.reserve(index);
+        storage.add_ref(snapshot);
+        storage.commit_reservations(table);
+        snapshot
+    };
+    let address = |storage: &BaselineStorage, snapshot| {
+        storage
+            .state(snapshot)
+            .map(|s| Arc::as_ptr(&s).cast::<()>() as usize)
+            .unwrap()
+    };
+    let change = |table: &mut ObjectTable, a: i32, name: &str| {
+        let thing = table.get_mut::<Thing>(h).unwrap();
+        thing.a = a;
+        thing.name = name.into();
+        thing.buffs.push(Buff { id: 9, stacks: 3 });
+        table.begin_tick();
+    };
+    let matches_object = |storage: &BaselineStorage, table: &ObjectTable, snapshot| {
+        let state = storage.state(snapshot).unwrap();
+        state.eq_dyn(table.entry_at(index).unwrap().state())
+    };
+
+    let first = take(&mut storage, &table);
+    let first_at = address(&storage, first);
+    assert!(matches_object(&storage, &table, first));
+    storage.release(first);
+    change(&mut table, 2, "second, a longer name");
+    let second = take(&mut storage, &table);
+    assert_eq!(
+        address(&storage, second),
+        first_at,
+        "the released state is reused"
+    );
+    assert!(matches_object(&storage, &table, second));
+    assert_eq!((storage.stats().clones, storage.stats().reused), (2, 1));
+
+    // Held elsewhere (a plan's reference, a prediction), the state is not reused.
+    let held = storage.state(second).unwrap();
+    let as_taken = held.clone_box();
+    storage.release(second);
+    change(&mut table, 3, "third");
+    let third = take(&mut storage, &table);
+    assert_ne!(address(&storage, third), first_at);
+    assert!(matches_object(&storage, &table, third));
+    assert_eq!(
+        storage.stats().reused,
+        1,
+        "the third snapshot is a new state"
+    );
+    assert!(
+        held.eq_dyn(&*as_taken),
+        "a held state is never written over"
+    );
+    assert!(!held.eq_dyn(table.entry_at(index).unwrap().state()));
+}

@@ -175,6 +175,9 @@ pub struct BaselineStats {
     pub reserved: u64,
     /// Reservations committed: each is exactly one clone of an object's state.
     pub clones: u64,
+    /// Of the clones, those copied into the state of a snapshot released before
+    /// (reusing its memory) instead of a new one.
+    pub reused: u64,
     /// Reservations nobody kept, cancelled without a copy.
     pub cancelled: u64,
     /// Connection references taken on a snapshot (a new baseline of one connection).
@@ -237,6 +240,9 @@ struct StateInfo {
     state: Option<Arc<dyn ErasedState>>,
     refs: u32,
     live: bool,
+    /// The object's type, set when the state is taken: where the state goes once it is
+    /// let go of (see [`SpareStates`]).
+    protocol: ProtocolIndex,
     /// The frame the snapshot was taken in.
     frame: u32,
 }
@@ -523,7 +529,55 @@ pub struct BaselineStorage {
     prediction_gains: Vec<i64>,
     /// The samples of this frame's write passes, not learned from yet.
     prediction_samples: Vec<PredictionSample>,
+    /// Snapshot states let go of, for the next snapshots to be copied into.
+    spares: SpareStates,
     stats: BaselineStats,
+}
+
+/// Snapshot states nothing holds any more, by type, copied over by the next snapshots
+/// of that type instead of allocating theirs: a write pass releases about as many
+/// snapshots as it takes, and at 100 000 objects allocating and freeing a state each
+/// (the allocator's bookkeeping on cold memory) cost more than copying it.
+#[derive(Default)]
+struct SpareStates(Vec<Vec<Arc<dyn ErasedState>>>);
+
+/// The most spare snapshot states kept per type (a pass's worth and more; beyond it
+/// they are freed).
+const SPARE_STATES_PER_TYPE: usize = 1024;
+
+impl SpareStates {
+    /// Keeps `state`, of type `protocol`, if nothing else holds it and there is room.
+    fn keep(&mut self, protocol: ProtocolIndex, mut state: Arc<dyn ErasedState>) {
+        if Arc::get_mut(&mut state).is_none() {
+            return;
+        }
+        let p = usize::from(protocol);
+        if self.0.len() <= p {
+            self.0.resize_with(p + 1, Vec::new);
+        }
+        if let Some(spares) = self
+            .0
+            .get_mut(p)
+            .filter(|s| s.len() < SPARE_STATES_PER_TYPE)
+        {
+            spares.push(state);
+        }
+    }
+
+    /// A snapshot of `current`, of type `protocol`: a spare state copied over (`true`),
+    /// or a new one.
+    fn copy(
+        &mut self,
+        protocol: ProtocolIndex,
+        current: &dyn ErasedState,
+    ) -> (Arc<dyn ErasedState>, bool) {
+        if let Some(mut spare) = self.0.get_mut(usize::from(protocol)).and_then(Vec::pop)
+            && Arc::get_mut(&mut spare).is_some_and(|s| s.copy_from(current))
+        {
+            return (spare, true);
+        }
+        (current.clone_arc(), false)
+    }
 }
 
 impl std::fmt::Debug for BaselineStorage {
@@ -570,6 +624,7 @@ impl BaselineStorage {
             prediction_overrides: HashMap::new(),
             prediction_gains: Vec::new(),
             prediction_samples: Vec::new(),
+            spares: SpareStates::default(),
             stats: BaselineStats::default(),
         }
     }
@@ -1014,6 +1069,7 @@ impl BaselineStorage {
             state: None,
             refs: 1,
             live: true,
+            protocol: 0,
             frame: self.frame,
         };
         let idx = match self.free.pop() {
@@ -1047,7 +1103,9 @@ impl BaselineStorage {
         if i.refs == 0 {
             let object = i.object;
             i.live = false;
-            i.state = None;
+            if let Some(state) = i.state.take() {
+                self.spares.keep(i.protocol, state);
+            }
             self.free.push(info);
             if let Some(o) = self.objects.get_mut(object)
                 && o.shared.is_some_and(|(_, s)| s == info)
@@ -1223,7 +1281,9 @@ impl BaselineStorage {
     /// one nobody kept is cancelled (no copy), one that was kept is cloned exactly once
     /// from the object's current state in `table`.
     pub fn commit_reservations(&mut self, table: &ObjectTable) {
-        for idx in std::mem::take(&mut self.reservations) {
+        // (Taken and given back: the list keeps its capacity from pass to pass.)
+        let mut reservations = std::mem::take(&mut self.reservations);
+        for &idx in &reservations {
             let Some(i) = self.infos.get(idx as usize).filter(|i| i.live) else {
                 continue;
             };
@@ -1233,13 +1293,19 @@ impl BaselineStorage {
                 continue;
             }
             let object = i.object;
-            let snapshot = table.entry_at(object).map(|e| e.state().clone_arc());
+            let snapshot = table.entry_at(object).map(|e| {
+                let (state, reused) = self.spares.copy(e.protocol(), e.state());
+                self.stats.reused += u64::from(reused);
+                (e.protocol(), state)
+            });
             self.stats.clones += 1;
             if let Some(i) = self.infos.get_mut(idx as usize) {
-                i.state = snapshot;
+                (i.protocol, i.state) = snapshot.map_or((0, None), |(p, s)| (p, Some(s)));
             }
             self.release(idx);
         }
+        reservations.clear();
+        self.reservations = reservations;
     }
 
     /// Whether a connection may create a baseline for an object now: always when
