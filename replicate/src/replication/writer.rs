@@ -256,6 +256,9 @@ pub struct ReplicationWriter {
     recovered: Vec<NetRefHandle>,
     /// Estimated heap bytes of `records` (see [`pending_bytes`](Self::pending_bytes)).
     record_bytes: usize,
+    /// Entries of the last packet's record: the next one is made that large at once
+    /// instead of growing entry by entry.
+    record_entries: usize,
     /// Times each root was reported broken (a root reported more than
     /// [`MAX_RECOVERIES`] times leaves this connection's scope for good).
     recoveries: std::collections::HashMap<NetRefHandle, u8>,
@@ -318,6 +321,7 @@ impl ReplicationWriter {
             recovering: BitArray::default(),
             recovered: Vec::new(),
             record_bytes: 0,
+            record_entries: 0,
             recoveries: std::collections::HashMap::new(),
             locals: LocalIndices::default(),
             frame: SectionFrame::default(),
@@ -617,6 +621,7 @@ impl ReplicationWriter {
     fn write_sections(&mut self, table: &ObjectTable, w: &mut BitWriter) -> WriteResult {
         let start = w.mark();
         let mut record = PacketRecord::default();
+        record.infos.reserve_exact(self.record_entries);
         let mut more = false;
         if let Some(a) = self.attribution.as_mut() {
             a.begin_packet();
@@ -755,6 +760,7 @@ impl ReplicationWriter {
         // section back and reports it lost) keeps the states consistent.
         self.stats.packets += 1;
         self.stats.bits += (w.position() - start.position()) as u64;
+        self.record_entries = record.infos.len();
         record.seal(RETAINED_OBJECT_BYTES);
         self.record_bytes += record.size();
         self.records.push_back(std::sync::Arc::new(record));
