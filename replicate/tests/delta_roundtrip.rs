@@ -290,9 +290,10 @@ proptest! {
     }
 }
 
-/// A snapshot is copied into the state of one released before (no allocation),
-/// strings and vectors included, and equals the object's state; a released state
-/// that something still holds is never written over.
+/// A snapshot is copied into the state of one released before in the frame (no
+/// allocation), strings and vectors included, and equals the object's state; a
+/// released state that something still holds is never written over, and what a
+/// frame does not take is freed when the next one begins.
 #[test]
 fn snapshots_reuse_released_states_but_never_held_ones() {
     use replicate::internals::object::ObjectTable;
@@ -365,4 +366,12 @@ fn snapshots_reuse_released_states_but_never_held_ones() {
         "a held state is never written over"
     );
     assert!(!held.eq_dyn(table.entry_at(index).unwrap().state()));
+
+    // What a frame released and did not take is freed when the next one begins.
+    drop(held);
+    storage.release(third);
+    storage.begin_frame();
+    let fourth = take(&mut storage, &table);
+    assert!(matches_object(&storage, &table, fourth));
+    assert_eq!(storage.stats().reused, 1);
 }

@@ -535,9 +535,10 @@ pub struct BaselineStorage {
 }
 
 /// Snapshot states nothing holds any more, by type, copied over by the next snapshots
-/// of that type instead of allocating theirs: a write pass releases about as many
+/// of that type instead of allocating theirs: a frame releases about as many
 /// snapshots as it takes, and at 100 000 objects allocating and freeing a state each
-/// (the allocator's bookkeeping on cold memory) cost more than copying it.
+/// (the allocator's bookkeeping on cold memory) cost more than copying it. What a
+/// frame does not take is freed when the next one begins.
 #[derive(Default)]
 struct SpareStates(Vec<Vec<Arc<dyn ErasedState>>>);
 
@@ -577,6 +578,12 @@ impl SpareStates {
             return (spare, true);
         }
         (current.clone_arc(), false)
+    }
+
+    /// Frees the spare states: what a frame released and its snapshots did not take is
+    /// not kept beyond it.
+    fn clear(&mut self) {
+        self.0.iter_mut().for_each(Vec::clear);
     }
 }
 
@@ -1014,8 +1021,10 @@ impl BaselineStorage {
         self.frame
     }
 
-    /// Starts a new frame: the sharing context is reset.
+    /// Starts a new frame: the sharing context is reset, and the states released
+    /// in the last frame that no snapshot took are freed.
     pub fn begin_frame(&mut self) {
+        self.spares.clear();
         self.frame = self.frame.wrapping_add(1);
         self.stats.created_this_frame = 0;
     }
