@@ -1090,7 +1090,8 @@ impl ObjectTable {
     pub fn end_tick(&mut self) {
         // The sealed changes stay (see `tick_changes`); the next tick seals its own.
         self.sealed = false;
-        for i in std::mem::take(&mut self.dirty) {
+        // (Drained, not taken: the list keeps its capacity for the next tick.)
+        for i in self.dirty.drain(..) {
             self.dirty_set.clear(i);
             if let Some(Some(e)) = self.entries.get_mut(i as usize) {
                 e.tick_mask.clear();
