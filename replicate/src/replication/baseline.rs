@@ -14,7 +14,8 @@
 //! - [`BaselineStorage`]: the server's snapshots, shared by every connection through a
 //!   [`SharedBaselineStorage`]. A snapshot created in a frame is *reserved* (no copy),
 //!   every connection that takes it in the same frame adds a reference, and at the end
-//!   of the write pass the reservation is *committed* (cloned exactly once) if someone
+//!   of the write pass the reservation is *committed* (cloned exactly once, into the
+//!   state of a snapshot released in the same frame when there is one) if someone
 //!   kept it, or *cancelled* (never copied) if nobody did. It also owns the per-object
 //!   creation throttle (`min_frames_between_baselines`, a connection's first baseline is
 //!   always allowed), the per-type switches, the types' default states and the
