@@ -1289,7 +1289,8 @@ impl BaselineStorage {
 
     /// Phase 2, at the end of a write pass: each reservation drops its own reference;
     /// one nobody kept is cancelled (no copy), one that was kept is cloned exactly once
-    /// from the object's current state in `table`.
+    /// from the object's current state in `table` (into a spare state of its type when
+    /// this frame released one).
     pub fn commit_reservations(&mut self, table: &ObjectTable) {
         // (Taken and given back: the list keeps its capacity from pass to pass.)
         let mut reservations = std::mem::take(&mut self.reservations);
@@ -1303,14 +1304,14 @@ impl BaselineStorage {
                 continue;
             }
             let object = i.object;
-            let snapshot = table.entry_at(object).map(|e| {
+            self.stats.clones += 1;
+            if let Some(e) = table.entry_at(object) {
                 let (state, reused) = self.spares.copy(e.protocol(), e.state());
                 self.stats.reused += u64::from(reused);
-                (e.protocol(), state)
-            });
-            self.stats.clones += 1;
-            if let Some(i) = self.infos.get_mut(idx as usize) {
-                (i.protocol, i.state) = snapshot.map_or((0, None), |(p, s)| (p, Some(s)));
+                if let Some(i) = self.infos.get_mut(idx as usize) {
+                    i.protocol = e.protocol();
+                    i.state = Some(state);
+                }
             }
             self.release(idx);
         }
