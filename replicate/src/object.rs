@@ -24,7 +24,7 @@
 //! assert_eq!(table.len(), 0);
 //! ```
 
-use crate::handle::NetRefHandle;
+use crate::handle::{Handle, HandleOf, NetRefHandle};
 use crate::protocol::{ErasedObject, ErasedState, ProtocolIndex, ProtocolRegistry};
 use crate::read_ahead::READ_AHEAD;
 use crate::serialize::BitArray;
@@ -663,9 +663,33 @@ impl ObjectTable {
         self.entry_at(i).map(|e| e.state.as_ref())
     }
 
-    /// A push-mode object, read-only (does not mark it dirty).
-    pub fn get<T: Replicated>(&self, handle: NetRefHandle) -> Option<&T> {
+    /// The typed handle of a live object of type `T`, remembering where the object
+    /// sits in this table (see [`Handle`]); `None` when `handle` names no live object
+    /// or one of another type.
+    pub fn handle<T: Replicated>(&self, handle: NetRefHandle) -> Option<Handle<T>> {
+        let protocol = self.registry.index_of::<T>()?;
         let i = self.live_index(handle)?;
+        (self.entry_at(i)?.protocol == protocol).then(|| Handle::with_slot(handle, i))
+    }
+
+    /// The internal index of the live object `handle` names: the slot a typed handle
+    /// remembers when it still holds the object, the handle map otherwise.
+    fn find<T>(&self, handle: impl HandleOf<T>) -> Option<InternalIndex> {
+        let raw = handle.to_raw();
+        let remembered = handle
+            .slot()
+            .filter(|&i| self.entry_at(i).is_some_and(|e| e.alive && e.handle == raw));
+        debug_assert!(
+            remembered.is_none() || remembered == self.live_index(raw),
+            "a live entry's handle maps to another index"
+        );
+        remembered.or_else(|| self.live_index(raw))
+    }
+
+    /// A push-mode object, read-only (does not mark it dirty). Takes a typed or an
+    /// untyped handle ([`HandleOf`]).
+    pub fn get<T: Replicated>(&self, handle: impl HandleOf<T>) -> Option<&T> {
+        let i = self.find(handle)?;
         self.entry_at(i)?
             .storage
             .as_ref()?
@@ -674,9 +698,9 @@ impl ObjectTable {
     }
 
     /// A push-mode object, mutable: marks it dirty, so it is quantized (once) at the
-    /// next [`begin_tick`](Self::begin_tick).
-    pub fn get_mut<T: Replicated>(&mut self, handle: NetRefHandle) -> Option<&mut T> {
-        let i = self.live_index(handle)?;
+    /// next [`begin_tick`](Self::begin_tick). Takes a typed or an untyped handle.
+    pub fn get_mut<T: Replicated>(&mut self, handle: impl HandleOf<T>) -> Option<&mut T> {
+        let i = self.find(handle)?;
         let e = self.entries.get_mut(i as usize)?.as_mut()?;
         let obj = e.storage.as_mut()?.as_any_mut().downcast_mut::<T>()?;
         if !e.push_dirty {

@@ -138,6 +138,54 @@ fn typed_handles_read_and_write_without_naming_the_type() {
 }
 
 #[test]
+fn a_typed_handle_never_finds_the_object_that_took_its_slot() {
+    let mut sim = Sim::new(1, LinkConditioner::perfect());
+    let old = sim.server.spawn(Player::default()).unwrap();
+    sim.run(5);
+    let objects = sim.server.replication().objects();
+    let slot = objects.index_of(old.raw()).unwrap();
+    sim.server.destroy(old).unwrap();
+    // The client acknowledges the destroy; then the slot is free again.
+    sim.run(10);
+    let new = sim
+        .server
+        .spawn(Player {
+            health: 7,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        sim.server.replication().objects().index_of(new.raw()),
+        Some(slot),
+        "the new object took the old one's slot"
+    );
+    assert!(
+        sim.server.get(old).is_none(),
+        "the old handle names nothing"
+    );
+    assert!(sim.server.get_mut(old).is_none());
+    assert_eq!(sim.server.get(new).unwrap().health, 7);
+
+    // A handle that remembers no slot, or the wrong one, finds its object through the
+    // handle map.
+    let unchecked = Handle::<Player>::from_raw_unchecked(new.raw());
+    assert_eq!(sim.server.get(unchecked).unwrap().health, 7);
+    let elsewhere = sim
+        .server
+        .spawn(Player {
+            health: 9,
+            ..Default::default()
+        })
+        .unwrap();
+    sim.server.destroy(new).unwrap();
+    assert!(sim.server.get(new).is_none());
+    assert_eq!(sim.server.get(elsewhere).unwrap().health, 9);
+    sim.run(10);
+    assert_eq!(sim.clients[0].get(elsewhere).unwrap().health, 9);
+    assert!(sim.clients[0].get(new).is_none());
+}
+
+#[test]
 fn typed_changes_name_the_members_that_changed() {
     let mut sim = Sim::new(1, LinkConditioner::perfect());
     let player = sim.server.spawn(Player::default()).unwrap();

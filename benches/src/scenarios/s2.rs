@@ -25,13 +25,13 @@ use super::{
 use crate::report::svg::{self, Series};
 use crate::report::{Json, Table, f, peak_rss_bytes, reset_peak_rss, write_file};
 use glam::Vec3;
-use replicate::NetRefHandle;
 use replicate::Replicated;
 use replicate::interest::{FilterKind, GridFilter, GridFilterConfig, InterestConfig};
 use replicate::internals::link::SplitMix64;
 use replicate::internals::protocol::ProtocolRegistry;
 use replicate::internals::replication::{ReplicationClient, ReplicationServer};
 use replicate::serialize::{AxesConfig, NetSerializer, Vec3AxesSerializer, VectorConfig};
+use replicate::{Handle, NetRefHandle};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -98,6 +98,15 @@ enum Kind {
     Player,
     Npc,
     Pickup,
+}
+
+/// What the server game holds to change an object: the typed handle spawning it gave
+/// (pickups never change).
+#[derive(Debug, Clone, Copy)]
+enum Changes {
+    Player(Handle<BrPlayer>),
+    Npc(Handle<Npc>),
+    Fixed,
 }
 
 /// The server game's view of an object (and what the hand-rolled baseline encodes).
@@ -284,25 +293,25 @@ fn send(
     }
 }
 
-fn update_object(server: &mut ReplicationServer, h: NetRefHandle, kind: Kind, m: &Mirror) {
+fn update_object(server: &mut ReplicationServer, changes: Changes, m: &Mirror) {
     let o = server.objects_mut();
     let pos = Vec3::from_array(m.position);
-    match kind {
-        Kind::Player => {
-            if let Some(p) = o.get_mut::<BrPlayer>(h) {
+    match changes {
+        Changes::Player(h) => {
+            if let Some(p) = o.get_mut(h) {
                 p.position = pos;
                 p.yaw = m.yaw;
                 p.health = m.health;
             }
         }
-        Kind::Npc => {
-            if let Some(p) = o.get_mut::<Npc>(h) {
+        Changes::Npc(h) => {
+            if let Some(p) = o.get_mut(h) {
                 p.position = pos;
                 p.yaw = m.yaw;
                 p.health = m.health;
             }
         }
-        Kind::Pickup => {}
+        Changes::Fixed => {}
     }
 }
 
@@ -411,6 +420,7 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     let mut kinds = Vec::with_capacity(n);
     let mut mirrors = Vec::with_capacity(n);
     let mut handles = Vec::with_capacity(n);
+    let mut changes = Vec::with_capacity(n);
     let (lo, span) = match s.scope {
         ScopeMode::Crowd => (WORLD_SIZE / 2.0 - 1000.0, 2000.0),
         _ => (0.0, WORLD_SIZE),
@@ -453,7 +463,14 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
                 amount: 1,
             }),
         };
-        handles.push(spawned.map_err(|e| SanityError(format!("spawn: {e:?}")))?);
+        let h = spawned.map_err(|e| SanityError(format!("spawn: {e:?}")))?;
+        let typed = match kind {
+            Kind::Player => objects.handle(h).map(Changes::Player),
+            Kind::Npc => objects.handle(h).map(Changes::Npc),
+            Kind::Pickup => Some(Changes::Fixed),
+        };
+        changes.push(typed.ok_or_else(|| SanityError(format!("{h} has no typed handle")))?);
+        handles.push(h);
         kinds.push(kind);
         mirrors.push(m);
     }
@@ -578,7 +595,7 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
         now += TICK;
         let watch = Stopwatch::start();
         for &i in &dirty {
-            update_object(&mut server, handles[i], kinds[i], &mirrors[i]);
+            update_object(&mut server, changes[i], &mirrors[i]);
         }
         let ctx = ScopeCtx {
             handles: &handles,

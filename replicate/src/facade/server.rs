@@ -955,10 +955,11 @@ impl<T: ServerTransport> Server<T> {
     /// writes it without naming its type again (`server.get_mut(handle)`); its
     /// [`raw`](Handle::raw) handle is the same on every client.
     pub fn spawn<O: Replicated>(&mut self, object: O) -> Result<Handle<O>, ObjectError> {
-        self.replication
-            .objects_mut()
-            .spawn(object)
-            .map(Handle::from_raw_unchecked)
+        let objects = self.replication.objects_mut();
+        let raw = objects.spawn(object)?;
+        Ok(objects
+            .handle(raw)
+            .unwrap_or(Handle::from_raw_unchecked(raw)))
     }
 
     /// Destroys an object on the server and, from the next tick, on every client.
@@ -973,23 +974,19 @@ impl<T: ServerTransport> Server<T> {
     /// [`NetRefHandle`] with the type named (`get::<Door>(raw)`; `None` when the object
     /// is of another type).
     pub fn get<O: Replicated>(&self, handle: impl HandleOf<O>) -> Option<&O> {
-        self.replication.objects().get(handle.to_raw())
+        self.replication.objects().get(handle)
     }
 
     /// A spawned object, marked dirty: its changes are sent at the next tick. Takes a
     /// typed or an untyped handle, like [`get`](Self::get).
     pub fn get_mut<O: Replicated>(&mut self, handle: impl HandleOf<O>) -> Option<&mut O> {
-        self.replication.objects_mut().get_mut(handle.to_raw())
+        self.replication.objects_mut().get_mut(handle)
     }
 
     /// The typed handle of an object of type `O`; `None` when `handle` names no live
     /// object or one of another type.
     pub fn handle<O: Replicated>(&self, handle: NetRefHandle) -> Option<Handle<O>> {
-        let objects = self.replication.objects();
-        let protocol = objects.registry().index_of::<O>()?;
-        let entry = objects.entry_at(objects.index_of(handle)?)?;
-        (entry.is_alive() && entry.protocol() == protocol)
-            .then(|| Handle::from_raw_unchecked(handle))
+        self.replication.objects().handle(handle)
     }
 
     /// Makes `client` the owner of an object (owner conditions such as `OwnerOnly`
