@@ -11,8 +11,10 @@
 //!   quantizes each such object once, whatever the number of connections.
 //!
 //! Either way the result of a tick is a list of objects with a change mask
-//! ([`ObjectTable::tick_dirty`]) that each connection's writer ORs into its own state:
-//! per-connection cost follows dirty data.
+//! ([`ObjectTable::tick_changes`]) that each connection's writer ORs into its own
+//! state: per-connection cost follows dirty data. The list is kept apart from the
+//! entries (each entry knows only its slot in it), so sealing and ending a tick read
+//! no entry.
 //!
 //! This module knows nothing about connections beyond an owner id, nor about packets.
 //!
@@ -242,7 +244,9 @@ pub struct ObjectEntry {
     /// Subobjects, dependents, parents and tags: most objects have none, so they
     /// live apart, made on the first one.
     links: Option<Box<ObjectLinks>>,
-    tick_mask: ChangeMask,
+    /// Where the object's change sits in the table's open tick changes, when it
+    /// changed this tick (a slot holding another object's change means it did not).
+    tick_slot: u32,
     alive: bool,
     torn_off: bool,
     push_dirty: bool,
@@ -345,10 +349,6 @@ impl ObjectEntry {
     pub fn is_torn_off(&self) -> bool {
         self.torn_off
     }
-    /// The change mask accumulated this tick.
-    pub fn tick_mask(&self) -> &ChangeMask {
-        &self.tick_mask
-    }
     /// The object's tags (replicated as net tokens).
     pub fn tags(&self) -> &[String] {
         self.links.as_deref().map_or(&[], |l| &l.tags)
@@ -395,13 +395,14 @@ pub struct ObjectTable {
     torn_off: Vec<InternalIndex>,
     tags_changed: Vec<InternalIndex>,
     owner_changed: Vec<InternalIndex>,
-    dirty: Vec<InternalIndex>,
-    dirty_set: BitArray,
+    /// The objects changed so far this tick, each with the members that changed: the
+    /// entries hold only their slot here, so sealing and ending a tick read no entry.
+    open: Vec<TickChange>,
     /// The tick's changes as the writers take them, once sealed
     /// ([`seal_tick`](Self::seal_tick)); kept past the tick's end until the next tick
     /// seals its own, for writers that take them late.
     changes: Vec<TickChange>,
-    /// `changes` holds every change so far this tick.
+    /// `changes` holds every change so far this tick (`open` as it stands).
     sealed: bool,
     push_dirty: Vec<InternalIndex>,
     pending_free: Vec<InternalIndex>,
@@ -445,8 +446,7 @@ impl ObjectTable {
             torn_off: Vec::new(),
             tags_changed: Vec::new(),
             owner_changed: Vec::new(),
-            dirty: Vec::new(),
-            dirty_set: BitArray::default(),
+            open: Vec::new(),
             changes: Vec::new(),
             sealed: true,
             push_dirty: Vec::new(),
@@ -510,7 +510,7 @@ impl ObjectTable {
             root,
             owner_handle: root.and_then(|r| self.entry_at(r)).map(|e| e.handle),
             links: None,
-            tick_mask: ChangeMask::new(descriptor.change_mask_bits),
+            tick_slot: u32::MAX,
             alive: true,
             torn_off: false,
             push_dirty: false,
@@ -728,12 +728,52 @@ impl ObjectTable {
         true
     }
 
-    fn note_dirty(&mut self, i: InternalIndex) {
-        self.sealed = false;
-        if !self.dirty_set.get(i) {
-            self.dirty_set.set(i);
-            self.dirty.push(i);
-        }
+    /// Polls object `i`, whose entry is `e`, with `poll` (which quantizes the object
+    /// into the entry's state and sets the bits of the members that changed in the
+    /// mask it is given), and records what changed in the tick's open changes: into
+    /// the object's change when it already changed this tick, as a new change
+    /// otherwise. Returns whether anything changed.
+    fn poll_entry(
+        open: &mut Vec<TickChange>,
+        sealed: &mut bool,
+        i: InternalIndex,
+        e: &mut ObjectEntry,
+        poll: impl FnOnce(&Option<Box<dyn ErasedObject>>, &mut dyn ErasedState, &mut ChangeMask) -> bool,
+    ) -> bool {
+        let state = e.state.as_mut();
+        let changed = match open.get_mut(e.tick_slot as usize).filter(|c| c.index == i) {
+            Some(change) => poll(&e.storage, state, &mut change.mask),
+            None => {
+                let mut mask = ChangeMask::new(e.descriptor.change_mask_bits);
+                let changed = poll(&e.storage, state, &mut mask);
+                if changed {
+                    // (At most one change per object: the slot fits.)
+                    e.tick_slot = open.len() as u32;
+                    open.push(TickChange {
+                        index: i,
+                        root: e.root,
+                        mask,
+                    });
+                }
+                changed
+            }
+        };
+        *sealed &= !changed;
+        changed
+    }
+
+    /// [`poll_entry`](Self::poll_entry) on the entry of object `i`.
+    fn record_changes(
+        &mut self,
+        i: InternalIndex,
+        poll: impl FnOnce(&mut dyn ErasedState, &mut ChangeMask) -> bool,
+    ) -> bool {
+        let Some(Some(e)) = self.entries.get_mut(i as usize) else {
+            return false;
+        };
+        Self::poll_entry(&mut self.open, &mut self.sealed, i, e, |_, state, mask| {
+            poll(state, mask)
+        })
     }
 
     /// Poll mode: quantizes `object` and compares it with the stored state; changed
@@ -742,21 +782,16 @@ impl ObjectTable {
         let Some(i) = self.live_index(handle) else {
             return false;
         };
-        let Some(Some(e)) = self.entries.get_mut(i as usize) else {
-            return false;
-        };
-        let Some(stored) = e.state.as_any_mut().downcast_mut::<T::State>() else {
-            tracing::error!(
-                "poll: object {handle} is not a {}",
-                std::any::type_name::<T>()
-            );
-            return false;
-        };
-        let changed = object.poll(stored, &mut e.tick_mask);
-        if changed {
-            self.note_dirty(i);
-        }
-        changed
+        self.record_changes(i, |state, mask| {
+            let Some(stored) = state.as_any_mut().downcast_mut::<T::State>() else {
+                tracing::error!(
+                    "poll: object {handle} is not a {}",
+                    std::any::type_name::<T>()
+                );
+                return false;
+            };
+            object.poll(stored, mask)
+        })
     }
 
     /// Poll mode for a type-erased object.
@@ -764,14 +799,7 @@ impl ObjectTable {
         let Some(i) = self.live_index(handle) else {
             return false;
         };
-        let Some(Some(e)) = self.entries.get_mut(i as usize) else {
-            return false;
-        };
-        let changed = object.poll_into(e.state.as_mut(), &mut e.tick_mask) == Some(true);
-        if changed {
-            self.note_dirty(i);
-        }
-        changed
+        self.record_changes(i, |state, mask| object.poll_into(state, mask) == Some(true))
     }
 
     /// Sets the owning connection (conditions such as `OwnerOnly` evaluate against
@@ -977,6 +1005,11 @@ impl ObjectTable {
             // its own, whatever becomes of the owner and its index.
             if let Some(Some(e)) = self.entries.get_mut(i as usize) {
                 e.root = None;
+                if let Some(change) = self.open.get_mut(e.tick_slot as usize) {
+                    if change.index == i {
+                        change.root = None;
+                    }
+                }
             }
             self.subobject_set.clear(i);
         }
@@ -1036,12 +1069,17 @@ impl ObjectTable {
             return;
         };
         e.push_dirty = false;
-        let Some(obj) = e.storage.as_ref() else {
-            return;
-        };
-        if obj.poll_into(e.state.as_mut(), &mut e.tick_mask) == Some(true) {
-            self.note_dirty(i);
-        }
+        Self::poll_entry(
+            &mut self.open,
+            &mut self.sealed,
+            i,
+            e,
+            |object, state, mask| {
+                object
+                    .as_ref()
+                    .is_some_and(|o| o.poll_into(state, mask) == Some(true))
+            },
+        );
     }
 
     /// Start of a server tick: quantizes every push-mode object marked dirty since the
@@ -1078,9 +1116,9 @@ impl ObjectTable {
         &self.torn_off
     }
 
-    /// Objects with a non-empty [`ObjectEntry::tick_mask`] this tick.
-    pub fn tick_dirty(&self) -> &[InternalIndex] {
-        &self.dirty
+    /// Objects changed so far this tick.
+    pub fn tick_dirty(&self) -> impl Iterator<Item = InternalIndex> + '_ {
+        self.open.iter().map(|c| c.index)
     }
 
     /// Takes down the tick's changes so far as [`tick_changes`](Self::tick_changes)
@@ -1090,16 +1128,7 @@ impl ObjectTable {
         if self.sealed {
             return;
         }
-        self.changes.clear();
-        for &i in &self.dirty {
-            if let Some(Some(e)) = self.entries.get(i as usize) {
-                self.changes.push(TickChange {
-                    index: i,
-                    root: e.root,
-                    mask: e.tick_mask.clone(),
-                });
-            }
-        }
+        self.changes.clone_from(&self.open);
         self.sealed = true;
     }
 
@@ -1114,13 +1143,9 @@ impl ObjectTable {
     pub fn end_tick(&mut self) {
         // The sealed changes stay (see `tick_changes`); the next tick seals its own.
         self.sealed = false;
-        // (Drained, not taken: the list keeps its capacity for the next tick.)
-        for i in self.dirty.drain(..) {
-            self.dirty_set.clear(i);
-            if let Some(Some(e)) = self.entries.get_mut(i as usize) {
-                e.tick_mask.clear();
-            }
-        }
+        // (Cleared, not taken: the list keeps its capacity for the next tick. The
+        // entries' slots now name no change of theirs.)
+        self.open.clear();
         self.created.clear();
         self.destroyed.clear();
         self.torn_off.clear();

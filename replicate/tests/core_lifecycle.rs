@@ -569,6 +569,20 @@ fn sealed_tick_changes_follow_every_poll_until_the_next_tick_seals() {
     assert_eq!(masks(table), [(i, 0b0110)]);
     table.seal_tick();
     assert!(table.tick_changes().is_empty());
+
+    // The next tick's changes start afresh, whichever object changes first: the
+    // object's change of the last tick is not reopened.
+    let mut other_side = pawn(2, 2);
+    let other = table.spawn_polled(&other_side).unwrap();
+    let j = table.index_of(other).unwrap();
+    table.end_tick();
+    other_side.x = 5;
+    assert!(table.poll(other, &other_side));
+    game_side.y = 34;
+    assert!(table.poll(h, &game_side));
+    table.seal_tick();
+    assert_eq!(masks(table), [(j, 0b0001), (i, 0b0010)]);
+    assert_eq!(table.tick_dirty().collect::<Vec<_>>(), [j, i]);
 }
 
 #[test]

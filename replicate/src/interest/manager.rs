@@ -613,8 +613,8 @@ impl InterestManager {
             let touched: Vec<InternalIndex> = table
                 .tick_created()
                 .iter()
-                .chain(table.tick_dirty())
                 .copied()
+                .chain(table.tick_dirty())
                 .collect();
             for i in touched {
                 let Some(e) = table.entry_at(i) else {
