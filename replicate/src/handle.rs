@@ -190,14 +190,14 @@ impl std::fmt::Display for NetRefHandle {
 /// ```
 pub struct Handle<T> {
     raw: NetRefHandle,
-    /// The object's internal index in the table that made the handle, or
-    /// [`NO_SLOT`]: a hint a lookup checks before the handle map.
-    slot: u32,
+    /// The object's column (its type's protocol index) and row in the table that
+    /// made the handle, or [`NO_SLOT`]: a hint a lookup checks before the handle map.
+    slot: (u32, u32),
     _type: std::marker::PhantomData<fn() -> T>,
 }
 
 /// The slot of a handle that remembers none.
-const NO_SLOT: u32 = u32::MAX;
+const NO_SLOT: (u32, u32) = (u32::MAX, u32::MAX);
 
 impl<T> Handle<T> {
     /// Wraps `raw` as a handle of a `T` **without checking** that it names one (a
@@ -207,8 +207,8 @@ impl<T> Handle<T> {
         Self::with_slot(raw, NO_SLOT)
     }
 
-    /// A handle that remembers the internal index its object has in the table making it.
-    pub(crate) const fn with_slot(raw: NetRefHandle, slot: u32) -> Self {
+    /// A handle that remembers where its object sits in the table making it.
+    pub(crate) const fn with_slot(raw: NetRefHandle, slot: (u32, u32)) -> Self {
         Self {
             raw,
             slot,
@@ -318,7 +318,7 @@ pub trait HandleOf<T>: sealed::Sealed + Copy {
     /// Where the object may sit in the object table (see [`Handle`]): a hint, checked
     /// before use.
     #[doc(hidden)]
-    fn slot(self) -> Option<u32> {
+    fn slot(self) -> Option<(u32, u32)> {
         None
     }
 }
@@ -328,7 +328,7 @@ impl<T> HandleOf<T> for Handle<T> {
         self.raw
     }
 
-    fn slot(self) -> Option<u32> {
+    fn slot(self) -> Option<(u32, u32)> {
         (self.slot != NO_SLOT).then_some(self.slot)
     }
 }

@@ -8,7 +8,10 @@
 //!   members with the stored state to derive the change mask.
 //! - **Push**: the table owns the object ([`ObjectTable::spawn`]); a mutable accessor
 //!   ([`ObjectTable::get_mut`]) marks it dirty, and [`ObjectTable::begin_tick`]
-//!   quantizes each such object once, whatever the number of connections.
+//!   quantizes each such object once, whatever the number of connections. The objects
+//!   live in a column per type, each beside its handle, so that a typed handle
+//!   ([`Handle`], which remembers its object's column and row) reaches its object in
+//!   one read.
 //!
 //! Either way the result of a tick is a list of objects with a change mask
 //! ([`ObjectTable::tick_changes`]) that each connection's writer ORs into its own
@@ -31,6 +34,7 @@ use crate::protocol::{ErasedObject, ErasedState, ProtocolIndex, ProtocolRegistry
 use crate::read_ahead::READ_AHEAD;
 use crate::serialize::BitArray;
 use crate::state::{ChangeMask, Replicated, StateDescriptor};
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
 use thiserror::Error;
@@ -236,7 +240,8 @@ pub struct ObjectEntry {
     protocol: ProtocolIndex,
     descriptor: &'static StateDescriptor,
     state: Box<dyn ErasedState>,
-    storage: Option<Box<dyn ErasedObject>>,
+    /// The push-mode object's row in its type's column ([`NO_ROW`]: none).
+    row: u32,
     owner_connection: Option<ConnectionId>,
     autonomous: bool,
     root: Option<InternalIndex>,
@@ -249,8 +254,108 @@ pub struct ObjectEntry {
     tick_slot: u32,
     alive: bool,
     torn_off: bool,
-    push_dirty: bool,
     writer_refs: u32,
+}
+
+/// The row of an entry without a push-mode object.
+const NO_ROW: u32 = u32::MAX;
+
+/// The push-mode objects of one type, by row: each beside its handle and its
+/// changed-since-the-tick flag, so that a typed handle reaches its object in one read
+/// (see [`Handle`]).
+struct Column<T> {
+    rows: Vec<Row<T>>,
+    free: Vec<u32>,
+}
+
+/// A row of a [`Column`].
+struct Row<T> {
+    /// The object's handle (invalid for a free row).
+    handle: NetRefHandle,
+    /// Its internal index.
+    index: InternalIndex,
+    /// Changed since the last quantize (it is in the table's list of such objects).
+    pushed: bool,
+    object: Option<T>,
+}
+
+impl<T> Default for Column<T> {
+    fn default() -> Self {
+        Self {
+            rows: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+/// A [`Column`] of any type.
+trait ErasedColumn: Any + Send + Sync {
+    /// Quantizes the object at `row` into `state` (see [`Replicated::poll`]) and
+    /// clears its changed flag.
+    fn quantize(&mut self, row: u32, state: &mut dyn ErasedState, mask: &mut ChangeMask) -> bool;
+    /// Marks `row` changed; returns whether it was not already.
+    fn push(&mut self, row: u32) -> bool;
+    /// Drops the object at `row` and frees the row.
+    fn remove(&mut self, row: u32);
+    /// Upcast for downcasting to the column's type.
+    fn as_any(&self) -> &dyn Any;
+    /// Upcast for downcasting to the column's type.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Replicated> ErasedColumn for Column<T> {
+    fn quantize(&mut self, row: u32, state: &mut dyn ErasedState, mask: &mut ChangeMask) -> bool {
+        let Some(r) = self.rows.get_mut(row as usize) else {
+            return false;
+        };
+        r.pushed = false;
+        match (&r.object, state.as_any_mut().downcast_mut::<T::State>()) {
+            (Some(o), Some(state)) => o.poll(state, mask),
+            _ => false,
+        }
+    }
+    fn push(&mut self, row: u32) -> bool {
+        match self.rows.get_mut(row as usize) {
+            Some(r) if r.object.is_some() => !std::mem::replace(&mut r.pushed, true),
+            _ => false,
+        }
+    }
+    fn remove(&mut self, row: u32) {
+        if let Some(r) = self.rows.get_mut(row as usize) {
+            if r.object.take().is_some() {
+                r.handle = NetRefHandle::INVALID;
+                self.free.push(row);
+            }
+        }
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl<T> Column<T> {
+    /// Stores `object` in a free row (or a new one); returns the row.
+    fn insert(&mut self, handle: NetRefHandle, index: InternalIndex, object: T) -> u32 {
+        let row = Row {
+            handle,
+            index,
+            pushed: false,
+            object: Some(object),
+        };
+        match self.free.pop() {
+            Some(r) => {
+                self.rows[r as usize] = row;
+                r
+            }
+            None => {
+                self.rows.push(row);
+                (self.rows.len() - 1) as u32
+            }
+        }
+    }
 }
 
 /// An object's links to others and its tags (see [`ObjectEntry`]).
@@ -271,14 +376,9 @@ impl ObjectEntry {
     pub(crate) fn read_ahead(&self) -> usize {
         self.state.prefetch();
         let state = (&*self.state as *const dyn ErasedState).addr();
-        let object = self
-            .storage
-            .as_deref()
-            .map_or(0, |o| (o as *const dyn ErasedObject).addr());
         let descriptor = (self.descriptor as *const StateDescriptor).addr();
-        usize::from(self.push_dirty)
+        self.row as usize
             ^ state
-            ^ object
             ^ descriptor
             ^ self.handle.id() as usize
             ^ self.owner_connection.map_or(0, |c| c as usize)
@@ -404,6 +504,8 @@ pub struct ObjectTable {
     changes: Vec<TickChange>,
     /// `changes` holds every change so far this tick (`open` as it stands).
     sealed: bool,
+    /// The push-mode objects, a column per type (by protocol index).
+    columns: Vec<Option<Box<dyn ErasedColumn>>>,
     push_dirty: Vec<InternalIndex>,
     pending_free: Vec<InternalIndex>,
     alive_count: usize,
@@ -449,6 +551,7 @@ impl ObjectTable {
             open: Vec::new(),
             changes: Vec::new(),
             sealed: true,
+            columns: Vec::new(),
             push_dirty: Vec::new(),
             pending_free: Vec::new(),
             alive_count: 0,
@@ -484,7 +587,7 @@ impl ObjectTable {
         &mut self,
         handle: NetRefHandle,
         state: Box<dyn ErasedState>,
-        storage: Option<Box<dyn ErasedObject>>,
+        storage: Option<T>,
         root: Option<InternalIndex>,
     ) -> Result<NetRefHandle, ObjectError> {
         let protocol = self
@@ -504,7 +607,7 @@ impl ObjectTable {
             protocol,
             descriptor,
             state,
-            storage,
+            row: NO_ROW,
             owner_connection: None,
             autonomous: true,
             root,
@@ -513,7 +616,6 @@ impl ObjectTable {
             tick_slot: u32::MAX,
             alive: true,
             torn_off: false,
-            push_dirty: false,
             writer_refs: 0,
         };
         let i = index as usize;
@@ -521,6 +623,24 @@ impl ObjectTable {
             self.entries.resize_with(i + 1, || None);
         }
         self.entries[i] = Some(entry);
+        if let Some(object) = storage {
+            let p = protocol as usize;
+            if self.columns.len() <= p {
+                self.columns.resize_with(p + 1, || None);
+            }
+            // (Each type has its own protocol index, so the column there is `T`'s.)
+            let column = self.columns[p]
+                .get_or_insert_with(|| Box::new(Column::<T>::default()))
+                .as_any_mut()
+                .downcast_mut::<Column<T>>();
+            debug_assert!(
+                column.is_some(),
+                "protocol {p} has a column of another type"
+            );
+            if let (Some(column), Some(Some(e))) = (column, self.entries.get_mut(i)) {
+                e.row = column.insert(handle, index, object);
+            }
+        }
         if self.priorities.len() <= i {
             self.priorities.resize(i + 1, 0.0);
         }
@@ -547,7 +667,7 @@ impl ObjectTable {
     pub fn spawn<T: Replicated>(&mut self, object: T) -> Result<NetRefHandle, ObjectError> {
         let h = self.handles.allocate_handle(false);
         let state = Box::new(object.to_state());
-        self.insert::<T>(h, state, Some(Box::new(object)), None)
+        self.insert::<T>(h, state, Some(object), None)
     }
 
     /// Spawns an object in poll mode: game code keeps `object` and calls
@@ -566,7 +686,7 @@ impl ObjectTable {
     ) -> Result<NetRefHandle, ObjectError> {
         let h = self.handles.static_handle(counter);
         let state = Box::new(object.to_state());
-        self.insert::<T>(h, state, Some(Box::new(object)), None)
+        self.insert::<T>(h, state, Some(object), None)
     }
 
     fn live_root(&self, owner: NetRefHandle) -> Result<InternalIndex, ObjectError> {
@@ -591,7 +711,7 @@ impl ObjectTable {
         let root = self.live_root(owner)?;
         let h = self.handles.allocate_handle(false);
         let state = Box::new(object.to_state());
-        self.insert::<T>(h, state, Some(Box::new(object)), Some(root))
+        self.insert::<T>(h, state, Some(object), Some(root))
     }
 
     /// Spawns a poll-mode subobject of `owner`.
@@ -668,46 +788,65 @@ impl ObjectTable {
     /// or one of another type.
     pub fn handle<T: Replicated>(&self, handle: NetRefHandle) -> Option<Handle<T>> {
         let protocol = self.registry.index_of::<T>()?;
-        let i = self.live_index(handle)?;
-        (self.entry_at(i)?.protocol == protocol).then(|| Handle::with_slot(handle, i))
+        let e = self.entry_at(self.live_index(handle)?)?;
+        (e.protocol == protocol).then(|| Handle::with_slot(handle, (u32::from(protocol), e.row)))
     }
 
-    /// The internal index of the live object `handle` names: the slot a typed handle
-    /// remembers when it still holds the object, the handle map otherwise.
-    fn find<T>(&self, handle: impl HandleOf<T>) -> Option<InternalIndex> {
+    /// The column of type `T` at `column`.
+    #[inline]
+    fn column<T: Replicated>(&self, column: usize) -> Option<&Column<T>> {
+        self.columns
+            .get(column)?
+            .as_ref()?
+            .as_any()
+            .downcast_ref::<Column<T>>()
+    }
+
+    /// The column and row of the push-mode object `handle` names: those a typed
+    /// handle remembers when they still hold the object (checked by the row's
+    /// handle), those of its entry otherwise.
+    #[inline]
+    fn locate<T: Replicated>(&self, handle: impl HandleOf<T>) -> Option<(usize, usize)> {
         let raw = handle.to_raw();
-        let remembered = handle
-            .slot()
-            .filter(|&i| self.entry_at(i).is_some_and(|e| e.alive && e.handle == raw));
-        debug_assert!(
-            remembered.is_none() || remembered == self.live_index(raw),
-            "a live entry's handle maps to another index"
-        );
-        remembered.or_else(|| self.live_index(raw))
+        if let Some((column, row)) = handle.slot() {
+            let (column, row) = (column as usize, row as usize);
+            let holds = self
+                .column::<T>(column)
+                .and_then(|c| c.rows.get(row))
+                .is_some_and(|r| raw.is_valid() && r.handle == raw);
+            if holds {
+                return Some((column, row));
+            }
+        }
+        let e = self.entry_at(self.live_index(raw)?)?;
+        (e.row != NO_ROW).then_some((usize::from(e.protocol), e.row as usize))
     }
 
     /// A push-mode object, read-only (does not mark it dirty). Takes a typed or an
     /// untyped handle ([`HandleOf`]).
     pub fn get<T: Replicated>(&self, handle: impl HandleOf<T>) -> Option<&T> {
-        let i = self.find(handle)?;
-        self.entry_at(i)?
-            .storage
-            .as_ref()?
-            .as_any()
-            .downcast_ref::<T>()
+        let (column, row) = self.locate(handle)?;
+        self.column::<T>(column)?.rows.get(row)?.object.as_ref()
     }
 
     /// A push-mode object, mutable: marks it dirty, so it is quantized (once) at the
     /// next [`begin_tick`](Self::begin_tick). Takes a typed or an untyped handle.
     pub fn get_mut<T: Replicated>(&mut self, handle: impl HandleOf<T>) -> Option<&mut T> {
-        let i = self.find(handle)?;
-        let e = self.entries.get_mut(i as usize)?.as_mut()?;
-        let obj = e.storage.as_mut()?.as_any_mut().downcast_mut::<T>()?;
-        if !e.push_dirty {
-            e.push_dirty = true;
-            self.push_dirty.push(i);
+        let (column, row) = self.locate(handle)?;
+        let r = self
+            .columns
+            .get_mut(column)?
+            .as_mut()?
+            .as_any_mut()
+            .downcast_mut::<Column<T>>()?
+            .rows
+            .get_mut(row)?;
+        let object = r.object.as_mut()?;
+        if !r.pushed {
+            r.pushed = true;
+            self.push_dirty.push(r.index);
         }
-        Some(obj)
+        Some(object)
     }
 
     /// Marks a push-mode object dirty without touching it.
@@ -715,17 +854,17 @@ impl ObjectTable {
         let Some(i) = self.live_index(handle) else {
             return false;
         };
-        let Some(Some(e)) = self.entries.get_mut(i as usize) else {
+        let Some(e) = self.entry_at(i) else {
             return false;
         };
-        if e.storage.is_none() {
+        let (column, row) = (usize::from(e.protocol), e.row);
+        let Some(Some(c)) = self.columns.get_mut(column) else {
             return false;
-        }
-        if !e.push_dirty {
-            e.push_dirty = true;
+        };
+        if c.push(row) {
             self.push_dirty.push(i);
         }
-        true
+        row != NO_ROW
     }
 
     /// Polls object `i`, whose entry is `e`, with `poll` (which quantizes the object
@@ -738,14 +877,14 @@ impl ObjectTable {
         sealed: &mut bool,
         i: InternalIndex,
         e: &mut ObjectEntry,
-        poll: impl FnOnce(&Option<Box<dyn ErasedObject>>, &mut dyn ErasedState, &mut ChangeMask) -> bool,
+        poll: impl FnOnce(&mut dyn ErasedState, &mut ChangeMask) -> bool,
     ) -> bool {
         let state = e.state.as_mut();
         let changed = match open.get_mut(e.tick_slot as usize).filter(|c| c.index == i) {
-            Some(change) => poll(&e.storage, state, &mut change.mask),
+            Some(change) => poll(state, &mut change.mask),
             None => {
                 let mut mask = ChangeMask::new(e.descriptor.change_mask_bits);
-                let changed = poll(&e.storage, state, &mut mask);
+                let changed = poll(state, &mut mask);
                 if changed {
                     // (At most one change per object: the slot fits.)
                     e.tick_slot = open.len() as u32;
@@ -771,9 +910,7 @@ impl ObjectTable {
         let Some(Some(e)) = self.entries.get_mut(i as usize) else {
             return false;
         };
-        Self::poll_entry(&mut self.open, &mut self.sealed, i, e, |_, state, mask| {
-            poll(state, mask)
-        })
+        Self::poll_entry(&mut self.open, &mut self.sealed, i, e, poll)
     }
 
     /// Poll mode: quantizes `object` and compares it with the stored state; changed
@@ -973,7 +1110,10 @@ impl ObjectTable {
         }
         e.alive = false;
         e.torn_off = tear_off;
-        e.storage = None;
+        if let Some(Some(column)) = self.columns.get_mut(usize::from(e.protocol)) {
+            column.remove(e.row);
+        }
+        e.row = NO_ROW;
         let handle = e.handle;
         let (parents, dependents) = match e.links.as_deref_mut() {
             Some(l) => (
@@ -1068,18 +1208,13 @@ impl ObjectTable {
         let Some(Some(e)) = self.entries.get_mut(i as usize) else {
             return;
         };
-        e.push_dirty = false;
-        Self::poll_entry(
-            &mut self.open,
-            &mut self.sealed,
-            i,
-            e,
-            |object, state, mask| {
-                object
-                    .as_ref()
-                    .is_some_and(|o| o.poll_into(state, mask) == Some(true))
-            },
-        );
+        let Some(Some(column)) = self.columns.get_mut(usize::from(e.protocol)) else {
+            return;
+        };
+        let row = e.row;
+        Self::poll_entry(&mut self.open, &mut self.sealed, i, e, |state, mask| {
+            column.quantize(row, state, mask)
+        });
     }
 
     /// Start of a server tick: quantizes every push-mode object marked dirty since the
