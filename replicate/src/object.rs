@@ -854,17 +854,17 @@ impl ObjectTable {
         let Some(i) = self.live_index(handle) else {
             return false;
         };
-        let Some(e) = self.entry_at(i) else {
-            return false;
+        let (column, row) = match self.entry_at(i) {
+            Some(e) if e.row != NO_ROW => (usize::from(e.protocol), e.row),
+            _ => return false,
         };
-        let (column, row) = (usize::from(e.protocol), e.row);
         let Some(Some(c)) = self.columns.get_mut(column) else {
             return false;
         };
         if c.push(row) {
             self.push_dirty.push(i);
         }
-        row != NO_ROW
+        true
     }
 
     /// Polls object `i`, whose entry is `e`, with `poll` (which quantizes the object
