@@ -234,20 +234,29 @@ pub enum ObjectError {
     Invalid(NetRefHandle, &'static str),
 }
 
-/// One object of the server's table.
+/// One object of the server's table: one cache line (the tick's quantize and the
+/// writers read it for every changed object, and a large world's entries are cold), so
+/// what few objects have lives apart ([`ObjectLinks`]), the type's descriptor comes
+/// from the state's type, and the optional indices use [`NONE`].
+///
+/// ```
+/// use replicate::internals::object::ObjectEntry;
+/// assert_eq!(std::mem::size_of::<Option<ObjectEntry>>(), 64);
+/// ```
+#[repr(align(64))]
 pub struct ObjectEntry {
     handle: NetRefHandle,
     protocol: ProtocolIndex,
-    descriptor: &'static StateDescriptor,
     state: Box<dyn ErasedState>,
     /// The push-mode object's row in its type's column ([`NO_ROW`]: none).
     row: u32,
-    owner_connection: Option<ConnectionId>,
+    /// The owning connection ([`NONE`]: none).
+    owner_connection: ConnectionId,
     autonomous: bool,
-    root: Option<InternalIndex>,
-    owner_handle: Option<NetRefHandle>,
-    /// Subobjects, dependents, parents and tags: most objects have none, so they
-    /// live apart, made on the first one.
+    /// The root owner, for a live subobject ([`NONE`]: none).
+    root: InternalIndex,
+    /// Subobjects, dependents, parents, tags and a subobject's owner: most objects
+    /// have none, so they live apart, made on the first one.
     links: Option<Box<ObjectLinks>>,
     /// Where the object's change sits in the table's open tick changes, when it
     /// changed this tick (a slot holding another object's change means it did not).
@@ -259,6 +268,15 @@ pub struct ObjectEntry {
 
 /// The row of an entry without a push-mode object.
 const NO_ROW: u32 = u32::MAX;
+
+/// An entry's owning connection or root when it has none.
+const NONE: u32 = u32::MAX;
+
+/// `Some(v)` unless `v` is [`NONE`].
+#[inline(always)]
+fn some(v: u32) -> Option<u32> {
+    (v != NONE).then_some(v)
+}
 
 /// The push-mode objects of one type, by row: each beside its handle and its
 /// changed-since-the-tick flag, so that a typed handle reaches its object in one read
@@ -361,6 +379,9 @@ impl<T> Column<T> {
 /// An object's links to others and its tags (see [`ObjectEntry`]).
 #[derive(Debug, Default)]
 struct ObjectLinks {
+    /// A subobject's owner (kept after the subobject ended, see
+    /// [`ObjectEntry::owner_handle`]).
+    owner_handle: Option<NetRefHandle>,
     subobjects: Vec<InternalIndex>,
     dependents: Vec<DependentObjectInfo>,
     parents: Vec<InternalIndex>,
@@ -376,13 +397,11 @@ impl ObjectEntry {
     pub(crate) fn read_ahead(&self) -> usize {
         self.state.prefetch();
         let state = (&*self.state as *const dyn ErasedState).addr();
-        let descriptor = (self.descriptor as *const StateDescriptor).addr();
         self.row as usize
             ^ state
-            ^ descriptor
             ^ self.handle.id() as usize
-            ^ self.owner_connection.map_or(0, |c| c as usize)
-            ^ self.root.map_or(0, |r| r as usize)
+            ^ self.owner_connection as usize
+            ^ self.root as usize
             ^ self.writer_refs as usize
     }
 }
@@ -391,7 +410,7 @@ impl std::fmt::Debug for ObjectEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ObjectEntry")
             .field("handle", &self.handle)
-            .field("type", &self.descriptor.name)
+            .field("type", &self.descriptor().name)
             .field("alive", &self.alive)
             .finish()
     }
@@ -408,7 +427,7 @@ impl ObjectEntry {
     }
     /// Its type's descriptor.
     pub fn descriptor(&self) -> &'static StateDescriptor {
-        self.descriptor
+        self.state.type_descriptor()
     }
     /// The shared quantized state (the last quantized values).
     pub fn state(&self) -> &dyn ErasedState {
@@ -416,7 +435,7 @@ impl ObjectEntry {
     }
     /// The owning connection, if any.
     pub fn owner_connection(&self) -> Option<ConnectionId> {
-        self.owner_connection
+        some(self.owner_connection)
     }
     /// Whether the owning connection controls the object (its role is *autonomous*
     /// there, `AutonomousOnly` members go to it); otherwise the owner sees it
@@ -426,12 +445,12 @@ impl ObjectEntry {
     }
     /// The root owner, for a live subobject (a subobject that ended is detached).
     pub fn root(&self) -> Option<InternalIndex> {
-        self.root
+        some(self.root)
     }
     /// The owner's handle, for a subobject (kept after it ended: a creation that is
     /// still owed names it).
     pub fn owner_handle(&self) -> Option<NetRefHandle> {
-        self.owner_handle
+        self.links.as_deref().and_then(|l| l.owner_handle)
     }
     /// The subobjects, for a root.
     pub fn subobjects(&self) -> &[InternalIndex] {
@@ -601,18 +620,20 @@ impl ObjectTable {
             .handles
             .create_object(handle)
             .ok_or(ObjectError::HandleInUse(handle))?;
-        let descriptor = T::descriptor();
         let entry = ObjectEntry {
             handle,
             protocol,
-            descriptor,
             state,
             row: NO_ROW,
-            owner_connection: None,
+            owner_connection: NONE,
             autonomous: true,
-            root,
-            owner_handle: root.and_then(|r| self.entry_at(r)).map(|e| e.handle),
-            links: None,
+            root: root.unwrap_or(NONE),
+            links: root.and_then(|r| self.entry_at(r)).map(|owner| {
+                Box::new(ObjectLinks {
+                    owner_handle: Some(owner.handle),
+                    ..ObjectLinks::default()
+                })
+            }),
             tick_slot: u32::MAX,
             alive: true,
             torn_off: false,
@@ -650,7 +671,7 @@ impl ObjectTable {
             if let Some(Some(owner)) = self.entries.get_mut(r as usize) {
                 owner.links_mut().subobjects.push(index);
             }
-            let oc = self.entry_at(r).and_then(|e| e.owner_connection);
+            let oc = self.entry_at(r).map_or(NONE, |e| e.owner_connection);
             let auto = self.entry_at(r).is_none_or(|e| e.autonomous);
             if let Some(Some(e)) = self.entries.get_mut(i) {
                 e.owner_connection = oc;
@@ -883,14 +904,14 @@ impl ObjectTable {
         let changed = match open.get_mut(e.tick_slot as usize).filter(|c| c.index == i) {
             Some(change) => poll(state, &mut change.mask),
             None => {
-                let mut mask = ChangeMask::new(e.descriptor.change_mask_bits);
+                let mut mask = ChangeMask::new(state.type_descriptor().change_mask_bits);
                 let changed = poll(state, &mut mask);
                 if changed {
                     // (At most one change per object: the slot fits.)
                     e.tick_slot = open.len() as u32;
                     open.push(TickChange {
                         index: i,
-                        root: e.root,
+                        root: e.root(),
                         mask,
                     });
                 }
@@ -947,6 +968,7 @@ impl ObjectTable {
         owner: Option<ConnectionId>,
     ) -> Result<(), ObjectError> {
         self.update_role(handle, |e| {
+            let owner = owner.unwrap_or(NONE);
             std::mem::replace(&mut e.owner_connection, owner) != owner
         })
     }
@@ -982,7 +1004,7 @@ impl ObjectTable {
         for j in std::iter::once(i).chain(subs) {
             if let Some(Some(e)) = self.entries.get_mut(j as usize)
                 && change(e)
-                && e.descriptor.has_conditions()
+                && e.descriptor().has_conditions()
                 && !self.owner_changed.contains(&j)
             {
                 self.owner_changed.push(j);
@@ -1122,7 +1144,7 @@ impl ObjectTable {
             ),
             None => Default::default(),
         };
-        let root = e.root;
+        let root = e.root();
         self.handles.unmap(handle);
         self.alive_count = self.alive_count.saturating_sub(1);
         self.parent_set.clear(i);
@@ -1144,7 +1166,7 @@ impl ObjectTable {
             // Detached: what it still owes connections (a destroy, a tear-off) goes on
             // its own, whatever becomes of the owner and its index.
             if let Some(Some(e)) = self.entries.get_mut(i as usize) {
-                e.root = None;
+                e.root = NONE;
                 if let Some(change) = self.open.get_mut(e.tick_slot as usize) {
                     if change.index == i {
                         change.root = None;
