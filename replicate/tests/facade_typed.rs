@@ -137,6 +137,13 @@ fn typed_handles_read_and_write_without_naming_the_type() {
     assert!(sim.clients[0].handle::<Player>(raw).is_none());
 }
 
+fn player_with(health: u8) -> Player {
+    Player {
+        health,
+        ..Default::default()
+    }
+}
+
 #[test]
 fn a_typed_handle_never_finds_the_object_that_took_its_slot() {
     let mut sim = Sim::new(1, LinkConditioner::perfect());
@@ -147,13 +154,7 @@ fn a_typed_handle_never_finds_the_object_that_took_its_slot() {
     sim.server.destroy(old).unwrap();
     // The client acknowledges the destroy; then the slot is free again.
     sim.run(10);
-    let new = sim
-        .server
-        .spawn(Player {
-            health: 7,
-            ..Default::default()
-        })
-        .unwrap();
+    let new = sim.server.spawn(player_with(7)).unwrap();
     assert_eq!(
         sim.server.replication().objects().index_of(new.raw()),
         Some(slot),
@@ -166,17 +167,11 @@ fn a_typed_handle_never_finds_the_object_that_took_its_slot() {
     assert!(sim.server.get_mut(old).is_none());
     assert_eq!(sim.server.get(new).unwrap().health, 7);
 
-    // A handle that remembers no slot, or the wrong one, finds its object through the
-    // handle map.
+    // A handle that remembers no slot finds its object through the handle map, and
+    // one whose object is gone finds nothing, whatever took its place.
     let unchecked = Handle::<Player>::from_raw_unchecked(new.raw());
     assert_eq!(sim.server.get(unchecked).unwrap().health, 7);
-    let elsewhere = sim
-        .server
-        .spawn(Player {
-            health: 9,
-            ..Default::default()
-        })
-        .unwrap();
+    let elsewhere = sim.server.spawn(player_with(9)).unwrap();
     sim.server.destroy(new).unwrap();
     assert!(sim.server.get(new).is_none());
     assert_eq!(sim.server.get(elsewhere).unwrap().health, 9);
