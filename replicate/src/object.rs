@@ -236,8 +236,9 @@ pub enum ObjectError {
 
 /// One object of the server's table: one cache line (the tick's quantize and the
 /// writers read it for every changed object, and a large world's entries are cold), so
-/// what few objects have lives apart ([`ObjectLinks`]), the type's descriptor comes
-/// from the state's type, and the optional indices use [`NONE`].
+/// what few objects have (links to others, tags, a subobject's owner) lives apart, the
+/// type's descriptor comes from the state's type, and the owning connection and root
+/// are kept as plain indices with a sentinel for none.
 ///
 /// ```
 /// use replicate::internals::object::ObjectEntry;
