@@ -249,7 +249,7 @@ pub struct ObjectEntry {
     handle: NetRefHandle,
     protocol: ProtocolIndex,
     state: Box<dyn ErasedState>,
-    /// The push-mode object's row in its type's column ([`NO_ROW`]: none).
+    /// The push-mode object's row in its type's column ([`NONE`]: none).
     row: u32,
     /// The owning connection ([`NONE`]: none).
     owner_connection: ConnectionId,
@@ -260,17 +260,15 @@ pub struct ObjectEntry {
     /// have none, so they live apart, made on the first one.
     links: Option<Box<ObjectLinks>>,
     /// Where the object's change sits in the table's open tick changes, when it
-    /// changed this tick (a slot holding another object's change means it did not).
+    /// changed this tick (a slot holding another object's change, or [`NONE`], means
+    /// it did not).
     tick_slot: u32,
     alive: bool,
     torn_off: bool,
     writer_refs: u32,
 }
 
-/// The row of an entry without a push-mode object.
-const NO_ROW: u32 = u32::MAX;
-
-/// An entry's owning connection or root when it has none.
+/// An entry's row, owning connection, root or tick slot when it has none.
 const NONE: u32 = u32::MAX;
 
 /// `Some(v)` unless `v` is [`NONE`].
@@ -334,10 +332,7 @@ impl<T: Replicated> ErasedColumn for Column<T> {
         }
     }
     fn push(&mut self, row: u32) -> bool {
-        match self.rows.get_mut(row as usize) {
-            Some(r) if r.object.is_some() => !std::mem::replace(&mut r.pushed, true),
-            _ => false,
-        }
+        self.rows.get_mut(row as usize).is_some_and(Row::mark)
     }
     fn remove(&mut self, row: u32) {
         if let Some(r) = self.rows.get_mut(row as usize) {
@@ -352,6 +347,15 @@ impl<T: Replicated> ErasedColumn for Column<T> {
     }
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self
+    }
+}
+
+impl<T> Row<T> {
+    /// Marks the object changed; whether it was not already (nor empty): then it goes
+    /// into the table's list of changed objects.
+    #[inline]
+    fn mark(&mut self) -> bool {
+        self.object.is_some() && !std::mem::replace(&mut self.pushed, true)
     }
 }
 
@@ -625,7 +629,7 @@ impl ObjectTable {
             handle,
             protocol,
             state,
-            row: NO_ROW,
+            row: NONE,
             owner_connection: NONE,
             autonomous: true,
             root: root.unwrap_or(NONE),
@@ -635,7 +639,7 @@ impl ObjectTable {
                     ..ObjectLinks::default()
                 })
             }),
-            tick_slot: u32::MAX,
+            tick_slot: NONE,
             alive: true,
             torn_off: false,
             writer_refs: 0,
@@ -841,7 +845,7 @@ impl ObjectTable {
             }
         }
         let e = self.entry_at(self.live_index(raw)?)?;
-        (e.row != NO_ROW).then_some((usize::from(e.protocol), e.row as usize))
+        (e.row != NONE).then_some((usize::from(e.protocol), e.row as usize))
     }
 
     /// A push-mode object, read-only (does not mark it dirty). Takes a typed or an
@@ -863,12 +867,10 @@ impl ObjectTable {
             .downcast_mut::<Column<T>>()?
             .rows
             .get_mut(row)?;
-        let object = r.object.as_mut()?;
-        if !r.pushed {
-            r.pushed = true;
+        if r.mark() {
             self.push_dirty.push(r.index);
         }
-        Some(object)
+        r.object.as_mut()
     }
 
     /// Marks a push-mode object dirty without touching it.
@@ -877,7 +879,7 @@ impl ObjectTable {
             return false;
         };
         let (column, row) = match self.entry_at(i) {
-            Some(e) if e.row != NO_ROW => (usize::from(e.protocol), e.row),
+            Some(e) if e.row != NONE => (usize::from(e.protocol), e.row),
             _ => return false,
         };
         let Some(Some(c)) = self.columns.get_mut(column) else {
@@ -887,6 +889,17 @@ impl ObjectTable {
             self.push_dirty.push(i);
         }
         true
+    }
+
+    /// Object `i`'s change in the tick's open changes, when it changed this tick (`e`
+    /// is its entry).
+    #[inline]
+    fn open_change<'a>(
+        open: &'a mut [TickChange],
+        i: InternalIndex,
+        e: &ObjectEntry,
+    ) -> Option<&'a mut TickChange> {
+        open.get_mut(e.tick_slot as usize).filter(|c| c.index == i)
     }
 
     /// Polls object `i`, whose entry is `e`, with `poll` (which quantizes the object
@@ -901,10 +914,10 @@ impl ObjectTable {
         e: &mut ObjectEntry,
         poll: impl FnOnce(&mut dyn ErasedState, &mut ChangeMask) -> bool,
     ) -> bool {
-        let state = e.state.as_mut();
-        let changed = match open.get_mut(e.tick_slot as usize).filter(|c| c.index == i) {
-            Some(change) => poll(state, &mut change.mask),
+        let changed = match Self::open_change(open, i, e) {
+            Some(change) => poll(e.state.as_mut(), &mut change.mask),
             None => {
+                let state = e.state.as_mut();
                 let mut mask = ChangeMask::new(state.type_descriptor().change_mask_bits);
                 let changed = poll(state, &mut mask);
                 if changed {
@@ -1136,7 +1149,7 @@ impl ObjectTable {
         if let Some(Some(column)) = self.columns.get_mut(usize::from(e.protocol)) {
             column.remove(e.row);
         }
-        e.row = NO_ROW;
+        e.row = NONE;
         let handle = e.handle;
         let (parents, dependents) = match e.links.as_deref_mut() {
             Some(l) => (
@@ -1168,10 +1181,8 @@ impl ObjectTable {
             // its own, whatever becomes of the owner and its index.
             if let Some(Some(e)) = self.entries.get_mut(i as usize) {
                 e.root = NONE;
-                if let Some(change) = self.open.get_mut(e.tick_slot as usize) {
-                    if change.index == i {
-                        change.root = None;
-                    }
+                if let Some(change) = Self::open_change(&mut self.open, i, e) {
+                    change.root = None;
                 }
             }
             self.subobject_set.clear(i);
