@@ -869,6 +869,10 @@ impl ObjectTable {
             .get_mut(row)?;
         if r.mark() {
             self.push_dirty.push(r.index);
+            // The tick's quantize reads the object's entry: it comes in meanwhile.
+            if let Some(e) = self.entries.get(r.index as usize) {
+                crate::read_ahead::prefetch(e);
+            }
         }
         r.object.as_mut()
     }
