@@ -830,6 +830,27 @@ fn scale_point(s: Setup, at_least: usize) -> Setup {
     }
 }
 
+/// Measures the points `setups` of a scale curve in `rounds` rounds, each round every
+/// point in turn, and keeps per point the round with the median cost per pair. A point
+/// is short (a 1 000-object point measures about 10 ms of ticks), so a burst of load
+/// on a shared host can slow every tick of it; in rounds, such a burst falls on one
+/// point of one round.
+fn scale_curve(setups: &[Setup], rounds: usize) -> Result<Vec<Measured>, SanityError> {
+    let mut runs: Vec<Vec<Measured>> = vec![Vec::new(); setups.len()];
+    for _ in 0..rounds.max(1) {
+        for (point, &setup) in runs.iter_mut().zip(setups) {
+            point.push(measure(setup)?);
+        }
+    }
+    Ok(runs
+        .into_iter()
+        .map(|mut point| {
+            point.sort_by(|a, b| a.ns_per_pair().total_cmp(&b.ns_per_pair()));
+            point.swap_remove(point.len() / 2)
+        })
+        .collect())
+}
+
 /// Parameters of an S2 run.
 #[derive(Debug, Clone)]
 pub struct S2Params {
@@ -850,6 +871,9 @@ pub struct S2Params {
     /// Measured ticks per scale point, at least: a small point measures more, about
     /// [`SCALE_PAIRS`] dirty object × connection pairs.
     pub scale_ticks: usize,
+    /// Rounds of each scale curve (its points in turn, each round; the median round
+    /// per point is reported, see [`scale_curve`]).
+    pub scale_rounds: usize,
     /// Rounds of the parallel-writers comparison (one and two threads alternated).
     pub parallel_rounds: usize,
     /// Objects and connections of the idle-tick point (nothing dirty, a large world).
@@ -868,6 +892,7 @@ impl S2Params {
             scale_connections: vec![1, 4, 16, 64, 256],
             scale_connections_objects: 10_000,
             scale_ticks: 15,
+            scale_rounds: 3,
             parallel_rounds: 3,
             idle_world: (100_000, 100),
         }
@@ -884,6 +909,7 @@ impl S2Params {
             scale_connections: vec![1, 4, 16],
             scale_connections_objects: 1_000,
             scale_ticks: 3,
+            scale_rounds: 1,
             parallel_rounds: 1,
             idle_world: (3_000, 20),
         }
@@ -1134,17 +1160,23 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
     ]);
     let (mut obj_dirty, mut obj_idle) = (Vec::new(), Vec::new());
     let mut scale_json = Vec::new();
-    for &objects in &p.scale_objects {
-        let setup = scale_point(
-            Setup {
-                objects,
-                players: p.scale_objects_connections.min(objects),
-                connections: p.scale_objects_connections,
-                ..base
-            },
-            p.scale_ticks,
-        );
-        let m = measure(setup)?;
+    let setups: Vec<Setup> = p
+        .scale_objects
+        .iter()
+        .map(|&objects| {
+            scale_point(
+                Setup {
+                    objects,
+                    players: p.scale_objects_connections.min(objects),
+                    connections: p.scale_objects_connections,
+                    ..base
+                },
+                p.scale_ticks,
+            )
+        })
+        .collect();
+    for (setup, m) in setups.iter().zip(scale_curve(&setups, p.scale_rounds)?) {
+        let objects = setup.objects;
         obj_table.row(vec![
             objects.to_string(),
             setup.connections.to_string(),
@@ -1154,7 +1186,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         ]);
         obj_dirty.push((objects as f64, m.tick_ns / 1e6));
         obj_idle.push((objects as f64, m.idle_ns / 1e6));
-        scale_json.push(json_measured("scale objects", &setup, &m));
+        scale_json.push(json_measured("scale objects", setup, &m));
     }
     let mut conn_table = Table::new(&[
         "connections",
@@ -1164,17 +1196,23 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         "0% dirty: tick ms",
     ]);
     let (mut conn_dirty, mut conn_idle) = (Vec::new(), Vec::new());
-    for &connections in &p.scale_connections {
-        let setup = scale_point(
-            Setup {
-                objects: p.scale_connections_objects,
-                players: connections.min(100),
-                connections,
-                ..base
-            },
-            p.scale_ticks,
-        );
-        let m = measure(setup)?;
+    let setups: Vec<Setup> = p
+        .scale_connections
+        .iter()
+        .map(|&connections| {
+            scale_point(
+                Setup {
+                    objects: p.scale_connections_objects,
+                    players: connections.min(100),
+                    connections,
+                    ..base
+                },
+                p.scale_ticks,
+            )
+        })
+        .collect();
+    for (setup, m) in setups.iter().zip(scale_curve(&setups, p.scale_rounds)?) {
+        let connections = setup.connections;
         conn_table.row(vec![
             connections.to_string(),
             setup.objects.to_string(),
@@ -1184,7 +1222,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         ]);
         conn_dirty.push((connections as f64, m.tick_ns / 1e6));
         conn_idle.push((connections as f64, m.idle_ns / 1e6));
-        scale_json.push(json_measured("scale connections", &setup, &m));
+        scale_json.push(json_measured("scale connections", setup, &m));
     }
     let (idle_objects, idle_connections) = p.idle_world;
     let idle = measure_idle(idle_objects, idle_connections, p.ticks)?;
@@ -1212,9 +1250,18 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
     ));
     md.push_str(&par_table.markdown());
     md.push('\n');
-    md.push_str("Scale with objects (everything in scope):\n\n");
+    let rounds = if p.scale_rounds > 1 {
+        format!("; each point the median of {} rounds", p.scale_rounds)
+    } else {
+        String::new()
+    };
+    md.push_str(&format!(
+        "Scale with objects (everything in scope{rounds}):\n\n"
+    ));
     md.push_str(&obj_table.markdown());
-    md.push_str("\nScale with connections (everything in scope):\n\n");
+    md.push_str(&format!(
+        "\nScale with connections (everything in scope{rounds}):\n\n"
+    ));
     md.push_str(&conn_table.markdown());
     let mut idle_table = Table::new(&[
         "objects",
