@@ -1159,6 +1159,8 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         "0% dirty: tick ms",
     ]);
     let (mut obj_dirty, mut obj_idle) = (Vec::new(), Vec::new());
+    // (objects, ns per pair) of each point, for the growth from the first to the last.
+    let mut obj_pairs: Vec<(usize, f64)> = Vec::new();
     let mut scale_json = Vec::new();
     let setups: Vec<Setup> = p
         .scale_objects
@@ -1185,6 +1187,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
             ms(m.idle_ns),
         ]);
         obj_dirty.push((objects as f64, m.tick_ns / 1e6));
+        obj_pairs.push((objects, m.ns_per_pair()));
         obj_idle.push((objects as f64, m.idle_ns / 1e6));
         scale_json.push(json_measured("scale objects", setup, &m));
     }
@@ -1259,6 +1262,17 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         "Scale with objects (everything in scope{rounds}):\n\n"
     ));
     md.push_str(&obj_table.markdown());
+    // How the cost per pair grows with the world: the last point's over the first's.
+    let growth = match (obj_pairs.first(), obj_pairs.last()) {
+        (Some(&(from, a)), Some(&(to, b))) if to > from && a > 0.0 => Some((from, to, b / a)),
+        _ => None,
+    };
+    if let Some((from, to, ratio)) = growth {
+        md.push_str(&format!(
+            "\nCost per pair at {to} objects over its cost at {from}: {}×.\n",
+            f(ratio, 2)
+        ));
+    }
     md.push_str(&format!(
         "\nScale with connections (everything in scope{rounds}):\n\n"
     ));
@@ -1324,6 +1338,10 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         ("scenario", Json::str("s2")),
         ("variants", Json::Arr(json_rows)),
         ("scale", Json::Arr(scale_json)),
+        (
+            "scale_objects_growth",
+            Json::opt(growth.map(|(_, _, ratio)| ratio)),
+        ),
         (
             "idle",
             Json::obj(vec![
