@@ -1162,20 +1162,20 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
     // (objects, ns per pair) of each point, for the growth from the first to the last.
     let mut obj_pairs: Vec<(usize, f64)> = Vec::new();
     let mut scale_json = Vec::new();
+    let point = |objects: usize, connections: usize, players: usize| {
+        let setup = Setup {
+            objects,
+            players,
+            connections,
+            ..base
+        };
+        scale_point(setup, p.scale_ticks)
+    };
+    let per_connection = p.scale_objects_connections;
     let setups: Vec<Setup> = p
         .scale_objects
         .iter()
-        .map(|&objects| {
-            scale_point(
-                Setup {
-                    objects,
-                    players: p.scale_objects_connections.min(objects),
-                    connections: p.scale_objects_connections,
-                    ..base
-                },
-                p.scale_ticks,
-            )
-        })
+        .map(|&objects| point(objects, per_connection, per_connection.min(objects)))
         .collect();
     for (setup, m) in setups.iter().zip(scale_curve(&setups, p.scale_rounds)?) {
         let objects = setup.objects;
@@ -1203,14 +1203,10 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         .scale_connections
         .iter()
         .map(|&connections| {
-            scale_point(
-                Setup {
-                    objects: p.scale_connections_objects,
-                    players: connections.min(100),
-                    connections,
-                    ..base
-                },
-                p.scale_ticks,
+            point(
+                p.scale_connections_objects,
+                connections,
+                connections.min(100),
             )
         })
         .collect();
