@@ -655,16 +655,15 @@ impl ObjectTable {
                 self.columns.resize_with(p + 1, || None);
             }
             // (Each type has its own protocol index, so the column there is `T`'s.)
-            let column = self.columns[p]
-                .get_or_insert_with(|| Box::new(Column::<T>::default()))
-                .as_any_mut()
-                .downcast_mut::<Column<T>>();
+            self.columns[p].get_or_insert_with(|| Box::new(Column::<T>::default()));
+            let column = self.column_mut::<T>(p);
             debug_assert!(
                 column.is_some(),
                 "protocol {p} has a column of another type"
             );
-            if let (Some(column), Some(Some(e))) = (column, self.entries.get_mut(i)) {
-                e.row = column.insert(handle, index, object);
+            let row = column.map(|c| c.insert(handle, index, object));
+            if let (Some(row), Some(Some(e))) = (row, self.entries.get_mut(i)) {
+                e.row = row;
             }
         }
         if self.priorities.len() <= i {
@@ -815,7 +814,11 @@ impl ObjectTable {
     pub fn handle<T: Replicated>(&self, handle: NetRefHandle) -> Option<Handle<T>> {
         let protocol = self.registry.index_of::<T>()?;
         let e = self.entry_at(self.live_index(handle)?)?;
-        (e.protocol == protocol).then(|| Handle::with_slot(handle, (u32::from(protocol), e.row)))
+        (e.protocol == protocol).then(|| match e.row {
+            // A poll-mode object has no row to remember.
+            NONE => Handle::from_raw_unchecked(handle),
+            row => Handle::with_slot(handle, (u32::from(protocol), row)),
+        })
     }
 
     /// The column of type `T` at `column`.
@@ -826,6 +829,16 @@ impl ObjectTable {
             .as_ref()?
             .as_any()
             .downcast_ref::<Column<T>>()
+    }
+
+    /// The column of type `T` at `column`, mutable.
+    #[inline]
+    fn column_mut<T: Replicated>(&mut self, column: usize) -> Option<&mut Column<T>> {
+        self.columns
+            .get_mut(column)?
+            .as_mut()?
+            .as_any_mut()
+            .downcast_mut::<Column<T>>()
     }
 
     /// The column and row of the push-mode object `handle` names: those a typed
@@ -859,6 +872,7 @@ impl ObjectTable {
     /// next [`begin_tick`](Self::begin_tick). Takes a typed or an untyped handle.
     pub fn get_mut<T: Replicated>(&mut self, handle: impl HandleOf<T>) -> Option<&mut T> {
         let (column, row) = self.locate(handle)?;
+        // (The column borrowed by hand: the entries and the dirty list stay free.)
         let r = self
             .columns
             .get_mut(column)?
