@@ -71,6 +71,8 @@ fn layer_of(relative: &Path) -> String {
             }
             other => format!("replication::{other}"),
         },
+        // A layer of the replication module in a directory of its own (`baseline/`).
+        [dir, sub, _] if dir == "replication" => format!("replication::{sub}"),
         [dir, ..] => dir.clone(),
         [] => String::new(),
     }
