@@ -92,7 +92,7 @@ pub(super) struct Lineage {
 
 impl Lineage {
     /// Every snapshot it holds a reference on.
-    pub(super) fn snapshots(&self) -> impl Iterator<Item = u32> {
+    fn snapshots(&self) -> impl Iterator<Item = u32> {
         [self.snapshot, self.prior, self.prior2]
             .into_iter()
             .filter(|&s| names_snapshot(s))
