@@ -29,6 +29,7 @@ use super::priority::{Prioritizer, SpherePrioritizer, SpherePrioritizerConfig};
 use crate::handle::NetRefHandle;
 use crate::object::{ConnectionId, InternalIndex, ObjectTable};
 use crate::protocol::ErasedState;
+use crate::serialize::BitArray;
 use crate::state::{ChangeMask, Condition};
 use glam::Vec3;
 use std::any::TypeId;
@@ -103,8 +104,10 @@ struct ObjectInterest {
 struct ConnectionInterest {
     view: Vec3,
     scope: ConnectionScope,
-    /// Root objects this layer took out of the connection's scope.
-    excluded: IndexSet,
+    /// Root objects this layer took out of the connection's scope, by internal index
+    /// (a bit per object: most of a large world is out of a view, and the tick asks
+    /// about every object it evaluates).
+    excluded: BitArray,
     /// The view position scope was last evaluated from (`None`: never).
     evaluated_view: Option<Vec3>,
     /// Objects whose allow/deny entry changed since the last tick.
@@ -276,7 +279,7 @@ impl InterestManager {
         for c in self.connections.iter_mut().flatten() {
             c.scope.allow.remove(&index);
             c.scope.deny.remove(&index);
-            c.excluded.remove(&index);
+            c.excluded.clear(index);
         }
     }
 
@@ -428,7 +431,7 @@ impl InterestManager {
         self.connections[i] = Some(ConnectionInterest {
             view: Vec3::ZERO,
             scope: ConnectionScope::default(),
-            excluded: IndexSet::default(),
+            excluded: BitArray::default(),
             evaluated_view: None,
             touched: Vec::new(),
             full: true,
@@ -679,7 +682,7 @@ impl InterestManager {
                 let Some(want) = self.evaluate(table, id, c, index) else {
                     return;
                 };
-                if want == c.excluded.contains(&index) {
+                if want == c.excluded.get(index) {
                     changes.push(ScopeChange {
                         connection: id,
                         object: index,
@@ -708,9 +711,9 @@ impl InterestManager {
         for ch in &changes {
             if let Some(c) = self.conn_mut(ch.connection) {
                 if ch.in_scope {
-                    c.excluded.remove(&ch.object);
+                    c.excluded.clear(ch.object);
                 } else {
-                    c.excluded.insert(ch.object);
+                    c.excluded.set(ch.object);
                 }
             }
         }
