@@ -6,14 +6,15 @@
 use super::{ReplicationWriter, mask_bits};
 use crate::object::{InternalIndex, ObjectTable, TickChange};
 use crate::read_ahead::{READ_AHEAD, prefetch};
-
-/// How many of the tick's changes ahead a writer taking them asks for the send state
-/// of the one in its scope (see `apply_tick_changes`).
-const CHANGES_AHEAD: usize = 4 * READ_AHEAD;
 use crate::replication::encode::TickCache;
 use crate::replication::group::Event;
 use crate::replication::record::ReplicatedObjectState as S;
 use crate::state::ChangeMask;
+
+/// How many of the tick's changes ahead a writer taking them asks for the send state
+/// of the one in its scope (see `apply_tick_changes`): with a fifth of the world in
+/// view, about a dozen in flight.
+const CHANGES_AHEAD: usize = 4 * READ_AHEAD;
 
 /// The priority a root gains for a tick with something to send: `p`, or none when it
 /// is negative or not a number.
@@ -229,9 +230,8 @@ impl ReplicationWriter {
         }
         // Out of scope (a root): not replicated here, and the small bit array answers
         // without touching the object's send state. The send states in scope are
-        // asked for a stretch of changes ahead (about a fifth of a world's objects are
-        // in a connection's view): with many objects they are cold, and their misses
-        // then overlap the work on the changes before them.
+        // asked for a stretch of changes ahead: with many objects they are cold, and
+        // their misses then overlap the work on the changes before them.
         let changes = table.tick_changes();
         for change in changes.iter().take(CHANGES_AHEAD) {
             self.ask_for_send_state(change);
