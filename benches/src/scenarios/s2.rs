@@ -1159,8 +1159,6 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         "0% dirty: tick ms",
     ]);
     let (mut obj_dirty, mut obj_idle) = (Vec::new(), Vec::new());
-    // (objects, ns per pair) of each point, for the growth from the first to the last.
-    let mut obj_pairs: Vec<(usize, f64)> = Vec::new();
     let mut scale_json = Vec::new();
     let point = |objects: usize, connections: usize, players: usize| {
         let setup = Setup {
@@ -1177,7 +1175,8 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         .iter()
         .map(|&objects| point(objects, per_connection, per_connection.min(objects)))
         .collect();
-    for (setup, m) in setups.iter().zip(scale_curve(&setups, p.scale_rounds)?) {
+    let obj_measured = scale_curve(&setups, p.scale_rounds)?;
+    for (setup, m) in setups.iter().zip(&obj_measured) {
         let objects = setup.objects;
         obj_table.row(vec![
             objects.to_string(),
@@ -1187,10 +1186,23 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
             ms(m.idle_ns),
         ]);
         obj_dirty.push((objects as f64, m.tick_ns / 1e6));
-        obj_pairs.push((objects, m.ns_per_pair()));
         obj_idle.push((objects as f64, m.idle_ns / 1e6));
-        scale_json.push(json_measured("scale objects", setup, &m));
+        scale_json.push(json_measured("scale objects", setup, m));
     }
+    // How the cost per pair grows with the world: the last point's over the first's.
+    let ends = (
+        setups.first().zip(obj_measured.first()),
+        setups.last().zip(obj_measured.last()),
+    );
+    let growth = match ends {
+        (Some((first, a)), Some((last, b))) if last.objects > first.objects => {
+            let ratio = b.ns_per_pair() / a.ns_per_pair();
+            ratio
+                .is_finite()
+                .then_some((first.objects, last.objects, ratio))
+        }
+        _ => None,
+    };
     let mut conn_table = Table::new(&[
         "connections",
         "objects",
@@ -1258,11 +1270,6 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         "Scale with objects (everything in scope{rounds}):\n\n"
     ));
     md.push_str(&obj_table.markdown());
-    // How the cost per pair grows with the world: the last point's over the first's.
-    let growth = match (obj_pairs.first(), obj_pairs.last()) {
-        (Some(&(from, a)), Some(&(to, b))) if to > from && a > 0.0 => Some((from, to, b / a)),
-        _ => None,
-    };
     if let Some((from, to, ratio)) = growth {
         md.push_str(&format!(
             "\nCost per pair at {to} objects over its cost at {from}: {}×.\n",
