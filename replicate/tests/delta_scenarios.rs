@@ -11,8 +11,8 @@ use replicate::bits::{BitReader, BitWriter};
 use replicate::internals::connection::{DeliveryStatus, PacketSequence};
 use replicate::internals::object::ConnectionId;
 use replicate::internals::replication::{
-    DeltaSettings, GroupCopies, ObjectReadError, PacketWrite, ReplicationClient, ReplicationConfig,
-    ReplicationEvent, ReplicationServer, StateCopies,
+    DeltaSettings, GroupCopies, ObjectReadError, PacketWrite, PassTimes, ReplicationClient,
+    ReplicationConfig, ReplicationEvent, ReplicationServer, StateCopies,
 };
 use replicate::internals::state::ChangeMask;
 use replicate::internals::stream::WriteResult;
@@ -412,6 +412,9 @@ struct GroupRun {
     packets: Vec<Vec<Vec<u8>>>,
     copies: GroupCopies,
     replayed: u64,
+    /// Write passes, and where they spent their time.
+    passes: u64,
+    times: PassTimes,
 }
 
 /// Six connections written in passes on `threads` writer threads: three whose
@@ -427,10 +430,12 @@ fn two_groups(threads: usize) -> GroupRun {
     let lost = |seq: u16| seq % 7 == 3;
     let mut sent = vec![Vec::new(); 6];
     let mut late: Vec<(ConnectionId, PacketSequence, DeliveryStatus)> = Vec::new();
+    let mut passes = 0;
     for tick in 0..48u16 {
         m.move_pawns_and_tick(&pawns, tick);
         for _ in 0..4 {
             let (seq, packets) = m.write_pass(200);
+            passes += 1;
             for (conn, seq, fate) in late.drain(..) {
                 m.server.process_delivery(conn, seq, fate);
             }
@@ -464,6 +469,7 @@ fn two_groups(threads: usize) -> GroupRun {
     }
     let copies = m.server.group_copies();
     let replayed = m.server.replayed_sections().0;
+    let times = m.server.pass_times();
     for _ in 0..10 {
         m.round_trip();
     }
@@ -476,6 +482,8 @@ fn two_groups(threads: usize) -> GroupRun {
         packets: sent,
         copies,
         replayed,
+        passes,
+        times,
     }
 }
 
@@ -491,8 +499,24 @@ fn two_groups_in_step_send_what_each_connection_writes_alone() {
     for c in [alone.copies.send_states, alone.copies.baselines] {
         assert_eq!(c, StateCopies { held: 6, made: 0 }, "nothing shared");
     }
+    // Every pass is timed; with more than one group, on every thread there is.
+    assert_eq!(alone.times.passes, alone.passes);
+    assert_eq!(alone.times.threaded_passes, alone.passes);
     for threads in [1, 2, 3] {
         let run = two_groups(threads);
+        let times = run.times;
+        assert_eq!(times.passes, run.passes, "threads {threads}");
+        if threads == 1 {
+            assert_eq!(times.threaded_passes, 0);
+        } else {
+            assert!(times.threaded_passes > 0 && times.threaded_passes <= run.passes);
+        }
+        assert!(times.writing > Duration::ZERO && times.settling > Duration::ZERO);
+        assert_eq!(
+            times.total(),
+            times.preparing + times.writing + times.settling
+        );
+        assert_eq!((times - times).passes, 0);
         assert!(run.replayed > 0, "threads {threads}: replayed");
         for c in [run.copies.send_states, run.copies.baselines] {
             assert!(c.made > 0 && c.held <= 3, "threads {threads}: {c:?}");

@@ -29,7 +29,7 @@ use replicate::Replicated;
 use replicate::interest::{FilterKind, GridFilter, GridFilterConfig, InterestConfig};
 use replicate::internals::link::SplitMix64;
 use replicate::internals::protocol::ProtocolRegistry;
-use replicate::internals::replication::{ReplicationClient, ReplicationServer};
+use replicate::internals::replication::{PassTimes, ReplicationClient, ReplicationServer};
 use replicate::serialize::{AxesConfig, NetSerializer, Vec3AxesSerializer, VectorConfig};
 use replicate::{Handle, NetRefHandle};
 use serde::Serialize;
@@ -237,6 +237,10 @@ pub struct Measured {
     /// The same for the connections' per-object baselines.
     pub baseline_copies: usize,
     pub baseline_copies_made: f64,
+    /// Of the timed ticks' wall time, the share spent writing packets (the part of a
+    /// write pass spread over writer threads, see `ReplicationServer::pass_times`):
+    /// the rest runs on the calling thread whatever the thread count.
+    pub writing_share: f64,
     /// Peak RSS of the process after this configuration.
     pub peak_rss: Option<u64>,
     /// Whether `peak_rss` is this configuration's own (the high-water mark was reset
@@ -564,9 +568,11 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
     let mut batches_at_warm = (0, 0);
     let mut churned = std::collections::VecDeque::new();
     let mut copies_at_warm = replicate::internals::replication::GroupCopies::default();
+    let mut times_at_warm = PassTimes::default();
     for t in 0..warm + s.ticks * 2 {
         if t == warm {
             copies_at_warm = server.group_copies();
+            times_at_warm = server.pass_times();
         }
         if t == warm + s.ticks {
             let copies = server.group_copies();
@@ -577,6 +583,8 @@ pub fn measure(s: Setup) -> Result<Measured, SanityError> {
             out.baseline_copies = copies.baselines.held;
             out.baseline_copies_made =
                 per_tick(copies.baselines.made, copies_at_warm.baselines.made);
+            let writing = (server.pass_times() - times_at_warm).writing;
+            out.writing_share = writing.as_nanos() as f64 / wall_times.iter().sum::<f64>().max(1.0);
         }
         if t == warm {
             segments_at_warm = server.segment_counts();
@@ -930,6 +938,7 @@ fn json_measured(name: &str, s: &Setup, m: &Measured) -> Json {
         ("median_tick_cpu_ns", Json::Num(m.tick_ns)),
         ("median_tick_wall_ns", Json::Num(m.tick_wall_ns)),
         ("median_tick_process_cpu_ns", Json::Num(m.tick_process_ns)),
+        ("writing_share_of_tick", Json::Num(m.writing_share)),
         (
             "writer_threads",
             Json::Num(match s.writers {
@@ -1088,6 +1097,8 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         "tick ms CPU, all threads (median)",
         "ns per dirty obj×conn (wall, median)",
         "wall-time speed-up (min / median)",
+        "writing: share of the tick / speed-up (median)",
+        "speed-up bound: the rest on one thread",
         "packets",
     ]);
     let rounds = p.parallel_rounds.max(1);
@@ -1113,6 +1124,10 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         let walls = |ms: &[Measured]| -> Vec<f64> { ms.iter().map(|m| m.tick_wall_ns).collect() };
         let min_of = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
         let (one_wall, two_wall) = (walls(&runs[0]), walls(&runs[1]));
+        // What the tick spent writing packets, the one part writer threads share.
+        let shares = |ms: &[Measured]| -> Vec<f64> { ms.iter().map(|m| m.writing_share).collect() };
+        let writing = |ms: &[Measured]| median(&shares(ms)) * median(&walls(ms));
+        let one_share = median(&shares(&runs[0]));
         for (slot, threads) in [(0usize, 1usize), (1, 2)] {
             let w = walls(&runs[slot]);
             let process: Vec<f64> = runs[slot].iter().map(|m| m.tick_process_ns).collect();
@@ -1126,6 +1141,17 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
                     f(median(&one_wall) / median(&two_wall), 2)
                 )
             };
+            let share = median(&shares(&runs[slot]));
+            let (writing_speedup, bound) = if slot == 0 {
+                ("1.00×".to_string(), "".to_string())
+            } else {
+                // Amdahl: the writing twice as fast, the rest as on one thread.
+                let bound = 1.0 / ((1.0 - one_share) + one_share / threads as f64);
+                (
+                    format!("{}×", f(writing(&runs[0]) / writing(&runs[1]), 2)),
+                    format!("{}×", f(bound, 2)),
+                )
+            };
             par_table.row(vec![
                 variant.to_string(),
                 threads.to_string(),
@@ -1133,6 +1159,8 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
                 ms(median(&process)),
                 f(median(&w) / pairs, 1),
                 speedup,
+                format!("{} % / {writing_speedup}", f(100.0 * share, 0)),
+                bound,
                 if threads == 1 {
                     "reference".into()
                 } else {
@@ -1260,7 +1288,13 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     ));
     md.push_str(&par_table.markdown());
-    md.push('\n');
+    md.push_str(
+        "\n\"Writing\" is the part of each write pass that writer threads share \
+         (`ReplicationServer::pass_times`); the rest of the tick (the objects' changes and \
+         quantization, packet fates, each pass's preparing and settling) runs on the calling \
+         thread. The bound is the speed-up if the writing alone went twice as fast: \
+         1 / ((1 − w) + w / 2), w the writing's share on one thread.\n\n",
+    );
     let rounds = if p.scale_rounds > 1 {
         format!("; each point the median of {} rounds", p.scale_rounds)
     } else {

@@ -124,6 +124,7 @@ pub use record::{
     ReplicatedObjectState, ReplicationInfo,
 };
 pub use scheduler::{ScheduledObject, sort_scheduled_objects};
+pub use threads::PassTimes;
 pub use wire::{
     BATCH_SIZE_BITS, ObjectReadError, SHORT_BATCH_SIZE_BITS, WIDE_BATCH_SIZE, read_batch_size,
     write_batch_size,
@@ -146,7 +147,7 @@ use crate::state::{ChangeMask, Replicated};
 use crate::stream::tokens::{SharedExports, SharedImports, TokenStream};
 use crate::stream::{DataStream, SendStatus, StreamError, StreamKey, TooManyStreams, WriteResult};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Settings of the replication core (Iris's CVars, with their defaults).
 #[derive(Debug, Clone, PartialEq)]
@@ -530,6 +531,8 @@ pub struct ReplicationServer {
     /// The writer threads besides the calling one (none with one writer thread, or
     /// when the system would not start them: then each pass starts its own).
     pool: Option<threads::WriterPool>,
+    /// Where the write passes spent their time.
+    pass_times: PassTimes,
 }
 
 impl std::fmt::Debug for ReplicationServer {
@@ -558,6 +561,7 @@ impl ReplicationServer {
             now: Duration::ZERO,
             interest: Self::new_interest(),
             attribution: crate::insights::AttributionLevel::Off,
+            pass_times: PassTimes::default(),
         }
     }
 
@@ -1037,6 +1041,7 @@ impl ReplicationServer {
     fn write_jobs(&mut self, jobs: &mut [WriteJob<'_>]) {
         // Each connection's allowance (interest layer: budget, packets per tick) and
         // each open connection once, borrowed apart from the table and the caches.
+        let began = Instant::now();
         let connection_count = self.connections.len();
         let mut work: Vec<PacketWork<'_, '_>> = Vec::with_capacity(jobs.len());
         {
@@ -1080,6 +1085,7 @@ impl ReplicationServer {
             .filter(|_| threads > 1)
             .map_or(0, |&(g, _)| g + 1);
         let traces: Vec<PublishedTrace> = (0..groups).map(|_| PublishedTrace::new()).collect();
+        let writing = Instant::now();
         threads::on_writer_threads(
             self.pool.as_ref(),
             &mut grouped,
@@ -1103,6 +1109,7 @@ impl ReplicationServer {
             },
         );
         drop(grouped);
+        let settling = Instant::now();
         // The pass's traces read the storage as it stands until it is settled.
         for cache in &mut self.caches {
             cache.end_pass();
@@ -1156,6 +1163,12 @@ impl ReplicationServer {
         // Baselines reserved by these packets are cloned (once) or cancelled now, while
         // the objects' state is still the one written.
         storage.commit_reservations(&self.objects);
+        let times = &mut self.pass_times;
+        times.passes += 1;
+        times.threaded_passes += u64::from(threads > 1);
+        times.preparing += writing - began;
+        times.writing += settling - writing;
+        times.settling += settling.elapsed();
     }
 
     /// Batch segments copied from another connection's encoding in the same tick, and
@@ -1174,6 +1187,12 @@ impl ReplicationServer {
             let (cs, cb) = c.replays.counts();
             (s + cs, b + cb)
         })
+    }
+
+    /// Where the write passes spent their time since the server started: what was
+    /// spread over the writer threads and what ran on the calling thread.
+    pub fn pass_times(&self) -> PassTimes {
+        self.pass_times
     }
 
     /// Connection groups: the copies of their send states and of their per-object

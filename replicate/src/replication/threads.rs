@@ -103,6 +103,51 @@ fn spin_until(mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Where the server's write passes spent their time, since it started (wall time on
+/// the calling thread; see [`ReplicationServer::pass_times`](super::ReplicationServer::pass_times)).
+///
+/// Only [`writing`](Self::writing) is spread over writer threads: each pass begins by
+/// taking the connections' allowances and grouping their packets, and ends by settling
+/// what the packets nominated (snapshots, lineages, budgets) on the calling thread.
+/// With the rest of the server's tick (the objects' changes, packet fates), what is
+/// not writing bounds what more writer threads can gain.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PassTimes {
+    /// Write passes.
+    pub passes: u64,
+    /// Of those, the passes written on more than one thread.
+    pub threaded_passes: u64,
+    /// Taking each connection's allowance and grouping the packets.
+    pub preparing: Duration,
+    /// Writing the packets, on the writer threads.
+    pub writing: Duration,
+    /// Settling the pass: nominations take their snapshots and lineages, budgets are
+    /// paid, reserved snapshots are copied.
+    pub settling: Duration,
+}
+
+impl PassTimes {
+    /// The passes' time, all three parts.
+    pub fn total(&self) -> Duration {
+        self.preparing + self.writing + self.settling
+    }
+}
+
+impl std::ops::Sub for PassTimes {
+    type Output = Self;
+
+    /// What the passes between two readings spent (`self` the later).
+    fn sub(self, earlier: Self) -> Self {
+        Self {
+            passes: self.passes.saturating_sub(earlier.passes),
+            threaded_passes: self.threaded_passes.saturating_sub(earlier.threaded_passes),
+            preparing: self.preparing.saturating_sub(earlier.preparing),
+            writing: self.writing.saturating_sub(earlier.writing),
+            settling: self.settling.saturating_sub(earlier.settling),
+        }
+    }
+}
+
 /// How a thread is to work a chunk of a pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Share {
