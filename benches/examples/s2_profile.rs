@@ -103,7 +103,7 @@ fn main() {
             "{:.1} ns per dirty obj×conn, tick {:.2} ms CPU / {:.2} ms wall / {:.2} ms all threads, idle {:.3} ms, \
              {:.2} B per pair, postcard {:.1} ns per pair, {:.1} segments copied per encoding, \
              {:.0} % of batches replayed, peak RSS {} MiB, {} send-state copies held, {:.1} made per tick, \
-             {} baseline copies held, {:.1} made per tick",
+             {} baseline copies held, {:.1} made per tick, {:.0} % of the tick writing",
             m.ns_per_pair(),
             m.tick_ns / 1e6,
             m.tick_wall_ns / 1e6,
@@ -119,6 +119,7 @@ fn main() {
             m.send_state_copies_made,
             m.baseline_copies,
             m.baseline_copies_made,
+            m.writing_share * 100.0,
         ),
         Err(e) => {
             eprintln!("S2 failed its sanity check: {e}");
