@@ -530,6 +530,74 @@ fn two_groups_in_step_send_what_each_connection_writes_alone() {
     }
 }
 
+/// 170 connections in step (enough for a pass on two threads, see
+/// `MIN_PACKETS_IN_STEP_FOR_THREADS`), written in passes on `threads` writer threads,
+/// every packet delivered: the group copies held and made once the connections are
+/// one group (from the fourth tick; on two threads the first passes form a group per
+/// thread, joined at the next pass), the copies made since, and every packet's bytes.
+fn one_large_group(threads: usize) -> (GroupCopies, GroupCopies, Vec<Vec<u8>>) {
+    let config = ReplicationConfig {
+        writer_threads: threads,
+        ..ReplicationConfig::default()
+    };
+    let mut m = Multi::new(170, config);
+    let pawns = m.spawn_pawns(60);
+    let mut sent = Vec::new();
+    let mut formed = GroupCopies::default();
+    for tick in 0..16u16 {
+        if tick == 3 {
+            formed = m.server.group_copies();
+        }
+        m.move_pawns_and_tick(&pawns, tick);
+        for _ in 0..4 {
+            let (seq, packets) = m.write_pass(120);
+            let mut more = false;
+            for packet in packets {
+                more |= packet.result == WriteResult::HasMoreData;
+                m.server
+                    .process_delivery(packet.connection, seq, DeliveryStatus::Delivered);
+                sent.push(packet.writer.finish().unwrap());
+            }
+            if !more {
+                break;
+            }
+        }
+    }
+    let end = m.server.group_copies();
+    let since = |end: StateCopies, formed: StateCopies| StateCopies {
+        held: end.held,
+        made: end.made - formed.made,
+    };
+    let made = GroupCopies {
+        send_states: since(end.send_states, formed.send_states),
+        baselines: since(end.baselines, formed.baselines),
+    };
+    (formed, made, sent)
+}
+
+#[test]
+fn followers_another_thread_writes_take_their_leaders_moves() {
+    // On two threads, the thread out of groups to lead writes followers of the group
+    // the other thread leads. The leader's thread publishes how catching up moved the
+    // group's shared copies (the tick's changes, the packets' fates), so those
+    // followers take the leader's copies by pointer, as its own thread's do, rather
+    // than moving copies of their own and finding them equal afterwards: once the
+    // connections are one group, both thread counts make the same copies, and they
+    // send the same bytes throughout.
+    let (one_formed, one_made, one_sent) = one_large_group(1);
+    let (two_formed, two_made, two_sent) = one_large_group(2);
+    assert!(one_sent == two_sent, "two threads send other packets");
+    for formed in [one_formed, two_formed] {
+        assert_eq!(formed.send_states.held, 1, "one group");
+        assert_eq!(formed.baselines.held, 1, "one group");
+    }
+    assert!(
+        one_made.send_states.made > 0,
+        "the leader moves the copies on"
+    );
+    assert_eq!(one_made, two_made);
+}
+
 #[test]
 fn a_batch_that_does_not_fit_reserves_and_copies_nothing() {
     let mut server = ReplicationServer::new(registry(), ReplicationConfig::default());

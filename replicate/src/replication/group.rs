@@ -518,11 +518,14 @@ pub(crate) trait LoggedMove {
     fn before(&self) -> &Arc<Self::States>;
     /// The same move, logged from `before`, another copy holding the same states.
     fn for_copy(&self, before: Arc<Self::States>) -> Self;
+    /// The copy the move ended at.
+    fn after(&self) -> &Arc<Self::States>;
 }
 
 /// The moves of shared copies logged in a write pass on one thread: the first
 /// connection to move a copy shared with others logs the move, and the others
-/// holding the copy find it and take its result.
+/// holding the copy find it and take its result. A thread that writes followers of a
+/// group another thread leads imports that thread's log ([`import`](Self::import)).
 #[derive(Debug)]
 pub(crate) struct MoveLog<M> {
     moves: Vec<M>,
@@ -560,6 +563,40 @@ where
             .shared_with_others()
             .filter(|_| self.moves.len() < MAX_MOVES)
             .cloned()
+    }
+
+    /// How many moves are logged.
+    pub(crate) fn len(&self) -> usize {
+        self.moves.len()
+    }
+
+    /// The moves logged from the `from`th on (those of one connection's catching up,
+    /// say), as a log of their own.
+    pub(crate) fn since(&self, from: usize) -> Self
+    where
+        M: Clone,
+    {
+        Self {
+            moves: self.moves.get(from..).unwrap_or_default().to_vec(),
+        }
+    }
+
+    /// Logs the moves of `other` (another thread's log) that this log lacks, while
+    /// there is room: the connections this thread writes find by pointer what
+    /// connections in step with them moved on that thread.
+    pub(crate) fn import(&mut self, other: &Self)
+    where
+        M: Clone,
+    {
+        for m in &other.moves {
+            let known = self
+                .moves
+                .iter()
+                .any(|n| Arc::ptr_eq(n.before(), m.before()) && Arc::ptr_eq(n.after(), m.after()));
+            if !known {
+                self.push(m.clone());
+            }
+        }
     }
 
     /// Whether a move from the copy `before` that is `same` is logged.
@@ -626,6 +663,16 @@ impl<T> LoggedMove for Transition<T> {
             schedule_valid: self.schedule_valid,
         }
     }
+
+    fn after(&self) -> &Arc<T> {
+        &self.after
+    }
+}
+
+impl<T> Clone for Transition<T> {
+    fn clone(&self) -> Self {
+        self.for_copy(Arc::clone(&self.before))
+    }
 }
 
 /// The moves of shared states logged in a write pass on one thread, each with the
@@ -647,6 +694,24 @@ impl<T: PartialEq> Transitions<T> {
     /// Forgets the pass's moves (and lets go of the copies they kept).
     pub(crate) fn clear(&mut self) {
         self.log.clear();
+    }
+
+    /// Logs the moves of another thread's log that this one lacks (see
+    /// [`MoveLog::import`]).
+    pub(crate) fn import(&mut self, other: &Self) {
+        self.log.import(&other.log);
+    }
+
+    /// How many moves are logged.
+    pub(crate) fn len(&self) -> usize {
+        self.log.len()
+    }
+
+    /// The moves logged from the `from`th on (see [`MoveLog::since`]).
+    pub(crate) fn since(&self, from: usize) -> Self {
+        Self {
+            log: self.log.since(from),
+        }
     }
 
     /// The states `before` (a shared copy) moves to with `event`, if logged, and whether
@@ -872,6 +937,37 @@ mod tests {
         log.clear();
         assert!(log.find(&follower, event).is_none());
     }
+    #[test]
+    fn another_threads_moves_are_imported_once_and_found_by_pointer() {
+        let none = BitArray::default();
+        let event = Event::CatchUp {
+            excluded: &none,
+            schedule_valid: true,
+        };
+        let mut holder = SharedSendStates::default();
+        holder.adopt(Arc::new(states(4)));
+        let before = Arc::clone(holder.shared().expect("shared"));
+        let mut moved = states(4);
+        moved.dirty.set(2);
+        let after = Arc::new(moved);
+        // The leader's thread logged another group's move, then the leader's.
+        let mut leaders = Transitions::default();
+        leaders.log(Arc::new(states(6)), event, Arc::new(states(6)), true);
+        let from = leaders.len();
+        leaders.log(Arc::clone(&before), event, Arc::clone(&after), true);
+        let published = leaders.since(from);
+        assert_eq!(published.len(), 1, "the leader's move only");
+        // The other thread imports it (once, however often) and finds it by pointer.
+        let mut other = Transitions::default();
+        other.import(&published);
+        other.import(&published);
+        assert_eq!(other.len(), 1);
+        let (found, valid) = other.find(&holder, event).expect("imported");
+        assert!(Arc::ptr_eq(&found, &after) && valid);
+        assert_eq!(other.len(), 1, "found by pointer: nothing more logged");
+        assert_eq!(leaders.since(leaders.len() + 1).len(), 0);
+    }
+
     #[test]
     fn a_recorded_move_is_taken_from_the_same_states_only() {
         let start = Arc::new(states(4));

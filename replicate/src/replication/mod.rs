@@ -327,16 +327,20 @@ struct WriteJob<'w> {
 /// connection's writer: `allowed` is the connection's allowance in bits.
 ///
 /// With `publish`, the chunk's first packet leads a group whose other packets other
-/// threads may write: the trace it records (or that there is none) is published
-/// there once it is written (or skipped).
+/// threads may write: what they need of the leader's (see [`Published`]) is
+/// published there once it is written (or skipped).
 fn write_chunk(
     objects: &ObjectTable,
     cache: &mut Box<encode::TickCache>,
     chunk: &mut [Grouped<'_, '_, '_>],
-    publish: Option<&PublishedTrace>,
+    publish: Option<&PublishedLeader>,
 ) {
-    // The first packet's trace, if it records one, is the one recorded after these.
-    let publish = publish.map(|slot| (slot, cache.replays.recorded()));
+    // The first packet's trace, if it records one, is the one recorded after these,
+    // and its moves the ones logged after these.
+    let publish = publish.map(|slot| {
+        let logged = (cache.transitions.len(), cache.fates.len());
+        (slot, cache.replays.recorded(), logged)
+    });
     for (k, (_, (job, conn, allowed, _))) in chunk.iter_mut().enumerate() {
         if let Some(conn) = conn.as_deref_mut().filter(|_| *allowed != Some(0)) {
             let writer = &mut *job.writer;
@@ -355,16 +359,39 @@ fn write_chunk(
                 );
             }
         }
-        if let Some((slot, recorded)) = publish.filter(|_| k == 0) {
+        if let Some((slot, recorded, (transitions, fates))) = publish.filter(|_| k == 0) {
             // Set once: only this thread writes the group's leader.
-            let _ = slot.set(cache.replays.recorded_since(recorded));
+            let _ = slot.set(Published {
+                trace: cache.replays.recorded_since(recorded),
+                transitions: cache.transitions.since(transitions),
+                fates: cache.fates.since(fates),
+            });
         }
     }
 }
 
-/// The trace a group's leader recorded, published for the threads that write its
-/// followers (`None`: it recorded none).
-type PublishedTrace = std::sync::OnceLock<Option<Arc<replay::PacketTrace>>>;
+/// What a group's leader left on its thread that the threads writing its followers
+/// need: the trace it recorded (`None`: it recorded none), and how its catching up
+/// with the tick's changes and with packet fates moved the group's shared copies. A
+/// follower holding the copy the leader held finds its move by pointer instead of
+/// making it again (taking the tick's changes, settling fates) on an own copy.
+struct Published {
+    trace: Option<Arc<replay::PacketTrace>>,
+    transitions: group::Transitions,
+    fates: baseline::FateMoves,
+}
+
+impl Published {
+    /// Lets `cache`'s thread write the group's followers as the leader's thread does.
+    fn adopt_into(&self, cache: &mut encode::TickCache) {
+        cache.replays.adopt(self.trace.clone());
+        cache.transitions.import(&self.transitions);
+        cache.fates.import(&self.fates);
+    }
+}
+
+/// A group leader's [`Published`], once written.
+type PublishedLeader = std::sync::OnceLock<Published>;
 
 /// One packet of a write pass: the job, its connection (`None`: not open, or named
 /// twice), the bits the interest layer allows it and where it started.
@@ -1079,12 +1106,12 @@ impl ReplicationServer {
             work.iter_mut().map(|w| (0, w)).collect()
         };
         let threads = threads::pass_threads(grouped.iter().map(|&(g, _)| g), self.caches.len());
-        // Each group's leader's trace, for the other threads (none on one thread).
+        // What each group's leader leaves for the other threads (none on one thread).
         let groups = grouped
             .last()
             .filter(|_| threads > 1)
             .map_or(0, |&(g, _)| g + 1);
-        let traces: Vec<PublishedTrace> = (0..groups).map(|_| PublishedTrace::new()).collect();
+        let leaders: Vec<PublishedLeader> = (0..groups).map(|_| PublishedLeader::new()).collect();
         let writing = Instant::now();
         threads::on_writer_threads(
             self.pool.as_ref(),
@@ -1092,17 +1119,18 @@ impl ReplicationServer {
             &mut self.caches[..threads],
             |&(g, _)| g,
             |cache, chunk, share| {
-                let trace = chunk.first().and_then(|&(g, _)| traces.get(g));
+                let leader = chunk.first().and_then(|&(g, _)| leaders.get(g));
                 match share {
                     Share::Head { publishes } => {
-                        write_chunk(objects, cache, chunk, trace.filter(|_| publishes));
+                        write_chunk(objects, cache, chunk, leader.filter(|_| publishes));
                     }
                     Share::Rest => write_chunk(objects, cache, chunk, None),
                     Share::Stolen => {
                         // Published before the chunk was released.
-                        cache
-                            .replays
-                            .adopt(trace.and_then(|t| t.get().cloned().flatten()));
+                        match leader.and_then(|l| l.get()) {
+                            Some(published) => published.adopt_into(cache),
+                            None => cache.replays.adopt(None),
+                        }
                         write_chunk(objects, cache, chunk, None);
                     }
                 }

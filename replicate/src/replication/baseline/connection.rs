@@ -482,12 +482,34 @@ impl LoggedMove for FateMove {
             ..self.clone()
         }
     }
+
+    fn after(&self) -> &Arc<ObjectWords> {
+        &self.after
+    }
 }
 
 impl FateMoves {
     /// Forgets the pass's moves (and lets go of the copies they kept).
     pub(crate) fn clear(&mut self) {
         self.log.clear();
+    }
+
+    /// Logs the moves of another thread's log that this one lacks (see
+    /// [`MoveLog::import`]).
+    pub(crate) fn import(&mut self, other: &Self) {
+        self.log.import(&other.log);
+    }
+
+    /// How many moves are logged.
+    pub(crate) fn len(&self) -> usize {
+        self.log.len()
+    }
+
+    /// The moves logged from the `from`th on (see [`MoveLog::since`]).
+    pub(crate) fn since(&self, from: usize) -> Self {
+        Self {
+            log: self.log.since(from),
+        }
     }
 }
 
