@@ -1003,6 +1003,10 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         },
         ..base
     };
+    let grid = Setup {
+        scope: ScopeMode::Grid,
+        ..base
+    };
     let variants = [
         ("all in scope", base),
         (
@@ -1012,13 +1016,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
                 ..base
             },
         ),
-        (
-            "grid filter (cell 5000, cull 50 000)",
-            Setup {
-                scope: ScopeMode::Grid,
-                ..base
-            },
-        ),
+        ("grid filter (cell 5000, cull 50 000)", grid),
         (
             "all in scope, RTT spread 20–200 ms (acks 1–6 ticks late)",
             spread,
@@ -1088,8 +1086,9 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
     }
     // Parallel writers: passes over every connection on one thread and on two,
     // alternated (the machine's speed drifts between configurations); the packets
-    // must be the same bytes. All in scope (one group of connections in step) and
-    // with the RTT spread (a group per ack delay).
+    // must be the same bytes. All in scope (one group of connections in step), with
+    // the RTT spread (a group per ack delay), and the grid filter (the production
+    // setting: every connection writes its own section).
     let mut par_table = Table::new(&[
         "variant",
         "writer threads",
@@ -1102,7 +1101,12 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         "packets",
     ]);
     let rounds = p.parallel_rounds.max(1);
-    for (variant, setup) in [("all in scope", base), ("RTT spread 20–200 ms", spread)] {
+    let parallel_variants = [
+        ("all in scope", base),
+        ("RTT spread 20–200 ms", spread),
+        ("grid filter", grid),
+    ];
+    for (variant, setup) in parallel_variants {
         let mut runs: [Vec<Measured>; 2] = [Vec::new(), Vec::new()];
         for _ in 0..rounds {
             for (slot, threads) in [(0, 1), (1, 2)] {
@@ -1281,7 +1285,7 @@ pub fn run(p: &S2Params) -> Result<Outcome, SanityError> {
         }
     ));
     md.push_str(&format!(
-        "Parallel writers (delta on; all in scope, and with the RTT spread): every connection's \
+        "Parallel writers (delta on; all in scope, with the RTT spread, and with the grid filter): every connection's \
          packets written in passes (`ReplicationServer::write_packets`) on 1 and 2 threads of a \
          {}-core machine, alternated round by round; wall time, since the work is spread over \
          threads:\n\n",
