@@ -937,6 +937,7 @@ mod tests {
         log.clear();
         assert!(log.find(&follower, event).is_none());
     }
+
     #[test]
     fn another_threads_moves_are_imported_once_and_found_by_pointer() {
         let none = BitArray::default();

@@ -9,10 +9,10 @@
 //! calling thread from the front (the largest groups), the others from the back. A
 //! thread that wrote a head goes on with the rest of its group, chunk by chunk, and a
 //! thread out of heads steals such chunks from the back, adopting the leader's trace
-//! and how catching up moved the group's shared copies (which the head's thread
-//! publishes right after the leader's packet). So every
-//! leader is written before its followers, most followers replay on their leader's
-//! core, and the threads end within a small chunk of each other.
+//! and how the leader's catching up moved the group's shared copies (which the head's
+//! thread publishes right after the leader's packet). So every leader is written
+//! before its followers, most followers replay on their leader's core, and the
+//! threads end within a small chunk of each other.
 //!
 //! The pool's threads stay awake for a while after a pass ([`KEEP_AWAKE`]), so the
 //! tick's next pass finds them running: waking a parked thread takes tens of
