@@ -448,16 +448,13 @@ impl Settle {
 /// How a write pass's catching up with packet fates moved shared baselines, on one
 /// writer thread (see `group`): a connection holding the same copy and the same
 /// nominations settled the same way takes the logged result.
-#[derive(Debug, Default)]
-pub(crate) struct FateMoves {
-    log: MoveLog<FateMove>,
-}
+pub(crate) type FateMoves = MoveLog<FateMove>;
 
 /// One logged catching up: the shared copy before, the packets settled (each with
 /// its count of nominations and how) and their origins (which name their
 /// nominations), the copy after and the lineages let go of.
 #[derive(Debug, Clone)]
-struct FateMove {
+pub(crate) struct FateMove {
     before: Arc<ObjectWords>,
     packets: Vec<(u32, Settle)>,
     origins: Vec<u64>,
@@ -485,31 +482,6 @@ impl LoggedMove for FateMove {
 
     fn after(&self) -> &Arc<ObjectWords> {
         &self.after
-    }
-}
-
-impl FateMoves {
-    /// Forgets the pass's moves (and lets go of the copies they kept).
-    pub(crate) fn clear(&mut self) {
-        self.log.clear();
-    }
-
-    /// Logs the moves of another thread's log that this one lacks (see
-    /// [`MoveLog::import`]).
-    pub(crate) fn import(&mut self, other: &Self) {
-        self.log.import(&other.log);
-    }
-
-    /// How many moves are logged.
-    pub(crate) fn len(&self) -> usize {
-        self.log.len()
-    }
-
-    /// The moves logged from the `from`th on (see [`MoveLog::since`]).
-    pub(crate) fn since(&self, from: usize) -> Self {
-        Self {
-            log: self.log.since(from),
-        }
     }
 }
 
@@ -1625,7 +1597,7 @@ impl ConnectionBaselines {
                         .iter()
                         .eq(queued.iter().take(packets.len()).map(|p| &p.origin))
             };
-            if let Some(m) = moves.log.find(shared, same_fates) {
+            if let Some(m) = moves.find(shared, same_fates) {
                 #[cfg(debug_assertions)]
                 debug_assert!(
                     self.front_holds(packets.len(), &m.nominations),
@@ -1642,7 +1614,7 @@ impl ConnectionBaselines {
                 return;
             }
         }
-        let Some(before) = moves.log.loggable(&self.objects) else {
+        let Some(before) = moves.loggable(&self.objects) else {
             self.settle_packets(packets);
             return;
         };
@@ -1662,7 +1634,7 @@ impl ConnectionBaselines {
         };
         let released = self.released.len();
         self.settle_packets(packets);
-        moves.log.push(FateMove {
+        moves.push(FateMove {
             before,
             packets: packets.to_vec(),
             origins,
@@ -2309,8 +2281,8 @@ mod tests {
         assert!(twin.words().is(&after));
         assert_eq!(twin.released, leader.released);
         // (The leader's move, the four that moved on their own, the twin's.)
-        assert_eq!(moves.log.moves().len(), 6);
-        assert!(Arc::ptr_eq(&moves.log.moves()[5].before, &twins_copy));
+        assert_eq!(moves.moves().len(), 6);
+        assert!(Arc::ptr_eq(&moves.moves()[5].before, &twins_copy));
     }
 
     #[test]
