@@ -129,13 +129,6 @@ pub struct PassTimes {
     pub settling: Duration,
 }
 
-impl PassTimes {
-    /// The passes' time, all three parts.
-    pub fn total(&self) -> Duration {
-        self.preparing + self.writing + self.settling
-    }
-}
-
 impl std::ops::Sub for PassTimes {
     type Output = Self;
 
